@@ -1,0 +1,1 @@
+"""broker_impl."""

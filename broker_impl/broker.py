@@ -1,0 +1,323 @@
+"""A broker process: Kafka listener, partition replicas, controller link, background duties.
+
+``python -m broker_impl.broker --config FILE``
+
+Start-up: open (recover) every partition directory under ``log.dirs``, load HWs from the
+HW checkpoint, register with the controller under a fresh incarnation id, then follow
+the controller's metadata: become leader or follower of each assigned partition
+whenever its leader epoch moves.  Background duties, each as in Kafka: heartbeats,
+ISR shrink/expand proposals to the controller, the HW checkpoint every
+``replica.high.watermark.checkpoint.interval.ms``, and ``flush.ms`` flushes.
+
+SIGTERM is a clean shutdown (flush logs, write the HW checkpoint); SIGKILL is a crash
+and leaves exactly what the operating system had -- which is the point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import re
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from . import config as configuration
+from . import wire
+from .checkpoints import HighWatermarkCheckpoint
+from .handlers import Handlers
+from .log import FlushPolicy
+from .partition import Partition
+from .replica_fetcher import ReplicaFetcher
+from .rpc import RpcClient, RpcError
+
+logger = logging.getLogger("broker_impl.broker")
+
+PARTITION_DIRECTORY = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+MAINTENANCE_SECONDS = 0.05
+
+
+class Broker:
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self.node_id: int = settings["node.id"]
+        self.listen = settings["listeners"]
+        self.advertised: tuple[str, int] = settings["advertised.listeners"] or self.listen
+        self.cluster_id: str = settings["cluster.id"]
+        self.incarnation = uuid.uuid4().hex
+        self.log_dir = Path(settings["log.dirs"])
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.flush_policy = FlushPolicy(settings["flush.messages"], settings["flush.ms"])
+        self.hw_checkpoint = HighWatermarkCheckpoint(self.log_dir)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self.metadata: dict[str, Any] = {"version": -1, "brokers": {}, "topics": {}}
+        self.controller = RpcClient(*settings["controller.quorum.bootstrap.servers"], timeout=5.0)
+        self.metadata_changed = asyncio.Event()
+        self._producer_ids: list[int] = []
+        self._isr_checks_due: set[tuple[str, int]] = set()
+        self._open_existing_partitions()
+
+    # ---- partitions ---------------------------------------------------------------------
+
+    def _open_existing_partitions(self) -> None:
+        checkpointed = self.hw_checkpoint.read()
+        for directory in sorted(self.log_dir.iterdir()):
+            match = PARTITION_DIRECTORY.match(directory.name)
+            if directory.is_dir() and match:
+                key = (match["topic"], int(match["partition"]))
+                self.partitions[key] = self._new_partition(key, checkpointed.get(key, 0))
+
+    def _new_partition(self, key: tuple[str, int], high_watermark: int) -> Partition:
+        return Partition(key[0], key[1], self.node_id, self.log_dir / f"{key[0]}-{key[1]}",
+                         self.settings["log.segment.bytes"], self.flush_policy, high_watermark)
+
+    def metadata_topics(self) -> dict[str, Any]:
+        topics: dict[str, Any] = self.metadata["topics"]
+        return topics
+
+    def live_brokers(self) -> dict[int, tuple[str, int]]:
+        return {int(node): (broker["host"], broker["port"])
+                for node, broker in self.metadata["brokers"].items() if not broker["fenced"]}
+
+    def apply_metadata(self, metadata: dict[str, Any]) -> None:
+        if metadata["version"] <= self.metadata["version"]:
+            return
+        self.metadata = metadata
+        for name, topic in metadata["topics"].items():
+            for index, state in enumerate(topic["partitions"]):
+                if self.node_id in state["replicas"]:
+                    self._apply_partition_state((name, index), state)
+        self.metadata_changed.set()
+        self.metadata_changed = asyncio.Event()
+
+    def _apply_partition_state(self, key: tuple[str, int], state: dict[str, Any]) -> None:
+        partition = self.partitions.get(key)
+        if partition is None:
+            partition = self.partitions[key] = self._new_partition(key, 0)
+        epoch = state["leader_epoch"]
+        if epoch < partition.leader_epoch:
+            return
+        if epoch == partition.leader_epoch:
+            partition.update_isr(state["partition_epoch"], state["isr"])
+            return
+        self._stop_fetcher(key)
+        if state["leader"] == self.node_id:
+            partition.become_leader(epoch, state["partition_epoch"], state["replicas"], state["isr"])
+            return
+        partition.become_follower(state["leader"], epoch, state["partition_epoch"], state["replicas"], state["isr"])
+        if self.settings["truncation.mode"] == "high-watermark":
+            partition.truncate_to(partition.high_watermark)  # pre-0.11: cut at our own HW, unconditionally
+        leader = self.metadata["brokers"].get(str(state["leader"]))
+        if state["leader"] >= 0 and leader is not None:
+            fetcher = ReplicaFetcher(partition, self.node_id, (leader["host"], leader["port"]), self.settings)
+            self.fetchers[key] = asyncio.create_task(fetcher.run(), name=f"fetcher-{key[0]}-{key[1]}")
+
+    def _stop_fetcher(self, key: tuple[str, int]) -> None:
+        task = self.fetchers.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    def note_follower_fetch(self, partition: Partition) -> None:
+        if partition.isr_expansion_candidates():
+            self._isr_checks_due.add((partition.topic, partition.index))
+
+    # ---- controller link ----------------------------------------------------------------
+
+    async def _register(self) -> None:
+        while True:
+            try:
+                reply = await self.controller.call("register", {
+                    "node_id": self.node_id, "incarnation": self.incarnation,
+                    "host": self.advertised[0], "port": self.advertised[1]})
+                self.apply_metadata(reply["metadata"])
+                logger.info("registered with the controller as incarnation %s", self.incarnation)
+                return
+            except (ConnectionError, RpcError) as error:
+                logger.info("registration failed: %s", error)
+                await asyncio.sleep(0.2)
+
+    async def heartbeat_forever(self) -> None:
+        await self._register()
+        interval = self.settings["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            await self.heartbeat_once()
+            await asyncio.sleep(interval)
+
+    async def heartbeat_once(self) -> None:
+        try:
+            reply = await self.controller.call("heartbeat", {
+                "node_id": self.node_id, "incarnation": self.incarnation, "version": self.metadata["version"]})
+        except RpcError:
+            await self._register()
+            return
+        except ConnectionError as error:
+            logger.info("heartbeat failed: %s", error)
+            return
+        if "metadata" in reply:
+            self.apply_metadata(reply["metadata"])
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, timeout_ms: int) -> tuple[int, str | None]:
+        if partitions == -1:
+            partitions = self.settings["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.settings["default.replication.factor"]
+        try:
+            reply = await self.controller.call("create_topic", {
+                "name": name, "partitions": partitions, "replication_factor": replication_factor})
+        except (ConnectionError, RpcError) as error:
+            return wire.REQUEST_TIMED_OUT, str(error)
+        problem = reply.get("error")
+        if problem == "exists":
+            return wire.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        if problem:
+            code = wire.INVALID_PARTITIONS if "partitions" in problem else wire.INVALID_REPLICATION_FACTOR
+            return code, str(problem)
+        deadline = time.monotonic() + max(timeout_ms, 1000) / 1000
+        while self.metadata["version"] < reply["version"] and time.monotonic() < deadline:
+            await self.heartbeat_once()
+            if self.metadata["version"] < reply["version"]:
+                await asyncio.sleep(0.02)
+        return wire.NONE, None
+
+    async def auto_create_topic(self, name: str) -> int:
+        error, _ = await self.create_topic(name, -1, -1, 5000)
+        return wire.LEADER_NOT_AVAILABLE if error in (wire.NONE, wire.TOPIC_ALREADY_EXISTS) else error
+
+    async def allocate_producer_id(self) -> int:
+        if not self._producer_ids:
+            try:
+                block = await self.controller.call("allocate_producer_ids", {"node_id": self.node_id})
+            except (ConnectionError, RpcError):
+                return -1
+            self._producer_ids = list(range(block["first"] + block["count"] - 1, block["first"] - 1, -1))
+        return self._producer_ids.pop()
+
+    # ---- background duties ----------------------------------------------------------------
+
+    async def maintain_isr_forever(self) -> None:
+        lag = self.settings["replica.lag.time.max.ms"] / 1000
+        while True:
+            await asyncio.sleep(MAINTENANCE_SECONDS)
+            due, self._isr_checks_due = self._isr_checks_due, set()
+            for key, partition in list(self.partitions.items()):
+                if partition.role != "leader":
+                    continue
+                shrink = partition.isr_shrink_candidates(lag)
+                grow = partition.isr_expansion_candidates() if key in due or not shrink else []
+                if shrink or grow:
+                    new_isr = sorted((set(partition.isr) - set(shrink)) | set(grow))
+                    await self._propose_isr(partition, new_isr)
+
+    async def _propose_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        partition.pending_isr = new_isr
+        logger.info("%s: proposing ISR %s (was %s)", partition.name, new_isr, partition.isr)
+        try:
+            reply = await self.controller.call("alter_partition", {
+                "topic": partition.topic, "partition": partition.index, "leader": self.node_id,
+                "leader_epoch": partition.leader_epoch, "partition_epoch": partition.partition_epoch,
+                "isr": new_isr})
+        except (ConnectionError, RpcError) as error:
+            logger.info("%s: ISR change failed: %s", partition.name, error)
+            await asyncio.sleep(0.5)  # keep pending_isr meanwhile: HW uses the larger ISR
+            partition.pending_isr = None
+            return
+        state = reply["state"]
+        partition.pending_isr = None
+        if state["leader_epoch"] == partition.leader_epoch:
+            partition.update_isr(state["partition_epoch"], state["isr"])
+        await self.heartbeat_once()
+
+    async def checkpoint_high_watermarks_forever(self) -> None:
+        interval = self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.hw_checkpoint.write((key, partition.high_watermark) for key, partition in self.partitions.items())
+
+    async def flush_forever(self) -> None:
+        interval = self.settings["log.flush.scheduler.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for partition in self.partitions.values():
+                partition.log.flush_if_due(now)
+
+    def shutdown_cleanly(self) -> None:
+        for partition in self.partitions.values():
+            partition.log.flush()
+        self.checkpoint_high_watermarks()
+
+    # ---- client connections -------------------------------------------------------------
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers = Handlers(self).table()
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                payload = await wire.read_frame(reader)
+                request = wire.decode_request(payload)
+                body = await handlers[request.api.key](request)
+                if body is None:
+                    continue  # acks=0: Kafka sends no response
+                writer.write(wire.encode_response(request, body))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except wire.ProtocolError as error:
+            logger.info("closing connection from %s: %s", peer, error)
+        except Exception:
+            logger.exception("closing connection from %s after an internal error", peer)
+        finally:
+            writer.close()
+
+
+async def run(settings: dict[str, Any]) -> None:
+    broker = Broker(settings)
+    host, port = broker.listen
+    server = await asyncio.start_server(broker.serve_connection, host, port, reuse_address=True)
+    logger.info("broker %d listening on %s:%d (truncation.mode=%s)", broker.node_id, host, port,
+                settings["truncation.mode"])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, stop.set)
+    tasks = [asyncio.create_task(coroutine) for coroutine in (
+        broker.heartbeat_forever(), broker.maintain_isr_forever(), broker.checkpoint_high_watermarks_forever(),
+        broker.flush_forever())]
+    stopped = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([*tasks, stopped], return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        if task is not stopped and task.exception() is not None:
+            logger.error("background duty failed", exc_info=task.exception())
+    server.close()
+    for task in [*tasks, *broker.fetchers.values()]:
+        task.cancel()
+    with contextlib.suppress(Exception):
+        broker.shutdown_cleanly()
+    logger.info("broker %d stopped", broker.node_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m broker_impl.broker")
+    parser.add_argument("--config", required=True, help="properties file")
+    args = parser.parse_args(argv)
+    try:
+        settings = configuration.load(args.config, configuration.BROKER_KEYS)
+    except configuration.ConfigError as error:
+        print(f"broker: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Configuration files of the controller and the brokers.
+
+The files use Kafka's ``.properties`` syntax (``key=value``, ``#`` comments) and Kafka's
+key names wherever Kafka has one, so that a Kafka user reads them without a glossary.
+Every key is declared here with its type and default; an unknown key or a bad value is
+a :class:`ConfigError` that names the file, the line and the key -- a typo must never
+silently fall back to a default, because a harness that tests the wrong configuration
+reports the wrong verdict.
+
+Defaults are Kafka's own (``flush.messages`` never, ``replica.lag.time.max.ms`` 30000,
+HW checkpoint every 5000 ms, ...).  ``truncation.mode`` is Tidemark's switch between the
+pre-0.11 behaviour (``high-watermark``) and KIP-101 (``leader-epoch``, the default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+NEVER = 2**63 - 1
+"""Kafka's ``Long.MAX_VALUE``: the default of ``flush.messages`` and ``flush.ms``."""
+
+
+class ConfigError(Exception):
+    """A configuration problem, already phrased for the user (file, line, key)."""
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError("expected true or false")
+
+
+def _integer(text: str) -> int:
+    return int(text.strip())
+
+
+def _positive(text: str) -> int:
+    value = int(text.strip())
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text.strip())
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def _string(text: str) -> str:
+    return text.strip()
+
+
+def _truncation_mode(text: str) -> str:
+    value = text.strip()
+    if value not in ("high-watermark", "leader-epoch"):
+        raise ValueError("expected high-watermark or leader-epoch")
+    return value
+
+
+def _listener(text: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` (or just ``host:port``) -> (host, port)."""
+    value = text.strip()
+    if "," in value:
+        raise ValueError("only one listener is supported")
+    if "://" in value:
+        value = value.split("://", 1)[1]
+    host, separator, port = value.rpartition(":")
+    if not separator or not port.isdigit():
+        raise ValueError("expected NAME://host:port")
+    return (host or "0.0.0.0", int(port))
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+
+
+BROKER_KEYS: tuple[Key, ...] = (
+    Key("node.id", _non_negative, None, "this broker's id (required)"),
+    Key("listeners", _listener, None, "PLAINTEXT://host:port to listen on (required)"),
+    Key("advertised.listeners", _listener, None, "address given to clients (default: listeners)"),
+    Key("controller.quorum.bootstrap.servers", _listener, None, "host:port of the controller (required)"),
+    Key("log.dirs", _string, None, "data directory (required)"),
+    Key("min.insync.replicas", _positive, 1, "acks=all needs at least this many replicas in the ISR"),
+    Key("flush.messages", _positive, NEVER, "fsync the log after this many appended messages"),
+    Key("flush.ms", _positive, NEVER, "fsync the log when unflushed data is older than this"),
+    Key("log.flush.scheduler.interval.ms", _positive, 100, "how often flush.ms is checked (Kafka: Long.MAX)"),
+    Key("log.segment.bytes", _positive, 1 << 30, "roll a new segment file after this many bytes"),
+    Key("replica.lag.time.max.ms", _positive, 30000, "a follower not caught up for this long leaves the ISR"),
+    Key("replica.fetch.wait.max.ms", _non_negative, 500, "long-poll time of follower fetches"),
+    Key("replica.fetch.max.bytes", _positive, 1 << 20, "bytes per partition in one follower fetch"),
+    Key("replica.fetch.backoff.ms", _non_negative, 1000, "pause after a failed follower fetch"),
+    Key("replica.socket.timeout.ms", _positive, 30000, "follower request timeout"),
+    Key("replica.high.watermark.checkpoint.interval.ms", _positive, 5000, "HW checkpoint period"),
+    Key("broker.heartbeat.interval.ms", _positive, 2000, "heartbeat period towards the controller"),
+    Key("auto.create.topics.enable", _boolean, True, "create unknown topics on Metadata requests"),
+    Key("num.partitions", _positive, 1, "partitions of auto-created topics"),
+    Key("default.replication.factor", _positive, 1, "replication factor of auto-created topics"),
+    Key("truncation.mode", _truncation_mode, "leader-epoch", "high-watermark (pre-0.11) or leader-epoch (KIP-101)"),
+    Key("cluster.id", _string, "tidemark", "cluster id reported in Metadata"),
+)
+
+CONTROLLER_KEYS: tuple[Key, ...] = (
+    Key("node.id", _non_negative, 3000, "the controller's id (not a broker id)"),
+    Key("listeners", _listener, None, "CONTROLLER://host:port to listen on (required)"),
+    Key("metadata.log.dir", _string, None, "where the metadata file lives (required)"),
+    Key("broker.session.timeout.ms", _positive, 9000, "a broker silent for this long is fenced"),
+    Key("unclean.leader.election.enable", _boolean, False, "elect an out-of-ISR replica rather than none"),
+    Key("min.insync.replicas", _positive, 1, "default for topics (reported to brokers)"),
+    Key("cluster.id", _string, "tidemark", "cluster id"),
+)
+
+
+def _key_table(keys: tuple[Key, ...]) -> dict[str, Key]:
+    return {key.name: key for key in keys}
+
+
+def parse_properties(text: str, source: str, keys: tuple[Key, ...]) -> dict[str, Any]:
+    """Parse ``.properties`` text against ``keys``; return every key with its value or default.
+
+    ``source`` names the file in errors.  Required keys (default ``None``) are not checked
+    here; callers use :func:`require`.
+    """
+    table = _key_table(keys)
+    values: dict[str, Any] = {key.name: key.default for key in keys}
+    for line_number, raw_line in enumerate(text.splitlines(), start=1):
+        line = raw_line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        if "=" not in line:
+            raise ConfigError(f"{source}:{line_number}: expected key=value, got {line!r}")
+        name, _, value = line.partition("=")
+        name = name.strip()
+        if name not in table:
+            raise ConfigError(f"{source}:{line_number}: unknown key {name!r}")
+        try:
+            values[name] = table[name].parse(value)
+        except ValueError as error:
+            raise ConfigError(f"{source}:{line_number}: bad value {value.strip()!r} for {name}: {error}") from None
+    return values
+
+
+def apply_overrides(values: dict[str, Any], overrides: Mapping[str, str], source: str, keys: tuple[Key, ...]) -> None:
+    """Apply ``KEY=VALUE`` overrides (e.g. from ``--set``) with the same checks as the file."""
+    table = _key_table(keys)
+    for name, value in overrides.items():
+        if name not in table:
+            raise ConfigError(f"{source}: unknown key {name!r}")
+        try:
+            values[name] = table[name].parse(value)
+        except ValueError as error:
+            raise ConfigError(f"{source}: bad value {value!r} for {name}: {error}") from None
+
+
+def load(path: str | Path, keys: tuple[Key, ...]) -> dict[str, Any]:
+    """Read and check a properties file; raise :class:`ConfigError` on any problem."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
+    values = parse_properties(text, str(path), keys)
+    for key in keys:
+        if key.default is None and values[key.name] is None and key.name != "advertised.listeners":
+            raise ConfigError(f"{path}: required key {key.name!r} is missing")
+    return values
+
+
+def broker_keys_accepting(name: str) -> bool:
+    """Whether ``name`` is a broker key (used by launchers to route ``--set``)."""
+    return name in _key_table(BROKER_KEYS)
+
+
+def controller_keys_accepting(name: str) -> bool:
+    return name in _key_table(CONTROLLER_KEYS)
+
+
+def render(values: Mapping[str, Any]) -> str:
+    """Render a properties file (launchers write configs with this)."""
+    lines = []
+    for name, value in values.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        lines.append(f"{name}={value}")
+    return "\n".join(lines) + "\n"

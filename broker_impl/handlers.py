@@ -1,0 +1,312 @@
+"""Kafka API handlers of a broker: one method per API, each returning a response body.
+
+Error behaviour follows Kafka: NOT_LEADER_OR_FOLLOWER from a non-leader,
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the request's leader epoch is older /
+newer than ours, NOT_ENOUGH_REPLICAS when ``acks=all`` meets an ISR smaller than
+``min.insync.replicas``, REQUEST_TIMED_OUT when ``acks=all`` waits past the request's
+timeout, OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.  Transactions are not
+supported (InitProducerId with a transactional id is refused with INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from . import records, wire
+from .partition import Partition
+from .records import CorruptBatch
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+logger = logging.getLogger(__name__)
+
+INVALID_REQUEST = 42
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+class Handlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def _lookup(self, topic: str, index: int, current_leader_epoch: int = -1) -> tuple[int, Partition | None]:
+        """The local leader replica, or the error code to answer with."""
+        partition = self.broker.partitions.get((topic, index))
+        if partition is None:
+            known = self.broker.metadata_topics().get(topic)
+            if known is None or index >= len(known["partitions"]):
+                return wire.UNKNOWN_TOPIC_OR_PARTITION, None
+            return wire.NOT_LEADER_OR_FOLLOWER, None
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                return wire.FENCED_LEADER_EPOCH, None
+            if current_leader_epoch > partition.leader_epoch:
+                return wire.UNKNOWN_LEADER_EPOCH, None
+        if partition.role != "leader":
+            return wire.NOT_LEADER_OR_FOLLOWER, None
+        return wire.NONE, partition
+
+    # ---- metadata -----------------------------------------------------------------------
+
+    async def api_versions(self, request: wire.Request) -> Any:
+        return wire.api_versions_response(request)
+
+    async def metadata(self, request: wire.Request) -> Any:
+        response_class = request.api.response
+        broker_class = wire.nested(response_class, "MetadataResponseBroker")
+        topic_class = wire.nested(response_class, "MetadataResponseTopic")
+        partition_class = wire.nested(topic_class, "MetadataResponsePartition")
+        topics = self.broker.metadata_topics()
+        live = self.broker.live_brokers()
+        requested = request.body.topics
+        if requested is None or (request.version == 0 and not requested):
+            names = sorted(topics)
+        else:
+            names = [entry.name for entry in requested]
+        allow_create = getattr(request.body, "allow_auto_topic_creation", True) if request.version >= 4 else True
+        topic_entries = []
+        for name in names:
+            topic = topics.get(name)
+            if topic is None:
+                error = wire.UNKNOWN_TOPIC_OR_PARTITION
+                if allow_create and self.broker.settings["auto.create.topics.enable"] and name:
+                    error = await self.broker.auto_create_topic(name)
+                topic_entries.append(topic_class(error_code=error, name=name, topic_id=None, is_internal=False,
+                                                 partitions=[]))
+                continue
+            partitions = []
+            for index, state in enumerate(topic["partitions"]):
+                leader = state["leader"]
+                partitions.append(partition_class(
+                    error_code=wire.NONE if leader >= 0 else wire.LEADER_NOT_AVAILABLE,
+                    partition_index=index, leader_id=leader, leader_epoch=state["leader_epoch"],
+                    replica_nodes=state["replicas"], isr_nodes=state["isr"],
+                    offline_replicas=[r for r in state["replicas"] if r not in live]))
+            topic_entries.append(topic_class(error_code=wire.NONE, name=name, topic_id=topic["id"],
+                                             is_internal=False, partitions=partitions))
+        brokers = [broker_class(node_id=node, host=host, port=port, rack=None)
+                   for node, (host, port) in sorted(live.items())]
+        return wire.response(request, throttle_time_ms=0, brokers=brokers, cluster_id=self.broker.cluster_id,
+                             controller_id=min(live) if live else -1, topics=topic_entries)
+
+    async def find_coordinator(self, request: wire.Request) -> Any:
+        host, port = self.broker.advertised
+        if request.version >= 4:
+            coordinator_class = wire.nested(request.api.response, "Coordinator")
+            return wire.response(request, coordinators=[
+                coordinator_class(key=key, node_id=self.broker.node_id, host=host, port=port, error_code=0,
+                                  error_message=None) for key in request.body.coordinator_keys])
+        return wire.response(request, error_code=0, error_message=None, node_id=self.broker.node_id,
+                             host=host, port=port)
+
+    async def create_topics(self, request: wire.Request) -> Any:
+        result_class = wire.nested(request.api.response, "CreatableTopicResult")
+        results = []
+        for topic in request.body.topics:
+            error, message = await self.broker.create_topic(topic.name, topic.num_partitions,
+                                                            topic.replication_factor, request.body.timeout_ms)
+            results.append(result_class(name=topic.name, error_code=error, error_message=message))
+        return wire.response(request, throttle_time_ms=0, topics=results)
+
+    # ---- produce ------------------------------------------------------------------------
+
+    async def produce(self, request: wire.Request) -> Any:
+        body = request.body
+        acks = body.acks
+        topic_class = wire.nested(request.api.response, "TopicProduceResponse")
+        partition_class = wire.nested(topic_class, "PartitionProduceResponse")
+        waits = []
+        for topic in body.topic_data:
+            for data in topic.partition_data:
+                waits.append(self._produce_partition(topic.name, data.index, data.records, acks, body.timeout_ms))
+        results = await asyncio.gather(*waits)
+        by_topic: dict[str, list[Any]] = {}
+        for name, index, error, base_offset, log_start in results:
+            by_topic.setdefault(name, []).append(partition_class(
+                index=index, error_code=error, base_offset=base_offset, log_append_time_ms=-1,
+                log_start_offset=log_start, record_errors=[], error_message=None))
+        if acks == 0:
+            return None
+        return wire.response(request, throttle_time_ms=0, responses=[
+            topic_class(name=name, partition_responses=partitions) for name, partitions in by_topic.items()])
+
+    async def _produce_partition(self, topic: str, index: int, data: bytes | None, acks: int,
+                                 timeout_ms: int) -> tuple[str, int, int, int, int]:
+        if acks not in (0, 1, -1):
+            return topic, index, wire.INVALID_REQUIRED_ACKS, -1, -1
+        error, partition = self._lookup(topic, index)
+        if partition is None:
+            return topic, index, error, -1, -1
+        min_insync = self.broker.settings["min.insync.replicas"]
+        if acks == -1 and len(partition.isr) < min_insync:
+            return topic, index, wire.NOT_ENOUGH_REPLICAS, -1, -1
+        buffer = bytearray(data or b"")
+        try:
+            batches = list(records.iterate_batches(buffer))
+        except CorruptBatch as problem:
+            logger.warning("%s: rejecting produce: %s", partition.name, problem)
+            code = wire.UNSUPPORTED_FOR_MESSAGE_FORMAT if "magic" in str(problem) else wire.CORRUPT_MESSAGE
+            return topic, index, code, -1, -1
+        if not batches:
+            return topic, index, wire.INVALID_RECORD, -1, -1
+        first_offset = -1
+        last_offset = -1
+        for position, header in batches:
+            error, duplicate = partition.log.check_producer(header)
+            if error:
+                return topic, index, error, -1, -1
+            if duplicate is not None:
+                first, last = duplicate.base_offset, duplicate.last_offset
+            else:
+                batch = bytearray(buffer[position : position + header.size])
+                first, last = partition.log.append_as_leader(batch, header, partition.leader_epoch)
+            first_offset = first if first_offset < 0 else first_offset
+            last_offset = max(last_offset, last)
+        partition.data_appended.notify()
+        partition.maybe_increment_high_watermark()
+        if acks != -1:
+            return topic, index, wire.NONE, first_offset, partition.log.log_start_offset
+        waiter = partition.add_ack_waiter(last_offset + 1)
+        try:
+            outcome = await asyncio.wait_for(asyncio.shield(waiter.future), timeout_ms / 1000)
+        except TimeoutError:
+            partition.remove_ack_waiter(waiter)
+            return topic, index, wire.REQUEST_TIMED_OUT, -1, -1
+        if outcome != wire.NONE:
+            return topic, index, outcome, -1, -1
+        if len(partition.isr) < min_insync:
+            return topic, index, wire.NOT_ENOUGH_REPLICAS_AFTER_APPEND, -1, -1
+        return topic, index, wire.NONE, first_offset, partition.log.log_start_offset
+
+    # ---- fetch --------------------------------------------------------------------------
+
+    async def fetch(self, request: wire.Request) -> Any:
+        body = request.body
+        follower = body.replica_id >= 0
+        deadline = asyncio.get_running_loop().time() + max(0, body.max_wait_ms) / 1000
+        while True:
+            responses, bytes_found, errors, waiters = self._fetch_round(request, follower)
+            remaining = deadline - asyncio.get_running_loop().time()
+            if bytes_found >= max(1, body.min_bytes) or errors or remaining <= 0 or not waiters:
+                return wire.response(request, throttle_time_ms=0, error_code=wire.NONE, session_id=0,
+                                     responses=responses)
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+
+    def _fetch_round(self, request: wire.Request, follower: bool) -> tuple[list[Any], int, bool, list[Any]]:
+        body = request.body
+        topic_class = wire.nested(request.api.response, "FetchableTopicResponse")
+        partition_class = wire.nested(topic_class, "PartitionData")
+        budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
+        total = 0
+        errors = False
+        waiters: list[Any] = []
+        responses = []
+        for topic in body.topics:
+            partitions = []
+            for fetch in topic.partitions:
+                error, partition = self._lookup(topic.topic, fetch.partition, fetch.current_leader_epoch)
+                data = b""
+                high_watermark = log_start = -1
+                if partition is not None:
+                    high_watermark = partition.high_watermark
+                    log_start = partition.log.log_start_offset
+                    end = partition.log_end_offset
+                    if fetch.fetch_offset > end or fetch.fetch_offset < log_start:
+                        error = wire.OFFSET_OUT_OF_RANGE
+                    else:
+                        if follower:
+                            partition.record_follower_fetch(body.replica_id, fetch.fetch_offset)
+                            self.broker.note_follower_fetch(partition)
+                            high_watermark = partition.high_watermark
+                        limit = end if follower else high_watermark
+                        room = min(fetch.partition_max_bytes, budget - total)
+                        if room > 0 or total == 0:
+                            data = partition.log.read(fetch.fetch_offset, max(room, 1), limit)
+                        total += len(data)
+                        notifier = partition.data_appended if follower else partition.high_watermark_moved
+                        waiters.append(notifier.waiter())
+                if error != wire.NONE:
+                    errors = True
+                partitions.append(partition_class(
+                    partition_index=fetch.partition, error_code=error, high_watermark=high_watermark,
+                    last_stable_offset=high_watermark, log_start_offset=log_start, aborted_transactions=None
+                    if error else [], preferred_read_replica=-1, records=data))
+            responses.append(topic_class(topic=topic.topic, partitions=partitions))
+        return responses, total, errors, waiters
+
+    # ---- offsets --------------------------------------------------------------------------
+
+    async def list_offsets(self, request: wire.Request) -> Any:
+        body = request.body
+        topic_class = wire.nested(request.api.response, "ListOffsetsTopicResponse")
+        partition_class = wire.nested(topic_class, "ListOffsetsPartitionResponse")
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for entry in topic.partitions:
+                error, partition = self._lookup(topic.name, entry.partition_index, entry.current_leader_epoch)
+                offset, timestamp, epoch = -1, -1, -1
+                if partition is not None:
+                    found = self._find_offset(partition, entry.timestamp, body.replica_id >= 0)
+                    if found is not None:
+                        offset, timestamp, epoch = found
+                partitions.append(partition_class(partition_index=entry.partition_index, error_code=error,
+                                                  timestamp=timestamp, offset=offset, leader_epoch=epoch))
+            topics.append(topic_class(name=topic.name, partitions=partitions))
+        return wire.response(request, throttle_time_ms=0, topics=topics)
+
+    @staticmethod
+    def _find_offset(partition: Partition, timestamp: int, from_replica: bool) -> tuple[int, int, int] | None:
+        log = partition.log
+        if timestamp == LATEST_TIMESTAMP:
+            offset = log.log_end_offset if from_replica else partition.high_watermark
+            return offset, -1, log.epochs.epoch_for_offset(offset - 1) if offset > 0 else log.epochs.latest_epoch()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return log.log_start_offset, -1, log.epochs.epoch_for_offset(log.log_start_offset)
+        if timestamp == MAX_TIMESTAMP:
+            return log.max_timestamp()
+        found = log.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= partition.high_watermark:
+            return None
+        return found
+
+    async def offset_for_leader_epoch(self, request: wire.Request) -> Any:
+        topic_class = wire.nested(request.api.response, "OffsetForLeaderTopicResult")
+        partition_class = wire.nested(topic_class, "EpochEndOffset")
+        topics = []
+        for topic in request.body.topics:
+            partitions = []
+            for entry in topic.partitions:
+                error, partition = self._lookup(topic.topic, entry.partition, entry.current_leader_epoch)
+                epoch, end_offset = -1, -1
+                if partition is not None:
+                    epoch, end_offset = partition.log.epochs.end_offset_for(entry.leader_epoch,
+                                                                            partition.log_end_offset)
+                partitions.append(partition_class(error_code=error, partition=entry.partition,
+                                                  leader_epoch=epoch, end_offset=end_offset))
+            topics.append(topic_class(topic=topic.topic, partitions=partitions))
+        return wire.response(request, throttle_time_ms=0, topics=topics)
+
+    async def init_producer_id(self, request: wire.Request) -> Any:
+        body = request.body
+        if body.transactional_id:
+            return wire.response(request, throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1,
+                                 producer_epoch=-1)
+        if request.version >= 3 and body.producer_id >= 0:
+            return wire.response(request, throttle_time_ms=0, error_code=0, producer_id=body.producer_id,
+                                 producer_epoch=(body.producer_epoch + 1) % 32767)
+        producer_id = await self.broker.allocate_producer_id()
+        if producer_id < 0:
+            return wire.response(request, throttle_time_ms=0, error_code=15, producer_id=-1, producer_epoch=-1)
+        return wire.response(request, throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
+
+    def table(self) -> dict[int, Any]:
+        return {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 10: self.find_coordinator,
+            18: self.api_versions, 19: self.create_topics, 22: self.init_producer_id,
+            23: self.offset_for_leader_epoch,
+        }

@@ -1,0 +1,236 @@
+"""One partition replica on one broker: leader and follower state, HW, ISR, waiters.
+
+The rules are Kafka's (DESIGN §1):
+
+* The leader records each follower's LEO from the ``fetch_offset`` of its Fetch
+  requests, and the HW is ``max(HW, min LEO over the ISR)`` -- recomputed on produce,
+  follower fetch, ISR change and on becoming leader.  The HW never goes down.
+* A follower sets its HW to ``min(leader HW in the fetch response, own LEO)``; so it
+  learns a new HW one fetch round after the leader -- the lag behind KIP-101.
+* A follower whose fetch offset has not reached the leader's LEO for
+  ``replica.lag.time.max.ms`` is removed from the ISR; one whose LEO reached the HW
+  (and the start of the current leader epoch, KAFKA-7128) is added back.  Both
+  changes go through the controller; until it confirms, the HW is computed over the
+  larger of the old and proposed ISR (KIP-497), so a shrink that the controller never
+  saw cannot advance the HW.
+* ``acks=all`` completes when the HW passes the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from pathlib import Path
+
+from .log import FlushPolicy, PartitionLog
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RemoteReplica:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = -1
+    last_caught_up: float = 0.0
+    last_fetch: float = 0.0
+    leader_end_at_last_fetch: int = -1
+
+
+class AckWaiter:
+    __slots__ = ("future", "required_offset")
+
+    def __init__(self, required_offset: int) -> None:
+        self.required_offset = required_offset
+        self.future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+
+class Notifier:
+    """Wakes every waiter once per :meth:`notify` (a broadcast edge, not a level)."""
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] | None = None
+
+    def waiter(self) -> asyncio.Future[None]:
+        if self._future is None or self._future.done():
+            self._future = asyncio.get_running_loop().create_future()
+        return self._future
+
+    def notify(self) -> None:
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, node_id: int, directory: Path, segment_bytes: int,
+                 flush_policy: FlushPolicy, checkpointed_high_watermark: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.node_id = node_id
+        self.log = PartitionLog(directory, segment_bytes, flush_policy)
+        self.high_watermark = min(checkpointed_high_watermark, self.log.log_end_offset)
+        self.role = "none"  # "leader" | "follower" | "none"
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.pending_isr: list[int] | None = None
+        self.remote: dict[int, RemoteReplica] = {}
+        self.data_appended = Notifier()  # follower long-polls wait on this
+        self.high_watermark_moved = Notifier()  # consumer long-polls wait on this
+        self._ack_waiters: list[AckWaiter] = []
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    # ---- role changes -------------------------------------------------------------------
+
+    def become_leader(self, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        now = time.monotonic()
+        self.role = "leader"
+        self.leader = self.node_id
+        self.leader_epoch = epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.pending_isr = None
+        # Every follower starts "caught up now" with an unknown LEO, as in Kafka.
+        self.remote = {r: RemoteReplica(last_caught_up=now, last_fetch=now) for r in replicas if r != self.node_id}
+        self.log.epochs.assign(epoch, self.log.log_end_offset)
+        logger.info("%s: leader in epoch %d, LEO %d, HW %d, ISR %s", self.name, epoch,
+                    self.log_end_offset, self.high_watermark, isr)
+        self.maybe_increment_high_watermark()
+
+    def become_follower(self, leader: int, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self.role = "follower" if leader >= 0 else "none"
+        self.leader = leader
+        self.leader_epoch = epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.pending_isr = None
+        self.remote = {}
+        self.fail_waiters()
+        logger.info("%s: follower of %d in epoch %d, LEO %d, HW %d", self.name, leader, epoch,
+                    self.log_end_offset, self.high_watermark)
+
+    def update_isr(self, partition_epoch: int, isr: list[int]) -> None:
+        if partition_epoch <= self.partition_epoch:
+            return
+        self.partition_epoch = partition_epoch
+        self.isr = list(isr)
+        self.pending_isr = None
+        if self.role == "leader":
+            self.maybe_increment_high_watermark()
+
+    def fail_waiters(self) -> None:
+        for waiter in self._ack_waiters:
+            if not waiter.future.done():
+                waiter.future.set_result(6)  # NOT_LEADER_OR_FOLLOWER
+        self._ack_waiters.clear()
+        self.data_appended.notify()
+        self.high_watermark_moved.notify()
+
+    # ---- leader: HW and ISR -------------------------------------------------------------
+
+    def _isr_for_high_watermark(self) -> list[int]:
+        if self.pending_isr is None:
+            return self.isr
+        return sorted(set(self.isr) | set(self.pending_isr))
+
+    def maybe_increment_high_watermark(self) -> bool:
+        if self.role != "leader":
+            return False
+        ends = [self.log_end_offset]
+        for replica in self._isr_for_high_watermark():
+            if replica != self.node_id:
+                remote = self.remote.get(replica)
+                ends.append(remote.log_end_offset if remote is not None else -1)
+        candidate = min(ends)
+        if candidate <= self.high_watermark:
+            return False
+        self.high_watermark = candidate
+        self.high_watermark_moved.notify()
+        self._complete_ack_waiters()
+        return True
+
+    def _complete_ack_waiters(self) -> None:
+        remaining = []
+        for waiter in self._ack_waiters:
+            if self.high_watermark >= waiter.required_offset:
+                if not waiter.future.done():
+                    waiter.future.set_result(0)
+            else:
+                remaining.append(waiter)
+        self._ack_waiters = remaining
+
+    def add_ack_waiter(self, required_offset: int) -> AckWaiter:
+        waiter = AckWaiter(required_offset)
+        self._ack_waiters.append(waiter)
+        self._complete_ack_waiters()
+        return waiter
+
+    def remove_ack_waiter(self, waiter: AckWaiter) -> None:
+        if waiter in self._ack_waiters:
+            self._ack_waiters.remove(waiter)
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+        """Update the follower's LEO and caught-up time from its fetch (leader side)."""
+        now = time.monotonic()
+        remote = self.remote.setdefault(replica, RemoteReplica(last_caught_up=0.0))
+        leader_end = self.log_end_offset
+        if fetch_offset >= leader_end:
+            remote.last_caught_up = now
+        elif fetch_offset >= remote.leader_end_at_last_fetch >= 0:
+            remote.last_caught_up = max(remote.last_caught_up, remote.last_fetch)
+        remote.log_end_offset = min(fetch_offset, leader_end)
+        remote.last_fetch = now
+        remote.leader_end_at_last_fetch = leader_end
+        self.maybe_increment_high_watermark()
+
+    def isr_expansion_candidates(self) -> list[int]:
+        """Followers outside the ISR that caught up to the HW and to this epoch's start."""
+        if self.role != "leader" or self.pending_isr is not None:
+            return []
+        epoch_start = self._current_epoch_start()
+        return [
+            replica for replica, remote in self.remote.items()
+            if replica not in self.isr and remote.log_end_offset >= self.high_watermark
+            and remote.log_end_offset >= epoch_start
+        ]
+
+    def isr_shrink_candidates(self, lag_seconds: float) -> list[int]:
+        if self.role != "leader" or self.pending_isr is not None:
+            return []
+        now = time.monotonic()
+        return [
+            replica for replica in self.isr
+            if replica != self.node_id and now - self.remote.get(replica, RemoteReplica()).last_caught_up > lag_seconds
+        ]
+
+    def _current_epoch_start(self) -> int:
+        entries = self.log.epochs.entries
+        return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else self.log_end_offset
+
+    # ---- follower -------------------------------------------------------------------------
+
+    def follower_appended(self, leader_high_watermark: int) -> None:
+        new_high_watermark = min(leader_high_watermark, self.log_end_offset)
+        if new_high_watermark > self.high_watermark:
+            self.high_watermark = new_high_watermark
+
+    def truncate_to(self, offset: int) -> None:
+        before = self.log_end_offset
+        after = self.log.truncate_to(offset)
+        if after < before:
+            logger.warning("%s: truncated log from %d to %d (HW %d)", self.name, before, after, self.high_watermark)
+        # A follower's HW can exceed its LEO after truncation only transiently; clamp it.
+        self.high_watermark = min(self.high_watermark, after)

@@ -1,0 +1,238 @@
+"""The Kafka wire protocol, for both sides: the one adapter over kafka-python's codec.
+
+kafka-python 3.0 generates its protocol classes from Apache Kafka's JSON message
+schemas; each class encodes and decodes every version, flexible ones included.  That
+module is not documented public API, so every use of it in the broker goes through this
+file (kafka-python is pinned to ``>=3.0.12,<3.1`` and ``tests/broker_impl/test_wire.py``
+round-trips every supported API and version).
+
+The broker speaks it as a server (clients' requests) and as a client (followers fetch
+from leaders with the real Fetch and OffsetForLeaderEpoch APIs, as Kafka's replica
+fetchers do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import struct
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+
+# Error codes (Kafka's numbers).
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+INVALID_TOPIC_EXCEPTION = 17
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+INVALID_REQUIRED_ACKS = 21
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+KAFKA_STORAGE_ERROR = 56
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+INVALID_RECORD = 87
+
+MAX_FRAME_BYTES = 100 * 1024 * 1024
+"""Kafka's ``socket.request.max.bytes`` default: larger frames close the connection."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Api:
+    key: int
+    request: Any
+    response: Any
+    min_version: int
+    max_version: int
+
+
+# The versions both clients negotiate (FIELD-NOTES): Fetch is capped at 12 because
+# 13+ names topics by UUID only.
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(0, ProduceRequest, ProduceResponse, 3, 10),
+        Api(1, FetchRequest, FetchResponse, 4, 12),
+        Api(2, ListOffsetsRequest, ListOffsetsResponse, 1, 9),
+        Api(3, MetadataRequest, MetadataResponse, 0, 12),
+        Api(10, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+        Api(18, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+        Api(19, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+        Api(22, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+        Api(23, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+    )
+}
+API_VERSIONS_KEY = 18
+
+_KEY_AND_VERSION = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """A frame that cannot be a request we serve; the connection is closed (as Kafka does)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    api: Api
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One size-prefixed frame; raises ``asyncio.IncompleteReadError`` at EOF."""
+    size = _SIZE.unpack(await reader.readexactly(4))[0]
+    if size < 0 or size > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame size {size} out of range")
+    return await reader.readexactly(size)
+
+
+def peek_header(payload: bytes) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) of a request frame, before decoding."""
+    if len(payload) < _KEY_AND_VERSION.size:
+        raise ProtocolError(f"request of {len(payload)} bytes is shorter than a header")
+    key, version, correlation_id = _KEY_AND_VERSION.unpack_from(payload, 0)
+    return key, version, correlation_id
+
+
+def decode_request(payload: bytes) -> Request:
+    """Decode a request; :class:`ProtocolError` for unknown APIs, versions or garbage.
+
+    An ApiVersions request of an unsupported version is *not* an error here: the caller
+    answers it with UNSUPPORTED_VERSION and the supported ranges (clients retry lower).
+    """
+    key, version, correlation_id = peek_header(payload)
+    api = APIS.get(key)
+    if api is None:
+        raise ProtocolError(f"unsupported API key {key}")
+    if not api.min_version <= version <= api.max_version:
+        if key == API_VERSIONS_KEY:
+            return Request(api, version, correlation_id, None, None)
+        raise ProtocolError(f"unsupported version {version} of API {key}")
+    try:
+        body = api.request.decode(payload, version=version, header=True)
+    except Exception as error:  # the codec raises many kinds on garbage
+        raise ProtocolError(f"cannot decode API {key} v{version}: {type(error).__name__}: {error}") from None
+    return Request(api, version, correlation_id, body.header.client_id, body)
+
+
+def encode_response(request: Request, body: Any) -> bytes:
+    """Frame ``body`` (built with :func:`response`) as the answer to ``request``."""
+    body.with_header(correlation_id=request.correlation_id)
+    encoded: bytes = body.encode(header=True, framed=True)
+    return encoded
+
+
+def response(request: Request, **fields: Any) -> Any:
+    """Build the response object of ``request``'s API at its version."""
+    return request.api.response(version=request.version, **fields)
+
+
+def api_versions_response(request: Request) -> Any:
+    """The ApiVersions answer; error 35 with a v0 body when the version is unsupported."""
+    api_keys = [
+        ApiVersionsResponse.ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
+        for api in APIS.values()
+    ]
+    if request.body is None:
+        return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=api_keys)
+    return ApiVersionsResponse(version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0)
+
+
+def nested(message_class: Any, *path: str) -> Any:
+    """A nested struct class, e.g. ``nested(ProduceResponse, 'TopicProduceResponse',
+    'PartitionProduceResponse')``."""
+    current = message_class
+    for name in path:
+        current = getattr(current, name)
+    return current
+
+
+# ---- client side (replica fetchers) -----------------------------------------------------
+
+
+def encode_request(message: Any, correlation_id: int, client_id: str) -> bytes:
+    message.with_header(correlation_id=correlation_id, client_id=client_id)
+    encoded: bytes = message.encode(header=True, framed=True)
+    return encoded
+
+
+def decode_response(response_class: Any, version: int, payload: bytes) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame's payload."""
+    body = response_class.decode(payload, version=version, header=True)
+    return body.header.correlation_id, body
+
+
+class KafkaConnection:
+    """A minimal request/response Kafka client connection (one request in flight).
+
+    Used by followers to talk to leaders.  Every call has a deadline; any failure
+    closes the connection and raises ``ConnectionError`` or ``TimeoutError``.
+    """
+
+    def __init__(self, host: str, port: int, client_id: str, timeout: float) -> None:
+        self.host = host
+        self.port = port
+        self._client_id = client_id
+        self._timeout = timeout
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    async def call(self, message: Any, response_class: Any, version: int, timeout: float | None = None) -> Any:
+        deadline = timeout if timeout is not None else self._timeout
+        try:
+            return await asyncio.wait_for(self._call(message, response_class, version), deadline)
+        except (OSError, asyncio.IncompleteReadError, ProtocolError) as error:
+            self.close()
+            raise ConnectionError(f"{self.host}:{self.port}: {error}") from None
+        except TimeoutError:
+            self.close()
+            raise
+
+    async def _call(self, message: Any, response_class: Any, version: int) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        assert self._reader is not None
+        self._correlation_id += 1
+        self._writer.write(encode_request(message, self._correlation_id, self._client_id))
+        await self._writer.drain()
+        payload = await read_frame(self._reader)
+        correlation_id, body = decode_response(response_class, version, payload)
+        if correlation_id != self._correlation_id:
+            raise ProtocolError(f"correlation id {correlation_id}, expected {self._correlation_id}")
+        return body
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = None
+        self._writer = None
