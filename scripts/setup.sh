@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Set up everything Tidemark needs on a fresh machine, then optionally run the demo or the tests.
+#
+#   bash scripts/setup.sh          # set up only
+#   bash scripts/setup.sh demo     # set up, then run the demo campaign (Spark check, report)
+#   bash scripts/setup.sh test     # set up, then run the test suite
+#
+# Idempotent and fast when nothing changed: Debian packages are installed only when
+# missing, the virtualenv is rebuilt only when pyproject.toml changed, and the container
+# image is rebuilt only when its inputs changed (content-hash tag).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+mode=${1:-setup}
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# --- Debian packages ------------------------------------------------------------------
+packages=(mmdebstrap fuse3 iptables iproute2 openjdk-17-jre-headless chromium)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+# Java 17 may come from elsewhere than Debian (a JDK on PATH is enough for PySpark).
+if printf '%s\n' "${missing[@]:-}" | grep -qx openjdk-17-jre-headless && java -version 2>&1 | grep -q 'version "17'; then
+    missing=("${missing[@]/openjdk-17-jre-headless}")
+fi
+missing=($(printf '%s\n' "${missing[@]:-}" | grep -v '^$' || true))
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Python environment ----------------------------------------------------------------
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+    for candidate in python3.11 python3.12 python3.13 python3; do
+        if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            python=$candidate; break
+        fi
+    done
+fi
+[ -n "$python" ] || { echo "setup: Python >= 3.11 is required" >&2; exit 1; }
+stamp=.venv/.tidemark-installed
+want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "creating the Python environment in .venv (first time: a few minutes, PySpark is large)"
+    [ -x .venv/bin/python ] || "$python" -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e '.[dev]'
+    echo "$want" > "$stamp"
+else
+    log "Python environment up to date"
+fi
+
+# --- container image -------------------------------------------------------------------
+if docker info >/dev/null 2>&1; then
+    log "container image: $(.venv/bin/tidemark image build)"
+else
+    log "no Docker engine answers: skipping the image (container runs and tests need it)"
+fi
+
+case "$mode" in
+    setup) log "ready: .venv/bin/tidemark --help" ;;
+    demo) exec .venv/bin/tidemark demo ;;
+    test) exec bash scripts/run-tests.sh ;;
+    *) echo "usage: bash scripts/setup.sh [setup|demo|test]" >&2; exit 254 ;;
+esac

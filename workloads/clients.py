@@ -1,0 +1,223 @@
+"""Real Kafka clients behind two small interfaces: one producer send, one consumer poll.
+
+The workload must know, for every send, whether it *certainly* failed or might have
+taken effect -- the difference between a ``fail`` and an ``info`` op, and so between
+a correct verdict and a false alarm.  The rule here is conservative: a send is a
+:class:`DefiniteFailure` only when the client never handed the message to a broker
+(no metadata, local queue full, the message could not be encoded).  Every error after
+the message may have left the process -- timeouts, NOT_LEADER after retries, even
+NOT_ENOUGH_REPLICAS_AFTER_APPEND -- is :class:`IndefiniteFailure`, because a retry of
+an earlier attempt that did reach the log is indistinguishable from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+CLIENTS = ("kafka-python", "confluent-kafka")
+
+
+class DefiniteFailure(Exception):
+    """The message certainly did not reach any broker."""
+
+
+class IndefiniteFailure(Exception):
+    """The message may or may not have been appended."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Received:
+    partition: int
+    offset: int
+    key: str | None
+    value: str | None
+
+
+class ProducerClient(Protocol):
+    def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+        """Send one message and wait for its acknowledgement; return its offset."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ConsumerClient(Protocol):
+    def assign(self, topic: str, start_offsets: dict[int, int]) -> None: ...
+
+    def poll(self, timeout: float) -> list[Received]: ...
+
+    def end_offsets(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]: ...
+
+    def close(self) -> None: ...
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+# ---- kafka-python ------------------------------------------------------------------------
+
+
+class KafkaPythonProducer:
+    def __init__(self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> None:
+        from kafka import KafkaProducer
+
+        acks_value: int | str = "all" if acks == "all" else int(acks)
+        self._producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks=acks_value, enable_idempotence=idempotent and acks == "all",
+            request_timeout_ms=int(request_timeout * 1000), max_block_ms=int(request_timeout * 1000),
+            delivery_timeout_ms=int(request_timeout * 1000) * 2 + 1000, linger_ms=0,
+            reconnect_backoff_max_ms=500, retry_backoff_ms=100)
+
+    def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+        from kafka.errors import KafkaTimeoutError
+
+        try:
+            future = self._producer.send(topic, key=key.encode(), value=value.encode(), partition=partition)
+        except KafkaTimeoutError as error:  # metadata never arrived: nothing was sent
+            raise DefiniteFailure(f"metadata unavailable: {error}") from None
+        except (ValueError, TypeError, AssertionError) as error:
+            raise DefiniteFailure(str(error)) from None
+        try:
+            metadata = future.get(timeout=timeout)
+        except Exception as error:
+            raise IndefiniteFailure(f"{type(error).__name__}: {error}") from None
+        return int(metadata.offset)
+
+    def close(self) -> None:
+        self._producer.close(timeout=2)
+
+
+class KafkaPythonConsumer:
+    def __init__(self, bootstrap: str) -> None:
+        from kafka import KafkaConsumer
+
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+            isolation_level="read_committed", request_timeout_ms=10000, reconnect_backoff_max_ms=500)
+
+    def assign(self, topic: str, start_offsets: dict[int, int]) -> None:
+        from kafka import TopicPartition
+
+        partitions = [TopicPartition(topic, p) for p in sorted(start_offsets)]
+        self._consumer.assign(partitions)
+        for partition in partitions:
+            self._consumer.seek(partition, start_offsets[partition.partition])
+
+    def poll(self, timeout: float) -> list[Received]:
+        batches = self._consumer.poll(timeout_ms=int(timeout * 1000))
+        return [Received(message.partition, message.offset, _text(message.key), _text(message.value))
+                for messages in batches.values() for message in messages]
+
+    def end_offsets(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
+        from kafka import TopicPartition
+
+        ends = self._consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
+        return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+# ---- confluent-kafka (librdkafka) -----------------------------------------------------------
+
+
+class ConfluentProducer:
+    def __init__(self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> None:
+        from confluent_kafka import Producer
+
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent and acks == "all",
+            "request.timeout.ms": int(request_timeout * 1000), "message.timeout.ms": int(request_timeout * 2000),
+            "linger.ms": 0, "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100,
+            "socket.connection.setup.timeout.ms": int(request_timeout * 1000), "log_level": 0})
+        self._lock = threading.Lock()
+
+    def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+        from confluent_kafka import KafkaException
+
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def delivered(error: Any, message: Any) -> None:
+            outcome["error"] = error
+            outcome["offset"] = message.offset() if error is None else None
+            done.set()
+
+        try:
+            self._producer.produce(topic, key=key.encode(), value=value.encode(), partition=partition,
+                                   on_delivery=delivered)
+        except (BufferError, KafkaException, TypeError, ValueError) as error:
+            raise DefiniteFailure(str(error)) from None
+        deadline_polls = max(1, int(timeout / 0.05)) + 40
+        for _ in range(deadline_polls):
+            self._producer.poll(0.05)
+            if done.is_set():
+                break
+        if not done.is_set():
+            raise IndefiniteFailure(f"no delivery report within {timeout:g} s")
+        if outcome["error"] is not None:
+            raise IndefiniteFailure(str(outcome["error"]))
+        return int(outcome["offset"])
+
+    def close(self) -> None:
+        self._producer.flush(2)
+
+
+class ConfluentConsumer:
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Consumer
+
+        # librdkafka insists on a group id even for assign(); nothing is committed.
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": "tidemark", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+            "reconnect.backoff.max.ms": 500, "log_level": 0})
+
+    def assign(self, topic: str, start_offsets: dict[int, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        self._consumer.assign([TopicPartition(topic, p, offset) for p, offset in sorted(start_offsets.items())])
+
+    def poll(self, timeout: float) -> list[Received]:
+        messages = self._consumer.consume(num_messages=1000, timeout=timeout)
+        received = []
+        for message in messages:
+            if message.error() is not None:
+                if message.error().code() == -191:  # _PARTITION_EOF: not an error
+                    continue
+                raise IndefiniteFailure(str(message.error()))
+            received.append(Received(message.partition(), message.offset(), _text(message.key()),
+                                     _text(message.value())))
+        return received
+
+    def end_offsets(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
+        from confluent_kafka import TopicPartition
+
+        ends = {}
+        for partition in partitions:
+            _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            ends[partition] = int(high)
+        return ends
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def make_producer(client: str, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> ProducerClient:
+    if client == "kafka-python":
+        return KafkaPythonProducer(bootstrap, acks, idempotent, request_timeout)
+    if client == "confluent-kafka":
+        return ConfluentProducer(bootstrap, acks, idempotent, request_timeout)
+    raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
+
+
+def make_consumer(client: str, bootstrap: str) -> ConsumerClient:
+    if client == "kafka-python":
+        return KafkaPythonConsumer(bootstrap)
+    if client == "confluent-kafka":
+        return ConfluentConsumer(bootstrap)
+    raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")

@@ -1,0 +1,269 @@
+"""The ``queue`` workload: producers send unique integers, consumers poll, a final drain.
+
+Ops it records (``docs/history.md`` has the full format):
+
+* ``send`` -- invoke ``{"partition", "key", "value"}``; ``ok`` adds ``"offset"``;
+  ``fail`` when the message certainly never left the client, ``info`` otherwise.
+* ``poll`` -- ``ok`` with the records one consumer process received, in order:
+  ``[{"partition", "offset", "key", "value"}, ...]``.  Only non-empty polls are
+  recorded (an empty poll says nothing the checker could use).
+* ``drain`` -- after every fault is healed, fresh processes read every partition from
+  its start to its end offset (the HW): ``ok`` ``{"partition", "records",
+  "end_offset", "complete"}``, in chunks; ``complete`` marks the last chunk that
+  reached the end.
+
+Process ids: producer ``i`` starts as process ``i``; a process whose op ended ``info``
+never invokes again -- the thread continues as a fresh id (Jepsen's rule), so an
+unknown outcome stays attached to exactly one op.  Values are unique integers over the
+whole run (``value -> writer`` is recoverable); key ``k<p>`` always goes to partition
+``p`` so the checker knows where each value belongs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.recorder import Recorder
+
+from .clients import (
+    CLIENTS,
+    DefiniteFailure,
+    IndefiniteFailure,
+    Received,
+    make_consumer,
+    make_producer,
+)
+
+logger = logging.getLogger(__name__)
+
+DRAIN_CHUNK = 5000
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueSpec:
+    """The workload half of a test spec (serialisable; see :meth:`to_dict`)."""
+
+    partitions: int = 3
+    replication_factor: int = 3
+    producers: int = 4
+    consumers: int = 2
+    rate: float = 200.0
+    """Total sends per second over all producers (0: as fast as acknowledgements allow)."""
+    acks: str = "all"
+    client: str = "kafka-python"
+    idempotent: bool = True
+    request_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.partitions < 1:
+            problems.append("partitions must be >= 1")
+        if self.replication_factor < 1:
+            problems.append("replication_factor must be >= 1")
+        if self.producers < 0 or self.consumers < 0:
+            problems.append("producers and consumers must be >= 0")
+        if self.rate < 0:
+            problems.append("rate must be >= 0")
+        if self.acks not in ("0", "1", "all"):
+            problems.append(f"acks must be 0, 1 or all, not {self.acks!r}")
+        if self.client not in CLIENTS:
+            problems.append(f"client must be one of {', '.join(CLIENTS)}, not {self.client!r}")
+        if self.request_timeout <= 0:
+            problems.append("request_timeout must be > 0")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": "queue", **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QueueSpec:
+        fields = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields - {"name"})
+        if unknown:
+            raise ValueError(f"unknown workload settings: {', '.join(unknown)}")
+        return cls(**{key: value for key, value in data.items() if key in fields})
+
+
+class _ProcessIds:
+    """Hands out fresh process ids (thread-safe)."""
+
+    def __init__(self, start: int) -> None:
+        self._counter = itertools.count(start)
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._counter)
+
+
+class QueueWorkload:
+    def __init__(self, spec: QueueSpec, recorder: Recorder, bootstrap: str, topic: str) -> None:
+        self.spec = spec
+        self.recorder = recorder
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self._values = itertools.count(1)
+        self._values_lock = threading.Lock()
+        # Initial ids are 0..producers+consumers-1; replacements come after them.
+        self._fresh_ids = _ProcessIds(spec.producers + spec.consumers)
+        self.errors: list[str] = []
+
+    def _next_value(self) -> int:
+        with self._values_lock:
+            return next(self._values)
+
+    # ---- main phase -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Run producers and consumers until ``stop`` is set; returns when all threads ended."""
+        threads = [threading.Thread(target=self._guard(self._produce, i, stop), name=f"producer-{i}", daemon=True)
+                   for i in range(self.spec.producers)]
+        threads += [threading.Thread(target=self._guard(self._consume, i, stop), name=f"consumer-{i}", daemon=True)
+                    for i in range(self.spec.consumers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _guard(self, body: Callable[[int, threading.Event], None], index: int,
+               stop: threading.Event) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                body(index, stop)
+            except Exception as error:  # a client library bug must not kill the run silently
+                logger.exception("workload thread %d failed", index)
+                self.errors.append(f"{type(error).__name__}: {error}")
+        return run
+
+    def _produce(self, index: int, stop: threading.Event) -> None:
+        spec = self.spec
+        process = index
+        interval = spec.producers / spec.rate if spec.rate > 0 else 0.0
+        next_send = time.monotonic()
+        producer = make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+        try:
+            while not stop.is_set():
+                if interval:
+                    delay = next_send - time.monotonic()
+                    if delay > 0 and stop.wait(delay):  # pacing: time itself is the point here
+                        break
+                    next_send = max(next_send + interval, time.monotonic() - 1.0)
+                value = self._next_value()
+                partition = value % spec.partitions
+                payload = {"partition": partition, "key": f"k{partition}", "value": value}
+                invocation = self.recorder.invoke(process, "send", payload)
+                try:
+                    offset = producer.send(self.topic, partition, payload["key"], str(value), spec.request_timeout)
+                except DefiniteFailure as error:
+                    self.recorder.complete(invocation, "fail", payload, error=str(error))
+                except IndefiniteFailure as error:
+                    self.recorder.complete(invocation, "info", payload, error=str(error))
+                    process = self._fresh_ids.next()
+                else:
+                    self.recorder.complete(invocation, "ok", {**payload, "offset": offset})
+        finally:
+            producer.close()
+
+    def _consume(self, index: int, stop: threading.Event) -> None:
+        spec = self.spec
+        mine = [p for p in range(spec.partitions) if p % max(1, spec.consumers) == index]
+        if not mine:
+            return
+        process = spec.producers + index
+        positions = dict.fromkeys(mine, 0)
+        consumer = make_consumer(spec.client, self.bootstrap)
+        consumer.assign(self.topic, positions)
+        try:
+            while not stop.is_set():
+                try:
+                    received = consumer.poll(0.5)
+                except Exception as error:
+                    invocation = self.recorder.invoke(process, "poll", None)
+                    self.recorder.complete(invocation, "info", None, error=f"{type(error).__name__}: {error}")
+                    process = self._fresh_ids.next()
+                    consumer.close()
+                    consumer = make_consumer(spec.client, self.bootstrap)
+                    consumer.assign(self.topic, positions)
+                    continue
+                if not received:
+                    continue
+                invocation = self.recorder.invoke(process, "poll", None)
+                self.recorder.complete(invocation, "ok", [_record(r) for r in received])
+                for record in received:
+                    positions[record.partition] = max(positions[record.partition], record.offset + 1)
+        finally:
+            consumer.close()
+
+    # ---- final drain ------------------------------------------------------------------------
+
+    def drain(self, deadline: float) -> dict[int, bool]:
+        """Read every partition from its start to its end with fresh processes.
+
+        Returns ``{partition: complete}``.  Waits on progress, not on time: it stops
+        when every partition reached its end offset, or at ``deadline`` (monotonic).
+        """
+        complete: dict[int, bool] = {}
+        for partition in range(self.spec.partitions):
+            complete[partition] = self._drain_partition(partition, deadline)
+        return complete
+
+    def _drain_partition(self, partition: int, deadline: float) -> bool:
+        process = self._fresh_ids.next()
+        invocation = self.recorder.invoke(process, "drain", {"partition": partition})
+        consumer = None
+        records: list[dict[str, Any]] = []
+        end_offset = -1
+        try:
+            consumer = make_consumer(self.spec.client, self.bootstrap)
+            while end_offset < 0 and time.monotonic() < deadline:
+                try:
+                    end_offset = consumer.end_offsets(self.topic, [partition], 5.0)[partition]
+                except Exception as error:
+                    logger.info("drain: end offset of %d unavailable: %s", partition, error)
+                    time.sleep(0.2)
+            if end_offset < 0:
+                raise TimeoutError("end offset unavailable before the deadline")
+            consumer.assign(self.topic, {partition: 0})
+            position = 0
+            while position < end_offset and time.monotonic() < deadline:
+                for record in consumer.poll(0.5):
+                    if record.partition != partition or record.offset >= end_offset:
+                        continue
+                    records.append({"offset": record.offset, "key": record.key, "value": _value(record.value)})
+                    position = record.offset + 1
+                    if len(records) >= DRAIN_CHUNK:
+                        self.recorder.complete(invocation, "ok", {"partition": partition, "records": records,
+                                                                  "end_offset": end_offset, "complete": False})
+                        records = []
+                        invocation = self.recorder.invoke(process, "drain", {"partition": partition})
+            done = position >= end_offset
+            self.recorder.complete(invocation, "ok", {"partition": partition, "records": records,
+                                                      "end_offset": end_offset, "complete": done})
+            return done
+        except Exception as error:
+            self.recorder.complete(invocation, "info", {"partition": partition, "records": records,
+                                                        "end_offset": end_offset, "complete": False},
+                                   error=f"{type(error).__name__}: {error}")
+            return False
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+
+def _value(text: str | None) -> int | str | None:
+    """Values are integers as text; anything else is kept as text (the checker calls it unexpected)."""
+    if text is not None and text.lstrip("-").isdigit():
+        return int(text)
+    return text
+
+
+def _record(received: Received) -> dict[str, Any]:
+    return {"partition": received.partition, "offset": received.offset, "key": received.key,
+            "value": _value(received.value)}
