@@ -97,24 +97,27 @@ class LeaderEpochCache:
         self._flush()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """Answer an OffsetsForLeaderEpoch query (KIP-101 with KIP-279's epoch).
+        """Answer an OffsetsForLeaderEpoch query exactly as Kafka's ``LeaderEpochFileCache``.
 
-        Returns ``(largest epoch <= requested, end offset of that epoch)``, where the end
-        offset is the start offset of the next higher epoch, or the log end offset if it
-        is the latest.  ``(-1, -1)`` if the requested epoch predates every entry.
+        * the latest epoch -> ``(epoch, log end offset)``;
+        * an epoch below the latest -> ``(largest epoch <= requested, start offset of the
+          next higher epoch)`` (KIP-279 returns the epoch so a follower that lacks it can
+          refine); if no entry is <= requested (the cache was truncated from the start)
+          -> ``(requested, start of the first higher epoch)``;
+        * an epoch above the latest, or an empty cache -> ``(-1, -1)`` (undefined).
         """
-        if not self._entries:
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
             return (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
         if requested_epoch == self._entries[-1][0]:
             return (requested_epoch, log_end_offset)
         epochs = [epoch for epoch, _ in self._entries]
-        index = bisect.bisect_right(epochs, requested_epoch)
-        if index == 0:
+        higher = bisect.bisect_right(epochs, requested_epoch)
+        if higher == len(epochs):
             return (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
-        found_epoch = epochs[index - 1]
-        if index == len(epochs):
-            return (found_epoch, log_end_offset)
-        return (found_epoch, self._entries[index][1])
+        higher_start = self._entries[higher][1]
+        if higher == 0:
+            return (requested_epoch, higher_start)
+        return (epochs[higher - 1], higher_start)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""

@@ -1,0 +1,210 @@
+"""The bundled broker (``broker_impl``) run on cluster nodes through Remotes.
+
+Given one Remote per node -- Docker exec or SSH, the same code either way -- this writes
+the controller's and brokers' properties files, starts them as named daemons
+(``controller``, ``broker``), waits until the cluster answers over the Kafka protocol,
+and offers what the nemesis needs (:class:`nemesis.mechanism.ClusterHandle`): remotes,
+addresses, (re)starting a broker, and who leads a partition.  After a run it stops the
+brokers cleanly, dumps every replica with ``python -m broker_impl.dump`` and fetches
+the logs.
+
+Settings: ``--set KEY=VALUE`` pairs go to whichever process accepts the key (the
+controller, the brokers, or both), checked against broker_impl's declared keys, so a
+typo fails before anything starts.  Harness defaults differ from Kafka's in the
+failure-detection knobs only (heartbeat 250 ms, broker session 3 s, replica lag 5 s),
+so that faults play out within a short test.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from broker_impl import config as broker_config
+from harness.kafka_admin import (
+    ClusterUnavailable,
+    PartitionInfo,
+    all_partitions_led,
+    describe_topic,
+    wait_until,
+)
+from harness.remote import Remote, RemoteError
+
+logger = logging.getLogger(__name__)
+
+PYTHON = "/opt/tidemark/venv/bin/python"
+CONFIG_DIR = "/etc/tidemark"
+DATA_DIR = "/var/lib/tidemark/data"
+METADATA_DIR = "/var/lib/tidemark/metadata"
+LOG_DIR = "/var/log/tidemark"
+KAFKA_PORT = 9092
+CONTROLLER_PORT = 9093
+
+HARNESS_BROKER_DEFAULTS = {
+    "broker.heartbeat.interval.ms": "250",
+    "replica.lag.time.max.ms": "5000",
+    "replica.fetch.backoff.ms": "200",
+    "replica.socket.timeout.ms": "5000",
+}
+HARNESS_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "3000"}
+
+
+class SettingsError(ValueError):
+    """A ``--set`` key or value that neither the controller nor the brokers accept."""
+
+
+def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(controller settings, broker settings); raises SettingsError naming the bad key."""
+    controller: dict[str, str] = {}
+    brokers: dict[str, str] = {}
+    for key, value in settings.items():
+        accepted = False
+        for keys, target in ((broker_config.CONTROLLER_KEYS, controller), (broker_config.BROKER_KEYS, brokers)):
+            if key in {k.name for k in keys}:
+                try:
+                    broker_config.apply_overrides({}, {key: value}, f"--set {key}", keys)
+                except broker_config.ConfigError as error:
+                    raise SettingsError(str(error)) from None
+                target[key] = value
+                accepted = True
+        if not accepted or key in ("node.id", "listeners", "advertised.listeners", "log.dirs",
+                                   "controller.quorum.bootstrap.servers", "metadata.log.dir"):
+            raise SettingsError(f"--set {key}: not a setting the harness lets you change"
+                                if accepted else f"--set {key}: unknown broker or controller setting")
+    return controller, brokers
+
+
+class BundledCluster:
+    """broker_impl on ``brokers`` (node names) plus ``controller``, reached through remotes."""
+
+    def __init__(self, remotes: Mapping[str, Remote], ips: Mapping[str, str], brokers: Sequence[str],
+                 controller: str, settings: Mapping[str, str]) -> None:
+        self._remotes = dict(remotes)
+        self._ips = dict(ips)
+        self.brokers = list(brokers)
+        self.controller: str | None = controller
+        self.controller_settings, self.broker_settings = split_settings(settings)
+        self.node_ids = {name: index for index, name in enumerate(self.brokers, start=1)}
+        self.data_dir = DATA_DIR
+
+    # ---- ClusterHandle --------------------------------------------------------------------
+
+    def remote(self, node: str) -> Remote:
+        return self._remotes[node]
+
+    def ip(self, node: str) -> str:
+        return self._ips[node]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self._ips[name]}:{KAFKA_PORT}" for name in self.brokers)
+
+    def node_of(self, broker_id: int) -> str | None:
+        for name, node_id in self.node_ids.items():
+            if node_id == broker_id:
+                return name
+        return None
+
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        try:
+            infos = describe_topic(self.bootstrap, topic)
+        except ClusterUnavailable:
+            return None
+        for info in infos:
+            if info.partition == partition:
+                return self.node_of(info.leader)
+        return None
+
+    def start_broker(self, node: str) -> None:
+        remote = self._remotes[node]
+        if remote.is_alive("broker"):
+            return
+        remote.start_daemon("broker", [PYTHON, "-m", "broker_impl.broker", "--config",
+                                       f"{CONFIG_DIR}/broker.properties"], log_path=f"{LOG_DIR}/broker.log")
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def configure(self) -> None:
+        controller_settings = {
+            "listeners": f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}",
+            "metadata.log.dir": METADATA_DIR,
+            **HARNESS_CONTROLLER_DEFAULTS,
+            **self.controller_settings,
+        }
+        assert self.controller is not None
+        self._remotes[self.controller].put(broker_config.render(controller_settings).encode(),
+                                           f"{CONFIG_DIR}/controller.properties")
+        for name in self.brokers:
+            settings = {
+                "node.id": str(self.node_ids[name]),
+                "listeners": f"PLAINTEXT://0.0.0.0:{KAFKA_PORT}",
+                "advertised.listeners": f"PLAINTEXT://{self._ips[name]}:{KAFKA_PORT}",
+                "controller.quorum.bootstrap.servers": f"{self._ips[self.controller]}:{CONTROLLER_PORT}",
+                "log.dirs": self.data_dir,
+                **HARNESS_BROKER_DEFAULTS,
+                **self.broker_settings,
+            }
+            remote = self._remotes[name]
+            remote.exec(["mkdir", "-p", CONFIG_DIR, LOG_DIR, self.data_dir], timeout=10)
+            remote.put(broker_config.render(settings).encode(), f"{CONFIG_DIR}/broker.properties")
+
+    def start(self, ready_timeout: float = 30.0) -> None:
+        assert self.controller is not None
+        controller = self._remotes[self.controller]
+        controller.exec(["mkdir", "-p", LOG_DIR, METADATA_DIR], timeout=10)
+        controller.start_daemon("controller", [PYTHON, "-m", "broker_impl.controller", "--config",
+                                               f"{CONFIG_DIR}/controller.properties"],
+                                log_path=f"{LOG_DIR}/controller.log")
+        for name in self.brokers:
+            self.start_broker(name)
+        wait_until(lambda: self._all_brokers_listed(), ready_timeout, "every broker to register and answer")
+
+    def _all_brokers_listed(self) -> bool:
+        from kafka import KafkaAdminClient
+
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000)
+        except Exception:
+            return False
+        try:
+            cluster = admin.describe_cluster()
+            return len(cluster.get("brokers", [])) >= len(self.brokers)
+        except Exception:
+            return False
+        finally:
+            admin.close()
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> list[PartitionInfo]:
+        return wait_until(lambda: all_partitions_led(self.bootstrap, topic, partitions), timeout,
+                          f"a leader for every partition of {topic}")
+
+    def stop_brokers(self, timeout: float = 15.0) -> None:
+        """Clean shutdown (SIGTERM) of every broker that runs, so the dumps read settled logs."""
+        import signal
+
+        for name in self.brokers:
+            try:
+                self._remotes[name].signal("broker", signal.SIGCONT, timeout=5)
+                self._remotes[name].signal("broker", signal.SIGTERM, timeout=5)
+            except RemoteError as error:
+                logger.warning("%s: could not stop the broker: %s", name, error)
+        for name in self.brokers:
+            try:
+                wait_until(lambda name=name: not self._remotes[name].is_alive("broker"), timeout,  # type: ignore[misc]
+                           f"{name}'s broker to stop")
+            except (TimeoutError, RemoteError):
+                try:
+                    self._remotes[name].signal("broker", signal.SIGKILL, timeout=5)
+                except RemoteError:
+                    pass
+
+    def dump_replica(self, node: str, target: Path) -> None:
+        """Write ``python -m broker_impl.dump`` of ``node``'s data dir to ``target``."""
+        result = self._remotes[node].exec([PYTHON, "-m", "broker_impl.dump", self.data_dir], timeout=120)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(result.stdout)
+
+    def collect_logs(self, node: str, target: Path) -> None:
+        target.mkdir(parents=True, exist_ok=True)
+        self._remotes[node].get(LOG_DIR, target, timeout=60)

@@ -1,0 +1,177 @@
+"""One test, end to end: the phases of DESIGN §4.
+
+set up cluster -> start controller and brokers -> create topic -> main phase (workload
++ nemesis, or a scripted scenario, under a time limit) -> heal every fault -> wait for
+recovery (a condition with a deadline) -> final drain -> stop brokers, dump every
+replica -> collect node logs -> tear down -> convert history, build replica tables ->
+check -> ``results.json``.
+
+Guarantees: the run directory and ``test.json`` exist before anything starts; every op
+is in ``history.jsonl`` the moment it completes; node logs are collected and the
+cluster is torn down on every path out (normal end, exception, SIGINT, SIGTERM --
+``DockerCluster`` turns SIGTERM into an exception while a cluster is up).  A run that
+did not get as far as a complete drain and complete dumps still gets checked: its
+verdict is then at best ``unknown``, never ``valid``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harness import store
+from harness.history import convert_history
+from harness.kafka_admin import create_topic, fully_replicated, wait_until
+from harness.progress import ProgressLine
+from harness.recorder import Recorder
+from harness.replicas import build_replicas
+from harness.spec import TestSpec
+from workloads.queue import QueueWorkload
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    run_dir: Path
+    results: dict[str, Any] | None
+    problems: list[str]
+
+    @property
+    def verdict(self) -> bool | str | None:
+        return None if self.results is None else self.results["valid"]
+
+
+ScenarioBody = Callable[[Any, Recorder, QueueWorkload, threading.Event], None]
+"""A scripted main phase: (cluster, recorder, workload, stop) -> None (see nemesis.scenario)."""
+
+
+@contextmanager
+def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
+    """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
+    import docker
+
+    from harness.bundled import BundledCluster
+    from harness.docker_cluster import CONTROLLER, DockerCluster
+    from harness.image import ensure_image
+
+    client = docker.from_env()
+    image = ensure_image(client)
+    with DockerCluster(client, image, brokers=spec.node_count, work_dir=run_dir / ".cluster") as docker_cluster:
+        names = docker_cluster.broker_names
+        bundled = BundledCluster(docker_cluster.remotes(), {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
+                                 names, CONTROLLER, spec.settings)
+        try:
+            bundled.configure()
+            bundled.start()
+            yield bundled
+        finally:
+            for node in docker_cluster.node_names:
+                try:
+                    bundled.collect_logs(node, run_dir / "nodes" / node)
+                except Exception as error:
+                    problems.append(f"logs of {node} not collected: {error}")
+
+
+def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:
+    document = spec.to_dict()
+    document.update({
+        "nodes": node_names,
+        "broker_config": {**spec.broker_config(), "acks": spec.workload.acks},
+        "versions": store.versions(),
+    })
+    store.write_json(run_dir / "test.json", document)
+
+
+def run_test(spec: TestSpec, store_dir: Path, *, engine: str = "pandas", scenario: ScenarioBody | None = None,
+             out: Any = sys.stderr) -> RunOutcome:
+    """Run ``spec``; store everything under ``store_dir``; check it with ``engine``."""
+    run_dir = store.new_run_directory(store_dir, spec.name)
+    store.point_latest(store_dir, run_dir)
+    node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
+    write_spec(spec, run_dir, node_names)
+    problems: list[str] = []
+    print(f"run directory: {run_dir}", file=out)
+    recorder = Recorder(run_dir / "history.jsonl")
+    try:
+        with docker_bundled_cluster(spec, run_dir, problems) as cluster:
+            _run_phases(spec, cluster, recorder, run_dir, scenario, problems, out)
+    finally:
+        recorder.close()
+    return finish_run(run_dir, engine, problems, out)
+
+
+def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path, scenario: ScenarioBody | None,
+                problems: list[str], out: Any) -> None:
+    from nemesis.mechanism import Nemesis
+
+    topic, partitions = spec.topic, spec.workload.partitions
+    create_topic(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
+    cluster.wait_for_leaders(topic, partitions, 30.0)
+    workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
+    nemesis = Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
+    stop = threading.Event()
+    progress = ProgressLine(recorder, nemesis.active_faults, out)
+    threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
+    if scenario is None:
+        threads.append(threading.Thread(target=nemesis.run, args=(stop,), name="nemesis", daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        with progress:
+            if scenario is not None:
+                scenario(cluster, recorder, workload, stop)
+            else:
+                stop.wait(spec.time_limit)
+    finally:
+        stop.set()
+        nemesis.heal_all()
+        for thread in threads:
+            thread.join(timeout=spec.workload.request_timeout * 3 + 10)
+    problems.extend(f"workload: {error}" for error in workload.errors)
+    try:
+        wait_until(lambda: fully_replicated(cluster.bootstrap, topic, partitions), spec.recovery_timeout,
+                   "every partition led with a full ISR")
+    except TimeoutError as error:
+        problems.append(f"recovery: {error}")
+    print("draining every partition", file=out)
+    complete = workload.drain(time.monotonic() + spec.drain_timeout)
+    incomplete = [p for p, done in complete.items() if not done]
+    if incomplete:
+        problems.append(f"drain incomplete for partitions {incomplete}")
+    cluster.stop_brokers()
+    for node in cluster.brokers:
+        try:
+            cluster.dump_replica(node, run_dir / "nodes" / node / "dump.jsonl")
+        except Exception as error:
+            problems.append(f"dump of {node} failed: {error}")
+
+
+def finish_run(run_dir: Path, engine: str, problems: list[str], out: Any) -> RunOutcome:
+    """Convert, build replica tables and check a stored run (also after a failed run)."""
+    from checker.cli import check_runs, open_engine
+    from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+    from checker.evidence import InputError, load_run
+
+    try:
+        convert_history(run_dir / "history.jsonl", run_dir / "history.parquet")
+        build_replicas(run_dir)
+    except Exception as error:
+        problems.append(f"history/replica conversion: {error}")
+    for problem in problems:
+        print(f"problem: {problem}", file=out)
+    try:
+        run = load_run(run_dir)
+    except InputError as error:
+        problems.append(f"not checked: {error}")
+        return RunOutcome(run_dir, None, problems)
+    with open_engine(engine, None, "3g") as checker_engine:
+        results = check_runs([run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+    return RunOutcome(run_dir, results, problems)
