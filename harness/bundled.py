@@ -116,6 +116,17 @@ class BundledCluster:
                 return self.node_of(info.leader)
         return None
 
+    def answers(self, node: str) -> bool:
+        """Whether ``node``'s broker accepts a Kafka connection and answers ApiVersions."""
+        from kafka import KafkaAdminClient
+
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=f"{self._ips[node]}:{KAFKA_PORT}", request_timeout_ms=2000)
+        except Exception:
+            return False
+        admin.close()
+        return True
+
     def start_broker(self, node: str) -> None:
         remote = self._remotes[node]
         if remote.is_alive("broker"):

@@ -108,13 +108,29 @@ def run(args: argparse.Namespace) -> int:
         split_settings(spec.settings)
     except SettingsError as error:
         raise UsageError(str(error)) from None
-    scenario_body = None
+    scenario = None
     if spec.scenario is not None:
-        from nemesis.scenario import load_scenario
+        from nemesis.scenario import ScenarioError, load_scenario
 
-        scenario = load_scenario(spec.scenario)
-        scenario_body = scenario.body
+        try:
+            scenario = load_scenario(spec.scenario)
+        except ScenarioError as error:
+            raise UsageError(str(error)) from None
         spec = scenario.apply_defaults(spec)
-    outcome = run_test(spec, Path(args.store), engine=args.engine, scenario=scenario_body, out=sys.stderr)
+    outcome = run_test(spec, Path(args.store), engine=args.engine, scenario=scenario.body if scenario else None,
+                       out=sys.stderr)
     print_verdict(outcome)
+    if scenario is not None and outcome.results is not None:
+        expectation = scenario.expectation_for(effective_settings(spec.settings))
+        if expectation is None:
+            print(f"scenario {scenario.name}: no expectation written for these settings")
+        else:
+            problems = expectation.problems(outcome.results)
+            print(f"scenario {scenario.name}: " + ("as expected" if not problems else
+                                                    "NOT as expected: " + "; ".join(problems)))
     return verdict_exit_code(outcome.verdict)
+
+
+def effective_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The settings with the bundled broker's defaults for the keys scenarios branch on."""
+    return {"truncation.mode": "leader-epoch", "unclean.leader.election.enable": "false", **settings}

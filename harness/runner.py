@@ -49,8 +49,8 @@ class RunOutcome:
         return None if self.results is None else self.results["valid"]
 
 
-ScenarioBody = Callable[[Any, Recorder, QueueWorkload, threading.Event], None]
-"""A scripted main phase: (cluster, recorder, workload, stop) -> None (see nemesis.scenario)."""
+ScenarioBody = Callable[[Any], None]
+"""A scripted main phase, given a :class:`nemesis.scenario.ScenarioContext`."""
 
 
 @contextmanager
@@ -125,9 +125,11 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
     for thread in threads:
         thread.start()
     try:
-        with progress:
+        with progress, _main_phase_problems(problems):
             if scenario is not None:
-                scenario(cluster, recorder, workload, stop)
+                from nemesis.scenario import ScenarioContext
+
+                scenario(ScenarioContext(cluster, nemesis, workload, topic, lambda text: print(text, file=out)))
             else:
                 stop.wait(spec.time_limit)
     finally:
@@ -152,6 +154,17 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
             cluster.dump_replica(node, run_dir / "nodes" / node / "dump.jsonl")
         except Exception as error:
             problems.append(f"dump of {node} failed: {error}")
+
+
+@contextmanager
+def _main_phase_problems(problems: list[str]) -> Iterator[None]:
+    """A failed main phase (a scenario wait timed out, a client bug) is recorded, and the run
+    still heals, drains, dumps and gets checked: the evidence so far is worth a verdict."""
+    try:
+        yield
+    except Exception as error:
+        logger.exception("main phase failed")
+        problems.append(f"main phase: {type(error).__name__}: {error}")
 
 
 def finish_run(run_dir: Path, engine: str, problems: list[str], out: Any) -> RunOutcome:

@@ -201,6 +201,29 @@ class QueueWorkload:
         finally:
             consumer.close()
 
+    def send_marker(self, partition: int) -> None:
+        """One send from a fresh process and a fresh producer (a scenario's ``produce`` step)."""
+        spec = self.spec
+        value = self._next_value()
+        payload = {"partition": partition, "key": f"k{partition}", "value": value}
+        process = self._fresh_ids.next()
+        invocation = self.recorder.invoke(process, "send", payload)
+        try:
+            producer = make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+        except Exception as error:
+            self.recorder.complete(invocation, "fail", payload, error=f"no producer: {error}")
+            return
+        try:
+            offset = producer.send(self.topic, partition, payload["key"], str(value), spec.request_timeout)
+        except DefiniteFailure as error:
+            self.recorder.complete(invocation, "fail", payload, error=str(error))
+        except IndefiniteFailure as error:
+            self.recorder.complete(invocation, "info", payload, error=str(error))
+        else:
+            self.recorder.complete(invocation, "ok", {**payload, "offset": offset})
+        finally:
+            producer.close()
+
     # ---- final drain ------------------------------------------------------------------------
 
     def drain(self, deadline: float) -> dict[int, bool]:

@@ -1,0 +1,307 @@
+"""Scripted scenarios: a timeline of faults, heals, waits and markers, with expected verdicts.
+
+A scenario is a TOML file (the library lives in ``nemesis/scenarios/``; users pass a
+path to their own).  Its top level sets up the test (``node_count``, ``[workload]``,
+``[settings]`` -- broker/controller settings the user's ``--set`` may override) and says
+what the checker must find, per configuration::
+
+    [[expected]]
+    when = { "truncation.mode" = "high-watermark" }
+    valid = false
+    anomalies = ["lost-write"]          # must be reported
+    [[expected]]
+    when = { "truncation.mode" = "leader-epoch" }
+    valid = true
+
+Then ``[[step]]`` tables run in order while the queue workload keeps producing and
+consuming in the background.  Each step has exactly one verb:
+
+* ``bind = { A = "leader-of:0", B = "follower-of:0" }`` -- name nodes by role, now;
+* ``fault = "kill" | "start" | "pause" | "resume" | "power-loss" | "partition" | "heal"``
+  with ``node = "B"`` / ``nodes = [...]`` (a bound name, a node name, or a role), or
+  ``grudge = { A = ["B"], B = ["A"] }`` for ``partition``;
+* ``wait = "leader-is" | "caught-up" | "in-isr" | "not-in-isr" | "answers"`` with
+  ``node``, ``partition`` (default 0) and ``timeout`` seconds (default 30) -- a
+  condition polled until true; a timeout fails the run loudly;
+* ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send;
+* ``sleep = 5`` with ``why = "..."`` -- only where time itself is the point (letting
+  acknowledged writes pile up past a checkpoint, for example).
+
+Every fault is recorded as a nemesis op, so reports shade the windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import time
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.kafka_admin import ClusterUnavailable, describe_topic, wait_until
+
+FAULTS = ("kill", "start", "pause", "resume", "power-loss", "partition", "heal")
+WAITS = ("leader-is", "caught-up", "in-isr", "not-in-isr", "answers")
+VERBS = ("bind", "fault", "wait", "produce", "sleep")
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file and the step."""
+
+
+class ScenarioFailed(RuntimeError):
+    """A step could not be carried out (a wait timed out, a role had no node)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectation:
+    when: dict[str, str]
+    valid: bool | str
+    anomalies: tuple[str, ...]
+    absent: tuple[str, ...]
+
+    def matches(self, settings: Mapping[str, str]) -> bool:
+        return all(settings.get(key) == value for key, value in self.when.items())
+
+    def problems(self, results: Mapping[str, Any]) -> list[str]:
+        """What in ``results`` contradicts this expectation (empty: as expected)."""
+        found = set(results.get("anomalies", {}))
+        problems = []
+        if results.get("valid") != self.valid:
+            problems.append(f"verdict {results.get('valid')!r}, expected {self.valid!r}")
+        problems += [f"{name} not reported" for name in self.anomalies if name not in found]
+        problems += [f"{name} reported" for name in self.absent if name in found]
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    source: str
+    node_count: int
+    workload: dict[str, Any]
+    settings: dict[str, str]
+    expected: tuple[Expectation, ...]
+    steps: tuple[dict[str, Any], ...]
+
+    def apply_defaults(self, spec: Any) -> Any:
+        """The test spec with this scenario's set-up; the user's ``--set`` wins over ours."""
+        from workloads.queue import QueueSpec
+
+        workload = QueueSpec.from_dict({**spec.workload.to_dict(), **self.workload})
+        return dataclasses.replace(spec, node_count=self.node_count, workload=workload, scenario=self.name,
+                                   settings={**self.settings, **spec.settings})
+
+    def expectation_for(self, settings: Mapping[str, str]) -> Expectation | None:
+        for expectation in self.expected:
+            if expectation.matches(settings):
+                return expectation
+        return None
+
+    def body(self, context: ScenarioContext) -> None:
+        ScenarioRun(self, context).run()
+
+
+@dataclasses.dataclass
+class ScenarioContext:
+    """What a running scenario acts on; built by the runner."""
+
+    cluster: Any  # harness.bundled.BundledCluster (a nemesis ClusterHandle)
+    nemesis: Any  # nemesis.mechanism.Nemesis
+    workload: Any  # workloads.queue.QueueWorkload
+    topic: str
+    log: Callable[[str], None]
+
+
+class ScenarioRun:
+    def __init__(self, scenario: Scenario, context: ScenarioContext) -> None:
+        self.scenario = scenario
+        self.context = context
+        self.bound: dict[str, str] = {}
+
+    def run(self) -> None:
+        for number, step in enumerate(self.scenario.steps, start=1):
+            where = f"{self.scenario.source}: step {number}"
+            self.context.log(f"{where}: {describe_step(step)}")
+            try:
+                self._run_step(step)
+            except (TimeoutError, ClusterUnavailable) as error:
+                raise ScenarioFailed(f"{where}: {error}") from None
+
+    # ---- node names -------------------------------------------------------------------
+
+    def resolve(self, name: str) -> str:
+        if name in self.bound:
+            return self.bound[name]
+        if ":" in name:
+            role, _, partition_text = name.partition(":")
+            return self._role(role, int(partition_text))
+        if name in self.context.cluster.brokers or name == self.context.cluster.controller:
+            return name
+        raise ScenarioFailed(f"unknown node {name!r} (bound: {', '.join(self.bound) or 'none'})")
+
+    def _role(self, role: str, partition: int) -> str:
+        cluster = self.context.cluster
+        info = wait_until(lambda: _partition_info(cluster.bootstrap, self.context.topic, partition), 30,
+                          f"a leader of partition {partition}")
+        leader = cluster.node_of(info.leader)
+        if role == "leader-of":
+            return str(leader)
+        followers = [cluster.node_of(r) for r in info.replicas if r != info.leader]
+        if role == "follower-of" and followers:
+            return str(followers[0])
+        raise ScenarioFailed(f"no {role} for partition {partition}")
+
+    def _nodes(self, step: dict[str, Any]) -> list[str]:
+        names = step.get("nodes") or ([step["node"]] if "node" in step else [])
+        return [self.resolve(str(name)) for name in names]
+
+    # ---- steps --------------------------------------------------------------------------
+
+    def _run_step(self, step: dict[str, Any]) -> None:
+        nemesis = self.context.nemesis
+        if "bind" in step:
+            for alias, name in step["bind"].items():
+                self.bound[alias] = self.resolve(str(name))
+            self.context.log(f"  bound {self.bound}")
+        elif "fault" in step:
+            fault = step["fault"]
+            if fault == "partition":
+                grudge = {self.resolve(node): frozenset(self.resolve(o) for o in others)
+                          for node, others in step["grudge"].items()}
+                nemesis.partition(grudge, kind=str(step.get("kind", "scenario")))
+            elif fault == "heal":
+                nemesis.heal_partition()
+            else:
+                method_name = {"kill": "kill", "start": "start", "pause": "pause", "resume": "resume",
+                               "power-loss": "power_loss"}[fault]
+                getattr(nemesis, method_name)(self._nodes(step))
+        elif "wait" in step:
+            self._wait(step)
+        elif "produce" in step:
+            self.context.workload.send_marker(int(step.get("partition", 0)))
+        elif "sleep" in step:
+            time.sleep(float(step["sleep"]))  # the scenario says why: time itself is the point
+
+    def _wait(self, step: dict[str, Any]) -> None:
+        cluster = self.context.cluster
+        partition = int(step.get("partition", 0))
+        timeout = float(step.get("timeout", 30))
+        condition = step["wait"]
+        topic = self.context.topic
+        if condition == "answers":
+            node = self._nodes(step)[0]
+            wait_until(lambda: cluster.answers(node), timeout, f"{node} to answer Kafka requests")
+            return
+        if condition == "caught-up":
+            wait_until(lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
+                _partition_info(cluster.bootstrap, topic, partition)), timeout,
+                f"partition {partition} fully replicated")
+            return
+        node = self._nodes(step)[0]
+        node_id = cluster.node_ids[node]
+
+        def holds() -> bool:
+            info = _partition_info(cluster.bootstrap, topic, partition)
+            if info is None:
+                return False
+            if condition == "leader-is":
+                return bool(info.leader == node_id)
+            if condition == "in-isr":
+                return node_id in info.isr
+            return node_id not in info.isr
+        wait_until(holds, timeout, f"{condition} {node} (partition {partition})")
+
+
+def _partition_info(bootstrap: str, topic: str, partition: int) -> Any:
+    for info in describe_topic(bootstrap, topic):
+        if info.partition == partition and info.leader >= 0:
+            return info
+    return None
+
+
+def describe_step(step: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in step.items() if key != "why") + (
+        f"  ({step['why']})" if "why" in step else "")
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+
+def library() -> dict[str, Path]:
+    """The bundled scenarios: name -> file."""
+    folder = importlib.resources.files("nemesis") / "scenarios"
+    return {Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if str(entry).endswith(".toml")}
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    path = Path(name_or_path)
+    if not path.suffix:
+        bundled = library()
+        if name_or_path not in bundled:
+            raise ScenarioError(f"no scenario {name_or_path!r}; bundled: {', '.join(sorted(bundled))} "
+                                "(or give a path to a .toml file)")
+        path = bundled[name_or_path]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ScenarioError(f"{path}: cannot read: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path}: {error}") from None
+    return parse_scenario(data, str(path))
+
+
+def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
+    known = {"name", "description", "node_count", "workload", "settings", "expected", "step"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ScenarioError(f"{source}: unknown keys {', '.join(unknown)}")
+    steps = tuple(data.get("step", []))
+    if not steps:
+        raise ScenarioError(f"{source}: no [[step]] tables")
+    for number, step in enumerate(steps, start=1):
+        _check_step(step, f"{source}: step {number}")
+    expected = []
+    for number, entry in enumerate(data.get("expected", []), start=1):
+        if "valid" not in entry:
+            raise ScenarioError(f"{source}: expected {number}: 'valid' is required")
+        expected.append(Expectation(
+            when={str(k): _setting_text(v) for k, v in entry.get("when", {}).items()},
+            valid=entry["valid"], anomalies=tuple(entry.get("anomalies", ())), absent=tuple(entry.get("absent", ()))))
+    return Scenario(
+        name=str(data.get("name") or Path(source).stem), description=str(data.get("description", "")).strip(),
+        source=source, node_count=int(data.get("node_count", 3)), workload=dict(data.get("workload", {})),
+        settings={str(k): _setting_text(v) for k, v in data.get("settings", {}).items()},
+        expected=tuple(expected), steps=steps)
+
+
+def _setting_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _check_step(step: Any, where: str) -> None:
+    if not isinstance(step, dict):
+        raise ScenarioError(f"{where}: a step must be a table")
+    verbs = [verb for verb in VERBS if verb in step]
+    if len(verbs) != 1:
+        raise ScenarioError(f"{where}: exactly one of {', '.join(VERBS)} expected, found {verbs or 'none'}")
+    verb = verbs[0]
+    if verb == "fault":
+        if step["fault"] not in FAULTS:
+            raise ScenarioError(f"{where}: fault {step['fault']!r} is not one of {', '.join(FAULTS)}")
+        if step["fault"] == "partition" and not isinstance(step.get("grudge"), dict):
+            raise ScenarioError(f"{where}: partition needs grudge = {{ NODE = [NODES...] }}")
+        if step["fault"] not in ("partition", "heal") and "node" not in step and "nodes" not in step:
+            raise ScenarioError(f"{where}: {step['fault']} needs node or nodes")
+    if verb == "wait":
+        if step["wait"] not in WAITS:
+            raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")
+        if step["wait"] not in ("caught-up",) and "node" not in step:
+            raise ScenarioError(f"{where}: wait {step['wait']} needs node")
+    if verb == "sleep" and "why" not in step:
+        raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
+    if verb == "bind" and not isinstance(step["bind"], dict):
+        raise ScenarioError(f"{where}: bind = {{ NAME = \"leader-of:0\", ... }}")

@@ -1,0 +1,192 @@
+"""The nemesis half of a test spec: which faults, how often, on which nodes, from which seed.
+
+A :class:`NemesisSpec` is plain data: it is stored in ``test.json`` (``to_dict``) and read back
+(``from_dict``) so that a run can be repeated exactly -- the seed fixes every random choice the
+schedule makes (see :mod:`nemesis.plan`). Bad values raise :class:`NemesisSpecError` naming the
+field (``nemesis.interval_seconds: must be > 0, not -1``), never a bare ``KeyError``/``TypeError``;
+the CLI turns that into one line and exit code 254.
+
+Fields:
+
+* ``faults`` -- the fault mix, drawn uniformly per step: ``kill`` (SIGKILL the broker, restart it
+  when the fault ends), ``pause`` (SIGSTOP, SIGCONT when it ends), ``partition`` (iptables DROP
+  between nodes, flushed when it ends). Empty: no faults at all.
+* ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
+  lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
+  uniformly from ``[1 - j, 1 + j]`` times its mean, so faults land in different phases of the
+  protocol (election, ISR shrink, catch-up) from run to run; ``jitter=0`` is strictly periodic.
+* ``targets`` -- for ``kill``/``pause``: which brokers, one of ``one``, ``minority`` (the largest
+  set whose loss leaves a majority), ``majority``, ``all``, ``leader``, ``followers`` (of a
+  partition of the workload's topic). ``None``: every target that makes sense for the cluster size.
+* ``partitions`` -- the partition shapes: ``isolate-one``, ``isolate-leader``, ``halves``,
+  ``bridge``, ``majorities-ring``. ``None``: every shape that makes sense for the cluster size.
+* ``partition_scope`` -- ``brokers``: only broker<->broker traffic is cut (every broker still
+  reaches the controller, as with an external metadata quorum); ``all``: the controller is one of
+  the nodes being partitioned.
+* ``seed`` -- the schedule's random seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+KILL = "kill"
+PAUSE = "pause"
+PARTITION = "partition"
+
+NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE)
+"""Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
+FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, PARTITION)
+
+NODE_TARGETS: tuple[str, ...] = ("one", "minority", "majority", "all", "leader", "followers")
+PARTITION_KINDS: tuple[str, ...] = ("isolate-one", "isolate-leader", "halves", "bridge", "majorities-ring")
+LEADER_DEPENDENT: frozenset[str] = frozenset({"leader", "followers", "isolate-leader"})
+"""Targets and partition kinds resolved only when the fault starts, from the partition's current leader."""
+
+PartitionScope = Literal["brokers", "all"]
+PARTITION_SCOPES: tuple[str, ...] = ("brokers", "all")
+
+
+class NemesisSpecError(ValueError):
+    """A nemesis spec value is missing, of the wrong type or out of range; the message names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NemesisSpec:
+    """What the random nemesis does; validated on construction (see the module docstring)."""
+
+    faults: tuple[str, ...] = ()
+    interval_seconds: float = 10.0
+    fault_seconds: float | None = None
+    jitter: float = 0.5
+    targets: tuple[str, ...] | None = None
+    partitions: tuple[str, ...] | None = None
+    partition_scope: PartitionScope = "brokers"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_names(self.faults, FAULT_KINDS, "nemesis.faults", allow_empty=True)
+        _check_positive(self.interval_seconds, "nemesis.interval_seconds")
+        if self.fault_seconds is not None:
+            _check_positive(self.fault_seconds, "nemesis.fault_seconds")
+        if (
+            isinstance(self.jitter, bool)
+            or not isinstance(self.jitter, int | float)
+            or not 0 <= self.jitter < 1
+        ):
+            raise NemesisSpecError(f"nemesis.jitter: must be a number in [0, 1), not {self.jitter!r}")
+        if self.targets is not None:
+            _check_names(self.targets, NODE_TARGETS, "nemesis.targets", allow_empty=False)
+        if self.partitions is not None:
+            _check_names(self.partitions, PARTITION_KINDS, "nemesis.partitions", allow_empty=False)
+        if self.partition_scope not in PARTITION_SCOPES:
+            raise NemesisSpecError(
+                f"nemesis.partition_scope: must be one of {', '.join(PARTITION_SCOPES)}, not {self.partition_scope!r}"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise NemesisSpecError(f"nemesis.seed: must be an integer, not {self.seed!r}")
+
+    @property
+    def mean_fault_seconds(self) -> float:
+        """How long a fault lasts on average (``fault_seconds``, else the interval)."""
+        return self.fault_seconds if self.fault_seconds is not None else self.interval_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``from_dict(to_dict())`` gives an equal spec."""
+        return {
+            "faults": list(self.faults),
+            "interval_seconds": self.interval_seconds,
+            "fault_seconds": self.fault_seconds,
+            "jitter": self.jitter,
+            "targets": None if self.targets is None else list(self.targets),
+            "partitions": None if self.partitions is None else list(self.partitions),
+            "partition_scope": self.partition_scope,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "nemesis") -> NemesisSpec:
+        """Read a spec written by :meth:`to_dict` (missing keys take their defaults).
+
+        ``where`` prefixes every error message, e.g. ``"test.json: nemesis"``.
+        """
+        if not isinstance(data, Mapping):
+            raise NemesisSpecError(f"{where}: must be an object, not {type(data).__name__}")
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            raise NemesisSpecError(
+                f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+        values: dict[str, Any] = {}
+        for name in ("faults", "targets", "partitions"):
+            if name in data:
+                values[name] = _name_tuple(data[name], f"{where}.{name}", nullable=name != "faults")
+        for name in ("interval_seconds", "fault_seconds", "jitter"):
+            if name in data:
+                values[name] = _number(data[name], f"{where}.{name}", nullable=name == "fault_seconds")
+        for name in ("partition_scope", "seed"):
+            if name in data:
+                values[name] = data[name]
+        try:
+            return cls(**values)
+        except NemesisSpecError as error:
+            raise NemesisSpecError(str(error).replace("nemesis.", f"{where}.", 1)) from None
+
+
+def parse_name_list(text: str, known: Sequence[str], what: str) -> tuple[str, ...]:
+    """Split a comma-separated CLI value (``"kill,partition"``) and check every name.
+
+    ``what`` names the flag in the error (``"--nemesis"``). ``""`` and ``"none"`` give ``()``.
+    """
+    if text.strip() in ("", "none"):
+        return ()
+    names = tuple(part.strip() for part in text.split(","))
+    _check_names(names, known, what, allow_empty=False)
+    return names
+
+
+def _check_names(names: object, known: Sequence[str], what: str, *, allow_empty: bool) -> None:
+    if not isinstance(names, tuple) or not all(isinstance(name, str) for name in names):
+        raise NemesisSpecError(f"{what}: must be a tuple of names, not {names!r}")
+    if not names and not allow_empty:
+        raise NemesisSpecError(f"{what}: must name at least one of {', '.join(known)}")
+    for position, name in enumerate(names):
+        if name not in known:
+            raise NemesisSpecError(f"{what}[{position}]: unknown name {name!r} (known: {', '.join(known)})")
+        if name in names[:position]:
+            raise NemesisSpecError(f"{what}[{position}]: {name!r} is listed twice")
+
+
+def _check_positive(value: object, what: str) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise NemesisSpecError(f"{what}: must be a finite number of seconds > 0, not {value!r}")
+
+
+def _name_tuple(value: object, what: str, *, nullable: bool) -> tuple[str, ...] | None:
+    if value is None and nullable:
+        return None
+    if not isinstance(value, list | tuple):
+        raise NemesisSpecError(
+            f"{what}: must be a list of names{' or null' if nullable else ''}, not {value!r}"
+        )
+    for position, item in enumerate(value):
+        if not isinstance(item, str):
+            raise NemesisSpecError(f"{what}[{position}]: must be a string, not {item!r}")
+    return tuple(value)
+
+
+def _number(value: object, what: str, *, nullable: bool) -> float | None:
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise NemesisSpecError(f"{what}: must be a number{' or null' if nullable else ''}, not {value!r}")
+    return float(value)

@@ -1,0 +1,76 @@
+"""The nemesis spec: round trip through JSON and clear errors for every bad value."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from nemesis.spec import FAULT_KINDS, NemesisSpec, NemesisSpecError, parse_name_list
+
+
+def test_round_trip_through_json_keeps_every_field() -> None:
+    spec = NemesisSpec(
+        faults=("kill", "partition"),
+        interval_seconds=7.5,
+        fault_seconds=3.0,
+        jitter=0.2,
+        targets=("one", "leader"),
+        partitions=("halves",),
+        partition_scope="all",
+        seed=99,
+    )
+    assert NemesisSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert NemesisSpec.from_dict(NemesisSpec().to_dict()) == NemesisSpec()
+
+
+def test_missing_keys_take_defaults_and_fault_seconds_defaults_to_the_interval() -> None:
+    spec = NemesisSpec.from_dict({"faults": ["pause"], "interval_seconds": 4})
+    assert spec.faults == ("pause",) and spec.targets is None and spec.seed == 0
+    assert spec.mean_fault_seconds == 4.0
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "test.json: nemesis: must be an object, not list"),
+        ({"fault": ["kill"]}, "test.json: nemesis: unknown key(s) fault"),
+        ({"faults": "kill"}, "test.json: nemesis.faults: must be a list of names, not 'kill'"),
+        ({"faults": ["kill", "kil"]}, "test.json: nemesis.faults[1]: unknown name 'kil'"),
+        ({"faults": ["kill", "kill"]}, "test.json: nemesis.faults[1]: 'kill' is listed twice"),
+        ({"faults": [3]}, "test.json: nemesis.faults[0]: must be a string, not 3"),
+        (
+            {"interval_seconds": 0},
+            "test.json: nemesis.interval_seconds: must be a finite number of seconds > 0, not 0",
+        ),
+        ({"interval_seconds": "10"}, "test.json: nemesis.interval_seconds: must be a number, not '10'"),
+        (
+            {"fault_seconds": float("inf")},
+            "test.json: nemesis.fault_seconds: must be a finite number of seconds > 0",
+        ),
+        ({"jitter": 1}, "test.json: nemesis.jitter: must be a number in [0, 1), not 1"),
+        ({"targets": []}, "test.json: nemesis.targets: must name at least one of one, minority"),
+        ({"targets": ["leaders"]}, "test.json: nemesis.targets[0]: unknown name 'leaders'"),
+        ({"partitions": ["ring"]}, "test.json: nemesis.partitions[0]: unknown name 'ring'"),
+        (
+            {"partition_scope": "controller"},
+            "test.json: nemesis.partition_scope: must be one of brokers, all",
+        ),
+        ({"seed": True}, "test.json: nemesis.seed: must be an integer, not True"),
+        ({"seed": 1.5}, "test.json: nemesis.seed: must be an integer, not 1.5"),
+    ],
+)
+def test_bad_values_name_the_field(data: Any, message: str) -> None:
+    with pytest.raises(NemesisSpecError) as caught:
+        NemesisSpec.from_dict(data, where="test.json: nemesis")
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_cli_lists() -> None:
+    assert parse_name_list("kill, partition", FAULT_KINDS, "--nemesis") == ("kill", "partition")
+    assert parse_name_list("none", FAULT_KINDS, "--nemesis") == ()
+    with pytest.raises(
+        NemesisSpecError, match=r"--nemesis\[1\]: unknown name 'crash' \(known: kill, pause, partition\)"
+    ):
+        parse_name_list("kill,crash", FAULT_KINDS, "--nemesis")
