@@ -18,6 +18,7 @@ so that faults play out within a short test.
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 PYTHON = "/opt/tidemark/venv/bin/python"
 CONFIG_DIR = "/etc/tidemark"
 DATA_DIR = "/var/lib/tidemark/data"
+BACKING_DIR = "/var/lib/tidemark/backing"
+"""With the lazy filesystem, DATA_DIR is its mount and this is where durable bytes live."""
 METADATA_DIR = "/var/lib/tidemark/metadata"
 LOG_DIR = "/var/log/tidemark"
 KAFKA_PORT = 9092
@@ -79,7 +82,7 @@ class BundledCluster:
     """broker_impl on ``brokers`` (node names) plus ``controller``, reached through remotes."""
 
     def __init__(self, remotes: Mapping[str, Remote], ips: Mapping[str, str], brokers: Sequence[str],
-                 controller: str, settings: Mapping[str, str]) -> None:
+                 controller: str, settings: Mapping[str, str], *, power_loss_filesystem: bool = False) -> None:
         self._remotes = dict(remotes)
         self._ips = dict(ips)
         self.brokers = list(brokers)
@@ -87,6 +90,7 @@ class BundledCluster:
         self.controller_settings, self.broker_settings = split_settings(settings)
         self.node_ids = {name: index for index, name in enumerate(self.brokers, start=1)}
         self.data_dir = DATA_DIR
+        self.power_loss_filesystem = power_loss_filesystem
 
     # ---- ClusterHandle --------------------------------------------------------------------
 
@@ -131,8 +135,50 @@ class BundledCluster:
         remote = self._remotes[node]
         if remote.is_alive("broker"):
             return
+        if self.power_loss_filesystem:
+            self._ensure_lazyfs(node)
         remote.start_daemon("broker", [PYTHON, "-m", "broker_impl.broker", "--config",
                                        f"{CONFIG_DIR}/broker.properties"], log_path=f"{LOG_DIR}/broker.log")
+
+    # ---- the lazy filesystem (power loss) ------------------------------------------------
+
+    def _lazyfs(self, node: str, *arguments: str, timeout: float = 30.0) -> str:
+        result = self._remotes[node].exec([PYTHON, "-m", "nemesis.lazyfs", *arguments], timeout=timeout)
+        return result.stdout_text
+
+    def _ensure_lazyfs(self, node: str) -> None:
+        """Mount the lazy filesystem over the data dir unless a live one serves it.
+
+        A lazyfs process that died is a power loss in itself; its dead mount is unmounted
+        and the durable state (BACKING_DIR) served again.
+        """
+        remote = self._remotes[node]
+        if remote.is_alive("lazyfs"):
+            return
+        remote.exec(["mkdir", "-p", BACKING_DIR, self.data_dir], timeout=10)
+        # A dead mount answers ENOTCONN until unmounted; nothing mounted is fine too.
+        remote.exec([PYTHON, "-m", "nemesis.lazyfs", "unmount", self.data_dir], timeout=30, check=False)
+        remote.start_daemon("lazyfs", [PYTHON, "-m", "nemesis.lazyfs", "mount", BACKING_DIR, self.data_dir,
+                                       "--foreground"], log_path=f"{LOG_DIR}/lazyfs.log")
+        wait_until(lambda: self._lazyfs_answers(node), 20, f"the lazy filesystem on {node}")
+
+    def _lazyfs_answers(self, node: str) -> bool:
+        try:
+            self._lazyfs(node, "control", self.data_dir, "status", timeout=5)
+            return True
+        except RemoteError:
+            return False
+
+    def drop_unsynced(self, node: str) -> None:
+        """Power loss of ``node``'s data directory (the broker must already be dead)."""
+        if not self.power_loss_filesystem:
+            raise RemoteError(node, "power loss needs the lazy filesystem (the run did not mount it)")
+        try:
+            self._lazyfs(node, "control", self.data_dir, "drop")
+        except RemoteError:
+            # The filesystem process itself is gone: that already lost everything unsynced.
+            self._remotes[node].signal("lazyfs", signal.SIGKILL, timeout=5)
+            self._ensure_lazyfs(node)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -192,8 +238,6 @@ class BundledCluster:
 
     def stop_brokers(self, timeout: float = 15.0) -> None:
         """Clean shutdown (SIGTERM) of every broker that runs, so the dumps read settled logs."""
-        import signal
-
         for name in self.brokers:
             try:
                 self._remotes[name].signal("broker", signal.SIGCONT, timeout=5)

@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="sends per second over all producers")
     parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
     parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
+    parser.add_argument("--transport", default="docker", choices=("docker", "ssh"),
+                        help="reach the nodes by docker exec or over SSH (the containers run sshd)")
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
 
 
@@ -58,7 +60,12 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
-    faults = tuple(f for f in args.nemesis.split(",") if f)
+    from nemesis.spec import FAULT_KINDS, NemesisSpecError, parse_name_list
+
+    try:
+        faults = parse_name_list(args.nemesis, FAULT_KINDS, "--nemesis") if args.nemesis else ()
+    except NemesisSpecError as error:
+        raise UsageError(str(error)) from None
     targets = tuple(t for t in args.nemesis_targets.split(",") if t) if args.nemesis_targets else None
     try:
         workload = QueueSpec(partitions=args.partitions, replication_factor=args.replication_factor,
@@ -68,7 +75,8 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
                               partition_scope=args.partition_scope, seed=args.seed)
         return TestSpec(name=args.name or (args.scenario or args.workload), node_count=args.nodes,
                         time_limit=args.time_limit, seed=args.seed, settings=parse_settings(args.set),
-                        workload=workload, nemesis=nemesis, scenario=args.scenario)
+                        workload=workload, nemesis=nemesis, scenario=args.scenario,
+                        transport=args.transport)
     except (SpecError, ValueError) as error:
         raise UsageError(str(error)) from None
 

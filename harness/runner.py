@@ -66,8 +66,12 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -
     image = ensure_image(client)
     with DockerCluster(client, image, brokers=spec.node_count, work_dir=run_dir / ".cluster") as docker_cluster:
         names = docker_cluster.broker_names
-        bundled = BundledCluster(docker_cluster.remotes(), {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
-                                 names, CONTROLLER, spec.settings)
+        if spec.transport == "ssh":
+            remotes: dict[str, Any] = {n: docker_cluster.ssh_remote(n) for n in docker_cluster.node_names}
+        else:
+            remotes = dict(docker_cluster.remotes())
+        bundled = BundledCluster(remotes, {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
+                                 names, CONTROLLER, spec.settings, power_loss_filesystem=spec.power_loss_filesystem)
         try:
             bundled.configure()
             bundled.start()

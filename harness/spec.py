@@ -38,6 +38,10 @@ class TestSpec:
     workload: QueueSpec = dataclasses.field(default_factory=QueueSpec)
     nemesis: NemesisSpec = dataclasses.field(default_factory=NemesisSpec)
     scenario: str | None = None
+    power_loss_filesystem: bool = False
+    """Mount every broker's data directory through the lazy filesystem (needed by power-loss)."""
+    transport: str = "docker"
+    """How the harness reaches the nodes: ``docker`` (exec) or ``ssh`` (the containers' sshd)."""
     bootstrap: str | None = None
     """An external Kafka-compatible cluster (``--bootstrap``); None runs the bundled broker in Docker."""
     inventory: str | None = None
@@ -56,6 +60,10 @@ class TestSpec:
         for field in ("time_limit", "recovery_timeout", "drain_timeout"):
             if getattr(self, field) <= 0:
                 problems.append(f"{field} must be > 0")
+        if self.transport not in ("docker", "ssh"):
+            problems.append(f"transport must be docker or ssh, not {self.transport!r}")
+        if "power-loss" in self.nemesis.faults and not self.power_loss_filesystem:
+            object.__setattr__(self, "power_loss_filesystem", True)
         if problems:
             raise SpecError("; ".join(problems))
 
@@ -65,7 +73,8 @@ class TestSpec:
             "name": self.name, "topic": self.topic, "node_count": self.node_count, "time_limit": self.time_limit,
             "recovery_timeout": self.recovery_timeout, "drain_timeout": self.drain_timeout, "seed": self.seed,
             "settings": dict(self.settings), "workload": self.workload.to_dict(),
-            "nemesis": self.nemesis.to_dict(), "scenario": self.scenario, "bootstrap": self.bootstrap,
+            "nemesis": self.nemesis.to_dict(), "scenario": self.scenario, "power_loss_filesystem": self.power_loss_filesystem, "transport": self.transport,
+            "bootstrap": self.bootstrap,
             "inventory": self.inventory,
         }
 

@@ -45,13 +45,14 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from harness.ops import NEMESIS_PROCESS, Op
 from harness.recorder import Recorder
 from harness.remote import CommandFailed, Remote, RemoteError, RemotePathNotFound
 from nemesis import iptables
 from nemesis.plan import (
+    PlanError,
     Grudge,
     Layout,
     PlannedStep,
@@ -62,7 +63,7 @@ from nemesis.plan import (
     resolve_leader_step,
     schedule,
 )
-from nemesis.spec import KILL, PARTITION, PAUSE, NemesisSpec
+from nemesis.spec import KILL, PARTITION, PAUSE, POWER_LOSS, NemesisSpec
 
 BROKER_DAEMON = "broker"
 """The Remote daemon name of the broker process on every broker node."""
@@ -93,6 +94,15 @@ class ClusterHandle(Protocol):
 
     def leader_of(self, topic: str, partition: int) -> str | None:
         """The node currently leading ``topic``/``partition``, or None if there is none."""
+        ...
+
+
+@runtime_checkable
+class PowerLossCapable(Protocol):
+    """A cluster whose broker data directories are on the lazy filesystem (optional ability)."""
+
+    def drop_unsynced(self, node: str) -> None:
+        """Discard every write to ``node``'s data directory that was not fsynced (broker is dead)."""
         ...
 
 
@@ -162,7 +172,10 @@ class Nemesis:
                 lambda node: self._signal_broker(node, signal.SIGSTOP),
                 lambda node: self._signal_broker(node, signal.SIGCONT),
             ),
+            POWER_LOSS: _NodeFault("start", self._power_loss_one, self._start_one),
         }
+        if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLossCapable):
+            raise PlanError("power-loss needs a cluster whose data directories are on the lazy filesystem")
         self._affected: dict[str, set[str]] = {fault: set() for fault in self._node_faults}
 
     # ----------------------------------------------------------------- schedule
@@ -254,6 +267,11 @@ class Nemesis:
     def start(self, nodes: Sequence[str]) -> Op:
         """Start the broker on each of ``nodes`` where it is not running."""
         return self._node_heal(KILL, nodes)
+
+    def power_loss(self, nodes: Sequence[str]) -> Op:
+        """SIGKILL the broker on ``nodes``, wait until it is gone, then drop every write its
+        data directory had not fsynced (the lazy filesystem's ``drop``).  Healed by ``start``."""
+        return self._node_fault(POWER_LOSS, nodes, {})
 
     def pause(self, nodes: Sequence[str]) -> Op:
         """SIGSTOP the broker on ``nodes``."""
@@ -396,12 +414,16 @@ class Nemesis:
         with self._action_lock:
             invocation = self.recorder.invoke(NEMESIS_PROCESS, self._node_faults[fault].heal_f, value)
             failures = self._on_nodes(nodes, self._node_faults[fault].heal, parallel=True)
+            heal_f = self._node_faults[fault].heal_f
             with self._state_lock:
-                self._affected[fault] -= {
-                    node
-                    for node in nodes
-                    if node not in failures or (fault == PAUSE and failures[node].definite)
-                }
+                for kind, actions in self._node_faults.items():
+                    if actions.heal_f != heal_f:
+                        continue  # a start heals a kill and a power loss alike
+                    self._affected[kind] -= {
+                        node
+                        for node in nodes
+                        if node not in failures or (kind == PAUSE and failures[node].definite)
+                    }
             return self._complete(invocation, value, failures, len(nodes))
 
     def _kill_one(self, node: str) -> None:
@@ -414,6 +436,12 @@ class Nemesis:
                 raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
             time.sleep(delay)  # polling a condition, bounded by the deadline
             delay = min(delay * 2, 0.2)
+
+    def _power_loss_one(self, node: str) -> None:
+        self._kill_one(node)  # the process must be gone before the cache is: no write may land after
+        cluster = self.cluster
+        assert isinstance(cluster, PowerLossCapable)
+        cluster.drop_unsynced(node)
 
     def _start_one(self, node: str) -> None:
         if not self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout):

@@ -92,8 +92,10 @@ class Scenario:
         from workloads.queue import QueueSpec
 
         workload = QueueSpec.from_dict({**spec.workload.to_dict(), **self.workload})
+        power_loss = any(step.get("fault") == "power-loss" for step in self.steps)
         return dataclasses.replace(spec, node_count=self.node_count, workload=workload, scenario=self.name,
-                                   settings={**self.settings, **spec.settings})
+                                   settings={**self.settings, **spec.settings},
+                                   power_loss_filesystem=spec.power_loss_filesystem or power_loss)
 
     def expectation_for(self, settings: Mapping[str, str]) -> Expectation | None:
         for expectation in self.expected:

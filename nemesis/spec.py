@@ -36,8 +36,9 @@ from typing import Any, Literal
 KILL = "kill"
 PAUSE = "pause"
 PARTITION = "partition"
+POWER_LOSS = "power-loss"
 
-NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE)
+NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS)
 """Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
 FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, PARTITION)
 
