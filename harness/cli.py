@@ -29,6 +29,7 @@ EXIT_INTERNAL_ERROR = 255
 
 # (subcommand, module, one-line help)
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("demo", "harness.demo_cli", "the demo: KIP-101 loss found with HW truncation, absent with leader epochs"),
     ("run", "harness.run_cli", "run one test (a workload with a nemesis, or a scenario) and check it"),
     ("campaign", "harness.campaign_cli", "run a matrix of tests from a TOML file and check them together"),
     ("check", "checker.cli", "check stored runs for lost writes and replica divergence (Spark or pandas)"),

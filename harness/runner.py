@@ -94,11 +94,17 @@ def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:
     store.write_json(run_dir / "test.json", document)
 
 
-def run_test(spec: TestSpec, store_dir: Path, *, engine: str = "pandas", scenario: ScenarioBody | None = None,
-             out: Any = sys.stderr) -> RunOutcome:
-    """Run ``spec``; store everything under ``store_dir``; check it with ``engine``."""
-    run_dir = store.new_run_directory(store_dir, spec.name)
-    store.point_latest(store_dir, run_dir)
+def run_test(spec: TestSpec, store_dir: Path, *, engine: str | None = "pandas", scenario: ScenarioBody | None = None,
+             out: Any = sys.stderr, run_dir: Path | None = None) -> RunOutcome:
+    """Run ``spec``; store everything under ``store_dir`` (or exactly in ``run_dir``, which
+    must not exist yet: campaigns name their runs); check it with ``engine`` (None: leave
+    the check to the caller, as a campaign does in one Spark job)."""
+    if run_dir is None:
+        run_dir = store.new_run_directory(store_dir, spec.name)
+        store.point_latest(store_dir, run_dir)
+    else:
+        run_dir.mkdir(parents=True)
+        (run_dir / "nodes").mkdir()
     node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
     write_spec(spec, run_dir, node_names)
     problems: list[str] = []
@@ -171,7 +177,7 @@ def _main_phase_problems(problems: list[str]) -> Iterator[None]:
         problems.append(f"main phase: {type(error).__name__}: {error}")
 
 
-def finish_run(run_dir: Path, engine: str, problems: list[str], out: Any) -> RunOutcome:
+def finish_run(run_dir: Path, engine: str | None, problems: list[str], out: Any) -> RunOutcome:
     """Convert, build replica tables and check a stored run (also after a failed run)."""
     from checker.cli import check_runs, open_engine
     from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
@@ -182,8 +188,11 @@ def finish_run(run_dir: Path, engine: str, problems: list[str], out: Any) -> Run
         build_replicas(run_dir)
     except Exception as error:
         problems.append(f"history/replica conversion: {error}")
+    store.write_json(run_dir / "run.json", {"problems": problems, "finished": True})
     for problem in problems:
         print(f"problem: {problem}", file=out)
+    if engine is None:
+        return RunOutcome(run_dir, None, problems)
     try:
         run = load_run(run_dir)
     except InputError as error:

@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 mode=${1:-setup}
+[ $# -gt 0 ] && shift
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
@@ -64,7 +65,7 @@ fi
 
 case "$mode" in
     setup) log "ready: .venv/bin/tidemark --help" ;;
-    demo) exec .venv/bin/tidemark demo ;;
-    test) exec bash scripts/run-tests.sh ;;
+    demo) exec .venv/bin/tidemark demo "$@" ;;
+    test) exec bash scripts/run-tests.sh "$@" ;;
     *) echo "usage: bash scripts/setup.sh [setup|demo|test]" >&2; exit 254 ;;
 esac
