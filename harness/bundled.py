@@ -81,6 +81,8 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
 class BundledCluster:
     """broker_impl on ``brokers`` (node names) plus ``controller``, reached through remotes."""
 
+    dumps_replicas = True
+
     def __init__(self, remotes: Mapping[str, Remote], ips: Mapping[str, str], brokers: Sequence[str],
                  controller: str, settings: Mapping[str, str], *, power_loss_filesystem: bool = False) -> None:
         self._remotes = dict(remotes)

@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
     parser.add_argument("--transport", default="docker", choices=("docker", "ssh"),
                         help="reach the nodes by docker exec or over SSH (the containers run sshd)")
+    parser.add_argument("--bootstrap", metavar="HOST:PORT,...",
+                        help="test an external Kafka-compatible cluster instead of the bundled broker in Docker")
+    parser.add_argument("--inventory", metavar="FILE",
+                        help="with --bootstrap: SSH inventory of the broker nodes, so faults can be injected")
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
 
 
@@ -76,7 +80,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
         return TestSpec(name=args.name or (args.scenario or args.workload), node_count=args.nodes,
                         time_limit=args.time_limit, seed=args.seed, settings=parse_settings(args.set),
                         workload=workload, nemesis=nemesis, scenario=args.scenario,
-                        transport=args.transport)
+                        transport=args.transport, bootstrap=args.bootstrap, inventory=args.inventory)
     except (SpecError, ValueError) as error:
         raise UsageError(str(error)) from None
 
@@ -112,6 +116,19 @@ def run(args: argparse.Namespace) -> int:
     from harness.runner import run_test
 
     spec = spec_from_arguments(args)
+    if spec.inventory and not spec.bootstrap:
+        raise UsageError("--inventory needs --bootstrap")
+    if spec.bootstrap and spec.power_loss_filesystem:
+        raise UsageError("power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap")
+    if spec.bootstrap and not spec.inventory and spec.nemesis.faults:
+        raise UsageError("faults against an external cluster need --inventory (SSH access to its nodes)")
+    if spec.inventory:
+        from harness.external import InventoryError, load_inventory
+
+        try:
+            load_inventory(Path(spec.inventory))
+        except InventoryError as error:
+            raise UsageError(str(error)) from None
     try:
         split_settings(spec.settings)
     except SettingsError as error:

@@ -53,6 +53,15 @@ ScenarioBody = Callable[[Any], None]
 """A scripted main phase, given a :class:`nemesis.scenario.ScenarioContext`."""
 
 
+def scenario_faults(name: str | None) -> set[str]:
+    """Fault kinds a scenario's steps inject (the checker's expectations need them)."""
+    if name is None:
+        return set()
+    from nemesis.scenario import load_scenario
+
+    return {str(step["fault"]) for step in load_scenario(name).steps if "fault" in step}
+
+
 @contextmanager
 def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
     """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
@@ -84,10 +93,31 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -
                     problems.append(f"logs of {node} not collected: {error}")
 
 
+@contextmanager
+def external_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
+    """A cluster the harness did not start; brokers under SSH control if an inventory is given."""
+    from harness.external import ExternalCluster, load_inventory
+
+    assert spec.bootstrap is not None
+    inventory = load_inventory(Path(spec.inventory)) if spec.inventory else []
+    cluster = ExternalCluster(spec.bootstrap, inventory)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        for node in cluster.brokers:
+            try:
+                cluster.collect_logs(node, run_dir / "nodes" / node)
+            except Exception as error:
+                problems.append(f"logs of {node} not collected: {error}")
+
+
 def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:
     document = spec.to_dict()
     document.update({
-        "nodes": node_names,
+        "nodes": node_names if spec.bootstrap is None else [],
+        "replica_evidence": "dumps" if spec.bootstrap is None else "unavailable (external cluster)",
+        "scenario_faults": sorted(scenario_faults(spec.scenario)),
         "broker_config": {**spec.broker_config(), "acks": spec.workload.acks},
         "versions": store.versions(),
     })
@@ -105,13 +135,20 @@ def run_test(spec: TestSpec, store_dir: Path, *, engine: str | None = "pandas", 
     else:
         run_dir.mkdir(parents=True)
         (run_dir / "nodes").mkdir()
-    node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
+    if spec.bootstrap is None:
+        node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
+    else:
+        from harness.external import load_inventory
+
+        node_names = [node.name for node in load_inventory(Path(spec.inventory))] if spec.inventory else []
     write_spec(spec, run_dir, node_names)
     problems: list[str] = []
     print(f"run directory: {run_dir}", file=out)
     recorder = Recorder(run_dir / "history.jsonl")
     try:
-        with docker_bundled_cluster(spec, run_dir, problems) as cluster:
+        cluster_context = (docker_bundled_cluster(spec, run_dir, problems) if spec.bootstrap is None
+                           else external_cluster(spec, run_dir, problems))
+        with cluster_context as cluster:
             _run_phases(spec, cluster, recorder, run_dir, scenario, problems, out)
     finally:
         recorder.close()
@@ -159,6 +196,8 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
     if incomplete:
         problems.append(f"drain incomplete for partitions {incomplete}")
     cluster.stop_brokers()
+    if not cluster.dumps_replicas:
+        return
     for node in cluster.brokers:
         try:
             cluster.dump_replica(node, run_dir / "nodes" / node / "dump.jsonl")
