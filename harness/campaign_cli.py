@@ -9,7 +9,6 @@ checked, or incomplete evidence), 254 bad arguments or a bad campaign file.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -92,7 +91,7 @@ def check_campaign(campaign: Campaign, directory: Path, *, engine: str, master: 
     statuses = _statuses(campaign, directory, results)
     for run_dir, problem in unchecked:
         statuses[run_dir] = ("unknown", [f"not checked: {problem}"])
-    _render(directory, run_dirs, statuses, console)
+    _render(directory, run_dirs, _scenario_problems(campaign, statuses), console)
     for run_dir, (status, problems) in sorted(statuses.items()):
         console.print(f"  {status:7} {run_dir.name}" + (f"  [{'; '.join(problems)}]" if problems else ""),
                       markup=False)
@@ -101,6 +100,12 @@ def check_campaign(campaign: Campaign, directory: Path, *, engine: str, master: 
     if "fail" in values:
         return EXIT_INVALID
     return EXIT_UNKNOWN if "unknown" in values or not values else EXIT_VALID
+
+
+def _scenario_problems(campaign: Campaign, statuses: dict[Path, tuple[str, list[str]]]) -> dict[Path, list[str]]:
+    scenario_keys = {run.key for run in campaign.runs if run.spec.scenario}
+    return {run_dir: problems for run_dir, (status, problems) in statuses.items()
+            if run_dir.name in scenario_keys and status != "unknown"}
 
 
 def _statuses(campaign: Campaign, directory: Path, results: list[dict[str, Any]]) -> dict[Path, tuple[str, list[str]]]:
@@ -125,18 +130,20 @@ def _statuses(campaign: Campaign, directory: Path, results: list[dict[str, Any]]
     return statuses
 
 
-def _render(directory: Path, run_dirs: list[Path], statuses: dict[Path, tuple[str, list[str]]],
+def _render(directory: Path, run_dirs: list[Path], scenario_problems: dict[Path, list[str]],
             console: Console) -> None:
+    """Reports, index and JUnit; scenario runs pass in JUnit when they came out as expected."""
     from harness.junit import write_junit
     from harness.report import render_run_report
     from harness.report_index import render_index
+    from harness.run_summary import RunDirectoryError
 
     for run_dir in run_dirs:
-        with contextlib.suppress(Exception):
+        try:
             render_run_report(run_dir)
+        except (RunDirectoryError, OSError) as error:
+            console.print(f"  report of {run_dir.name} not written: {error}", markup=False)
     render_index(directory)
-    write_junit(run_dirs, directory / "junit.xml",
-                expectation_problems={d: problems for d, (status, problems) in statuses.items()
-                                      if status != "unknown"})
+    write_junit(run_dirs, directory / "junit.xml", expectation_problems=scenario_problems)
     console.print(f"junit: {directory / 'junit.xml'}")
 

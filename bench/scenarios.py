@@ -1,0 +1,76 @@
+"""Reproduction rate and time per run of every scenario, in the mode that shows its anomaly
+and the mode that must not.
+
+    .venv/bin/python bench/scenarios.py [--repeats 10] [--only kip101-loss,...]
+
+For each (scenario, setting) it runs the scenario ``--repeats`` times through the real
+harness and checker and prints how often the run matched the scenario's expectation (the
+anomaly found in the buggy mode; none of it in the fixed mode), how many runs reported the
+scenario's anomaly, and the median / max wall time per run.  Targets (issue 5): >= 95 %
+reproduction in the buggy mode, 0 anomalies in the fixed mode, <= 90 s per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from harness.run_cli import effective_settings
+from harness.runner import run_test
+from harness.spec import TestSpec
+from nemesis.scenario import load_scenario
+
+MODES = {
+    "kip101-loss": ["truncation.mode=high-watermark", "truncation.mode=leader-epoch"],
+    "kip101-divergence": ["truncation.mode=high-watermark", "truncation.mode=leader-epoch"],
+    "unclean-election-loss": ["unclean.leader.election.enable=true", "unclean.leader.election.enable=false"],
+    "power-loss-no-fsync": ["truncation.mode=leader-epoch"],
+    "power-loss-fsync": ["truncation.mode=leader-epoch"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    args = parser.parse_args()
+    chosen = [name for name in MODES if not args.only or name in args.only.split(",")]
+    rows = []
+    for name in chosen:
+        scenario = load_scenario(name)
+        for setting in MODES[name]:
+            key, _, value = setting.partition("=")
+            matched, anomalous, times = 0, 0, []
+            for repeat in range(args.repeats):
+                spec = scenario.apply_defaults(TestSpec(name=name, seed=repeat, settings={key: value}))
+                expectation = scenario.expectation_for(effective_settings(spec.settings))
+                assert expectation is not None
+                with tempfile.TemporaryDirectory() as store, open("/dev/null", "w") as quiet:
+                    started = time.monotonic()
+                    outcome = run_test(spec, Path(store), scenario=scenario.body, out=quiet)
+                    times.append(time.monotonic() - started)
+                results = outcome.results or {}
+                ok = outcome.results is not None and not expectation.problems(results)
+                matched += ok
+                found = set(results.get("anomalies", {}))
+                if expectation.anomalies:  # buggy mode: the scenario's anomaly reported?
+                    anomalous += set(expectation.anomalies) <= found
+                elif expectation.absent:  # fixed mode that still loses power: the tell-tale anomaly?
+                    anomalous += bool(set(expectation.absent) & found)
+                else:  # fixed mode: any anomaly at all counts
+                    anomalous += bool(found)
+                print(f"{name} {setting} #{repeat}: {'as expected' if ok else 'NOT as expected'} "
+                      f"({', '.join(results.get('anomalies', {})) or 'no anomalies'}) {times[-1]:.0f} s", flush=True)
+            rows.append((name, setting, matched, anomalous, statistics.median(times), max(times)))
+    print()
+    print(f"{'scenario':24} {'setting':38} {'as expected':>12} {'anomaly seen':>13} {'median s':>9} {'max s':>6}")
+    for name, setting, matched, anomalous, median, worst in rows:
+        print(f"{name:24} {setting:38} {matched:>5}/{args.repeats:<6} {anomalous:>6}/{args.repeats:<6} "
+              f"{median:9.0f} {worst:6.0f}")
+
+
+if __name__ == "__main__":
+    main()
