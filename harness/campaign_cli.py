@@ -9,6 +9,7 @@ checked, or incomplete evidence), 254 bad arguments or a bad campaign file.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,8 @@ def run_campaign(campaign: Campaign, store: Path, *, engine: str, master: str | 
     from harness.runner import run_test
     from nemesis.scenario import load_scenario
 
-    console = console or Console(highlight=False)
+    # Logs and CI consoles are no terminals: give the summary table room anyway.
+    console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     directory = campaign_directory(store, campaign)
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     (directory / "campaign.toml").write_text(campaign.source.read_text(encoding="utf-8"), encoding="utf-8")
@@ -95,6 +97,7 @@ def check_campaign(campaign: Campaign, directory: Path, *, engine: str, master: 
     for run_dir, (status, problems) in sorted(statuses.items()):
         console.print(f"  {status:7} {run_dir.name}" + (f"  [{'; '.join(problems)}]" if problems else ""),
                       markup=False)
+        console.print(f"          report: {run_dir / 'report.html'}", markup=False)
     console.print(f"index: {directory / 'index.html'}")
     values = [status for status, _ in statuses.values()]
     if "fail" in values:
