@@ -57,7 +57,8 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.metadata: dict[str, Any] = {"version": -1, "brokers": {}, "topics": {}}
-        self.controller = RpcClient(*settings["controller.quorum.bootstrap.servers"], timeout=5.0)
+        controller_host, controller_port = settings["controller.quorum.bootstrap.servers"]
+        self.controller = RpcClient(controller_host, controller_port, timeout=5.0)
         self.metadata_changed = asyncio.Event()
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()

@@ -153,10 +153,9 @@ class Controller:
         if known is not None and known["incarnation"] != incarnation:
             # A restart: the new process knows nothing of its old leaderships.
             for _name, _index, state in self._partitions():
-                if state["leader"] == node:
-                    if not self._elect(state, excluded=node):
-                        state["leader_epoch"] += 1  # it stays leader, in a new epoch
-                        state["partition_epoch"] += 1
+                if state["leader"] == node and not self._elect(state, excluded=node):
+                    state["leader_epoch"] += 1  # it stays leader, in a new epoch
+                    state["partition_epoch"] += 1
         self.metadata["brokers"][str(node)] = {
             "host": params["host"], "port": int(params["port"]), "incarnation": incarnation, "fenced": False,
         }

@@ -18,6 +18,7 @@ broker session, so failover in tests takes seconds, not the production 9 s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -128,10 +129,8 @@ class LocalCluster:
         return int(self._entry(node)["pid"])
 
     def signal(self, node: str, signal_number: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid(node), signal_number)
-        except ProcessLookupError:
-            pass
 
     def kill(self, node: str) -> None:
         """SIGKILL and reap: a crash."""

@@ -35,7 +35,12 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 # Error codes (Kafka's numbers).
 NONE = 0

@@ -17,6 +17,7 @@ so that faults play out within a short test.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from collections.abc import Mapping, Sequence
@@ -251,10 +252,8 @@ class BundledCluster:
                 wait_until(lambda name=name: not self._remotes[name].is_alive("broker"), timeout,  # type: ignore[misc]
                            f"{name}'s broker to stop")
             except (TimeoutError, RemoteError):
-                try:
+                with contextlib.suppress(RemoteError):
                     self._remotes[name].signal("broker", signal.SIGKILL, timeout=5)
-                except RemoteError:
-                    pass
 
     def dump_replica(self, node: str, target: Path) -> None:
         """Write ``python -m broker_impl.dump`` of ``node``'s data dir to ``target``."""

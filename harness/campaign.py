@@ -70,7 +70,7 @@ def _text(value: Any) -> str:
 
 def _key(axes: dict[str, str], repeat: int) -> str:
     parts = [f"{name}={value}" for name, value in axes.items()]
-    raw = "__".join(parts + [f"r{repeat}"])
+    raw = "__".join([*parts, f"r{repeat}"])
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "-", raw)
 
 

@@ -17,7 +17,13 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from harness.campaign import Campaign, CampaignError, campaign_directory, finished_run_directories, load_campaign
+from harness.campaign import (
+    Campaign,
+    CampaignError,
+    campaign_directory,
+    finished_run_directories,
+    load_campaign,
+)
 from harness.cli import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 
 

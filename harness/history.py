@@ -21,8 +21,8 @@ metadata carries the schema version, a random 63-bit ``run_id`` (also a constant
 one Spark job can group thousands of runs by an integer) and the lines skipped as bad.
 
 The replica-dump row format (one JSON object per record or partition, as printed by
-``python -m broker_impl.dump``) is parsed here too; :mod:`harness.replicas` turns the dumps
-of a run into ``replicas.parquet``.
+``python -m broker_impl.dump``) lives in :mod:`harness.replicas`, which turns the dumps of a
+run into ``replicas.parquet``.
 """
 
 from __future__ import annotations
@@ -144,14 +144,16 @@ class HistoryWriter:
     def __enter__(self) -> HistoryWriter:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
 # ---------------------------------------------------------------- reading JSON lines
 
 
-def _is_int(value: Any) -> bool:
+def is_json_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -163,10 +165,11 @@ def op_from_dict(obj: Any) -> Op:
     if unknown:
         raise ValueError(f"unknown op field(s) {sorted(unknown)}")
     for name in ("index", "time"):
-        if not _is_int(obj.get(name)):
+        if not is_json_int(obj.get(name)):
             raise ValueError(f"op field {name!r} must be an integer, got {obj.get(name)!r}")
-    process = obj.get("process")
-    if not (_is_int(process) and process >= 0) and process != NEMESIS_PROCESS:
+    process: Any = obj.get("process")
+    valid_process = process == NEMESIS_PROCESS or (is_json_int(process) and process >= 0)
+    if not valid_process:
         raise ValueError(f"op field 'process' must be a non-negative integer or 'nemesis', got {process!r}")
     if obj.get("type") not in OP_TYPES:
         raise ValueError(f"op field 'type' must be one of {list(OP_TYPES)}, got {obj.get('type')!r}")
@@ -191,7 +194,9 @@ def _check_header(obj: dict[str, Any], path: Path) -> None:
     version = obj.get("schema_version")
     if version != HISTORY_SCHEMA_VERSION:
         raise HistoryFormatError(
-            path, 1, f"history schema version {version!r} is not supported (this Tidemark reads version {HISTORY_SCHEMA_VERSION})"
+            path,
+            1,
+            f"history schema version {version!r} is not supported (this Tidemark reads version {HISTORY_SCHEMA_VERSION})",
         )
 
 
@@ -252,14 +257,24 @@ class _Columns:
         row["shape"].append(shape)
         row["error"].append(op.error)
         row["node"].append(op.node)
-        for name in ("item", "partition", "offset", "key", "value", "value_text", "end_offset", "complete", "payload"):
+        for name in (
+            "item",
+            "partition",
+            "offset",
+            "key",
+            "value",
+            "value_text",
+            "end_offset",
+            "complete",
+            "payload",
+        ):
             row[name].append(fields.get(name))
         row["inherited"].append(fields.get("inherited", False))
 
 
 def _record_value(value: Any) -> tuple[int | None, str | None]:
     """A read record's value: an int64 goes to ``value``, a string to ``value_text``."""
-    if _is_int(value) and INT64_MIN <= value <= INT64_MAX:
+    if is_json_int(value) and INT64_MIN <= value <= INT64_MAX:
         return value, None
     if isinstance(value, str):
         return None, value
@@ -277,9 +292,9 @@ def _check_key(key: Any) -> str | None:
 def _send_fields(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or set(value) - {"partition", "key", "value", "offset"}:
         raise ValueError(f"a send value must be {{partition, key, value[, offset]}}, got {value!r}")
-    if not _is_int(value.get("partition")) or not _is_int(value.get("value")):
+    if not is_json_int(value.get("partition")) or not is_json_int(value.get("value")):
         raise ValueError(f"a send value needs integer 'partition' and 'value', got {value!r}")
-    if "offset" in value and not _is_int(value["offset"]):
+    if "offset" in value and not is_json_int(value["offset"]):
         raise ValueError(f"a send offset must be an integer, got {value['offset']!r}")
     return {
         "partition": value["partition"],
@@ -290,14 +305,22 @@ def _send_fields(value: Any) -> dict[str, Any]:
 
 
 def _record_fields(record: Any, partition: int | None) -> dict[str, Any]:
-    expected = {"offset", "key", "value"} if partition is not None else {"partition", "offset", "key", "value"}
+    expected = (
+        {"offset", "key", "value"} if partition is not None else {"partition", "offset", "key", "value"}
+    )
     if not isinstance(record, dict) or set(record) != expected:
         raise ValueError(f"a record must have exactly the fields {sorted(expected)}, got {record!r}")
     part = record["partition"] if partition is None else partition
-    if not _is_int(part) or not _is_int(record["offset"]):
+    if not is_json_int(part) or not is_json_int(record["offset"]):
         raise ValueError(f"a record needs integer 'partition' and 'offset', got {record!r}")
     number, text = _record_value(record["value"])
-    return {"partition": part, "offset": record["offset"], "key": _check_key(record["key"]), "value": number, "value_text": text}
+    return {
+        "partition": part,
+        "offset": record["offset"],
+        "key": _check_key(record["key"]),
+        "value": number,
+        "value_text": text,
+    }
 
 
 class _Flattener:
@@ -315,9 +338,13 @@ class _Flattener:
         invoke = self._pending.get(op.process)
         if op.type == "invoke":
             if invoke is not None:
-                raise ValueError(f"process {op.process} invokes again while op {invoke.index} ({invoke.f}) is pending")
+                raise ValueError(
+                    f"process {op.process} invokes again while op {invoke.index} ({invoke.f}) is pending"
+                )
         elif invoke is None or invoke.f != op.f:
-            raise ValueError(f"a {op.type} completion of {op.f!r} by process {op.process} has no pending invoke")
+            raise ValueError(
+                f"a {op.type} completion of {op.f!r} by process {op.process} has no pending invoke"
+            )
         f_code = F_CODES.get(op.f, F_OTHER)
         if f_code == F_SEND:
             self._send(op, invoke)
@@ -349,7 +376,9 @@ class _Flattener:
         fields["offset"] = None
         self.columns.add(op, F_SEND, SHAPE_NONE, inherited=True, **fields)
 
-    def _records(self, op: Op, f_code: int, shape: int, records: Any, partition: int | None, extra: dict[str, Any]) -> None:
+    def _records(
+        self, op: Op, f_code: int, shape: int, records: Any, partition: int | None, extra: dict[str, Any]
+    ) -> None:
         if not isinstance(records, list):
             raise ValueError(f"{op.f} records must be a list, got {records!r}")
         rows = [_record_fields(record, partition) for record in records]
@@ -361,9 +390,17 @@ class _Flattener:
     def _drain(self, op: Op) -> None:
         value = op.value
         if not isinstance(value, dict) or set(value) != {"partition", "records", "end_offset", "complete"}:
-            raise ValueError(f"a drain ok value must be {{partition, records, end_offset, complete}}, got {value!r}")
-        if not _is_int(value["partition"]) or not _is_int(value["end_offset"]) or not isinstance(value["complete"], bool):
-            raise ValueError(f"a drain needs integer partition/end_offset and boolean complete, got {value!r}")
+            raise ValueError(
+                f"a drain ok value must be {{partition, records, end_offset, complete}}, got {value!r}"
+            )
+        if (
+            not is_json_int(value["partition"])
+            or not is_json_int(value["end_offset"])
+            or not isinstance(value["complete"], bool)
+        ):
+            raise ValueError(
+                f"a drain needs integer partition/end_offset and boolean complete, got {value!r}"
+            )
         extra = {"end_offset": value["end_offset"], "complete": value["complete"]}
         self._records(op, F_DRAIN, SHAPE_DRAIN, value["records"], value["partition"], extra)
 
@@ -406,7 +443,9 @@ class ConversionSummary:
     skipped: tuple[SkippedLine, ...]
 
 
-def convert_history(source: Path | str, target: Path | str, *, skip_bad_lines: bool = False) -> ConversionSummary:
+def convert_history(
+    source: Path | str, target: Path | str, *, skip_bad_lines: bool = False
+) -> ConversionSummary:
     """Convert ``history.jsonl`` to ``history.parquet`` (written to a temp name, then renamed).
 
     A line that is not JSON, not an op, or whose value breaks the workload contract (e.g. a
@@ -438,7 +477,8 @@ def convert_history(source: Path | str, target: Path | str, *, skip_bad_lines: b
 def write_parquet(table: pa.Table, target: Path) -> None:
     """Write atomically: a reader never sees a half-written Parquet file."""
     partial = target.with_name(target.name + ".partial")
-    pq.write_table(table, partial, compression="snappy", row_group_size=1 << 20)
+    # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
+    pq.write_table(table, partial, compression="snappy", row_group_size=1 << 20, write_page_index=True)
     os.replace(partial, target)
 
 
@@ -452,12 +492,18 @@ def read_metadata(path: Path | str, kind: str) -> dict[str, str]:
         raw = pq.read_schema(path).metadata or {}
     except (OSError, pa.ArrowInvalid) as error:
         raise HistoryFormatError(path, None, f"not a readable Parquet file ({error})") from None
-    meta = {k.decode()[len(METADATA_PREFIX) :]: v.decode() for k, v in raw.items() if k.startswith(METADATA_PREFIX.encode())}
+    meta = {
+        k.decode()[len(METADATA_PREFIX) :]: v.decode()
+        for k, v in raw.items()
+        if k.startswith(METADATA_PREFIX.encode())
+    }
     if meta.get("kind") != kind:
         raise HistoryFormatError(path, None, f"not a Tidemark {kind} file (kind {meta.get('kind')!r})")
     if meta.get("schema_version") != str(HISTORY_SCHEMA_VERSION):
         raise HistoryFormatError(
-            path, None, f"schema version {meta.get('schema_version')!r} is not supported (this Tidemark reads {HISTORY_SCHEMA_VERSION})"
+            path,
+            None,
+            f"schema version {meta.get('schema_version')!r} is not supported (this Tidemark reads {HISTORY_SCHEMA_VERSION})",
         )
     return meta
 
@@ -481,7 +527,12 @@ def _op_value(rows: list[dict[str, Any]]) -> Any:
     records = [_record_dict(row, shape == SHAPE_RECORDS) for row in rows if row["item"] is not None]
     if shape == SHAPE_RECORDS:
         return records
-    return {"partition": first["partition"], "records": records, "end_offset": first["end_offset"], "complete": first["complete"]}
+    return {
+        "partition": first["partition"],
+        "records": records,
+        "end_offset": first["end_offset"],
+        "complete": first["complete"],
+    }
 
 
 def table_to_ops(table: pa.Table) -> list[Op]:
@@ -495,7 +546,16 @@ def table_to_ops(table: pa.Table) -> list[Op]:
         first = rows[0]
         process = NEMESIS_PROCESS if first["process"] == NEMESIS_PROCESS_CODE else first["process"]
         ops.append(
-            Op(index, first["time"], process, OP_TYPES[first["type"]], first["f_name"], _op_value(rows), first["error"], first["node"])
+            Op(
+                index,
+                first["time"],
+                process,
+                OP_TYPES[first["type"]],
+                first["f_name"],
+                _op_value(rows),
+                first["error"],
+                first["node"],
+            )
         )
     return ops
 
@@ -504,68 +564,3 @@ def read_history_parquet(path: Path | str) -> list[Op]:
     """All ops of a ``history.parquet``."""
     read_metadata(path, "history")
     return table_to_ops(pq.read_table(path))
-
-
-# ---------------------------------------------------------------- replica dump rows
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DumpRecord:
-    """One record of one replica's log, as the offline dump prints it."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    key: str | None
-    value: str | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DumpPartition:
-    """One replica's partition state: high watermark, log end/start offsets, epoch cache."""
-
-    topic: str
-    partition: int
-    high_watermark: int
-    log_end_offset: int
-    log_start_offset: int
-    epochs: tuple[tuple[int, int], ...]
-
-
-def parse_dump_line(obj: Any) -> DumpRecord | DumpPartition:
-    """Validate one decoded dump line (``{"type": "record"|"partition", ...}``); ``ValueError`` if bad."""
-    if not isinstance(obj, dict):
-        raise ValueError("a dump line must be a JSON object")
-    kind = obj.get("type")
-    if kind == "record":
-        fields = ("topic", "partition", "offset", "leader_epoch", "key", "value")
-        if set(obj) != {"type", *fields}:
-            raise ValueError(f"a record line must have exactly the fields {['type', *fields]}")
-        if not isinstance(obj["topic"], str) or not all(_is_int(obj[n]) for n in ("partition", "offset", "leader_epoch")):
-            raise ValueError("a record needs a string topic and integer partition/offset/leader_epoch")
-        for name in ("key", "value"):
-            if obj[name] is not None and not isinstance(obj[name], str):
-                raise ValueError(f"record {name} must be a string or null")
-        return DumpRecord(obj["topic"], obj["partition"], obj["offset"], obj["leader_epoch"], obj["key"], obj["value"])
-    if kind == "partition":
-        fields = ("topic", "partition", "high_watermark", "log_end_offset", "log_start_offset", "epochs")
-        optional = {"torn_bytes"}  # bytes of a torn tail the dump skipped (informational)
-        if not {"type", *fields} <= set(obj) <= {"type", *fields, *optional}:
-            raise ValueError(f"a partition line must have exactly the fields {['type', *fields]}"
-                             f" (optionally {sorted(optional)})")
-        if "torn_bytes" in obj and not _is_int(obj["torn_bytes"]):
-            raise ValueError("torn_bytes must be an integer")
-        numbers = ("partition", "high_watermark", "log_end_offset", "log_start_offset")
-        if not isinstance(obj["topic"], str) or not all(_is_int(obj[n]) for n in numbers):
-            raise ValueError("a partition line needs a string topic and integer offsets")
-        epochs = obj["epochs"]
-        if not isinstance(epochs, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(_is_int(x) for x in pair) for pair in epochs
-        ):
-            raise ValueError("epochs must be a list of [epoch, start_offset] pairs")
-        return DumpPartition(
-            obj["topic"], obj["partition"], obj["high_watermark"], obj["log_end_offset"], obj["log_start_offset"],
-            tuple((e, s) for e, s in epochs),
-        )
-    raise ValueError(f"dump line type must be 'record' or 'partition', got {kind!r}")

@@ -52,9 +52,9 @@ from harness.recorder import Recorder
 from harness.remote import CommandFailed, Remote, RemoteError, RemotePathNotFound
 from nemesis import iptables
 from nemesis.plan import (
-    PlanError,
     Grudge,
     Layout,
+    PlanError,
     PlannedStep,
     TopicPartition,
     check_plan,

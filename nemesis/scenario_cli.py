@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from nemesis.scenario import library, load_scenario
 
@@ -17,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.scenario_command == "show":
         scenario = load_scenario(args.name)
-        print(open(scenario.source, encoding="utf-8").read(), end="")
+        print(Path(scenario.source).read_text(encoding="utf-8"), end="")
         return 0
     for name, path in sorted(library().items()):
         scenario = load_scenario(str(path))

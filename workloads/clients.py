@@ -186,12 +186,14 @@ class ConfluentConsumer:
         messages = self._consumer.consume(num_messages=1000, timeout=timeout)
         received = []
         for message in messages:
-            if message.error() is not None:
-                if message.error().code() == -191:  # _PARTITION_EOF: not an error
+            error = message.error()
+            if error is not None:
+                if error.code() == -191:  # _PARTITION_EOF: not an error
                     continue
-                raise IndefiniteFailure(str(message.error()))
-            received.append(Received(message.partition(), message.offset(), _text(message.key()),
-                                     _text(message.value())))
+                raise IndefiniteFailure(str(error))
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None  # always set on consumed records
+            received.append(Received(partition, offset, _text(message.key()), _text(message.value())))
         return received
 
     def end_offsets(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:

@@ -157,10 +157,11 @@ class QueueWorkload:
                     next_send = max(next_send + interval, time.monotonic() - 1.0)
                 value = self._next_value()
                 partition = value % spec.partitions
-                payload = {"partition": partition, "key": f"k{partition}", "value": value}
+                key = f"k{partition}"
+                payload = {"partition": partition, "key": key, "value": value}
                 invocation = self.recorder.invoke(process, "send", payload)
                 try:
-                    offset = producer.send(self.topic, partition, payload["key"], str(value), spec.request_timeout)
+                    offset = producer.send(self.topic, partition, key, str(value), spec.request_timeout)
                 except DefiniteFailure as error:
                     self.recorder.complete(invocation, "fail", payload, error=str(error))
                 except IndefiniteFailure as error:
@@ -205,7 +206,8 @@ class QueueWorkload:
         """One send from a fresh process and a fresh producer (a scenario's ``produce`` step)."""
         spec = self.spec
         value = self._next_value()
-        payload = {"partition": partition, "key": f"k{partition}", "value": value}
+        key = f"k{partition}"
+        payload = {"partition": partition, "key": key, "value": value}
         process = self._fresh_ids.next()
         invocation = self.recorder.invoke(process, "send", payload)
         try:
@@ -214,7 +216,7 @@ class QueueWorkload:
             self.recorder.complete(invocation, "fail", payload, error=f"no producer: {error}")
             return
         try:
-            offset = producer.send(self.topic, partition, payload["key"], str(value), spec.request_timeout)
+            offset = producer.send(self.topic, partition, key, str(value), spec.request_timeout)
         except DefiniteFailure as error:
             self.recorder.complete(invocation, "fail", payload, error=str(error))
         except IndefiniteFailure as error:
