@@ -59,7 +59,6 @@ class Broker:
         self.metadata: dict[str, Any] = {"version": -1, "brokers": {}, "topics": {}}
         controller_host, controller_port = settings["controller.quorum.bootstrap.servers"]
         self.controller = RpcClient(controller_host, controller_port, timeout=5.0)
-        self.metadata_changed = asyncio.Event()
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()
         self._open_existing_partitions()
@@ -87,15 +86,19 @@ class Broker:
                 for node, broker in self.metadata["brokers"].items() if not broker["fenced"]}
 
     def apply_metadata(self, metadata: dict[str, Any]) -> None:
+        """Follow a newer metadata version.  A partition that cannot be applied (its
+        directory cannot be made, say) is logged and skipped, never allowed to stop the
+        broker from following the rest."""
         if metadata["version"] <= self.metadata["version"]:
             return
         self.metadata = metadata
         for name, topic in metadata["topics"].items():
             for index, state in enumerate(topic["partitions"]):
                 if self.node_id in state["replicas"]:
-                    self._apply_partition_state((name, index), state)
-        self.metadata_changed.set()
-        self.metadata_changed = asyncio.Event()
+                    try:
+                        self._apply_partition_state((name, index), state)
+                    except (OSError, ValueError) as error:
+                        logger.error("%s-%d: cannot follow metadata v%d: %s", name, index, metadata["version"], error)
 
     def _apply_partition_state(self, key: tuple[str, int], state: dict[str, Any]) -> None:
         partition = self.partitions.get(key)
@@ -176,6 +179,8 @@ class Broker:
         problem = reply.get("error")
         if problem == "exists":
             return wire.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        if problem and problem.startswith("invalid topic name"):
+            return wire.INVALID_TOPIC_EXCEPTION, str(problem)
         if problem:
             code = wire.INVALID_PARTITIONS if "partitions" in problem else wire.INVALID_REPLICATION_FACTOR
             return code, str(problem)

@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import signal
 import sys
 import time
@@ -44,6 +45,7 @@ from .rpc import RpcError, serve
 logger = logging.getLogger("broker_impl.controller")
 
 TICK_SECONDS = 0.05
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -201,6 +203,8 @@ class Controller:
         name = str(params["name"])
         partitions = int(params["partitions"])
         replication_factor = int(params["replication_factor"])
+        if not LEGAL_TOPIC.fullmatch(name) or name in (".", ".."):
+            return {"error": f"invalid topic name {name!r}"}
         if name in self.metadata["topics"]:
             return {"error": "exists"}
         live = sorted(int(node) for node, broker in self.metadata["brokers"].items() if not broker["fenced"])

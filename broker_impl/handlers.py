@@ -211,6 +211,8 @@ class Handlers:
                 error, partition = self._lookup(topic.topic, fetch.partition, fetch.current_leader_epoch)
                 data = b""
                 high_watermark = log_start = -1
+                if partition is not None and follower and body.replica_id not in partition.remote:
+                    error, partition = wire.NOT_LEADER_OR_FOLLOWER, None
                 if partition is not None:
                     high_watermark = partition.high_watermark
                     log_start = partition.log.log_start_offset

@@ -62,6 +62,9 @@ class LocalCluster:
         for key in overrides:
             if not (configuration.broker_keys_accepting(key) or configuration.controller_keys_accepting(key)):
                 raise ClusterError(f"--set {key}: not a broker or controller setting")
+        for keys in (configuration.BROKER_KEYS, configuration.CONTROLLER_KEYS):
+            names = {key.name for key in keys}
+            configuration.apply_overrides({}, {k: v for k, v in overrides.items() if k in names}, "--set", keys)
         self.directory.mkdir(parents=True, exist_ok=True)
         controller_port = free_port("127.0.0.1")
         controller_dir = self.directory / "controller"
@@ -178,6 +181,8 @@ class LocalCluster:
         return False
 
     def down(self) -> None:
+        if "controller" not in self.state:
+            return
         for node in [*self.state.get("brokers", {}), "controller"]:
             if "pid" in self._entry(node):
                 self.kill(node)

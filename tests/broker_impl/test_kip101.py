@@ -136,6 +136,9 @@ def test_scenario_2_power_loss_of_both_then_shorter_log_elected(start_cluster: C
     flushed_size = segment.stat().st_size
     assert produce(cluster, "m2") == 1
     cluster.wait_for(lambda: checkpointed_high_watermark(cluster, LEADER) == 2, 10, "leader HW checkpoint 2")
+    # B knows m1 is committed (HW 1, learned with the fetch that brought m2): as in the
+    # KIP, its own HW is not what loses m1 -- only the power loss takes m2.
+    cluster.wait_for(lambda: checkpointed_high_watermark(cluster, FOLLOWER) >= 1, 10, "follower HW checkpoint 1")
 
     cluster.kill(LEADER)
     cluster.kill(FOLLOWER)

@@ -1,0 +1,414 @@
+"""Runs the checks of one batch through an engine and turns the answers into ``results.json``.
+
+Everything after the aggregations happens here, once for both engines: completeness of
+the evidence, verdicts, config-aware expectations, examples with their operations.
+
+**Verdict.** ``false`` (invalid) when any non-warning anomaly was found -- an anomaly
+proven on the evidence present stays proven when other evidence is missing.  Otherwise
+``"unknown"`` when the evidence is incomplete: a partition of the topic without a complete
+drain, a replica dump missing or failed, bad history lines skipped, or only some checks
+run.  ``true`` (valid) only when every check ran on complete evidence and found nothing.
+
+``results.json`` (``RESULTS_SCHEMA_VERSION``)::
+
+    {"schema_version": 1, "run": DIR, "valid": true|false|"unknown",
+     "expected_only": bool,            # invalid, but every anomaly is permitted by the config
+     "anomalies": {NAME: {"count": n, "expected": bool, "rule": str|null,
+                          "severity": "error"|"warning", "examples": [...]}},
+     "incomplete": [reason, ...], "checks": [NAME, ...],
+     "config": {"acks", "truncation.mode", "min.insync.replicas",
+                "unclean.leader.election.enable", "flush.messages", "faults", "scenario", "rules"},
+     "stats": {"history_rows", "sends": {"invoke", "ok", "fail", "info"}, "poll_records",
+               "drain_records", "nemesis_ops", "skipped_lines",
+               "partitions": {P: {"drain_complete", "end_offset", "drained_records"}},
+               "replicas": {"nodes", "missing", "records": {NODE: n}}}}
+
+Only anomalies with a count above zero appear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from checker.definitions import (
+    ABORTED_READ,
+    ALL_CHECKS,
+    DUPLICATE,
+    INCONSISTENT_OFFSETS,
+    LOST_READ,
+    LOST_WRITE,
+    POLL_CHECKS,
+    REPLICA_DIVERGENCE,
+    UNEXPECTED,
+    UNSEEN,
+    VALUE_CHECKS,
+    WARNINGS,
+)
+from checker.engine import OP_KEY_COLUMNS, Engine
+from checker.evidence import RunInput
+from checker.expectations import applicable_rules, expectation
+from harness.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
+from harness.replicas import REPLICA_PARTITIONS_FILE
+
+RESULTS_SCHEMA_VERSION = 1
+MAX_OBSERVATIONS_SHOWN = 10
+_TYPE_NAMES = ("invoke", "ok", "fail", "info")
+
+
+def _plain(value: Any) -> Any:
+    """pandas/numpy scalars (and missing values) as plain JSON-able Python values."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _ops_from_rows(frame: pd.DataFrame) -> dict[tuple[int, int], dict[str, Any]]:
+    """(run_id, index) -> op dict, restored with the history module's own decoder."""
+    ops: dict[tuple[int, int], dict[str, Any]] = {}
+    for run_id, rows in frame.groupby("run_id"):
+        table = pa.Table.from_pylist(
+            _records(rows.drop(columns=["run_id"]).assign(run_id=run_id)), schema=HISTORY_SCHEMA
+        )
+        for op in table_to_ops(table):
+            ops[(int(str(run_id)), op.index)] = op.to_dict()
+    return ops
+
+
+def _trim(
+    op: dict[str, Any] | None, partition: int, keep: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """An example op with only the records that matter to this example.
+
+    Engines already return only the records some example needs (a drain op may hold
+    millions); this drops those that belong to another example of the same op.
+    """
+    if op is None:
+        return None
+    value = op.get("value")
+    if isinstance(value, list):
+        return {
+            **op,
+            "value": [
+                r for r in value if isinstance(r, dict) and r.get("partition") == partition and keep(r)
+            ],
+        }
+    if isinstance(value, dict) and isinstance(value.get("records"), list):
+        return {**op, "value": {**value, "records": [r for r in value["records"] if keep(r)]}}
+    return op
+
+
+def _config(spec: dict[str, Any]) -> dict[str, Any]:
+    config = spec.get("broker_config") or {}
+    workload = spec["workload"]
+    return {
+        "acks": str(workload.get("acks", "all")),
+        "truncation.mode": str(config.get("truncation.mode", "leader-epoch")),
+        "min.insync.replicas": str(config.get("min.insync.replicas", "1")),
+        "unclean.leader.election.enable": str(config.get("unclean.leader.election.enable", "false")).lower(),
+        "flush.messages": str(config.get("flush.messages", "never")),
+        "faults": sorted(str(f) for f in (spec.get("nemesis") or {}).get("faults") or []),
+        "scenario": spec.get("scenario"),
+        "rules": [rule.name for rule in applicable_rules(spec)],
+    }
+
+
+class _Batch:
+    """The engine's answers for one pass, indexed by run."""
+
+    def __init__(self, engine: Engine, runs: list[RunInput], checks: frozenset[str], limit: int) -> None:
+        self.runs = runs
+        replica_runs = [run for run in runs if run.replicas_path is not None]
+        self.row_counts = engine.row_counts(runs)
+        self.drains = engine.drain_status(runs)
+        complete = pd.DataFrame(
+            [(run.history_run_id, p) for run in runs for p in range(run.partitions)],
+            columns=["run_id", "partition"],
+        ).astype({"partition": "int32"})
+        status = self.drains[["run_id", "partition", "complete"]].astype({"partition": "int32"})
+        complete = complete.merge(status, on=["run_id", "partition"], how="left")
+        complete["complete"] = complete["complete"].fillna(False).astype(bool)
+        empty = pd.DataFrame(columns=["run_id", "kind", "total"])
+        self.values = (
+            engine.value_anomalies(runs, complete, checks, limit) if checks & set(VALUE_CHECKS) else empty
+        )
+        self.offsets = engine.offset_anomalies(runs, limit) if INCONSISTENT_OFFSETS in checks else empty
+        self.polls = engine.poll_anomalies(runs, checks, limit) if checks & set(POLL_CHECKS) else empty
+        run_divergence = REPLICA_DIVERGENCE in checks and replica_runs
+        self.divergence = engine.divergence(replica_runs, limit) if run_divergence else empty
+        self.ops = (
+            _ops_from_rows(engine.fetch_ops(runs, self._op_keys()))
+            if not (self.values.empty and self.polls.empty)
+            else {}
+        )
+        self.observations = pd.DataFrame()
+        if not self.offsets.empty:
+            self.observations = engine.fetch_observations(
+                runs, self.offsets[["run_id", "partition", "offset"]]
+            )
+        self.replica_records = pd.DataFrame()
+        if not self.divergence.empty:
+            self.replica_records = engine.fetch_replica_records(
+                replica_runs, self.divergence[["run_id", "partition", "offset"]]
+            )
+
+    def _op_keys(self) -> pd.DataFrame:
+        """Which ops, and which of their records, the examples show (see ``Engine.fetch_ops``)."""
+        keys: list[tuple[Any, ...]] = []
+        for row in _records(self.values):
+            keys.append((row["run_id"], row["send_index"], None, None, None, None))
+            keys.append(
+                (row["run_id"], row["read_index"], row["partition"], row["value"], row["value_text"], None)
+            )
+        for row in _records(self.polls):
+            keys.append((row["run_id"], row["index"], row["partition"], None, None, row["offset"]))
+            keys.append((row["run_id"], row["prev_index"], row["partition"], None, None, row["prev_offset"]))
+        frame = pd.DataFrame([k for k in keys if k[1] is not None], columns=list(OP_KEY_COLUMNS))
+        return frame.astype(
+            {
+                "run_id": "int64",
+                "index": "int64",
+                "partition": "Int32",
+                "value": "Int64",
+                "value_text": object,
+                "offset": "Int64",
+            }
+        )
+
+    def op(self, run_id: int, index: Any) -> dict[str, Any] | None:
+        index = _plain(index)
+        return None if index is None else self.ops.get((run_id, int(index)))
+
+
+def _value_example(kind: str, row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
+    partition = row["partition"]
+    value = row["value"] if row["value"] is not None else row["value_text"]
+
+    def same_value(record: dict[str, Any]) -> bool:
+        return bool(record.get("value") == value)
+
+    send = batch.op(run_id, row["send_index"])
+    read = _trim(batch.op(run_id, row["read_index"]), partition, same_value)
+    example: dict[str, Any] = {"partition": partition, "value": value}
+    if kind == LOST_WRITE:
+        example.update(offset=row["ack_offset"], send=send)
+    elif kind == UNSEEN:
+        example.update(send=send)
+    elif kind == ABORTED_READ:
+        example.update(send=send, read=read)
+    elif kind == LOST_READ:
+        example.update(offset=row["poll_offset"], read=read)
+    elif kind == UNEXPECTED:
+        example.update(offset=row["read_min_offset"], read=read)
+    elif kind == DUPLICATE:
+        example.update(offsets=[row["read_min_offset"], row["read_max_offset"]], read=read)
+    return example
+
+
+def _offset_example(row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
+    seen = batch.observations
+    rows = seen[
+        (seen["run_id"] == run_id)
+        & (seen["partition"] == row["partition"])
+        & (seen["offset"] == row["offset"])
+    ]
+    shown = []
+    for obs in _records(rows.sort_values(["index", "item"], na_position="first"))[:MAX_OBSERVATIONS_SHOWN]:
+        f = {F_SEND: "send", F_POLL: "poll", F_DRAIN: "drain"}[obs["f"]]
+        value = obs["value"] if obs["value"] is not None else obs["value_text"]
+        shown.append(
+            {
+                "index": obs["index"],
+                "process": obs["process"],
+                "f": f,
+                "type": _TYPE_NAMES[obs["type"]],
+                "value": value,
+            }
+        )
+    return {
+        "partition": row["partition"],
+        "offset": row["offset"],
+        "observations": row["observations"],
+        "seen": shown,
+    }
+
+
+def _poll_example(row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
+    partition = row["partition"]
+    offsets = {row["prev_offset"], row["offset"]}
+
+    def relevant(record: dict[str, Any]) -> bool:
+        return record.get("offset") in offsets
+
+    return {
+        "process": row["process"],
+        "partition": partition,
+        "prev_offset": row["prev_offset"],
+        "offset": row["offset"],
+        "prev_poll": _trim(batch.op(run_id, row["prev_index"]), partition, relevant),
+        "poll": _trim(batch.op(run_id, row["index"]), partition, relevant),
+    }
+
+
+def _divergence_example(row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
+    records = batch.replica_records
+    at = records[
+        (records["run_id"] == run_id)
+        & (records["partition"] == row["partition"])
+        & (records["offset"] == row["offset"])
+    ]
+    by_node = {r["node"]: {k: r[k] for k in ("offset", "leader_epoch", "key", "value")} for r in _records(at)}
+    return {
+        "partition": row["partition"],
+        "offset": row["offset"],
+        "positions": row["positions"],
+        "replicas": {row["node_a"]: by_node.get(row["node_a"]), row["node_b"]: by_node.get(row["node_b"])},
+    }
+
+
+def _examples(frame: pd.DataFrame, run_id: int, kind: str | None) -> tuple[int, list[dict[str, Any]]]:
+    rows = frame[frame["run_id"] == run_id]
+    if kind is not None:
+        rows = rows[rows["kind"] == kind]
+    if rows.empty:
+        return 0, []
+    return int(rows["total"].iloc[0]), _records(rows)
+
+
+def _replica_log_sizes(run: RunInput) -> dict[str, int]:
+    """Records of the run's topic per replica, from the dumps' own partition lines (LEO - start)."""
+    path = run.run_dir / REPLICA_PARTITIONS_FILE
+    if run.replicas_path is None or not path.is_file():
+        return {}
+    sizes: dict[str, int] = {}
+    for row in pq.read_table(
+        path, columns=["node", "topic", "log_end_offset", "log_start_offset"]
+    ).to_pylist():
+        if row["topic"] == run.topic:
+            sizes[row["node"]] = sizes.get(row["node"], 0) + row["log_end_offset"] - row["log_start_offset"]
+    return dict(sorted(sizes.items()))
+
+
+def _stats(run: RunInput, batch: _Batch) -> dict[str, Any]:
+    counts = batch.row_counts[batch.row_counts["run_id"] == run.history_run_id]
+
+    def rows_where(f: int, record: bool | None = None, kind: int | None = None) -> int:
+        sel = counts[counts["f"] == f]
+        if record is not None:
+            sel = sel[sel["is_record"] == record]
+        if kind is not None:
+            sel = sel[sel["type"] == kind]
+        return int(sel["rows"].sum())
+
+    drains = {
+        int(r["partition"]): r for r in _records(batch.drains[batch.drains["run_id"] == run.history_run_id])
+    }
+    partitions = {
+        str(p): {
+            "drain_complete": bool(drains.get(p, {}).get("complete") or False),
+            "end_offset": drains.get(p, {}).get("end_offset"),
+            "drained_records": int(drains.get(p, {}).get("records") or 0),
+        }
+        for p in range(run.partitions)
+    }
+    return {
+        "history_rows": int(counts["rows"].sum()),
+        "sends": {name: rows_where(F_SEND, kind=code) for code, name in enumerate(_TYPE_NAMES)},
+        "poll_records": rows_where(F_POLL, record=True),
+        "drain_records": rows_where(F_DRAIN, record=True),
+        "nemesis_ops": rows_where(F_NEMESIS),
+        "skipped_lines": run.skipped_lines,
+        "partitions": partitions,
+        "replicas": {
+            "nodes": run.replica_nodes,
+            "missing": run.missing_nodes,
+            "records": _replica_log_sizes(run),
+        },
+    }
+
+
+def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[str, Any]:
+    hid, rid = run.history_run_id, run.replicas_run_id
+    found: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    for kind in VALUE_CHECKS:
+        total, rows = _examples(batch.values, hid, kind)
+        found[kind] = (total, [_value_example(kind, r, batch, hid) for r in rows])
+    total, rows = _examples(batch.offsets, hid, None)
+    found[INCONSISTENT_OFFSETS] = (total, [_offset_example(r, batch, hid) for r in rows])
+    for kind in POLL_CHECKS:
+        total, rows = _examples(batch.polls, hid, kind)
+        found[kind] = (total, [_poll_example(r, batch, hid) for r in rows])
+    total, rows = _examples(batch.divergence, rid, None) if rid is not None else (0, [])
+    found[REPLICA_DIVERGENCE] = (
+        total,
+        [_divergence_example(r, batch, rid) for r in rows] if rid is not None else [],
+    )
+
+    rules = applicable_rules(run.spec)
+    anomalies: dict[str, Any] = {}
+    for kind in ALL_CHECKS:
+        total, examples = found.get(kind, (0, []))
+        if total:
+            expected, rule = expectation(kind, rules)
+            severity = "warning" if kind in WARNINGS else "error"
+            anomalies[kind] = {
+                "count": total,
+                "expected": expected,
+                "rule": rule,
+                "severity": severity,
+                "examples": examples,
+            }
+    stats = _stats(run, batch)
+    incomplete = list(run.incomplete)
+    undrained = [p for p, s in stats["partitions"].items() if not s["drain_complete"]]
+    if undrained:
+        incomplete.append(
+            f"partition(s) {', '.join(undrained)} of topic {run.topic} have no complete final drain"
+        )
+    skipped_checks = [c for c in ALL_CHECKS if c not in checks]
+    if skipped_checks:
+        incomplete.append(f"checks not run: {', '.join(skipped_checks)}")
+    errors = [a for a in anomalies.values() if a["severity"] == "error"]
+    valid: bool | str = False if errors else ("unknown" if incomplete else True)
+    return {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "run": str(run.run_dir),
+        "valid": valid,
+        "expected_only": bool(errors) and all(a["expected"] for a in errors),
+        "anomalies": anomalies,
+        "incomplete": incomplete,
+        "checks": [c for c in ALL_CHECKS if c in checks],
+        "config": _config(run.spec),
+        "stats": stats,
+    }
+
+
+def check_pass(
+    engine: Engine, runs: list[RunInput], checks: Iterable[str], limit: int
+) -> list[dict[str, Any]]:
+    """Results for every run of one pass (run ids distinct), in the order given."""
+    chosen = frozenset(checks)
+    batch = _Batch(engine, runs, chosen, limit)
+    return [_run_results(run, batch, chosen) for run in runs]
+
+
+def write_results(results: dict[str, Any], run_dir: Path) -> Path:
+    """Write ``results.json`` atomically into the run directory."""
+    target = run_dir / "results.json"
+    partial = target.with_name("results.json.partial")
+    partial.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(partial, target)
+    return target

@@ -1,0 +1,92 @@
+"""The contract between the check driver and its two engines (pandas and Spark).
+
+An engine answers a handful of set-oriented questions about one *pass* -- a list of runs
+whose ``run_id`` values are distinct -- and returns small pandas DataFrames: at most
+``limit`` example rows per (run, anomaly), each carrying the anomaly's total count.  All
+decisions about verdicts, expectations and formatting live in :mod:`checker.driver`, once,
+so that the engines cannot drift apart in anything but the aggregations themselves; the
+tests run both on the same generated runs and require identical ``results.json``.
+
+Orderings are part of the contract (examples are the first ``limit`` rows in this order,
+ascending, nulls first):
+
+* value checks: ``partition, value, value_text``
+* inconsistent-offsets: ``partition, offset``
+* poll checks: ``process, partition, index, item``
+* replica-divergence: ``partition, node_a, node_b``
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pandas as pd
+
+from checker.evidence import RunInput
+
+HISTORY_ROW_COLUMNS = (
+    "run_id",
+    "index",
+    "time",
+    "process",
+    "type",
+    "f",
+    "f_name",
+    "shape",
+    "item",
+    "partition",
+    "offset",
+    "key",
+    "value",
+    "value_text",
+    "end_offset",
+    "complete",
+    "inherited",
+    "error",
+    "node",
+    "payload",
+)
+OP_KEY_COLUMNS = ("run_id", "index", "partition", "value", "value_text", "offset")
+REPLICA_ROW_COLUMNS = ("run_id", "node", "partition", "offset", "leader_epoch", "key", "value")
+
+
+class Engine(Protocol):
+    name: str
+
+    def row_counts(self, runs: list[RunInput]) -> pd.DataFrame:
+        """``run_id, f, type, is_record, rows``: history rows by function, type and record-ness."""
+
+    def drain_status(self, runs: list[RunInput]) -> pd.DataFrame:
+        """``run_id, partition, complete, end_offset, records`` from the drain ok ops."""
+
+    def value_anomalies(
+        self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
+    ) -> pd.DataFrame:
+        """``run_id, kind, total`` + :data:`checker.definitions.VALUE_EXAMPLE_COLUMNS`.
+
+        ``complete`` has ``run_id, partition, complete`` for every partition of every run.
+        """
+
+    def offset_anomalies(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+        """``run_id, total`` + :data:`checker.definitions.OFFSET_EXAMPLE_COLUMNS`."""
+
+    def poll_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """``run_id, kind, total`` + :data:`checker.definitions.POLL_EXAMPLE_COLUMNS`."""
+
+    def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+        """``run_id, total`` + :data:`checker.definitions.DIVERGENCE_EXAMPLE_COLUMNS`."""
+
+    def fetch_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+        """History rows (``HISTORY_ROW_COLUMNS``) of the ops ``keys[OP_KEY_COLUMNS]`` that an example shows.
+
+        A row of op (run_id, index) is returned when it carries no record (a send, an empty
+        poll), or when it is a record of the key's partition whose value (or value_text)
+        equals the key's, or whose offset equals the key's.  Never a whole drain op: one
+        may hold millions of records.
+        """
+
+    def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+        """History rows that observe ``keys[run_id, partition, offset]``: send acks and read records."""
+
+    def fetch_replica_records(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+        """Replica rows (``REPLICA_ROW_COLUMNS``) at ``keys[run_id, partition, offset]`` of the run's topic."""

@@ -1,0 +1,102 @@
+"""Config-aware expectations: which anomalies the run's own configuration permits.
+
+A run configured with ``acks=1`` that loses acknowledged writes has not found a bug: Kafka
+documents that loss.  The checker still reports the anomaly (the run is ``invalid``: the
+log did lose data) but tags it ``expected: true`` with the rule that permits it, so a user
+reads "lost-write x3, expected: acks=1".  In a safe configuration no rule applies and any
+anomaly is plainly unexpected.
+
+The rules, read from ``test.json`` (missing keys mean Kafka's defaults:
+``acks`` all, ``min.insync.replicas`` 1, unclean election off, no flush policy, truncation
+by leader epoch):
+
+``acks=0`` / ``acks=1``
+    The leader acknowledges before (or without) replication; a leader change loses the
+    acknowledged tail and reuses its offsets, and producer retries are not idempotent.
+    Permits lost-write, inconsistent-offsets, duplicate.
+``unclean.leader.election.enable=true``
+    An out-of-sync replica may become leader and the others truncate to it: committed data
+    (already read by consumers) vanishes and consumers are reset.  Permits lost-write,
+    lost-read, inconsistent-offsets, poll-skip, nonmonotonic-poll.
+``flush never + power-loss``
+    No ``flush.messages=1``, so acknowledged data may live only in page caches; the nemesis
+    cuts power, which drops them.  Permits the same set as unclean election.
+``min.insync.replicas=1 + flush never + power-loss``
+    The ISR may shrink to the leader alone, so one node's power loss suffices.  It never
+    permits more than the previous rule; it is named so the reader knows why a single
+    power-cycled node was enough.
+``truncation.mode=high-watermark``
+    Pre-KIP-101 truncation to the follower's own high watermark (Kafka < 0.11): the
+    documented loss and the documented divergence.  Permits lost-write, lost-read,
+    inconsistent-offsets, replica-divergence, poll-skip, nonmonotonic-poll.
+
+Never permitted by any rule: aborted-read (a definite failure that took effect) and
+unexpected (a value nobody sent) -- those are bugs in any configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from checker.definitions import (
+    DUPLICATE,
+    INCONSISTENT_OFFSETS,
+    LOST_READ,
+    LOST_WRITE,
+    NONMONOTONIC_POLL,
+    POLL_SKIP,
+    REPLICA_DIVERGENCE,
+)
+
+_COMMITTED_DATA_LOSS = frozenset({LOST_WRITE, LOST_READ, INCONSISTENT_OFFSETS, POLL_SKIP, NONMONOTONIC_POLL})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    permits: frozenset[str]
+
+
+def _setting(config: Mapping[str, Any], key: str, default: str) -> str:
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip().lower()
+
+
+def unsynced_acks_possible(config: Mapping[str, Any]) -> bool:
+    """True unless every message is fsynced before it is acknowledged (``flush.messages=1``).
+
+    ``flush.ms`` alone does not count: it syncs on a timer, after the acknowledgement.
+    """
+    return _setting(config, "flush.messages", "") not in ("1",)
+
+
+def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
+    """The rules that the run's recorded configuration triggers (see the module docstring)."""
+    workload = spec.get("workload") or {}
+    config = spec.get("broker_config") or {}
+    faults = {str(f) for f in (spec.get("nemesis") or {}).get("faults") or []}
+    rules: list[Rule] = []
+    acks = str(workload.get("acks", "all")).strip().lower()
+    if acks in ("0", "1"):
+        rules.append(Rule(f"acks={acks}", frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE})))
+    if _setting(config, "unclean.leader.election.enable", "false") == "true":
+        rules.append(Rule("unclean.leader.election.enable=true", _COMMITTED_DATA_LOSS))
+    if "power-loss" in faults and unsynced_acks_possible(config):
+        rules.append(Rule("flush never + power-loss", _COMMITTED_DATA_LOSS))
+        if _setting(config, "min.insync.replicas", "1") == "1":
+            rules.append(Rule("min.insync.replicas=1 + flush never + power-loss", _COMMITTED_DATA_LOSS))
+    if _setting(config, "truncation.mode", "leader-epoch") == "high-watermark":
+        rules.append(Rule("truncation.mode=high-watermark", _COMMITTED_DATA_LOSS | {REPLICA_DIVERGENCE}))
+    return rules
+
+
+def expectation(anomaly: str, rules: list[Rule]) -> tuple[bool, str | None]:
+    """``(expected, rule)`` for one anomaly: the names of every permitting rule, joined by '; '."""
+    names = [rule.name for rule in rules if anomaly in rule.permits]
+    return (True, "; ".join(names)) if names else (False, None)

@@ -1,0 +1,71 @@
+"""One SparkSession per batch, configured for an embedded ``local[*]`` run or a cluster.
+
+Why these settings (measured on 2-core machines, see FIELD-NOTES.md): the workers must use
+this interpreter (``PYSPARK_PYTHON``), the driver must bind to loopback when local
+(``SPARK_LOCAL_IP``), the UI and console progress bars cost start time and clutter, a
+small ``spark.sql.shuffle.partitions`` avoids hundreds of tiny tasks on small inputs
+(adaptive execution coalesces further), and scratch files go under a private temp
+directory that is removed with the session.  Starting a session costs 5-12 s, so a batch
+of runs shares one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "3g"
+
+
+def build_session(
+    master: str | None = DEFAULT_MASTER,
+    *,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    local_dir: str | None = None,
+) -> Any:
+    """A new (or, under ``spark-submit`` with ``master=None``, the submitted) SparkSession."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("tidemark-check")
+    if master is not None:
+        builder = builder.master(master).config("spark.driver.memory", driver_memory)
+    if local_dir is not None:
+        builder = builder.config("spark.local.dir", local_dir)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "8" if master is not None and master.startswith("local") else "200",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.parquet.pushdown.inFilterThreshold": "1000",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@contextlib.contextmanager
+def spark_session(
+    master: str | None = DEFAULT_MASTER, *, driver_memory: str = DEFAULT_DRIVER_MEMORY
+) -> Iterator[Any]:
+    """A session with a private scratch directory; both are gone when the block ends."""
+    scratch = tempfile.mkdtemp(prefix="tidemark-spark-")
+    session = build_session(master, driver_memory=driver_memory, local_dir=scratch)
+    try:
+        yield session
+    finally:
+        session.stop()
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,16 @@
+"""Shared fixtures: one SparkSession for every Spark test of the checker (start-up costs 5-12 s)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from checker.spark_session import spark_session
+
+    with spark_session("local[2]", driver_memory="2g") as session:
+        yield session

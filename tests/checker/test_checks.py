@@ -1,0 +1,155 @@
+"""Soundness of the checks (pandas engine): exactly the planted anomalies, nothing on clean runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from checker.definitions import DEFAULT_EXAMPLE_LIMIT, LOST_WRITE, REPLICA_DIVERGENCE
+from checker.driver import check_pass
+from checker.engine_pandas import PandasEngine
+from checker.evidence import load_run
+from tests.checker.strategies import plans
+from tests.checker.synthetic import Plan, write_run
+
+
+def check(run_dir: Path) -> dict[str, Any]:
+    return check_pass(
+        PandasEngine(),
+        [load_run(run_dir)],
+        [*__import__("checker.definitions").definitions.ALL_CHECKS],
+        DEFAULT_EXAMPLE_LIMIT,
+    )[0]
+
+
+def reported(result: dict[str, Any]) -> dict[str, int]:
+    return {name: anomaly["count"] for name, anomaly in result["anomalies"].items()}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans())
+def test_reports_exactly_the_planted_anomalies(tmp_path: Path, plan: Plan) -> None:
+    run_dir = tmp_path / f"run-{plan.seed}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    planted = write_run(run_dir, plan)
+    result = check(run_dir)
+    assert reported(result) == planted
+    errors = set(planted) - {"unseen"}
+    assert result["valid"] == (False if errors else ("unknown" if planted else True))
+    for anomaly in result["anomalies"].values():
+        assert 1 <= len(anomaly["examples"]) <= DEFAULT_EXAMPLE_LIMIT
+        assert anomaly["expected"] is False  # the default config is the safe one
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans(clean=True))
+def test_clean_runs_are_valid(tmp_path: Path, plan: Plan) -> None:
+    run_dir = tmp_path / f"run-{plan.seed}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    write_run(run_dir, plan)
+    result = check(run_dir)
+    assert result["anomalies"] == {}
+    assert result["valid"] is True, result["incomplete"]
+
+
+def test_lost_write_example_shows_the_acknowledged_send(tmp_path: Path) -> None:
+    write_run(tmp_path, Plan(seed=1, partitions=1, plant=((LOST_WRITE, 1),)))
+    example = check(tmp_path)["anomalies"][LOST_WRITE]["examples"][0]
+    assert example["send"]["type"] == "ok" and example["send"]["f"] == "send"
+    assert (
+        example["send"]["value"]["value"] == example["value"]
+        and example["send"]["value"]["offset"] == example["offset"]
+    )
+
+
+def test_divergence_example_shows_both_records_of_the_first_divergent_offset(tmp_path: Path) -> None:
+    write_run(tmp_path, Plan(seed=2, partitions=1, plant=((REPLICA_DIVERGENCE, 2),)))
+    anomaly = check(tmp_path)["anomalies"][REPLICA_DIVERGENCE]
+    assert anomaly["count"] == 2
+    pairs = {tuple(sorted(e["replicas"])) for e in anomaly["examples"]}
+    assert pairs == {("n1", "n3"), ("n2", "n3")}
+    for example in anomaly["examples"]:
+        assert all(e["positions"] == 2 for e in anomaly["examples"])
+        records = example["replicas"]
+        assert records["n3"]["value"].startswith("diverged-") and records["n3"]["offset"] == example["offset"]
+        assert records["n3"]["value"] != next(r for n, r in records.items() if n != "n3")["value"]
+
+
+@pytest.mark.parametrize(
+    ("config", "acks", "faults", "rule"),
+    [
+        ({}, "1", ("kill",), "acks=1"),
+        ({"unclean.leader.election.enable": "true"}, "all", ("kill",), "unclean.leader.election.enable=true"),
+        (
+            {},
+            "all",
+            ("power-loss",),
+            "flush never + power-loss; min.insync.replicas=1 + flush never + power-loss",
+        ),
+        (
+            {"truncation.mode": "high-watermark", "min.insync.replicas": "2"},
+            "all",
+            ("kill",),
+            "truncation.mode=high-watermark",
+        ),
+    ],
+)
+def test_lost_write_is_expected_only_where_the_config_permits_it(
+    tmp_path: Path, config: dict[str, str], acks: str, faults: tuple[str, ...], rule: str
+) -> None:
+    plan = Plan(
+        seed=3,
+        partitions=1,
+        plant=((LOST_WRITE, 1),),
+        broker_config=tuple(config.items()),
+        acks=acks,
+        faults=faults,
+    )
+    write_run(tmp_path, plan)
+    result = check(tmp_path)
+    assert result["valid"] is False and result["expected_only"] is True
+    assert (
+        result["anomalies"][LOST_WRITE]["expected"] is True
+        and result["anomalies"][LOST_WRITE]["rule"] == rule
+    )
+
+
+def test_power_loss_with_fsync_per_message_expects_nothing(tmp_path: Path) -> None:
+    plan = Plan(
+        seed=4,
+        partitions=1,
+        plant=((LOST_WRITE, 1),),
+        broker_config=(("flush.messages", "1"),),
+        faults=("power-loss",),
+    )
+    write_run(tmp_path, plan)
+    result = check(tmp_path)
+    assert result["anomalies"][LOST_WRITE]["expected"] is False and result["expected_only"] is False
+
+
+def test_missing_replica_dump_makes_a_clean_run_unknown(tmp_path: Path) -> None:
+    write_run(tmp_path, Plan(seed=5))
+    shutil.rmtree(tmp_path / "nodes" / "n2")
+    result = check(tmp_path)
+    assert result["valid"] == "unknown"
+    assert result["incomplete"] == ["replica dump of node n2 missing: no dump.jsonl"]
+
+
+def test_incomplete_drain_makes_a_clean_run_unknown(tmp_path: Path) -> None:
+    write_run(tmp_path, Plan(seed=6, partitions=2))
+    history = (tmp_path / "history.jsonl").read_text().replace('"complete":true', '"complete":false', 1)
+    (tmp_path / "history.jsonl").write_text(history)
+    result = check(tmp_path)
+    assert result["valid"] == "unknown" and result["anomalies"] == {}
+    assert "have no complete final drain" in result["incomplete"][0]
+
+
+def test_results_json_is_written_and_stable(tmp_path: Path) -> None:
+    write_run(tmp_path, Plan(seed=7, plant=((LOST_WRITE, 1),)))
+    first = check(tmp_path)
+    assert json.loads(json.dumps(first)) == check(tmp_path)

@@ -1,0 +1,67 @@
+"""Parity: the Spark engine writes exactly the pandas engine's results.json, for batches of runs.
+
+One SparkSession serves the whole module (see conftest); each hypothesis example is a batch
+of generated runs checked in one Spark pass -- the batch path the CLI uses for campaigns.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.driver import check_pass
+from checker.engine_pandas import PandasEngine
+from checker.engine_spark import SparkEngine
+from checker.evidence import load_run, split_passes
+from tests.checker.strategies import plans
+from tests.checker.synthetic import Plan, write_run
+
+pytestmark = pytest.mark.spark
+
+
+def canonical(result: dict[str, Any]) -> str:
+    return json.dumps(result, sort_keys=True)
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    batch=st.lists(st.one_of(plans(), plans(clean=True)), min_size=2, max_size=6, unique_by=lambda p: p.seed)
+)
+def test_spark_matches_pandas_and_the_planted_anomalies(
+    tmp_path: Path, spark: Any, batch: list[Plan]
+) -> None:
+    root = tmp_path / "batch"
+    shutil.rmtree(root, ignore_errors=True)
+    planted = [write_run(root / f"run-{plan.seed}", plan) for plan in batch]
+    runs = [load_run(root / f"run-{plan.seed}") for plan in batch]
+    (group,) = split_passes(runs)
+    spark_results = check_pass(SparkEngine(spark), group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+    for run, expected, from_spark in zip(runs, planted, spark_results, strict=True):
+        from_pandas = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        assert canonical(from_spark) == canonical(from_pandas)
+        assert {name: a["count"] for name, a in from_spark["anomalies"].items()} == expected
+
+
+def test_copied_run_directories_are_checked_apart(tmp_path: Path, spark: Any) -> None:
+    """A copied run keeps its run_id; it must go to its own pass, not be merged with the original."""
+    write_run(tmp_path / "a", Plan(seed=11, plant=(("lost-write", 1),)))
+    load_run(tmp_path / "a")  # converts, so the copy carries the same run ids
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    runs = [load_run(tmp_path / "a"), load_run(tmp_path / "b")]
+    passes = split_passes(runs)
+    assert [len(p) for p in passes] == [1, 1]
+    results = [
+        check_pass(SparkEngine(spark), group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0] for group in passes
+    ]
+    assert [r["anomalies"]["lost-write"]["count"] for r in results] == [1, 1]
