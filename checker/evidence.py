@@ -126,7 +126,9 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
     missing: dict[str, str] = json.loads(replica_meta.get("missing_nodes", "{}")) if replica_meta else {}
     nodes: list[str] = json.loads(replica_meta.get("nodes", "[]")) if replica_meta else []
     if replicas_path is None:
-        incomplete.append("no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)")
+        unavailable = spec.get("replica_evidence")
+        incomplete.append(f"no replica dumps: {unavailable}" if isinstance(unavailable, str) and unavailable != "dumps"
+                          else "no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)")
     for node, reason in sorted(missing.items()):
         incomplete.append(f"replica dump of node {node} missing: {reason}")
     return RunInput(

@@ -6,7 +6,8 @@ log did lose data) but tags it ``expected: true`` with the rule that permits it,
 reads "lost-write x3, expected: acks=1".  In a safe configuration no rule applies and any
 anomaly is plainly unexpected.
 
-The rules, read from ``test.json`` (missing keys mean Kafka's defaults:
+The rules, read from ``test.json`` (faults: the random nemesis's ``nemesis.faults`` plus the
+``scenario_faults`` a scripted scenario injects; missing keys mean Kafka's defaults:
 ``acks`` all, ``min.insync.replicas`` 1, unclean election off, no flush policy, truncation
 by leader epoch):
 
@@ -16,8 +17,9 @@ by leader epoch):
     Permits lost-write, inconsistent-offsets, duplicate.
 ``unclean.leader.election.enable=true``
     An out-of-sync replica may become leader and the others truncate to it: committed data
-    (already read by consumers) vanishes and consumers are reset.  Permits lost-write,
-    lost-read, inconsistent-offsets, poll-skip, nonmonotonic-poll.
+    (already read by consumers) vanishes and consumers are reset; a producer's retry of a
+    vanished write lands again at a new offset.  Permits lost-write, lost-read,
+    inconsistent-offsets, poll-skip, nonmonotonic-poll, duplicate.
 ``flush never + power-loss``
     No ``flush.messages=1``, so acknowledged data may live only in page caches; the nemesis
     cuts power, which drops them.  Permits the same set as unclean election.
@@ -28,7 +30,7 @@ by leader epoch):
 ``truncation.mode=high-watermark``
     Pre-KIP-101 truncation to the follower's own high watermark (Kafka < 0.11): the
     documented loss and the documented divergence.  Permits lost-write, lost-read,
-    inconsistent-offsets, replica-divergence, poll-skip, nonmonotonic-poll.
+    inconsistent-offsets, replica-divergence, poll-skip, nonmonotonic-poll, duplicate.
 
 Never permitted by any rule: aborted-read (a definite failure that took effect) and
 unexpected (a value nobody sent) -- those are bugs in any configuration.
@@ -50,7 +52,10 @@ from checker.definitions import (
     REPLICA_DIVERGENCE,
 )
 
-_COMMITTED_DATA_LOSS = frozenset({LOST_WRITE, LOST_READ, INCONSISTENT_OFFSETS, POLL_SKIP, NONMONOTONIC_POLL})
+# When committed data can vanish, a producer's retry of a write that vanished from the log
+# but had been read (or acknowledged) before can land again at another offset: a duplicate.
+_COMMITTED_DATA_LOSS = frozenset({LOST_WRITE, LOST_READ, INCONSISTENT_OFFSETS, POLL_SKIP, NONMONOTONIC_POLL,
+                                  DUPLICATE})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +86,7 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     workload = spec.get("workload") or {}
     config = spec.get("broker_config") or {}
     faults = {str(f) for f in (spec.get("nemesis") or {}).get("faults") or []}
+    faults |= {str(f) for f in spec.get("scenario_faults") or []}  # faults a scripted scenario injects
     rules: list[Rule] = []
     acks = str(workload.get("acks", "all")).strip().lower()
     if acks in ("0", "1"):

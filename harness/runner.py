@@ -224,7 +224,8 @@ def finish_run(run_dir: Path, engine: str | None, problems: list[str], out: Any)
 
     try:
         convert_history(run_dir / "history.jsonl", run_dir / "history.parquet")
-        build_replicas(run_dir)
+        if any((run_dir / "nodes").glob("*/dump.jsonl")):
+            build_replicas(run_dir)
     except Exception as error:
         problems.append(f"history/replica conversion: {error}")
     store.write_json(run_dir / "run.json", {"problems": problems, "finished": True})
