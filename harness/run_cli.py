@@ -120,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--inventory needs --bootstrap")
     if spec.bootstrap and spec.power_loss_filesystem:
         raise UsageError("power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap")
+    if spec.bootstrap and not spec.inventory and spec.scenario:
+        raise UsageError("a scenario against an external cluster needs --inventory (SSH access to its nodes)")
     if spec.bootstrap and not spec.inventory and spec.nemesis.faults:
         raise UsageError("faults against an external cluster need --inventory (SSH access to its nodes)")
     if spec.inventory:

@@ -163,11 +163,13 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
     create_topic(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
     cluster.wait_for_leaders(topic, partitions, 30.0)
     workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
-    nemesis = Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
+    # No nodes to act on (an external cluster without an inventory): a fault-free run.
+    nemesis = (Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
+               if cluster.brokers else None)
     stop = threading.Event()
-    progress = ProgressLine(recorder, nemesis.active_faults, out)
+    progress = ProgressLine(recorder, nemesis.active_faults if nemesis else list, out)
     threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
-    if scenario is None:
+    if scenario is None and nemesis is not None:
         threads.append(threading.Thread(target=nemesis.run, args=(stop,), name="nemesis", daemon=True))
     for thread in threads:
         thread.start()
@@ -181,7 +183,8 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
                 stop.wait(spec.time_limit)
     finally:
         stop.set()
-        nemesis.heal_all()
+        if nemesis is not None:
+            nemesis.heal_all()
         for thread in threads:
             thread.join(timeout=spec.workload.request_timeout * 3 + 10)
     problems.extend(f"workload: {error}" for error in workload.errors)

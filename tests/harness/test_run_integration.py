@@ -99,3 +99,24 @@ def test_sigint_mid_run_leaves_nothing_and_keeps_a_readable_history(
     assert (history.parent / "test.json").exists()
     assert any((history.parent / "nodes").iterdir()), "node logs must be collected on the way out"
     assert os.path.islink(store / "latest")
+
+
+def test_power_loss_in_the_random_nemesis_with_fsync_per_message_is_valid(
+    image: str, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Power loss joins the random nemesis: data directories on the lazy filesystem, every
+    un-fsynced write dropped -- and with flush.messages=1 nothing acknowledged may go."""
+    spec = TestSpec(
+        name="power-loss", time_limit=25, seed=5,
+        settings={"flush.messages": "1"},
+        workload=QueueSpec(partitions=2, replication_factor=3, rate=100),
+        nemesis=NemesisSpec(faults=("power-loss",), interval_seconds=5, targets=("minority", "all"), seed=5),
+    )
+    assert spec.power_loss_filesystem
+    outcome = run_test(spec, tmp_path / "store")
+    assert outcome.results is not None, outcome.problems
+    ops, _ = read_history(outcome.run_dir / "history.jsonl")
+    losses = [op for op in ops if op.f == "power-loss" and op.type == "ok"]
+    assert losses, "no power loss happened"
+    assert outcome.verdict is True, json.dumps(outcome.results["anomalies"], indent=1)[:3000]
+    assert _leftovers(docker_client) == ([], [])
