@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# The repository first: bench/checker.py would otherwise shadow the checker package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.bundled import BundledCluster
 from harness.docker_cluster import CONTROLLER, DockerCluster

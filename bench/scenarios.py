@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# The repository first: bench/checker.py would otherwise shadow the checker package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.run_cli import effective_settings
 from harness.runner import run_test
