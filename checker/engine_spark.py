@@ -343,28 +343,28 @@ class SparkEngine:
                 for (a, b), flag in pair_flags.items()
             ]
         )
-        divergent = (
+        # One job: every divergent position is exploded into its disagreeing replica pairs;
+        # the pair listed first (``pair_number`` 0) counts the position once, so the run's
+        # total of divergent positions is the sum of ``first_of_position`` over its pairs --
+        # no cached intermediate and no second pass over it.
+        pairs = (
             positions.select(
                 "run_id",
                 "partition",
                 "offset",
-                F.filter(differing, lambda pair: pair.isNotNull()).alias("pairs"),
+                F.posexplode(F.filter(differing, lambda pair: pair.isNotNull())).alias("pair_number", "pair"),
             )
-            .where(F.size("pairs") > 0)
-            .cache()
+            .groupBy("run_id", "partition", F.col("pair.a").alias("a"), F.col("pair.b").alias("b"))
+            .agg(
+                F.min("offset").alias("offset"),
+                F.count(F.lit(1)).alias("positions"),
+                F.count(F.when(F.col("pair_number") == 0, F.lit(1))).alias("first_of_position"),
+            )
         )
-        try:
-            totals = _collect(divergent.groupBy("run_id").agg(F.count(F.lit(1)).alias("total")))
-            if totals.empty:
-                return pd.DataFrame(columns=columns)
-            pairs = (
-                divergent.select("run_id", "partition", "offset", F.explode("pairs").alias("pair"))
-                .groupBy("run_id", "partition", F.col("pair.a").alias("a"), F.col("pair.b").alias("b"))
-                .agg(F.min("offset").alias("offset"), F.count(F.lit(1)).alias("positions"))
-            )
-            found = _collect(pairs)
-        finally:
-            divergent.unpersist()
+        found = _collect(pairs)
+        if found.empty:
+            return pd.DataFrame(columns=columns)
+        totals = found.groupby("run_id")["first_of_position"].sum().rename("total").reset_index()
         nodes = {run.replicas_run_id: run.replica_nodes for run in runs}
         found = found.assign(
             node_a=[nodes[int(r)][int(a)] for r, a in zip(found["run_id"], found["a"], strict=True)],
