@@ -35,18 +35,21 @@ def _boolean(text: str) -> bool:
 
 
 def _integer(text: str) -> int:
-    return int(text.strip())
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("expected an integer") from None
 
 
 def _positive(text: str) -> int:
-    value = int(text.strip())
+    value = _integer(text)
     if value <= 0:
         raise ValueError("must be > 0")
     return value
 
 
 def _non_negative(text: str) -> int:
-    value = int(text.strip())
+    value = _integer(text)
     if value < 0:
         raise ValueError("must be >= 0")
     return value
