@@ -60,7 +60,7 @@ def test_bad_value_names_file_line_key_and_value(tmp_path: Path) -> None:
         (BROKER_KEYS, "truncation.mode=epoch", "expected high-watermark or leader-epoch"),
         (BROKER_KEYS, "listeners=PLAINTEXT://a:1,PLAINTEXT://b:2", "only one listener"),
         (BROKER_KEYS, "listeners=PLAINTEXT://host", "expected NAME://host:port"),
-        (BROKER_KEYS, "flush.messages=1.5", "invalid literal"),
+        (BROKER_KEYS, "flush.messages=1.5", "expected an integer"),
     ],
 )
 def test_each_value_check_reports_why(tmp_path: Path, keys: tuple[config.Key, ...], line: str,
