@@ -15,7 +15,6 @@ and leaves exactly what the operating system had -- which is the point.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -312,17 +311,7 @@ async def run(settings: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker_impl.broker")
-    parser.add_argument("--config", required=True, help="properties file")
-    args = parser.parse_args(argv)
-    try:
-        settings = configuration.load(args.config, configuration.BROKER_KEYS)
-    except configuration.ConfigError as error:
-        print(f"broker: {error}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run(settings))
-    return 0
+    return configuration.process_main("broker", configuration.BROKER_KEYS, run, argv)
 
 
 if __name__ == "__main__":

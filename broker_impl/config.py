@@ -194,3 +194,25 @@ def render(values: Mapping[str, Any]) -> str:
             value = "true" if value else "false"
         lines.append(f"{name}={value}")
     return "\n".join(lines) + "\n"
+
+
+def process_main(program: str, keys: tuple[Key, ...], run: Callable[[dict[str, Any]], Any],
+                 argv: list[str] | None) -> int:
+    """``python -m broker_impl.<program> --config FILE``: load and check the config (exit 2
+    with a one-line error naming file, line and key), set up logging, run ``run(settings)``."""
+    import argparse
+    import asyncio
+    import logging
+    import sys
+
+    parser = argparse.ArgumentParser(prog=f"python -m broker_impl.{program}")
+    parser.add_argument("--config", required=True, help="properties file")
+    args = parser.parse_args(argv)
+    try:
+        settings = load(args.config, keys)
+    except ConfigError as error:
+        print(f"{program}: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run(settings))
+    return 0

@@ -26,7 +26,6 @@ real clusters.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -257,17 +256,7 @@ async def run(settings: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker_impl.controller")
-    parser.add_argument("--config", required=True, help="properties file")
-    args = parser.parse_args(argv)
-    try:
-        settings = configuration.load(args.config, configuration.CONTROLLER_KEYS)
-    except configuration.ConfigError as error:
-        print(f"controller: {error}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run(settings))
-    return 0
+    return configuration.process_main("controller", configuration.CONTROLLER_KEYS, run, argv)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from broker_impl import config as broker_config
 from harness.kafka_admin import (
-    ClusterUnavailable,
     PartitionInfo,
     all_partitions_led,
-    describe_topic,
+    leader_node,
+    node_named,
     wait_until,
 )
 from harness.remote import Remote, RemoteError
@@ -108,20 +108,10 @@ class BundledCluster:
         return ",".join(f"{self._ips[name]}:{KAFKA_PORT}" for name in self.brokers)
 
     def node_of(self, broker_id: int) -> str | None:
-        for name, node_id in self.node_ids.items():
-            if node_id == broker_id:
-                return name
-        return None
+        return node_named(self.node_ids, broker_id)
 
     def leader_of(self, topic: str, partition: int) -> str | None:
-        try:
-            infos = describe_topic(self.bootstrap, topic)
-        except ClusterUnavailable:
-            return None
-        for info in infos:
-            if info.partition == partition:
-                return self.node_of(info.leader)
-        return None
+        return leader_node(self.bootstrap, self.node_ids, topic, partition)
 
     def answers(self, node: str) -> bool:
         """Whether ``node``'s broker accepts a Kafka connection and answers ApiVersions."""

@@ -31,7 +31,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harness.kafka_admin import ClusterUnavailable, describe_topic, wait_until
+from harness.kafka_admin import leader_node, node_named, wait_until
 
 BROKER_LOG = "/var/log/tidemark/broker.log"
 NODE_KEYS = {"host", "port", "user", "key", "known_hosts", "broker_id", "start", "logs"}
@@ -110,17 +110,10 @@ class ExternalCluster:
         return self._nodes[node].host
 
     def node_of(self, broker_id: int) -> str | None:
-        for name, node_id in self.node_ids.items():
-            if node_id == broker_id:
-                return name
-        return None
+        return node_named(self.node_ids, broker_id)
 
     def leader_of(self, topic: str, partition: int) -> str | None:
-        try:
-            infos = describe_topic(self.bootstrap, topic)
-        except ClusterUnavailable:
-            return None
-        return next((self.node_of(i.leader) for i in infos if i.partition == partition), None)
+        return leader_node(self.bootstrap, self.node_ids, topic, partition)
 
     def start_broker(self, node: str) -> None:
         remote = self._remotes[node]

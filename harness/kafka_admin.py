@@ -102,3 +102,17 @@ def fully_replicated(bootstrap: str, topic: str, partitions: int) -> list[Partit
     if infos and all(set(info.isr) == set(info.replicas) for info in infos):
         return infos
     return None
+
+
+def node_named(node_ids: dict[str, int], broker_id: int) -> str | None:
+    """The node name whose Kafka broker id is ``broker_id``."""
+    return next((name for name, node_id in node_ids.items() if node_id == broker_id), None)
+
+
+def leader_node(bootstrap: str, node_ids: dict[str, int], topic: str, partition: int) -> str | None:
+    """The node leading ``topic``/``partition`` now, or None when unknown or unreachable."""
+    try:
+        infos = describe_topic(bootstrap, topic)
+    except ClusterUnavailable:
+        return None
+    return next((node_named(node_ids, i.leader) for i in infos if i.partition == partition), None)
