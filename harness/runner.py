@@ -86,11 +86,7 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -
             bundled.start()
             yield bundled
         finally:
-            for node in docker_cluster.node_names:
-                try:
-                    bundled.collect_logs(node, run_dir / "nodes" / node)
-                except Exception as error:
-                    problems.append(f"logs of {node} not collected: {error}")
+            _collect_logs(bundled, docker_cluster.node_names, run_dir, problems)
 
 
 @contextmanager
@@ -105,11 +101,16 @@ def external_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iter
         cluster.start()
         yield cluster
     finally:
-        for node in cluster.brokers:
-            try:
-                cluster.collect_logs(node, run_dir / "nodes" / node)
-            except Exception as error:
-                problems.append(f"logs of {node} not collected: {error}")
+        _collect_logs(cluster, cluster.brokers, run_dir, problems)
+
+
+def _collect_logs(cluster: Any, nodes: list[str], run_dir: Path, problems: list[str]) -> None:
+    """Fetch every node's logs into ``nodes/<node>/``; a node that fails is a problem, not an abort."""
+    for node in nodes:
+        try:
+            cluster.collect_logs(node, run_dir / "nodes" / node)
+        except Exception as error:
+            problems.append(f"logs of {node} not collected: {error}")
 
 
 def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:

@@ -35,6 +35,7 @@ from .clients import (
     CLIENTS,
     DefiniteFailure,
     IndefiniteFailure,
+    ProducerClient,
     Received,
     make_consumer,
     make_producer,
@@ -156,19 +157,8 @@ class QueueWorkload:
                         break
                     next_send = max(next_send + interval, time.monotonic() - 1.0)
                 value = self._next_value()
-                partition = value % spec.partitions
-                key = f"k{partition}"
-                payload = {"partition": partition, "key": key, "value": value}
-                invocation = self.recorder.invoke(process, "send", payload)
-                try:
-                    offset = producer.send(self.topic, partition, key, str(value), spec.request_timeout)
-                except DefiniteFailure as error:
-                    self.recorder.complete(invocation, "fail", payload, error=str(error))
-                except IndefiniteFailure as error:
-                    self.recorder.complete(invocation, "info", payload, error=str(error))
+                if not self._send(producer, process, value % spec.partitions, value):
                     process = self._fresh_ids.next()
-                else:
-                    self.recorder.complete(invocation, "ok", {**payload, "offset": offset})
         finally:
             producer.close()
 
@@ -206,25 +196,34 @@ class QueueWorkload:
         """One send from a fresh process and a fresh producer (a scenario's ``produce`` step)."""
         spec = self.spec
         value = self._next_value()
-        key = f"k{partition}"
-        payload = {"partition": partition, "key": key, "value": value}
         process = self._fresh_ids.next()
-        invocation = self.recorder.invoke(process, "send", payload)
         try:
             producer = make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
         except Exception as error:
+            payload = {"partition": partition, "key": f"k{partition}", "value": value}
+            invocation = self.recorder.invoke(process, "send", payload)
             self.recorder.complete(invocation, "fail", payload, error=f"no producer: {error}")
             return
         try:
-            offset = producer.send(self.topic, partition, key, str(value), spec.request_timeout)
+            self._send(producer, process, partition, value)
+        finally:
+            producer.close()
+
+    def _send(self, producer: ProducerClient, process: int, partition: int, value: int) -> bool:
+        """One recorded send; False when its outcome is unknown (the process must retire)."""
+        key = f"k{partition}"
+        payload = {"partition": partition, "key": key, "value": value}
+        invocation = self.recorder.invoke(process, "send", payload)
+        try:
+            offset = producer.send(self.topic, partition, key, str(value), self.spec.request_timeout)
         except DefiniteFailure as error:
             self.recorder.complete(invocation, "fail", payload, error=str(error))
         except IndefiniteFailure as error:
             self.recorder.complete(invocation, "info", payload, error=str(error))
+            return False
         else:
             self.recorder.complete(invocation, "ok", {**payload, "offset": offset})
-        finally:
-            producer.close()
+        return True
 
     # ---- final drain ------------------------------------------------------------------------
 
