@@ -318,6 +318,7 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, int], float]
     counts = {k: sum(r["anomalies"].get(k, {}).get("count", 0) for r in results) for k in CORE_CHECKS}
     counts["_seconds"] = time.perf_counter() - started  # type: ignore[assignment]
     if session is not None:
+        engine.close()
         session.stop()
     return counts, session_seconds
 

@@ -123,7 +123,11 @@ def open_engine(kind: str, master: str | None, driver_memory: str) -> Iterator[E
     from checker.spark_session import DEFAULT_MASTER, spark_session
 
     with spark_session(master or DEFAULT_MASTER, driver_memory=driver_memory) as session:
-        yield SparkEngine(session)
+        engine = SparkEngine(session)
+        try:
+            yield engine
+        finally:
+            engine.close()
 
 
 def check_runs(

@@ -28,6 +28,7 @@ Only anomalies with a count above zero appear.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -131,7 +132,22 @@ class _Batch:
 
     def __init__(self, engine: Engine, runs: list[RunInput], checks: frozenset[str], limit: int) -> None:
         self.runs = runs
-        replica_runs = [run for run in runs if run.replicas_path is not None]
+        self.checks = checks
+        self.limit = limit
+        # The history questions and the replica questions do not depend on each other.  An
+        # engine that can serve two at once (Spark: its small jobs leave cores idle) gets
+        # both chains in parallel; the answers are the same either way.
+        if getattr(engine, "concurrent", False):
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                replicas = pool.submit(self._replica_questions, engine)
+                self._history_questions(engine)
+                replicas.result()
+        else:
+            self._history_questions(engine)
+            self._replica_questions(engine)
+
+    def _history_questions(self, engine: Engine) -> None:
+        runs, checks, limit = self.runs, self.checks, self.limit
         self.row_counts = engine.row_counts(runs)
         self.drains = engine.drain_status(runs)
         complete = pd.DataFrame(
@@ -147,8 +163,6 @@ class _Batch:
         )
         self.offsets = engine.offset_anomalies(runs, limit) if INCONSISTENT_OFFSETS in checks else empty
         self.polls = engine.poll_anomalies(runs, checks, limit) if checks & set(POLL_CHECKS) else empty
-        run_divergence = REPLICA_DIVERGENCE in checks and replica_runs
-        self.divergence = engine.divergence(replica_runs, limit) if run_divergence else empty
         self.ops = (
             _ops_from_rows(engine.fetch_ops(runs, self._op_keys()))
             if not (self.values.empty and self.polls.empty)
@@ -159,6 +173,12 @@ class _Batch:
             self.observations = engine.fetch_observations(
                 runs, self.offsets[["run_id", "partition", "offset"]]
             )
+
+    def _replica_questions(self, engine: Engine) -> None:
+        replica_runs = [run for run in self.runs if run.replicas_path is not None]
+        empty = pd.DataFrame(columns=["run_id", "kind", "total"])
+        run_divergence = REPLICA_DIVERGENCE in self.checks and replica_runs
+        self.divergence = engine.divergence(replica_runs, self.limit) if run_divergence else empty
         self.replica_records = pd.DataFrame()
         if not self.divergence.empty:
             self.replica_records = engine.fetch_replica_records(

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -45,22 +44,9 @@ from checker.definitions import (
 from checker.engine import HISTORY_ROW_COLUMNS, OP_KEY_COLUMNS, REPLICA_ROW_COLUMNS
 from checker.engine_pandas import to_pandas
 from checker.evidence import RunInput
+from checker.spark_inputs import SparkInputs
 from harness.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
 from harness.replicas import REPLICAS_SCHEMA
-
-_SPARK_TYPES = {
-    "int8": "byte",
-    "int16": "short",
-    "int32": "int",
-    "int64": "long",
-    "string": "string",
-    "bool": "boolean",
-}
-
-
-def pa_to_spark_schema(schema: pa.Schema) -> str:
-    """A Spark DDL schema for one of the Arrow schemas of :mod:`harness.history`."""
-    return ", ".join(f"`{field.name}` {_SPARK_TYPES[str(field.type)]}" for field in schema)
 
 
 def _collect(frame: DataFrame) -> pd.DataFrame:
@@ -82,30 +68,34 @@ class SparkEngine:
     """Answers the engine questions with one SparkSession (see :mod:`checker.spark_session`)."""
 
     name = "spark"
+    concurrent = True
+    """The driver may ask two questions at once (see ``checker.driver``): Spark runs both jobs."""
 
-    def __init__(self, session: SparkSession) -> None:
+    def __init__(self, session: SparkSession, *, bucketed: bool | None = None) -> None:
+        """``bucketed``: force the input layout of :mod:`checker.spark_inputs` (default: its choice)."""
         self.spark = session
-        self._frames: dict[tuple[str, ...], DataFrame] = {}
+        self.inputs = SparkInputs(session, bucketed)
         self._counts_for: tuple[int, ...] = ()
         self._counts_cache = pd.DataFrame()
+
+    def close(self) -> None:
+        self.inputs.close()
 
     # ---------------------------------------------------------------- inputs
 
     def _history(self, runs: list[RunInput]) -> DataFrame:
-        """All histories of the pass as one DataFrame; the schema is given, so no footer is read twice."""
-        key = tuple(str(run.history_path) for run in runs)
-        if key not in self._frames:
-            schema = pa_to_spark_schema(HISTORY_SCHEMA)
-            self._frames[key] = self.spark.read.schema(schema).parquet(
-                *[str(run.history_path.resolve()) for run in runs]
-            )
-        return self._frames[key]
+        """All histories of the pass as one DataFrame (the schema is given: no footer is read twice)."""
+        return self.inputs.frame([(run.history_run_id, run.history_path) for run in runs], HISTORY_SCHEMA)
 
     def _replicas(self, runs: list[RunInput]) -> DataFrame:
         with_replicas = [run for run in runs if run.replicas_path is not None]
-        schema = pa_to_spark_schema(REPLICAS_SCHEMA)
-        frame = self.spark.read.schema(schema).parquet(
-            *[str(run.replicas_path.resolve()) for run in with_replicas if run.replicas_path]
+        frame = self.inputs.frame(
+            [
+                (run.replicas_run_id, run.replicas_path)
+                for run in with_replicas
+                if run.replicas_path is not None and run.replicas_run_id is not None
+            ],
+            REPLICAS_SCHEMA,
         )
         topics = {run.topic for run in with_replicas}
         if len(topics) == 1:

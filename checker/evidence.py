@@ -127,8 +127,11 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
     nodes: list[str] = json.loads(replica_meta.get("nodes", "[]")) if replica_meta else []
     if replicas_path is None:
         unavailable = spec.get("replica_evidence")
-        incomplete.append(f"no replica dumps: {unavailable}" if isinstance(unavailable, str) and unavailable != "dumps"
-                          else "no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)")
+        incomplete.append(
+            f"no replica dumps: {unavailable}"
+            if isinstance(unavailable, str) and unavailable != "dumps"
+            else "no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)"
+        )
     for node, reason in sorted(missing.items()):
         incomplete.append(f"replica dump of node {node} missing: {reason}")
     return RunInput(

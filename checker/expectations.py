@@ -54,8 +54,9 @@ from checker.definitions import (
 
 # When committed data can vanish, a producer's retry of a write that vanished from the log
 # but had been read (or acknowledged) before can land again at another offset: a duplicate.
-_COMMITTED_DATA_LOSS = frozenset({LOST_WRITE, LOST_READ, INCONSISTENT_OFFSETS, POLL_SKIP, NONMONOTONIC_POLL,
-                                  DUPLICATE})
+_COMMITTED_DATA_LOSS = frozenset(
+    {LOST_WRITE, LOST_READ, INCONSISTENT_OFFSETS, POLL_SKIP, NONMONOTONIC_POLL, DUPLICATE}
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -34,9 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_dirs = resolve_runs(args.paths)
         session = build_session(None)
+        engine = SparkEngine(session)
         try:
-            return execute(args, run_dirs, SparkEngine(session))
+            return execute(args, run_dirs, engine)
         finally:
+            engine.close()
             session.stop()
     except UsageError as error:
         print(f"spark_submit.py: error: {error}", file=sys.stderr)

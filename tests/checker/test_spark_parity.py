@@ -30,6 +30,7 @@ def canonical(result: dict[str, Any]) -> str:
     return json.dumps(result, sort_keys=True)
 
 
+@pytest.mark.parametrize("bucketed", [False, True], ids=["plain-files", "bucketed-table"])
 @settings(
     max_examples=3,
     deadline=None,
@@ -39,18 +40,38 @@ def canonical(result: dict[str, Any]) -> str:
     batch=st.lists(st.one_of(plans(), plans(clean=True)), min_size=2, max_size=6, unique_by=lambda p: p.seed)
 )
 def test_spark_matches_pandas_and_the_planted_anomalies(
-    tmp_path: Path, spark: Any, batch: list[Plan]
+    tmp_path: Path, spark: Any, bucketed: bool, batch: list[Plan]
 ) -> None:
+    """Both input layouts of :mod:`checker.spark_inputs` must give pandas' answers."""
     root = tmp_path / "batch"
     shutil.rmtree(root, ignore_errors=True)
     planted = [write_run(root / f"run-{plan.seed}", plan) for plan in batch]
     runs = [load_run(root / f"run-{plan.seed}") for plan in batch]
     (group,) = split_passes(runs)
-    spark_results = check_pass(SparkEngine(spark), group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+    engine = SparkEngine(spark, bucketed=bucketed)
+    try:
+        spark_results = check_pass(engine, group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+        if bucketed:
+            plan = _grouped_plan(engine, group)
+            assert "Bucketed: true" in plan and "Exchange" not in plan
+        links = engine.inputs.scratch
+    finally:
+        engine.close()
+    # The scratch links are gone with the engine; the stored files they pointed to are not.
+    assert links is None or not links.exists()
+    assert all(run.history_path.is_file() for run in runs)
+    assert all(run.replicas_path is None or run.replicas_path.is_file() for run in runs)
+    assert (links is not None) == bucketed
     for run, expected, from_spark in zip(runs, planted, spark_results, strict=True):
         from_pandas = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
         assert canonical(from_spark) == canonical(from_pandas)
         assert {name: a["count"] for name, a in from_spark["anomalies"].items()} == expected
+
+
+def _grouped_plan(engine: SparkEngine, runs: list[Any]) -> str:
+    """The physical plan of an aggregation by run over the pass's histories."""
+    frame = engine._history(runs).groupBy("run_id", "partition").count()
+    return str(frame._jdf.queryExecution().executedPlan().toString())
 
 
 def test_copied_run_directories_are_checked_apart(tmp_path: Path, spark: Any) -> None:
