@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.history import HISTORY_SCHEMA, parquet_metadata, write_parquet
+from harness.history import HISTORY_SCHEMA, ROW_GROUP_ROWS, parquet_metadata, write_parquet
 from harness.replicas import REPLICA_PARTITIONS_SCHEMA, REPLICAS_SCHEMA, record_identity
 
 PARTITIONS = 8
@@ -228,7 +228,7 @@ def generate_run(run_dir: Path, rows: int, seed: int) -> dict[str, int]:
 
 
 def dataset(root: Path, total: int, run_size: int) -> list[Path]:
-    target = root / f"{total}"
+    target = root / f"{total}-rows-per-group-{ROW_GROUP_ROWS}"  # a new layout is generated afresh
     runs = [target / f"run-{i:04d}" for i in range(max(1, total // run_size))]
     for number, run_dir in enumerate(runs):
         if not (run_dir / "planted.json").is_file():

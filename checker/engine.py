@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import pandas as pd
+import pyarrow as pa
 
 from checker.evidence import RunInput
 
@@ -90,3 +91,16 @@ class Engine(Protocol):
 
     def fetch_replica_records(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
         """Replica rows (``REPLICA_ROW_COLUMNS``) at ``keys[run_id, partition, offset]`` of the run's topic."""
+
+
+_MASKED = {
+    pa.int8(): pd.Int8Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+}
+
+
+def to_pandas(table: pa.Table) -> pd.DataFrame:
+    """Arrow to pandas with nullable integer dtypes (no float detour for 64-bit values)."""
+    return table.to_pandas(types_mapper=_MASKED.get)

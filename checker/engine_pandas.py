@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
     DUPLICATE,
@@ -30,7 +31,7 @@ from checker.definitions import (
     UNSEEN,
     VALUE_EXAMPLE_COLUMNS,
 )
-from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS
+from checker.engine import to_pandas
 from checker.evidence import RunInput
 from harness.history import F_DRAIN, F_POLL, F_SEND
 
@@ -48,17 +49,6 @@ _CHECK_COLUMNS = [
     "end_offset",
     "complete",
 ]
-_MASKED = {
-    pa.int8(): pd.Int8Dtype(),
-    pa.int32(): pd.Int32Dtype(),
-    pa.int64(): pd.Int64Dtype(),
-    pa.bool_(): pd.BooleanDtype(),
-}
-
-
-def to_pandas(table: pa.Table) -> pd.DataFrame:
-    """Arrow to pandas with nullable integer dtypes (no float detour for 64-bit values)."""
-    return table.to_pandas(types_mapper=_MASKED.get)
 
 
 def hash_strings(values: pd.Series) -> np.ndarray[Any, np.dtype[np.uint64]]:
@@ -76,21 +66,6 @@ def _top(frame: pd.DataFrame, group: list[str], order: list[str], limit: int) ->
     frame = frame.sort_values([*group, *order], na_position="first", kind="stable")
     frame = frame.assign(total=frame.groupby(group, sort=False)[group[0]].transform("size").astype("int64"))
     return frame[frame.groupby(group, sort=False).cumcount() < limit].reset_index(drop=True)
-
-
-def select_example_rows(rows: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
-    """The rule of ``Engine.fetch_ops``: record-less rows, or records matching a key."""
-    renamed = keys.rename(columns={c: f"k_{c}" for c in ("partition", "value", "value_text", "offset")})
-    joined = rows.merge(renamed, on=["run_id", "index"])
-    same_partition = joined["partition"] == joined["k_partition"]
-    matches = (
-        joined["item"].isna()
-        | (same_partition & (joined["value"] == joined["k_value"]))
-        | (same_partition & (joined["value_text"] == joined["k_value_text"]))
-        | (same_partition & (joined["offset"] == joined["k_offset"]))
-    )
-    chosen = joined[matches.fillna(False).astype(bool)].drop_duplicates(["run_id", "index", "item"])
-    return chosen[list(HISTORY_ROW_COLUMNS)].reset_index(drop=True)
 
 
 class PandasEngine:
@@ -336,48 +311,11 @@ class PandasEngine:
 
     # ---------------------------------------------------------------- example rows
 
-    def _read_matching(
-        self, runs: list[RunInput], keys: pd.DataFrame, on: list[str], replicas: bool = False
-    ) -> pd.DataFrame:
-        frames = []
-        for run in runs:
-            run_id = run.replicas_run_id if replicas else run.history_run_id
-            path = run.replicas_path if replicas else run.history_path
-            wanted = keys[keys["run_id"] == run_id][on].drop_duplicates()
-            if wanted.empty or path is None:
-                continue
-            filters = [
-                (column, "in", sorted({int(v) for v in wanted[column]}))
-                for column in on
-                if column != "run_id"
-            ]
-            table = pq.read_table(path, filters=filters)
-            if replicas:
-                table = table.filter(pc.equal(table["topic"], run.topic))
-            frames.append(to_pandas(table).merge(wanted, on=on))
-        columns = list(REPLICA_ROW_COLUMNS if replicas else HISTORY_ROW_COLUMNS)
-        return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
-
     def fetch_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
-        frames = []
-        for run in runs:
-            wanted = keys[keys["run_id"] == run.history_run_id]
-            if wanted.empty:
-                continue
-            indexes = sorted({int(i) for i in wanted["index"]})
-            rows = to_pandas(pq.read_table(run.history_path, filters=[("index", "in", indexes)]))
-            frames.append(select_example_rows(rows, wanted))
-        return (
-            pd.concat(frames, ignore_index=True)
-            if frames
-            else pd.DataFrame(columns=list(HISTORY_ROW_COLUMNS))
-        )
+        return fetch.fetch_ops(runs, keys)
 
     def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
-        rows = self._read_matching(runs, keys, ["run_id", "partition", "offset"])
-        send_ack = (rows["f"] == F_SEND) & (rows["type"] == TYPE_OK)
-        record = ((rows["f"] == F_POLL) | (rows["f"] == F_DRAIN)) & rows["item"].notna()
-        return rows[(send_ack | record).astype(bool)]
+        return fetch.fetch_observations(runs, keys)
 
     def fetch_replica_records(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
-        return self._read_matching(runs, keys, ["run_id", "partition", "offset"], replicas=True)
+        return fetch.fetch_replica_records(runs, keys)

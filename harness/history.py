@@ -474,11 +474,19 @@ def convert_history(
     return ConversionSummary(source, target, ops, table.num_rows, run_id, tuple(skipped))
 
 
+ROW_GROUP_ROWS = 1 << 16
+"""Rows per Parquet row group.  Small enough that the footer statistics of ``index`` (ops are
+stored in index order) and of ``partition``/``offset`` (replica rows in log order) let a
+reader fetch a few example rows without reading the whole run (:mod:`checker.fetch`: 4 s
+instead of 7-10 s for 500 example ops in 50 one-million-op runs); large enough that full
+scans do not notice."""
+
+
 def write_parquet(table: pa.Table, target: Path) -> None:
     """Write atomically: a reader never sees a half-written Parquet file."""
     partial = target.with_name(target.name + ".partial")
     # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
-    pq.write_table(table, partial, compression="snappy", row_group_size=1 << 20, write_page_index=True)
+    pq.write_table(table, partial, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_page_index=True)
     os.replace(partial, target)
 
 
