@@ -308,12 +308,15 @@ class DockerCluster:
             self._work_dir = self._given_work_dir or Path(tempfile.mkdtemp(prefix=f"tidemark-{self.run_id}-"))
             self._work_dir.mkdir(parents=True, exist_ok=True)
             self._ssh_key = SshKeyPair.generate(self.ssh_key_path, comment=f"tidemark-{self.run_id}")
-            self._client.networks.create(
-                self.network_name,
-                driver="bridge",
-                labels={LABEL: "1", LABEL_RUN: self.run_id},
-                check_duplicate=True,
-            )
+            # An interrupt inside this call could leave the daemon creating the network after
+            # teardown has already looked for it (seen once in CI): let the call finish first.
+            with _signals_deferred():
+                self._client.networks.create(
+                    self.network_name,
+                    driver="bridge",
+                    labels={LABEL: "1", LABEL_RUN: self.run_id},
+                    check_duplicate=True,
+                )
             options = self._container_options()
             self._in_parallel(lambda name: self._create_node(name, options))
             host_keys = self._in_parallel(self._prepare_ssh)

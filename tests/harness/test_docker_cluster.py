@@ -8,9 +8,11 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import docker
 import pytest
+from docker.models.networks import NetworkCollection
 
 from harness.docker_cluster import CONTROLLER, ClusterError, DockerCluster, new_run_id, remove_run
 from harness.image import IMAGE_PYTHON, source_root
@@ -200,6 +202,32 @@ def test_sigint_while_the_cluster_starts_removes_what_was_created(
     stdout, stderr = harness.communicate(timeout=60)
     assert "READY" not in stdout, "the interrupt came after start-up; this test needs it during start-up"
     assert "KeyboardInterrupt" in stderr
+    assert leftovers(docker_client, run_id) == []
+
+
+def test_sigint_during_network_creation_waits_for_the_network_then_removes_it(
+    docker_client: docker.DockerClient, image: str, run_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal arrives while the daemon is asked for the network: it must not cut the call short.
+
+    Cut short, the daemon could finish creating the network after teardown looked for it,
+    and the network would be left behind (one CI run saw exactly that).
+    """
+    created: list[str] = []
+    create = NetworkCollection.create
+
+    def interrupted_create(self: NetworkCollection, name: str, **options: Any) -> Any:
+        signal.raise_signal(signal.SIGINT)  # "during" the request
+        network = create(self, name, **options)
+        created.append(name)
+        return network
+
+    # client.networks is a new collection object on every access: patch the class.
+    monkeypatch.setattr(NetworkCollection, "create", interrupted_create)
+    cluster = DockerCluster(docker_client, image, brokers=1, run_id=run_id)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert created == [f"tidemark-{run_id}"], "the interrupt cut the network creation short"
     assert leftovers(docker_client, run_id) == []
 
 
