@@ -16,6 +16,11 @@ pushed into the Parquet reader, and each answer is reduced to ``limit`` example 
 (run, anomaly) plus the count inside Spark before anything is collected, so the driver
 only ever receives small results.  String aggregates are avoided on purpose: a ``min`` of a
 string forces Spark from hash to sort aggregation.
+
+Two things are not done in Spark jobs, on purpose: how the files are presented
+(:mod:`checker.spark_inputs` -- a bucketed table lets every aggregation above run without a
+shuffle) and fetching the few rows that examples show (:mod:`checker.fetch`, on the
+driver).
 """
 
 from __future__ import annotations
