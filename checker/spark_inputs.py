@@ -133,7 +133,9 @@ class SparkInputs:
             for row in numbered.select("run_id", F.expr(f"pmod(hash(run_id), {buckets})")).collect()
         }
         if self._scratch is None:
-            parent = self.spark.conf.get("spark.local.dir", None)
+            # spark.local.dir may list several directories ("/a,/b"); the first will do.
+            local_dirs = self.spark.conf.get("spark.local.dir", None)
+            parent = (local_dirs.split(",")[0].strip() or None) if local_dirs else None
             self._scratch = Path(tempfile.mkdtemp(prefix="tidemark-tables-", dir=parent))
         name = f"tidemark_pass_{uuid.uuid4().hex}"  # unique in the session's catalog
         location = self._scratch / name
