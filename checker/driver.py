@@ -137,7 +137,7 @@ class _Batch:
         # The history questions and the replica questions do not depend on each other.  An
         # engine that can serve two at once (Spark: its small jobs leave cores idle) gets
         # both chains in parallel; the answers are the same either way.
-        if getattr(engine, "concurrent", False):
+        if engine.concurrent:
             with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
                 replicas = pool.submit(self._replica_questions, engine)
                 self._history_questions(engine)

@@ -24,35 +24,18 @@ import pandas as pd
 import pyarrow as pa
 
 from checker.evidence import RunInput
+from harness.history import HISTORY_SCHEMA
 
-HISTORY_ROW_COLUMNS = (
-    "run_id",
-    "index",
-    "time",
-    "process",
-    "type",
-    "f",
-    "f_name",
-    "shape",
-    "item",
-    "partition",
-    "offset",
-    "key",
-    "value",
-    "value_text",
-    "end_offset",
-    "complete",
-    "inherited",
-    "error",
-    "node",
-    "payload",
-)
+HISTORY_ROW_COLUMNS: tuple[str, ...] = tuple(HISTORY_SCHEMA.names)
+"""Every column of a history row, in the schema's order."""
 OP_KEY_COLUMNS = ("run_id", "index", "partition", "value", "value_text", "offset")
 REPLICA_ROW_COLUMNS = ("run_id", "node", "partition", "offset", "leader_epoch", "key", "value")
 
 
 class Engine(Protocol):
     name: str
+    concurrent: bool
+    """Whether the driver may ask two questions at once from two threads (see ``checker.driver``)."""
 
     def row_counts(self, runs: list[RunInput]) -> pd.DataFrame:
         """``run_id, f, type, is_record, rows``: history rows by function, type and record-ness."""

@@ -19,10 +19,13 @@ import pyarrow.parquet as pq
 from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
+    DIVERGENCE_EXAMPLE_COLUMNS,
     DUPLICATE,
     LOST_READ,
     LOST_WRITE,
     NONMONOTONIC_POLL,
+    OFFSET_EXAMPLE_COLUMNS,
+    POLL_EXAMPLE_COLUMNS,
     POLL_SKIP,
     TYPE_FAIL,
     TYPE_INVOKE,
@@ -72,6 +75,7 @@ class PandasEngine:
     """Loads each pass's histories once and answers the engine questions from memory."""
 
     name = "pandas"
+    concurrent = False  # one thread: the frames it caches are not shared safely
 
     def __init__(self) -> None:
         self._history: dict[tuple[str, ...], pd.DataFrame] = {}
@@ -253,7 +257,7 @@ class PandasEngine:
             observations=lambda p: p["observations"].astype("int64")
         )
         return _top(found, ["run_id"], ["partition", "offset"], limit)[
-            ["run_id", "total", "partition", "offset", "observations"]
+            ["run_id", "total", *OFFSET_EXAMPLE_COLUMNS]
         ]
 
     def poll_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
@@ -269,24 +273,13 @@ class PandasEngine:
             parts.append(reads[(delta > 1).astype(bool)].assign(kind=POLL_SKIP))
         if NONMONOTONIC_POLL in checks:
             parts.append(reads[(delta < 1).astype(bool)].assign(kind=NONMONOTONIC_POLL))
-        columns = [
-            "run_id",
-            "kind",
-            "total",
-            "process",
-            "partition",
-            "index",
-            "item",
-            "prev_index",
-            "prev_offset",
-            "offset",
-        ]
+        columns = ["run_id", "kind", "total", *POLL_EXAMPLE_COLUMNS]
         found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
         return _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit)[columns]
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         replicas = self._replica_rows(runs)
-        columns = ["run_id", "total", "partition", "node_a", "node_b", "offset", "positions"]
+        columns = ["run_id", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
         if replicas.empty:
             return pd.DataFrame(columns=columns)
         spread = replicas.groupby(["run_id", "partition", "offset"])["record_id"].agg(["min", "max"])

@@ -32,10 +32,13 @@ from pyspark.sql import functions as F
 from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
+    DIVERGENCE_EXAMPLE_COLUMNS,
     DUPLICATE,
     LOST_READ,
     LOST_WRITE,
     NONMONOTONIC_POLL,
+    OFFSET_EXAMPLE_COLUMNS,
+    POLL_EXAMPLE_COLUMNS,
     POLL_SKIP,
     TYPE_FAIL,
     TYPE_INVOKE,
@@ -274,7 +277,7 @@ class SparkEngine:
         found = positions.where(inconsistent)
         return _collect(
             _top(found, ["run_id"], ["partition", "offset"], limit).select(
-                "run_id", "total", "partition", "offset", "observations"
+                "run_id", "total", *OFFSET_EXAMPLE_COLUMNS
             )
         )
 
@@ -292,18 +295,7 @@ class SparkEngine:
         delta = F.col("offset") - F.col("prev_offset")
         kind = F.when(delta > 1, F.lit(POLL_SKIP)).when(delta < 1, F.lit(NONMONOTONIC_POLL))
         found = reads.withColumn("kind", kind).where(F.col("kind").isin(*checks))
-        columns = [
-            "run_id",
-            "kind",
-            "total",
-            "process",
-            "partition",
-            "index",
-            "item",
-            "prev_index",
-            "prev_offset",
-            "offset",
-        ]
+        columns = ["run_id", "kind", "total", *POLL_EXAMPLE_COLUMNS]
         return _collect(
             _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit).select(*columns)
         )
@@ -315,7 +307,7 @@ class SparkEngine:
         disagree" into integer columns of a hash aggregate, so the replica pairs and their first
         divergent offsets come out of the same job, without joining the replicas back.
         """
-        columns = ["run_id", "total", "partition", "node_a", "node_b", "offset", "positions"]
+        columns = ["run_id", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
         width = max(len(run.replica_nodes) for run in runs)
         identities = [
             F.max(F.when(F.col("node_index") == n, F.col("record_id"))).alias(f"id{n}") for n in range(width)
