@@ -11,9 +11,17 @@ read here, on the driver, with pyarrow, one run file at a time:
   that hold the examples (:data:`harness.history.ROW_GROUP_ROWS` rows each).
 * Measured on 50 runs of 1 M ops with 10 example ops each: Spark's fetch jobs took 7-10 s
   (reading 40 M rows); these reads, four files at a time, 3-4 s.
+* Within those row groups, an op's index matches *all* its rows (a drain op holds every
+  record of its partition), so rows are narrowed in Arrow first -- record-less rows and
+  records carrying one of the keys' values or offsets, a superset of what the keys select --
+  and only those become pandas rows for the exact rule (:func:`select_example_rows`).
+* String columns that no filter reads and that repeat a few values (``f_name``, ``key``, ...)
+  are read as dictionaries -- the stored encoding -- and decoded after narrowing: building
+  a million Python-visible strings was half the read.
 
 Files are read by a few threads at once: pyarrow releases the GIL while it reads.
-The driver already reads every run's footers (:mod:`checker.evidence`), so this asks
+The rules themselves (:func:`ops_in`, :func:`at_positions`) take any Arrow table, so the
+pandas engine applies them to the pass it holds in memory.  The driver already reads every run's footers (:mod:`checker.evidence`), so this asks
 nothing new of where the files live.
 """
 
@@ -24,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -34,6 +43,40 @@ from harness.history import F_DRAIN, F_POLL, F_SEND
 
 READ_THREADS = 4
 POSITION = ["run_id", "partition", "offset"]
+DICTIONARY_COLUMNS = ("f_name", "key", "error", "node", "payload")
+"""String columns read as dictionaries: never filtered on, one per row, few distinct values."""
+
+
+def read_table(
+    path: Path,
+    columns: Sequence[str] | None = None,
+    filters: list[tuple[str, str, list[int]]] | None = None,
+) -> pa.Table:
+    """``columns`` (default all) of the rows of ``path`` matching ``filters``, strings that repeat as dictionaries."""
+    return pq.read_table(path, columns=columns, filters=filters, read_dictionary=DICTIONARY_COLUMNS)
+
+
+def decoded(table: pa.Table) -> pd.DataFrame:
+    """A narrowed table as pandas, its dictionary columns decoded back to strings."""
+    schema = pa.schema(
+        [
+            field.with_type(field.type.value_type) if pa.types.is_dictionary(field.type) else field
+            for field in table.schema
+        ]
+    )
+    return to_pandas(table.cast(schema))
+
+
+def _may_show(table: pa.Table, keys: pd.DataFrame) -> pa.ChunkedArray:
+    """A superset of the rows :func:`select_example_rows` keeps: record-less, or a key's value or offset."""
+    texts = pa.array(sorted({str(v) for v in keys["value_text"].dropna()}), pa.string())
+    return pc.or_kleene(
+        pc.or_kleene(pc.is_null(table["item"]), pc.is_in(table["value"], pa.array(_ints(keys["value"])))),
+        pc.or_kleene(
+            pc.is_in(table["offset"], pa.array(_ints(keys["offset"]))),
+            pc.is_in(table["value_text"], texts),
+        ),
+    )
 
 
 def select_example_rows(rows: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
@@ -67,33 +110,60 @@ def _ints(column: pd.Series) -> list[int]:
     return sorted({int(v) for v in column.dropna()})
 
 
+def _key_filter(table: pa.Table, keys: pd.DataFrame, columns: Sequence[str]) -> pa.ChunkedArray:
+    """Rows whose every one of ``columns`` holds some key's value: a superset of the keyed rows."""
+    wanted = [pc.is_in(table[column], pa.array(_ints(keys[column]))) for column in columns]
+    mask = wanted[0]
+    for more in wanted[1:]:
+        mask = pc.and_kleene(mask, more)
+    return mask
+
+
+def ops_in(table: pa.Table, keys: pd.DataFrame) -> pd.DataFrame:
+    """``Engine.fetch_ops`` on rows already read (a file's rows, or a whole pass in memory)."""
+    table = table.filter(_key_filter(table, keys, ["run_id", "index"]))
+    return select_example_rows(decoded(table.filter(_may_show(table, keys))), keys)
+
+
+def at_positions(table: pa.Table, keys: pd.DataFrame, topic: str | None = None) -> pd.DataFrame:
+    """Rows of ``table`` at ``keys[run_id, partition, offset]`` (and of ``topic``, for replica rows)."""
+    keys = keys[POSITION].drop_duplicates()
+    table = table.filter(_key_filter(table, keys, POSITION))
+    if topic is not None:
+        table = table.filter(pc.equal(table["topic"], topic))
+    return decoded(table).merge(keys, on=POSITION)
+
+
+def observations(rows: pd.DataFrame) -> pd.DataFrame:
+    """Of history rows, those that observe a position: send acks and read records."""
+    send_ack = (rows["f"] == F_SEND) & (rows["type"] == TYPE_OK)
+    record = ((rows["f"] == F_POLL) | (rows["f"] == F_DRAIN)) & rows["item"].notna()
+    return rows[(send_ack | record).astype(bool)].reset_index(drop=True)
+
+
 def fetch_ops(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
     """``Engine.fetch_ops``: the example ops' rows, never a whole drain op."""
 
     def read(path: Path, wanted: pd.DataFrame) -> pd.DataFrame:
-        rows = to_pandas(pq.read_table(path, filters=[("index", "in", _ints(wanted["index"]))]))
-        return select_example_rows(rows, wanted)
+        return ops_in(read_table(path, filters=[("index", "in", _ints(wanted["index"]))]), wanted)
 
     by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
     jobs = [(run.history_path, by_run[run.history_run_id]) for run in runs if run.history_run_id in by_run]
     return _per_file(jobs, read, HISTORY_ROW_COLUMNS)
 
 
-def _at_positions(
-    files: Sequence[tuple[int, Path, str | None]], keys: pd.DataFrame, columns: tuple[str, ...]
+def _from_files(
+    files: Sequence[tuple[int, Path, str | None]],
+    keys: pd.DataFrame,
+    columns: tuple[str, ...],
 ) -> pd.DataFrame:
-    """Rows at ``keys[run_id, partition, offset]``; ``topic`` (replica files) narrows them further."""
-    keys = keys[POSITION].drop_duplicates()
-    by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
+    """Rows at ``keys[run_id, partition, offset]``, one file per run; ``topic`` narrows replica files."""
+    by_run = {int(run_id): rows for run_id, rows in keys[POSITION].groupby("run_id")}
     topics = {path: topic for _, path, topic in files}
 
     def read(path: Path, wanted: pd.DataFrame) -> pd.DataFrame:
         filters = [(column, "in", _ints(wanted[column])) for column in ("partition", "offset")]
-        table = pq.read_table(path, filters=filters)
-        topic = topics[path]
-        if topic is not None:
-            table = table.filter(pc.equal(table["topic"], topic))
-        return to_pandas(table).merge(wanted, on=POSITION)
+        return at_positions(read_table(path, filters=filters), wanted, topics[path])
 
     jobs = [(path, by_run[run_id]) for run_id, path, _ in files if run_id in by_run]
     return _per_file(jobs, read, columns)
@@ -101,12 +171,8 @@ def _at_positions(
 
 def fetch_observations(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
     """``Engine.fetch_observations``: send acks and read records at the given positions."""
-    rows = _at_positions(
-        [(run.history_run_id, run.history_path, None) for run in runs], keys, HISTORY_ROW_COLUMNS
-    )
-    send_ack = (rows["f"] == F_SEND) & (rows["type"] == TYPE_OK)
-    record = ((rows["f"] == F_POLL) | (rows["f"] == F_DRAIN)) & rows["item"].notna()
-    return rows[(send_ack | record).astype(bool)].reset_index(drop=True)
+    files = [(run.history_run_id, run.history_path, None) for run in runs]
+    return observations(_from_files(files, keys, HISTORY_ROW_COLUMNS))
 
 
 def fetch_replica_records(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
@@ -116,4 +182,4 @@ def fetch_replica_records(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFr
         for run in runs
         if run.replicas_run_id is not None and run.replicas_path is not None
     ]
-    return _at_positions(files, keys, REPLICA_ROW_COLUMNS)
+    return _from_files(files, keys, REPLICA_ROW_COLUMNS)

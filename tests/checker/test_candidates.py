@@ -1,0 +1,89 @@
+"""Narrowing to candidate groups (checker.candidates) never changes an answer of the pandas engine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checker import candidates
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.driver import check_pass
+from checker.engine_pandas import PandasEngine
+from checker.evidence import load_run
+from tests.checker.strategies import plans
+from tests.checker.synthetic import Plan, write_run
+
+# Narrow ranges (used as offsets) and wide ones (factorized) both occur.
+_keys = st.one_of(st.integers(0, 5), st.integers(-(2**62), 2**62))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(_keys, _keys, _keys), max_size=60))
+def test_group_codes_are_equal_exactly_when_the_keys_are(rows: list[tuple[int, int, int]]) -> None:
+    columns = [np.array([row[i] for row in rows], dtype=np.int64) for i in range(3)]
+    codes, span = candidates.group_codes(columns)
+    assert len(codes) == len(rows)
+    assert all(0 <= code < span for code in codes.tolist())
+    by_key: dict[tuple[int, int, int], int] = {}
+    for row, code in zip(rows, codes.tolist(), strict=True):
+        assert by_key.setdefault(row, code) == code
+    assert len(set(by_key.values())) == len(by_key)
+
+
+def test_group_codes_stay_dense_for_wide_and_many_keys() -> None:
+    rng = np.random.default_rng(7)
+    wide = rng.integers(-(2**62), 2**62, size=10_000)
+    codes, span = candidates.group_codes([wide, wide[::-1].copy(), np.arange(10_000)])
+    assert span <= 4 * 10_000  # bincount-able
+    assert len(np.unique(codes)) == 10_000
+
+
+def test_first_rows_and_flags() -> None:
+    codes = np.array([2, 0, 2, 1, 0], dtype=np.int64)
+    assert candidates.first_rows(codes, 4).tolist() == [1, 3, 0, 5]
+    columns = candidates.Columns(pa.table({"done": [True, None, False], "n": [1, None, 3], "k": [4, 5, 6]}))
+    assert columns.flags("done").tolist() == [True, False, False]
+    assert columns.valid("n").tolist() == [True, False, True]
+    assert columns.ints("n", fill=-9).tolist() == [1, -9, 3]
+    assert columns.has_nulls("k", "n") and not columns.has_nulls("k")
+
+
+def _everything(columns: candidates.Columns, checks: frozenset[str]) -> Any:
+    return np.arange(columns.num_rows)
+
+
+def _everything_replicated(replicas: candidates.Columns) -> Any:
+    return np.arange(replicas.num_rows)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.one_of(plans(), plans(clean=True)), checks=st.sets(st.sampled_from(ALL_CHECKS), min_size=1))
+def test_narrowed_results_equal_the_unnarrowed_ones(
+    tmp_path: Path, plan: Plan, checks: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The superset contract, end to end: with every row a candidate the results are the same.
+
+    Checks are asked in subsets too: asked together, one check's candidates can hide
+    another's missing ones.
+    """
+    run_dir = tmp_path / f"run-{plan.seed}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    write_run(run_dir, plan)
+
+    def check() -> str:
+        results = check_pass(PandasEngine(), [load_run(run_dir)], sorted(checks), DEFAULT_EXAMPLE_LIMIT)
+        return json.dumps(results, sort_keys=True)
+
+    narrowed = check()
+    with monkeypatch.context() as patched:
+        patched.setattr(candidates, "value_candidate_rows", _everything)
+        patched.setattr(candidates, "divergent_rows", _everything_replicated)
+        assert check() == narrowed
