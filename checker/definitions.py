@@ -87,16 +87,6 @@ VALUE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 )
 """Columns every engine returns for each value-check example, ordered by (partition, value, value_text)."""
 
-VALUE_CHECK_COLUMNS: Final[dict[str, frozenset[str]]] = {
-    LOST_WRITE: frozenset({"ack_offset", "send_index"}),
-    UNSEEN: frozenset({"send_index"}),
-    ABORTED_READ: frozenset({"send_index", "read_index"}),
-    LOST_READ: frozenset({"poll_offset", "read_index"}),
-    UNEXPECTED: frozenset({"read_index", "read_min_offset", "poll_offset"}),
-    DUPLICATE: frozenset({"read_index", "read_min_offset", "read_max_offset"}),
-}
-"""The per-value aggregates each value check's examples use; an engine may skip the others."""
-
 OFFSET_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "offset", "observations")
 POLL_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "process",

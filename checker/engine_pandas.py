@@ -55,6 +55,45 @@ def hash_strings(values: pd.Series) -> np.ndarray[Any, np.dtype[np.uint64]]:
     return hashed
 
 
+def aggregate_values(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-(run, partition, value) facts and example columns of the value checks.
+
+    ``rows``: history rows with ``run_id, index, f, type, partition, offset, value``; those
+    that are not sends or reads of an integer value are ignored.  The Spark engine uses this
+    too, for the few values its examples show (see ``SparkEngine.value_anomalies``).
+    """
+    rows = rows[(rows["f"] <= F_DRAIN) & rows["value"].notna()]
+    f, kind = rows["f"], rows["type"]
+    send, poll, drain = f == F_SEND, f == F_POLL, f == F_DRAIN
+    ok = send & (kind == TYPE_OK)
+    read = poll | drain
+    grouped = rows.assign(
+        sent=send.astype("int8"),
+        acked=ok.astype("int8"),
+        failed=(send & (kind == TYPE_FAIL)).astype("int8"),
+        ack_offset=rows["offset"].where(ok),
+        send_index=rows["index"].where(send & (kind != TYPE_INVOKE)),
+        polled=poll.astype("int64"),
+        drained=drain.astype("int64"),
+        read_index=rows["index"].where(read),
+        poll_offset=rows["offset"].where(poll),
+        read_offset=rows["offset"].where(read),
+    ).groupby(["run_id", "partition", "value"])
+    return grouped.agg(
+        sent=("sent", "max"),
+        acked=("acked", "max"),
+        failed=("failed", "max"),
+        ack_offset=("ack_offset", "max"),
+        send_index=("send_index", "max"),
+        polled=("polled", "sum"),
+        drained=("drained", "sum"),
+        read_index=("read_index", "min"),
+        poll_offset=("poll_offset", "min"),
+        read_min_offset=("read_offset", "min"),
+        read_max_offset=("read_offset", "max"),
+    ).reset_index()
+
+
 def _top(frame: pd.DataFrame, group: list[str], order: list[str], limit: int) -> pd.DataFrame:
     """Keep the first ``limit`` rows per group in ``order`` and attach each group's ``total``."""
     if frame.empty:
@@ -180,36 +219,7 @@ class PandasEngine:
             candidates.value_candidate_rows(self._columns(runs), checks),
             ["run_id", "index", "f", "type", "partition", "offset", "value"],
         )
-        rows = rows[(rows["f"] <= F_DRAIN) & rows["value"].notna()]
-        f, kind = rows["f"], rows["type"]
-        send, poll, drain = f == F_SEND, f == F_POLL, f == F_DRAIN
-        ok = send & (kind == TYPE_OK)
-        read = poll | drain
-        grouped = rows.assign(
-            sent=send.astype("int8"),
-            acked=ok.astype("int8"),
-            failed=(send & (kind == TYPE_FAIL)).astype("int8"),
-            ack_offset=rows["offset"].where(ok),
-            send_index=rows["index"].where(send & (kind != TYPE_INVOKE)),
-            polled=poll.astype("int64"),
-            drained=drain.astype("int64"),
-            read_index=rows["index"].where(read),
-            poll_offset=rows["offset"].where(poll),
-            read_offset=rows["offset"].where(read),
-        ).groupby(["run_id", "partition", "value"])
-        values = grouped.agg(
-            sent=("sent", "max"),
-            acked=("acked", "max"),
-            failed=("failed", "max"),
-            ack_offset=("ack_offset", "max"),
-            send_index=("send_index", "max"),
-            polled=("polled", "sum"),
-            drained=("drained", "sum"),
-            read_index=("read_index", "min"),
-            poll_offset=("poll_offset", "min"),
-            read_min_offset=("read_offset", "min"),
-            read_max_offset=("read_offset", "max"),
-        ).reset_index()
+        values = aggregate_values(rows)
         values = values.merge(complete, on=["run_id", "partition"], how="left")
         is_complete = values["complete"].fillna(False).astype(bool)
         acked, sent = values["acked"] == 1, values["sent"] == 1

@@ -152,6 +152,30 @@ def fetch_ops(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
     return _per_file(jobs, read, HISTORY_ROW_COLUMNS)
 
 
+VALUE_ROW_COLUMNS = ("run_id", "index", "f", "type", "partition", "offset", "value")
+
+
+def value_rows(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+    """Every history row (:data:`VALUE_ROW_COLUMNS`) holding one of ``keys[run_id, partition, value]``.
+
+    What the value checks aggregate for those values -- the Spark engine's examples take
+    their details from here (see ``SparkEngine.value_anomalies``).  Footer statistics of
+    ``value`` select the row groups: a run's values grow with time, in its sends and in
+    its partitions' logs alike.
+    """
+    wanted_columns = ["run_id", "partition", "value"]
+
+    def read(path: Path, wanted: pd.DataFrame) -> pd.DataFrame:
+        table = pq.read_table(
+            path, columns=list(VALUE_ROW_COLUMNS), filters=[("value", "in", _ints(wanted["value"]))]
+        )
+        return to_pandas(table).merge(wanted[wanted_columns].drop_duplicates(), on=wanted_columns)
+
+    by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
+    jobs = [(run.history_path, by_run[run.history_run_id]) for run in runs if run.history_run_id in by_run]
+    return _per_file(jobs, read, VALUE_ROW_COLUMNS)
+
+
 def _from_files(
     files: Sequence[tuple[int, Path, str | None]],
     keys: pd.DataFrame,
