@@ -21,8 +21,8 @@ read here, on the driver, with pyarrow, one run file at a time:
 
 Files are read by a few threads at once: pyarrow releases the GIL while it reads.
 The rules themselves (:func:`ops_in`, :func:`at_positions`) take any Arrow table, so the
-pandas engine applies them to the pass it holds in memory.  The driver already reads every run's footers (:mod:`checker.evidence`), so this asks
-nothing new of where the files live.
+pandas engine applies them to the pass it holds in memory.  The driver already reads every
+run's footers (:mod:`checker.evidence`), so this asks nothing new of where the files live.
 """
 
 from __future__ import annotations
