@@ -137,14 +137,15 @@ class PandasEngine:
         key = tuple(str(run.replicas_path) for run in runs)
         if key not in self._replicas:
             stored = [run for run in runs if run.replicas_path is not None]
+            of_topic: dict[int, pa.Array] = {}  # per run: which of its rows hold its topic, read once
 
             def read(names: list[str]) -> pa.Table:
                 tables = []
-                for run in stored:
-                    table = pq.read_table(
-                        run.replicas_path, columns=[*names, "topic"], read_dictionary=["topic"]
-                    )
-                    tables.append(table.filter(pc.equal(table["topic"], run.topic)).select(names))
+                for number, run in enumerate(stored):
+                    if number not in of_topic:
+                        topic = pq.read_table(run.replicas_path, columns=["topic"], read_dictionary=["topic"])
+                        of_topic[number] = pc.equal(topic["topic"], run.topic).combine_chunks()
+                    tables.append(pq.read_table(run.replicas_path, columns=names).filter(of_topic[number]))
                 return pa.concat_tables(tables)
 
             self._replicas = {key: candidates.Columns(read) if stored else None}
@@ -173,19 +174,13 @@ class PandasEngine:
         """Per (run, partition) of the ``ok`` drains: ``complete`` and ``end_offset`` (max, nulls
         skipped, null when all are), ``records`` (rows carrying a record)."""
         columns = self._columns(runs)
-        drains = np.flatnonzero((columns.ints("f") == F_DRAIN) & (columns.ints("type") == TYPE_OK))
-        if not (columns.valid("run_id")[drains].all() and columns.valid("partition")[drains].all()):
-            frame = self._rows(runs, drains, ["run_id", "partition", "item", "complete", "end_offset"])
-            return (
-                frame.assign(is_record=frame["item"].notna().astype("int64"))
-                .groupby(["run_id", "partition"])
-                .agg(
-                    complete=("complete", "max"),
-                    end_offset=("end_offset", "max"),
-                    records=("is_record", "sum"),
-                )
-                .reset_index()
-            )
+        # Rows without a run or partition belong to no group (as in a pandas groupby).
+        drains = np.flatnonzero(
+            (columns.ints("f") == F_DRAIN)
+            & (columns.ints("type") == TYPE_OK)
+            & columns.valid("run_id")
+            & columns.valid("partition")
+        )
         keys = [columns.ints("run_id")[drains], columns.ints("partition")[drains]]
         codes, span = candidates.group_codes(keys)
         present = np.bincount(codes, minlength=span) > 0

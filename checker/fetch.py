@@ -53,7 +53,8 @@ def read_table(
     filters: list[tuple[str, str, list[int]]] | None = None,
 ) -> pa.Table:
     """``columns`` (default all) of the rows of ``path`` matching ``filters``, strings that repeat as dictionaries."""
-    return pq.read_table(path, columns=columns, filters=filters, read_dictionary=DICTIONARY_COLUMNS)
+    names = None if columns is None else list(columns)
+    return pq.read_table(path, columns=names, filters=filters, read_dictionary=DICTIONARY_COLUMNS)
 
 
 def decoded(table: pa.Table) -> pd.DataFrame:
@@ -141,14 +142,19 @@ def observations(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(send_ack | record).astype(bool)].reset_index(drop=True)
 
 
+def _history_jobs(runs: list[RunInput], keys: pd.DataFrame) -> list[tuple[Path, pd.DataFrame]]:
+    """(history file, its run's keys) for each run that ``keys`` name."""
+    by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
+    return [(run.history_path, by_run[run.history_run_id]) for run in runs if run.history_run_id in by_run]
+
+
 def fetch_ops(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
     """``Engine.fetch_ops``: the example ops' rows, never a whole drain op."""
 
     def read(path: Path, wanted: pd.DataFrame) -> pd.DataFrame:
         return ops_in(read_table(path, filters=[("index", "in", _ints(wanted["index"]))]), wanted)
 
-    by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
-    jobs = [(run.history_path, by_run[run.history_run_id]) for run in runs if run.history_run_id in by_run]
+    jobs = _history_jobs(runs, keys)
     return _per_file(jobs, read, HISTORY_ROW_COLUMNS)
 
 
@@ -166,13 +172,10 @@ def value_rows(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
     wanted_columns = ["run_id", "partition", "value"]
 
     def read(path: Path, wanted: pd.DataFrame) -> pd.DataFrame:
-        table = pq.read_table(
-            path, columns=list(VALUE_ROW_COLUMNS), filters=[("value", "in", _ints(wanted["value"]))]
-        )
+        table = read_table(path, VALUE_ROW_COLUMNS, [("value", "in", _ints(wanted["value"]))])
         return to_pandas(table).merge(wanted[wanted_columns].drop_duplicates(), on=wanted_columns)
 
-    by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
-    jobs = [(run.history_path, by_run[run.history_run_id]) for run in runs if run.history_run_id in by_run]
+    jobs = _history_jobs(runs, keys)
     return _per_file(jobs, read, VALUE_ROW_COLUMNS)
 
 
