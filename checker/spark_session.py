@@ -16,8 +16,11 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
+
+from checker import spark_classes
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "3g"
@@ -32,8 +35,15 @@ def build_session(
     *,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     local_dir: str | None = None,
+    java_options: Sequence[str] = (),
+    archive: Path | None = spark_classes.ARCHIVE,
 ) -> Any:
-    """A new (or, under ``spark-submit`` with ``master=None``, the submitted) SparkSession."""
+    """A new (or, under ``spark-submit`` with ``master=None``, the submitted) SparkSession.
+
+    ``java_options`` are added to the driver JVM's; ``archive`` is the class archive it maps
+    when that file exists (:mod:`checker.spark_classes`; ``None``: none).  Neither applies
+    under ``spark-submit``, whose driver JVM is already running.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master is not None and master.startswith("local"):
@@ -53,8 +63,11 @@ def build_session(
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.parquet.pushdown.inFilterThreshold": "1000",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
     }
+    if master is not None:
+        shared = spark_classes.java_options(archive) if archive is not None else []
+        driver_options = ["-XX:+UseParallelGC", *shared, *java_options]
+        settings["spark.driver.extraJavaOptions"] = " ".join(driver_options)
     if local:
         settings["spark.sql.files.maxPartitionBytes"] = str(LOCAL_MAX_PARTITION_BYTES)
     for key, value in settings.items():
