@@ -53,9 +53,15 @@ class Columns:
     than the checks themselves at 1 M ops.
     """
 
-    def __init__(self, source: pa.Table | Callable[[list[str]], pa.Table]) -> None:
-        """``source``: a table, or a reader of the named columns (the same rows in every call)."""
+    def __init__(
+        self,
+        source: pa.Table | Callable[[list[str]], pa.Table],
+        rows: Callable[[list[str], Ints], pa.Table] | None = None,
+    ) -> None:
+        """``source``: a table, or a reader of the named columns (the same rows in every call);
+        ``rows``: a reader of the named columns at ascending positions (see :meth:`take`)."""
         self._read = source if callable(source) else source.select
+        self._read_rows = rows
         self._columns: dict[str, pa.ChunkedArray] = {}
         self._arrays: dict[tuple[str, int], np.ndarray[Any, Any]] = {}
         self._valid: dict[str, Mask] = {}
@@ -70,6 +76,19 @@ class Columns:
             table = self._read(missing).combine_chunks()
             self._columns.update((name, table[name]) for name in missing)
         return pa.table({name: self._columns[name] for name in names})
+
+    def take(self, names: Sequence[str], positions: Ints) -> pa.Table:
+        """The named columns at ascending ``positions``: those in memory taken from there, the others
+        read for those rows alone when a row reader was given (the few rows examples show need
+        every column, and reading whole columns for them touched more memory than the checks)."""
+        indices = pa.array(positions, pa.int64())
+        reader = self._read_rows
+        missing = [name for name in names if name not in self._columns] if reader else []
+        taken = {name: self._column(name).take(indices) for name in names if name not in missing}
+        if reader is not None and missing:
+            read = reader(missing, positions)
+            taken.update((name, read[name]) for name in missing)
+        return pa.table({name: taken[name] for name in names})
 
     @property
     def num_rows(self) -> int:

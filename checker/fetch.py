@@ -31,6 +31,8 @@ import concurrent.futures
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +57,46 @@ def read_table(
     """``columns`` (default all) of the rows of ``path`` matching ``filters``, strings that repeat as dictionaries."""
     names = None if columns is None else list(columns)
     return pq.read_table(path, columns=names, filters=filters, read_dictionary=DICTIONARY_COLUMNS)
+
+
+def read_rows(
+    path: Path, rows: npt.NDArray[np.int64], columns: Sequence[str], dictionaries: Sequence[str] = ()
+) -> pa.Table:
+    """``columns`` of the rows at ascending positions ``rows`` of ``path``, one row group at a time.
+
+    Only one row group's columns are decoded at once and only the rows asked for are kept,
+    so a few example rows cost one row group's memory, not a whole column's.
+    ``dictionaries``: string columns to read as dictionaries (all must be in the file).
+    """
+    parquet = pq.ParquetFile(path, read_dictionary=list(dictionaries) or None)
+    metadata = parquet.metadata
+    starts = np.cumsum([0, *(metadata.row_group(g).num_rows for g in range(metadata.num_row_groups))])
+    parts = []
+    for group in range(metadata.num_row_groups):
+        low, high = np.searchsorted(rows, starts[group : group + 2])
+        if low < high:
+            chunk = parquet.read_row_group(group, columns=list(columns))
+            parts.append(chunk.take(pa.array(rows[low:high] - starts[group])))
+    if not parts:
+        schema = parquet.schema_arrow
+        return pa.schema([schema.field(name) for name in columns]).empty_table()
+    return pa.concat_tables(parts)
+
+
+OP_FILTER_COLUMNS = ("run_id", "index", "item", "value", "offset", "value_text")
+"""The columns :func:`key_rows` reads."""
+
+
+def key_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
+    """Positions in ``table`` (:data:`OP_FILTER_COLUMNS` suffice) of a superset of the rows :func:`ops_in` keeps."""
+    mask = pc.and_kleene(_key_filter(table, keys, ["run_id", "index"]), _may_show(table, keys))
+    return np.flatnonzero(np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool))
+
+
+def position_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
+    """Positions in ``table`` (``run_id, partition, offset`` suffice) of a superset of the rows :func:`at_positions` keeps."""
+    mask = _key_filter(table, keys[POSITION].drop_duplicates(), POSITION)
+    return np.flatnonzero(np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool))
 
 
 def decoded(table: pa.Table) -> pd.DataFrame:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from checker.definitions import DEFAULT_EXAMPLE_LIMIT, LOST_WRITE, REPLICA_DIVERGENCE
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, LOST_WRITE, REPLICA_DIVERGENCE
 from checker.driver import check_pass
 from checker.engine_pandas import PandasEngine
 from checker.evidence import load_run
@@ -22,7 +23,7 @@ def check(run_dir: Path) -> dict[str, Any]:
     return check_pass(
         PandasEngine(),
         [load_run(run_dir)],
-        [*__import__("checker.definitions").definitions.ALL_CHECKS],
+        ALL_CHECKS,
         DEFAULT_EXAMPLE_LIMIT,
     )[0]
 
@@ -55,6 +56,22 @@ def test_clean_runs_are_valid(tmp_path: Path, plan: Plan) -> None:
     result = check(run_dir)
     assert result["anomalies"] == {}
     assert result["valid"] is True, result["incomplete"]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(plans(), min_size=2, max_size=4, unique_by=lambda plan: plan.seed))
+def test_a_pass_of_several_runs_answers_each_as_alone(tmp_path: Path, batch: list[Plan]) -> None:
+    """Example rows are read by position across the pass's files (``PandasEngine._columns``):
+    every run's results, examples included, must not depend on the runs checked with it."""
+    root = tmp_path / "batch"
+    shutil.rmtree(root, ignore_errors=True)
+    for plan in batch:
+        write_run(root / f"run-{plan.seed}", plan)
+    runs = [load_run(root / f"run-{plan.seed}") for plan in batch]
+    together = check_pass(PandasEngine(), runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+    for run, result in zip(runs, together, strict=True):
+        alone = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        assert json.dumps(result, sort_keys=True) == json.dumps(alone, sort_keys=True)
 
 
 def test_lost_write_example_shows_the_acknowledged_send(tmp_path: Path) -> None:
