@@ -56,6 +56,38 @@ def test_first_rows_and_flags() -> None:
     assert columns.has_nulls("k", "n") and not columns.has_nulls("k")
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 4), st.integers(0, 2)), max_size=60
+    ),
+    shuffled=st.booleans(),
+)
+def test_divergent_rows_in_log_order_equal_those_by_codes(
+    rows: list[tuple[int, int, int, int]], shuffled: bool
+) -> None:
+    """The neighbour comparison for sorted replica rows must flag exactly what grouping by codes does."""
+    rows = sorted(rows) if not shuffled else rows
+    table = pa.table(
+        {
+            name: pa.array([row[i] for row in rows], pa.int64())
+            for i, name in enumerate(("run_id", "partition", "offset", "record_id"))
+        }
+    )
+    found = candidates.divergent_rows(candidates.Columns(table))
+    identities: dict[tuple[int, int, int], set[int]] = {}
+    for row in rows:
+        identities.setdefault(row[:3], set()).add(row[3])
+    expected = [i for i, row in enumerate(rows) if len(identities[row[:3]]) > 1]
+    assert found.tolist() == expected
+
+
+def test_unsorted_rows_are_left_to_the_codes() -> None:
+    keys = [np.array([0, 0, 0]), np.array([1, 0, 1])]
+    assert candidates._rows_of_sorted_groups(keys, np.array([5, 6, 7])) is None
+    assert candidates._rows_of_sorted_groups([np.array([0, 1, 1])], np.array([5, 6, 7])).tolist() == [1, 2]
+
+
 def _everything(columns: candidates.Columns, checks: frozenset[str]) -> Any:
     return np.arange(columns.num_rows)
 
