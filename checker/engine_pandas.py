@@ -161,7 +161,9 @@ class PandasEngine:
             def read(names: list[str]) -> pa.Table:
                 tables = []
                 for number, run in enumerate(stored):
-                    tables.append(pq.read_table(run.replicas_path, columns=names).filter(topic_mask(number)))
+                    table, mask = pq.read_table(run.replicas_path, columns=names), topic_mask(number)
+                    # Most dumps hold one topic: filtering would only copy every column.
+                    tables.append(table if mask.true_count == len(mask) else table.filter(mask))
                 return pa.concat_tables(tables)
 
             def read_rows(names: list[str], positions: candidates.Ints) -> pa.Table:
@@ -216,16 +218,18 @@ class PandasEngine:
         def count(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             return np.bincount(codes[rows], minlength=span)[present]
 
-        end_known = columns.valid("end_offset")[drains]
+        # Only the drains' rows of the drain-only columns are read (Columns.take).
+        drained = candidates.Columns(columns.take(["end_offset", "complete"], drains))
+        end_known = drained.valid("end_offset")
         end_offset = np.full(span, np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(end_offset, codes[end_known], columns.ints("end_offset")[drains][end_known])
-        complete_known = count(columns.valid("complete")[drains]) > 0
+        np.maximum.at(end_offset, codes[end_known], drained.ints("end_offset")[end_known])
+        complete_known = count(drained.valid("complete")) > 0
         at = candidates.first_rows(codes, span)[present]
         frame = pd.DataFrame(
             {
                 "run_id": keys[0][at].astype("int64"),
                 "partition": pd.array(keys[1][at], dtype="Int32"),
-                "complete": pd.array(count(columns.flags("complete")[drains]) > 0, dtype="boolean"),
+                "complete": pd.array(count(drained.flags("complete")) > 0, dtype="boolean"),
                 "end_offset": pd.array(end_offset[present], dtype="Int64"),
                 "records": count(columns.valid("item")[drains]).astype("int64"),
             }
@@ -364,10 +368,8 @@ class PandasEngine:
         columns = ["run_id", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
         if stored is None or stored.num_rows == 0:
             return pd.DataFrame(columns=columns)
-        rows = pa.array(candidates.divergent_rows(stored))
-        replicas = fetch.decoded(
-            stored.select(["run_id", "node", "partition", "offset", "record_id"]).take(rows)
-        )
+        rows = candidates.divergent_rows(stored)
+        replicas = fetch.decoded(stored.take(["run_id", "node", "partition", "offset", "record_id"], rows))
         spread = replicas.groupby(["run_id", "partition", "offset"])["record_id"].agg(["min", "max"])
         divergent = spread[spread["min"] != spread["max"]].reset_index()[["run_id", "partition", "offset"]]
         if divergent.empty:
