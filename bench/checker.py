@@ -22,7 +22,10 @@ Read the figures as ranges over ``--rounds``: on this project's (Firecracker) VM
 process touches for the first time cost up to 2.5 ms per MB, against 0.1 ms once the VM had
 backed it, so one engine's time moved by 30-50% from round to round (measured: a fresh
 process touching 100 MB took 0.28 s, 0.08 s, 0.01 s in three runs).  Engines that hold
-more memory (pandas, the Spark heap) are hit hardest; DuckDB streams.
+more memory (pandas, the Spark heap) are hit hardest; DuckDB streams.  The pandas engine
+runs right after the Spark JVM has given back its ~1.3 GB, which it pays for: at 1 M ops
+it measured 0.39-0.6 s there against 0.28-0.36 s run alone (``--worker pandas RUN_DIR``)
+in the same minutes, DuckDB 0.17-0.19 s either way.
 """
 
 from __future__ import annotations
