@@ -13,9 +13,9 @@ nearly every row -- the value checks and divergence -- first narrow them to cand
 groups (:mod:`checker.candidates`, a tested superset of what the groupby flags); row counts
 are Arrow's hash grouping, drain status ``np.bincount`` over dense group codes.  Memory
 matters as much as work here: on this project's VMs memory touched for the first time cost
-up to 2.5 ms per MB, so columns only some rows need are read for those rows alone.
-Example rows are found with the key columns in memory and read for those rows alone, by the
-same rules as :mod:`checker.fetch`.
+up to 2.5 ms per MB, so a column that only a few rows need (the example rows, found with
+the key columns in memory by the rules of :mod:`checker.fetch`; the drains' own columns)
+is read for those rows alone, a row group at a time.
 """
 
 from __future__ import annotations
