@@ -27,6 +27,7 @@ the few values shown (:mod:`checker.fetch`, on the driver) instead of for every 
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -106,17 +107,24 @@ class SparkEngine:
         topics = {run.topic for run in with_replicas}
         if len(topics) == 1:
             return frame.where(F.col("topic") == topics.pop()).drop("topic")
-        wanted = self.spark.createDataFrame(
-            [(run.replicas_run_id, run.topic) for run in with_replicas], "run_id long, topic string"
+        wanted = self._small(
+            pd.DataFrame(
+                {
+                    "run_id": [run.replicas_run_id for run in with_replicas],
+                    "topic": [run.topic for run in with_replicas],
+                }
+            ),
+            pa.schema([("run_id", pa.int64()), ("topic", pa.string())]),
         )
         return frame.join(F.broadcast(wanted), ["run_id", "topic"]).drop("topic")
 
-    def _small(self, frame: pd.DataFrame, schema: str) -> DataFrame:
-        rows = [
-            tuple(None if v is pd.NA else (v.item() if hasattr(v, "item") else v) for v in row)
-            for row in frame.itertuples(index=False)
-        ]
-        return self.spark.createDataFrame(rows, schema)
+    def _small(self, frame: pd.DataFrame, schema: pa.Schema) -> DataFrame:
+        """A small driver-side table as a DataFrame, by way of Arrow.
+
+        Arrow tables become a local relation inside the JVM; a list of rows is unpickled by
+        Python worker processes, which cost 1.5 s to start on a 2-core machine.
+        """
+        return self.spark.createDataFrame(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
 
     # ---------------------------------------------------------------- questions
 
@@ -202,7 +210,12 @@ class SparkEngine:
             DUPLICATE: F.col("read_min_offset") != F.col("read_max_offset"),
         }
         chosen = {name: flag for name, flag in flags.items() if name in checks}
-        status = F.broadcast(self._small(complete, "run_id long, partition int, complete boolean"))
+        status = F.broadcast(
+            self._small(
+                complete[["run_id", "partition", "complete"]],
+                pa.schema([("run_id", pa.int64()), ("partition", pa.int32()), ("complete", pa.bool_())]),
+            )
+        )
         kinds = F.array(*[F.when(flag, F.lit(name)) for name, flag in chosen.items()])
         stacked = (
             values.join(status, ["run_id", "partition"], "left")

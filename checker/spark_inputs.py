@@ -127,7 +127,10 @@ class SparkInputs:
 
     def _bucketed_table(self, files: Sequence[tuple[int, Path]], ddl: str) -> DataFrame:
         buckets = len(files)
-        numbered = self.spark.createDataFrame([(run_id,) for run_id, _ in files], "run_id long")
+        # From Arrow: a local relation in the JVM, where a list of rows would start Python workers.
+        numbered = self.spark.createDataFrame(
+            pa.table({"run_id": pa.array([r for r, _ in files], pa.int64())})
+        )
         bucket_of = {
             int(row[0]): int(row[1])
             for row in numbered.select("run_id", F.expr(f"pmod(hash(run_id), {buckets})")).collect()
