@@ -1,8 +1,8 @@
 """A class-data-sharing archive of the Spark driver's classes, built once per environment.
 
-A PySpark driver JVM loads about 23,000 classes, two thirds of them while its first jobs
-run (Catalyst rules, code generation, the Parquet reader), and parses and verifies every
-one.  Since JDK 13 the JVM can write the classes an application loaded into an archive
+A PySpark driver JVM loads about 23,000 classes -- 11,400 to start, as many again while
+its first check runs (Catalyst rules, code generation, the Parquet reader) -- and parses
+and verifies every one.  Since JDK 13 the JVM can write the classes an application loaded into an archive
 when it exits (dynamic class-data sharing, ``-XX:ArchiveClassesAtExit``) and map them,
 already parsed and verified, into later JVMs (``-XX:SharedArchiveFile``).
 :func:`build` runs a small check (:mod:`checker.synthetic_runs`, both engines' questions)
@@ -10,7 +10,7 @@ in a JVM that writes such an archive; :func:`java_options` hands it to every dri
 that :func:`checker.spark_session.build_session` starts.
 
 Measured on this project's 2-core VMs with ``bench/checker.py``-sized input (50 runs of
-1 M ops): session start 3.9-4.2 s -> 2.4-2.5 s, the check itself 28.0-28.7 s -> 25.6-26.6 s,
+1 M ops): session start 3.9-4.2 s -> 1.9-2.5 s, the check itself 28.0-28.7 s -> 25.6-26.6 s,
 and 6 fewer CPU-seconds, most of them class loading that competed with the tasks for the
 two cores.
 
