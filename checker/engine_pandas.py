@@ -20,6 +20,7 @@ is read for those rows alone, a row group at a time.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,15 @@ def _top(frame: pd.DataFrame, group: list[str], order: list[str], limit: int) ->
     return frame[frame.groupby(group, sort=False).cumcount() < limit].reset_index(drop=True)
 
 
+def _by_file(positions: candidates.Ints, sizes: list[int]) -> Iterator[tuple[int, candidates.Ints]]:
+    """Ascending positions in a pass of files holding ``sizes`` rows, as (file number, positions in it)."""
+    starts = np.cumsum([0, *sizes])
+    for number in range(len(sizes)):
+        low, high = np.searchsorted(positions, starts[number : number + 2])
+        if low < high:
+            yield number, positions[low:high] - starts[number]
+
+
 class PandasEngine:
     """Loads each pass's histories once and answers the engine questions from memory."""
 
@@ -127,16 +137,18 @@ class PandasEngine:
             def read(names: list[str]) -> pa.Table:
                 return pa.concat_tables([fetch.read_table(run.history_path, names) for run in runs])
 
-            starts = np.cumsum([0, *(pq.ParquetFile(run.history_path).metadata.num_rows for run in runs)])
+            sizes = [pq.ParquetFile(run.history_path).metadata.num_rows for run in runs]
 
             def read_rows(names: list[str], positions: candidates.Ints) -> pa.Table:
-                parts = []
-                for number, run in enumerate(runs):
-                    low, high = np.searchsorted(positions, starts[number : number + 2])
-                    if low < high:
-                        rows = positions[low:high] - starts[number]
-                        parts.append(fetch.read_rows(run.history_path, rows, names, fetch.DICTIONARY_COLUMNS))
-                return pa.concat_tables(parts) if parts else read(names).slice(0, 0)
+                asked = list(_by_file(positions, sizes)) or [
+                    (0, positions[:0])
+                ]  # none: types from one footer
+                return pa.concat_tables(
+                    [
+                        fetch.read_rows(runs[number].history_path, rows, names, fetch.DICTIONARY_COLUMNS)
+                        for number, rows in asked
+                    ]
+                )
 
             self._history = {key: candidates.Columns(read, read_rows)}
         return self._history[key]
@@ -171,15 +183,14 @@ class PandasEngine:
 
             def read_rows(names: list[str], positions: candidates.Ints) -> pa.Table:
                 """Positions count the topic's rows only: mapped back to each file's own rows."""
-                parts, start = [], 0
-                for number, run in enumerate(stored):
-                    file_rows = np.flatnonzero(np.asarray(topic_mask(number).to_numpy(zero_copy_only=False)))
-                    low, high = np.searchsorted(positions, [start, start + len(file_rows)])
-                    if low < high and run.replicas_path is not None:
-                        wanted = file_rows[positions[low:high] - start]
-                        parts.append(fetch.read_rows(run.replicas_path, wanted, names))
-                    start += len(file_rows)
-                return pa.concat_tables(parts) if parts else read(names).slice(0, 0)
+                sizes = [topic_mask(number).true_count for number in range(len(stored))]
+                parts = []
+                for number, rows in list(_by_file(positions, sizes)) or [(0, positions[:0])]:
+                    of_file = np.flatnonzero(np.asarray(topic_mask(number).to_numpy(zero_copy_only=False)))
+                    path = stored[number].replicas_path
+                    if path is not None:
+                        parts.append(fetch.read_rows(path, of_file[rows], names))
+                return pa.concat_tables(parts)
 
             self._replicas = {key: candidates.Columns(read, read_rows) if stored else None}
         return self._replicas[key]

@@ -89,13 +89,16 @@ OP_FILTER_COLUMNS = ("run_id", "index", "item", "value", "offset", "value_text")
 
 def key_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
     """Positions in ``table`` (:data:`OP_FILTER_COLUMNS` suffice) of a superset of the rows :func:`ops_in` keeps."""
-    mask = pc.and_kleene(_key_filter(table, keys, ["run_id", "index"]), _may_show(table, keys))
-    return np.flatnonzero(np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool))
+    return _positions(pc.and_kleene(_key_filter(table, keys, ["run_id", "index"]), _may_show(table, keys)))
 
 
 def position_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
     """Positions in ``table`` (``run_id, partition, offset`` suffice) of a superset of the rows :func:`at_positions` keeps."""
-    mask = _key_filter(table, keys[POSITION].drop_duplicates(), POSITION)
+    return _positions(_key_filter(table, keys[POSITION].drop_duplicates(), POSITION))
+
+
+def _positions(mask: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """Where a (nullable) boolean mask is true."""
     return np.flatnonzero(np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool))
 
 
