@@ -121,10 +121,12 @@ class PandasEngine:
     """Loads each pass's histories once and answers the engine questions from memory."""
 
     name = "pandas"
-    concurrent = False  # one thread: the frames it caches are not shared safely
+    concurrent = True
 
     def __init__(self) -> None:
         self._history: dict[tuple[str, ...], candidates.Columns] = {}
+        self._history_sizes: dict[tuple[str, ...], list[int]] = {}
+        self._index_sorted: dict[tuple[str, int], bool] = {}
         self._replicas: dict[tuple[str, ...], candidates.Columns | None] = {}
 
     # ---------------------------------------------------------------- loading
@@ -151,7 +153,42 @@ class PandasEngine:
                 )
 
             self._history = {key: candidates.Columns(read, read_rows)}
+            self._history_sizes = {key: sizes}
         return self._history[key]
+
+    def _rows_of_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> candidates.Ints:
+        """Ascending positions of every history row of the ops ``keys[run_id, index]`` name.
+
+        Ops are stored in index order (``harness.history``), so each op's rows are found by
+        binary search in its file's ``index`` column; a file found out of order is searched
+        row by row instead.  Either way no filter runs over every row of the pass.
+        """
+        columns = self._columns(runs)
+        sizes = self._history_sizes[tuple(str(run.history_path) for run in runs)]
+        index = columns.ints("index")
+        starts = np.cumsum([0, *sizes])
+        wanted = {
+            int(run_id): np.unique(rows["index"].to_numpy(dtype=np.int64))
+            for run_id, rows in keys[["run_id", "index"]].dropna().groupby("run_id")
+        }
+        parts: list[candidates.Ints] = []
+        for number, run in enumerate(runs):
+            asked = wanted.get(run.history_run_id)
+            if asked is None:
+                continue
+            first = int(starts[number])
+            segment = index[first : starts[number + 1]]
+            cached = (str(run.history_path), number)
+            if cached not in self._index_sorted:
+                self._index_sorted[cached] = bool(np.all(segment[1:] >= segment[:-1]))
+            if self._index_sorted[cached]:
+                low = np.searchsorted(segment, asked, side="left")
+                high = np.searchsorted(segment, asked, side="right")
+                parts.extend(np.arange(a, b) + first for a, b in zip(low, high, strict=True) if a < b)
+            else:
+                parts.append(np.flatnonzero(np.isin(segment, asked)) + first)
+        # Ascending already: ranges of ascending indexes, files in pass order.
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def _rows(self, runs: list[RunInput], rows: np.ndarray[Any, Any], names: list[str]) -> pd.DataFrame:
         """Columns ``names`` of the history rows picked by ``rows`` (a mask or positions) as a DataFrame."""
@@ -423,7 +460,8 @@ class PandasEngine:
         replica records' 48 MB became 2-12 MB).
         """
         columns = self._columns(runs)
-        rows = fetch.key_rows(columns.select(fetch.OP_FILTER_COLUMNS), keys)
+        of_ops = self._rows_of_ops(runs, keys)
+        rows = of_ops[fetch.key_rows(columns.take(fetch.OP_FILTER_COLUMNS, of_ops), keys)]
         return fetch.ops_in(columns.take(HISTORY_ROW_COLUMNS, rows), keys)[list(HISTORY_ROW_COLUMNS)]
 
     def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:

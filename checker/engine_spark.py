@@ -26,6 +26,8 @@ the few values shown (:mod:`checker.fetch`, on the driver) instead of for every 
 
 from __future__ import annotations
 
+import threading
+
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -84,6 +86,7 @@ class SparkEngine:
         self.inputs = SparkInputs(session, bucketed)
         self._counts_for: tuple[int, ...] = ()
         self._counts_cache = pd.DataFrame()
+        self._counting = threading.Lock()  # row counts and drain status may be asked from two threads
 
     def close(self) -> None:
         self.inputs.close()
@@ -131,6 +134,10 @@ class SparkEngine:
     def _counts(self, runs: list[RunInput]) -> pd.DataFrame:
         """Row counts and drain status in one job: grouped by (run, f, type, is_record, drained partition)."""
         key = tuple(run.history_run_id for run in runs)
+        with self._counting:
+            return self._counts_of(runs, key)
+
+    def _counts_of(self, runs: list[RunInput], key: tuple[int, ...]) -> pd.DataFrame:
         if self._counts_for != key:
             is_drain = (F.col("f") == F_DRAIN) & (F.col("type") == TYPE_OK)
             rows = self._history(runs).select(

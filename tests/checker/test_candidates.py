@@ -38,6 +38,32 @@ def test_group_codes_are_equal_exactly_when_the_keys_are(rows: list[tuple[int, i
     assert len(set(by_key.values())) == len(by_key)
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), _keys), max_size=60))
+def test_value_group_codes_are_equal_exactly_when_run_partition_and_value_are(
+    rows: list[tuple[int, int, int]],
+) -> None:
+    """Both ways: (run, value) alone when each value is in one partition, all three when one is not."""
+    run_id, partition, value = (np.array([row[i] for row in rows], dtype=np.int64) for i in range(3))
+    codes, span = candidates.value_group_codes(run_id, partition.astype(np.int32), value)
+    assert all(0 <= code < span for code in codes.tolist())
+    by_key: dict[tuple[int, int, int], int] = {}
+    for row, code in zip(rows, codes.tolist(), strict=True):
+        assert by_key.setdefault(row, code) == code
+    assert len(set(by_key.values())) == len(by_key)
+
+
+def test_value_group_codes_keep_the_span_of_the_values_when_partitions_follow_them() -> None:
+    value = np.arange(1_000, dtype=np.int64)
+    codes, span = candidates.value_group_codes(np.zeros(1_000, np.int64), (value % 8).astype(np.int32), value)
+    assert span == 1_000
+    # Value 0 sent to partition 1 as well: the partition must then tell the two groups apart.
+    codes, span = candidates.value_group_codes(
+        np.zeros(1_001, np.int64), np.append(value % 8, 1).astype(np.int32), np.append(value, 0)
+    )
+    assert span > 1_000 and codes[0] != codes[-1]
+
+
 def test_group_codes_stay_dense_for_wide_and_many_keys() -> None:
     rng = np.random.default_rng(7)
     wide = rng.integers(-(2**62), 2**62, size=10_000)

@@ -7,14 +7,24 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, LOST_WRITE, REPLICA_DIVERGENCE
+from checker.definitions import (
+    ALL_CHECKS,
+    DEFAULT_EXAMPLE_LIMIT,
+    DUPLICATE,
+    LOST_WRITE,
+    POLL_SKIP,
+    REPLICA_DIVERGENCE,
+)
 from checker.driver import check_pass
 from checker.engine_pandas import PandasEngine
 from checker.evidence import load_run
+from harness.history import convert_history, write_parquet
 from tests.checker.strategies import plans
 from tests.checker.synthetic import Plan, write_run
 
@@ -72,6 +82,21 @@ def test_a_pass_of_several_runs_answers_each_as_alone(tmp_path: Path, batch: lis
     for run, result in zip(runs, together, strict=True):
         alone = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
         assert json.dumps(result, sort_keys=True) == json.dumps(alone, sort_keys=True)
+
+
+def test_a_history_stored_out_of_index_order_gives_the_same_results(tmp_path: Path) -> None:
+    """The pandas engine finds example ops by binary search on ``index`` (ops are stored in index
+    order); a file that is not in order must be searched row by row, with the same answers."""
+    plan = Plan(seed=5, partitions=2, plant=((LOST_WRITE, 1), (DUPLICATE, 1), (POLL_SKIP, 1)))
+    in_order, reversed_ = tmp_path / "in-order", tmp_path / "reversed"
+    write_run(in_order, plan)
+    convert_history(in_order / "history.jsonl", in_order / "history.parquet")
+    shutil.copytree(in_order, reversed_)
+    history = pq.read_table(in_order / "history.parquet")
+    write_parquet(history.take(pa.array(range(history.num_rows - 1, -1, -1))), reversed_ / "history.parquet")
+    expected, found = check(in_order), check(reversed_)
+    assert expected["anomalies"].keys() == {LOST_WRITE, DUPLICATE, POLL_SKIP}
+    assert json.dumps(found["anomalies"], sort_keys=True) == json.dumps(expected["anomalies"], sort_keys=True)
 
 
 def test_lost_write_example_shows_the_acknowledged_send(tmp_path: Path) -> None:
