@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checker.synthetic_runs import generate_run
-from harness.history import ROW_GROUP_ROWS
+from harness.history import PARQUET_LAYOUT
 
 
 def _size(text: str) -> int:
@@ -56,7 +56,7 @@ def _size(text: str) -> int:
 
 
 def dataset(root: Path, total: int, run_size: int) -> list[Path]:
-    target = root / f"{total}-rows-per-group-{ROW_GROUP_ROWS}"  # a new layout is generated afresh
+    target = root / f"{total}-{PARQUET_LAYOUT}"  # a new layout is generated afresh
     runs = [target / f"run-{i:04d}" for i in range(max(1, total // run_size))]
     for number, run_dir in enumerate(runs):
         if not (run_dir / "planted.json").is_file():

@@ -39,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
     ALL_CHECKS,
@@ -53,7 +54,7 @@ from checker.definitions import (
     VALUE_CHECKS,
     WARNINGS,
 )
-from checker.engine import OP_KEY_COLUMNS, Engine
+from checker.engine import Engine
 from checker.evidence import RunInput
 from checker.expectations import applicable_rules, expectation
 from harness.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
@@ -202,26 +203,7 @@ class _Batch:
 
     def _op_keys(self) -> pd.DataFrame:
         """Which ops, and which of their records, the examples show (see ``Engine.fetch_ops``)."""
-        keys: list[tuple[Any, ...]] = []
-        for row in _records(self.values):
-            keys.append((row["run_id"], row["send_index"], None, None, None, None))
-            keys.append(
-                (row["run_id"], row["read_index"], row["partition"], row["value"], row["value_text"], None)
-            )
-        for row in _records(self.polls):
-            keys.append((row["run_id"], row["index"], row["partition"], None, None, row["offset"]))
-            keys.append((row["run_id"], row["prev_index"], row["partition"], None, None, row["prev_offset"]))
-        frame = pd.DataFrame([k for k in keys if k[1] is not None], columns=list(OP_KEY_COLUMNS))
-        return frame.astype(
-            {
-                "run_id": "int64",
-                "index": "int64",
-                "partition": "Int32",
-                "value": "Int64",
-                "value_text": object,
-                "offset": "Int64",
-            }
-        )
+        return fetch.example_op_keys(self.values, self.polls)
 
     def op(self, run_id: int, index: Any) -> dict[str, Any] | None:
         index = _plain(index)

@@ -59,20 +59,25 @@ def pa_to_spark_schema(schema: pa.Schema) -> str:
     return ", ".join(f"`{field.name}` {_SPARK_TYPES[str(field.type)]}" for field in schema)
 
 
-def holds_one_run(path: Path, run_id: int) -> bool:
-    """Whether the footer statistics of ``path`` prove every row has ``run_id`` (no data read)."""
+def holds_only(path: Path, name: str, value: object) -> bool:
+    """Whether the footer statistics of ``path`` prove every row has ``value`` in column ``name`` (no data read)."""
     try:
         metadata = pq.ParquetFile(path).metadata
-        column = metadata.schema.names.index("run_id")
+        column = metadata.schema.names.index(name)
         for group in range(metadata.num_row_groups):
             stats = metadata.row_group(group).column(column).statistics
             if stats is None or not stats.has_min_max or stats.null_count:
                 return False
-            if stats.min != run_id or stats.max != run_id:
+            if stats.min != value or stats.max != value:
                 return False
     except (OSError, ValueError, pa.ArrowException):
         return False
     return True
+
+
+def holds_one_run(path: Path, run_id: int) -> bool:
+    """Whether the footer statistics of ``path`` prove every row has ``run_id`` (no data read)."""
+    return holds_only(path, "run_id", run_id)
 
 
 class SparkInputs:

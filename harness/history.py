@@ -483,12 +483,44 @@ full scans (12.2-16.1 s against 10.4-11.9 s) without making the Spark checker fa
 (46-48.5 s against 41.5-45.9 s); 1,048,576 rows gave every file a single group."""
 
 
+DELTA_COLUMNS = frozenset({"index", "time", "offset", "value", "end_offset", "item", "value_int"})
+"""Integer columns stored ``DELTA_BINARY_PACKED``: they grow along the rows (op indexes and
+times, offsets within a partition, the workload's values), so their differences take a few
+bits each.  Dictionary encoding gave up on them (every value distinct) and fell back to
+plain 8-byte values.  Measured on a 1 M-op synthetic run: the history file went from 13.1 MB
+to 1.0 MB, and reading one such column with pyarrow from 16-19 ms to 5-7 ms."""
+PLAIN_COLUMNS = frozenset({"record_id"})
+"""Integer columns of random bits (hashes): neither dictionary nor delta encoding helps."""
+
+
 def write_parquet(table: pa.Table, target: Path) -> None:
-    """Write atomically: a reader never sees a half-written Parquet file."""
+    """Write atomically: a reader never sees a half-written Parquet file.
+
+    Integer columns of :data:`DELTA_COLUMNS` are delta-encoded, those of
+    :data:`PLAIN_COLUMNS` plain, every other column dictionary-encoded (few distinct values).
+    """
     partial = target.with_name(target.name + ".partial")
+    delta = [
+        field.name
+        for field in table.schema
+        if field.name in DELTA_COLUMNS and pa.types.is_integer(field.type)
+    ]
+    dictionary = [name for name in table.column_names if name not in delta and name not in PLAIN_COLUMNS]
     # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
-    pq.write_table(table, partial, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_page_index=True)
+    pq.write_table(
+        table,
+        partial,
+        compression="snappy",
+        row_group_size=ROW_GROUP_ROWS,
+        write_page_index=True,
+        use_dictionary=dictionary,
+        column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+    )
     os.replace(partial, target)
+
+
+PARQUET_LAYOUT = f"{ROW_GROUP_ROWS}-rows-delta"
+"""Names the layout :func:`write_parquet` produces (a cache of generated files keys on it)."""
 
 
 # ---------------------------------------------------------------- Parquet -> ops

@@ -74,6 +74,29 @@ def _grouped_plan(engine: SparkEngine, runs: list[Any]) -> str:
     return str(frame._jdf.queryExecution().executedPlan().toString())
 
 
+def test_dumps_of_the_run_topic_alone_are_read_without_a_topic_filter(tmp_path: Path, spark: Any) -> None:
+    """When every footer proves the dump holds the run's topic alone, no row's topic is compared
+    (``SparkEngine._replicas``) -- and the answers stay pandas'."""
+    batch = [
+        Plan(seed=21, plant=(("replica-divergence", 2),), other_topic=False),
+        Plan(seed=22, plant=(("lost-write", 1), ("duplicate", 1)), other_topic=False),
+    ]
+    for plan in batch:
+        write_run(tmp_path / f"run-{plan.seed}", plan)
+    runs = [load_run(tmp_path / f"run-{plan.seed}") for plan in batch]
+    engine = SparkEngine(spark)
+    try:
+        plan_text = str(engine._replicas(runs)._jdf.queryExecution().executedPlan().toString())
+        spark_results = check_pass(engine, runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+    finally:
+        engine.close()
+    assert "topic#" not in plan_text and "topic:string" not in plan_text  # neither filtered nor read
+    for run, from_spark in zip(runs, spark_results, strict=True):
+        from_pandas = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        assert canonical(from_spark) == canonical(from_pandas)
+    assert spark_results[0]["anomalies"]["replica-divergence"]["count"] == 2
+
+
 def test_copied_run_directories_are_checked_apart(tmp_path: Path, spark: Any) -> None:
     """A copied run keeps its run_id; it must go to its own pass, not be merged with the original."""
     write_run(tmp_path / "a", Plan(seed=11, plant=(("lost-write", 1),)))
