@@ -487,8 +487,9 @@ DELTA_COLUMNS = frozenset({"index", "time", "offset", "value", "end_offset", "it
 """Integer columns stored ``DELTA_BINARY_PACKED``: they grow along the rows (op indexes and
 times, offsets within a partition, the workload's values), so their differences take a few
 bits each.  Dictionary encoding gave up on them (every value distinct) and fell back to
-plain 8-byte values.  Measured on a 1 M-op synthetic run: the history file went from 13.1 MB
-to 1.0 MB, and reading one such column with pyarrow from 16-19 ms to 5-7 ms."""
+plain 8-byte values.  Measured: a 20 s Docker run's history went from 219 KB to 75 KB
+(replicas 97 KB to 62 KB); a generated 1 M-op history from 13.1 MB to 1.0 MB, reading one
+such column with pyarrow from 16-19 ms to 5-7 ms, and a 50 M-op Spark check from 52 s to 41 s."""
 PLAIN_COLUMNS = frozenset({"record_id"})
 """Integer columns of random bits (hashes): neither dictionary nor delta encoding helps."""
 
