@@ -16,7 +16,9 @@ core checks (lost-write, replica-divergence, duplicate):
 
 Each measurement runs in its own subprocess, which samples the RSS of itself and every
 descendant (the Spark JVM included) to report the peak.  Every engine's counts are
-compared with the planted counts.  No timing is asserted anywhere; the numbers are printed.
+compared with the planted counts.  No timing is asserted anywhere; the numbers are printed,
+a line per measurement and, last, each engine's min-max over the rounds (wall time and
+ratio to the same round's DuckDB).
 
 Read the figures as ranges over ``--rounds``: on this project's (Firecracker) VMs, memory a
 process touches for the first time cost up to 2.5 ms per MB, against 0.1 ms once the VM had
@@ -208,6 +210,8 @@ def main() -> None:
     print(
         f"{'size':>6} {'engine':>7} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'session s':>9}  vs duckdb  counts"
     )
+    # (size, engine) -> [(wall seconds, seconds / DuckDB's of the same round)] for the closing ranges.
+    measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for size_text in args.sizes.split(","):
         total = _size(size_text)
         generated = time.perf_counter()
@@ -233,12 +237,28 @@ def main() -> None:
                 result = json.loads(out)
                 duck = result["seconds"] if engine == "duckdb" else duck
                 ratio = f"{result['seconds'] / duck:8.2f}x" if duck else "        -"
+                measured.setdefault((size_text, engine), []).append(
+                    (result["seconds"], result["seconds"] / duck if duck else 0.0)
+                )
                 verdict = "ok" if result["counts"] == expected else f"MISMATCH {result['counts']}"
                 print(
                     f"{size_text:>6} {engine:>7} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
                     f"{result['peak_rss'] / 2**30:8.2f}G {result['session_seconds']:9.1f} {ratio}  {verdict}",
                     flush=True,
                 )
+    _print_ranges(measured, args.rounds)
+
+
+def _print_ranges(measured: dict[tuple[str, str], list[tuple[float, float]]], rounds: int) -> None:
+    """Min-max over the rounds of each size and engine: the figures an issue note quotes."""
+    print(f"# ranges over {rounds} round(s)")
+    for (size_text, engine), figures in measured.items():
+        walls = [wall for wall, _ in figures]
+        ratios = [ratio for _, ratio in figures]
+        print(
+            f"{size_text:>6} {engine:>7} {min(walls):6.1f}-{max(walls):.1f} s"
+            f"   {min(ratios):.2f}-{max(ratios):.2f}x duckdb"
+        )
 
 
 if __name__ == "__main__":
