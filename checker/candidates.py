@@ -208,9 +208,7 @@ def value_group_codes(
     shortcut is taken only after checking that no (run, value) occurs in two partitions.
     """
     codes, span = group_codes([run_id, value])
-    kept = np.empty(span, dtype=partition.dtype)
-    kept[codes] = partition
-    if np.array_equal(kept[codes], partition):
+    if not _spread(codes, span, partition).any():
         return codes, span
     return group_codes([run_id, partition, value])
 

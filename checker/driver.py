@@ -54,7 +54,7 @@ from checker.definitions import (
     VALUE_CHECKS,
     WARNINGS,
 )
-from checker.engine import Engine
+from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
 from checker.expectations import applicable_rules, expectation
 from harness.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
@@ -65,17 +65,8 @@ MAX_OBSERVATIONS_SHOWN = 10
 _TYPE_NAMES = ("invoke", "ok", "fail", "info")
 
 
-def _plain(value: Any) -> Any:
-    """pandas/numpy scalars (and missing values) as plain JSON-able Python values."""
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return [{k: plain_value(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def _ops_from_rows(frame: pd.DataFrame) -> dict[tuple[int, int], dict[str, Any]]:
@@ -206,7 +197,7 @@ class _Batch:
         return fetch.example_op_keys(self.values, self.polls)
 
     def op(self, run_id: int, index: Any) -> dict[str, Any] | None:
-        index = _plain(index)
+        index = plain_value(index)
         return None if index is None else self.ops.get((run_id, int(index)))
 
 

@@ -18,7 +18,7 @@ ascending, nulls first):
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 import pyarrow as pa
@@ -82,6 +82,15 @@ _MASKED = {
     pa.int64(): pd.Int64Dtype(),
     pa.bool_(): pd.BooleanDtype(),
 }
+
+
+def plain_value(value: Any) -> Any:
+    """A pandas/numpy scalar (or missing value) as a plain JSON-able Python value, missing as ``None``."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:

@@ -53,7 +53,7 @@ from checker.definitions import (
     UNSEEN,
     VALUE_EXAMPLE_COLUMNS,
 )
-from checker.engine import to_pandas
+from checker.engine import plain_value, to_pandas
 from checker.engine_pandas import aggregate_values
 from checker.evidence import RunInput
 from checker.spark_inputs import SparkInputs, holds_only
@@ -74,10 +74,7 @@ sends of any outcome, acknowledged sends, failed sends, poll records, drain reco
 
 def _key_tuple(key: tuple[Any, ...]) -> tuple[Any, ...]:
     """An op key (``OP_KEY_COLUMNS``) as plain Python values, missing ones as ``None``."""
-    return tuple(
-        None if value is None or value is pd.NA or value != value else value
-        for value in (v.item() if hasattr(v, "item") else v for v in key)
-    )
+    return tuple(plain_value(value) for value in key)
 
 
 def _collect(frame: DataFrame) -> pd.DataFrame:
@@ -467,14 +464,11 @@ class SparkEngine:
         if pass_key != tuple(run.history_run_id for run in runs) or not known:
             return fetch.fetch_ops(runs, keys)
         served = np.array([_key_tuple(key) in known for key in keys.itertuples(index=False)], dtype=bool)
-        parts = [fetch.select_example_rows(kept, keys[served])]
+        rows = fetch.select_example_rows(kept, keys[served])
         if not served.all():
-            parts.append(fetch.fetch_ops(runs, keys[~served]))
-        rows = (
-            pd.concat([part for part in parts if not part.empty], ignore_index=True)
-            if any(not part.empty for part in parts)
-            else parts[0]
-        )
+            others = fetch.fetch_ops(runs, keys[~served])
+            if not others.empty:
+                rows = others if rows.empty else pd.concat([rows, others], ignore_index=True)
         return rows.drop_duplicates(["run_id", "index", "item"]).reset_index(drop=True)
 
     def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:

@@ -376,7 +376,7 @@ def read_at_positions(
     groups = [g for g in range(metadata.num_row_groups) if _may_hold(metadata.row_group(g), names, positions)]
     sizes = np.array([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)], dtype=np.int64)
     first_row = np.concatenate([[0], np.cumsum(sizes)])
-    found: list[npt.NDArray[np.int64]] = []
+    rows = np.zeros(0, dtype=np.int64)
     if groups:
         located = parquet.read_row_groups(groups, columns=["partition", "offset"])
         local = _positions(
@@ -388,8 +388,7 @@ def read_at_positions(
         # Positions in the concatenation of the groups read, back to rows of the file.
         read_starts = np.concatenate([[0], np.cumsum(sizes[groups])])
         group_of = np.searchsorted(read_starts, local, side="right") - 1
-        found.append(local - read_starts[group_of] + first_row[np.array(groups)[group_of]])
-    rows = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        rows = local - read_starts[group_of] + first_row[np.array(groups)[group_of]]
     wanted_columns = [*columns, *(["topic"] if topic is not None and "topic" not in columns else [])]
     return at_positions(read_rows(path, rows, wanted_columns, DICTIONARY_COLUMNS), wanted, topic)
 

@@ -75,11 +75,6 @@ def holds_only(path: Path, name: str, value: object) -> bool:
     return True
 
 
-def holds_one_run(path: Path, run_id: int) -> bool:
-    """Whether the footer statistics of ``path`` prove every row has ``run_id`` (no data read)."""
-    return holds_only(path, "run_id", run_id)
-
-
 class SparkInputs:
     """The DataFrames of one engine: each distinct list of files is registered once.
 
@@ -108,11 +103,11 @@ class SparkInputs:
 
     def _wants_buckets(self, files: Sequence[tuple[int, Path]]) -> bool:
         if self.bucketed is not None:
-            return self.bucketed and all(holds_one_run(path, run_id) for run_id, path in files)
+            return self.bucketed and all(holds_only(path, "run_id", run_id) for run_id, path in files)
         context = self.spark.sparkContext
         if not (context.master or "").startswith("local") or len(files) < 2 * context.defaultParallelism:
             return False
-        return all(holds_one_run(path, run_id) for run_id, path in files)
+        return all(holds_only(path, "run_id", run_id) for run_id, path in files)
 
     def frame(self, files: Sequence[tuple[int, Path]], schema: pa.Schema) -> DataFrame:
         """All ``(run_id, path)`` files as one DataFrame with ``schema`` (cached per file list)."""
