@@ -71,11 +71,18 @@ class RunResult:
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run": self.name, "client": self.client, "sent": self.sent, "acked": self.acked,
-                "failed": self.failed, "seconds": round(self.seconds, 3),
-                "acked_per_second": round(self.throughput), "p50_ms": round(self.percentile(0.50), 2),
-                "p99_ms": round(self.percentile(0.99), 2),
-                "mean_ms": round(statistics.fmean(self.latencies_ms), 2) if self.latencies_ms else None}
+        return {
+            "run": self.name,
+            "client": self.client,
+            "sent": self.sent,
+            "acked": self.acked,
+            "failed": self.failed,
+            "seconds": round(self.seconds, 3),
+            "acked_per_second": round(self.throughput),
+            "p50_ms": round(self.percentile(0.50), 2),
+            "p99_ms": round(self.percentile(0.99), 2),
+            "mean_ms": round(statistics.fmean(self.latencies_ms), 2) if self.latencies_ms else None,
+        }
 
 
 class Pacer:
@@ -96,12 +103,19 @@ class Pacer:
 # ---- the two clients ------------------------------------------------------------------------------
 
 
-def run_confluent(bootstrap: str, topic: str, count: int, value: bytes, batched: bool,
-                  rate: float | None = None) -> RunResult:
+def run_confluent(
+    bootstrap: str, topic: str, count: int, value: bytes, batched: bool, rate: float | None = None
+) -> RunResult:
     """librdkafka: the delivery report's ``latency()`` is exactly send call -> broker ack."""
-    producer = ConfluentProducer({
-        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5 if batched else 0,
-        "queue.buffering.max.messages": 500_000, "message.timeout.ms": 60_000})
+    producer = ConfluentProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5 if batched else 0,
+            "queue.buffering.max.messages": 500_000,
+            "message.timeout.ms": 60_000,
+        }
+    )
     latencies: list[float] = []
     failures = 0
     last_ack = 0.0
@@ -131,15 +145,23 @@ def run_confluent(bootstrap: str, topic: str, count: int, value: bytes, batched:
         else:
             producer.flush(30)
     remaining = producer.flush(120)
-    name = "confluent-kafka " + ("unbatched" if not batched else f"paced {rate:,.0f}/s" if rate else "batched")
-    return RunResult(name, "confluent-kafka", count, len(latencies), failures + remaining, last_ack - started,
-                     latencies)
+    name = "confluent-kafka " + (
+        "unbatched" if not batched else f"paced {rate:,.0f}/s" if rate else "batched"
+    )
+    return RunResult(
+        name, "confluent-kafka", count, len(latencies), failures + remaining, last_ack - started, latencies
+    )
 
 
-def run_kafka_python(bootstrap: str, topic: str, count: int, value: bytes, batched: bool,
-                     rate: float | None = None) -> RunResult:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5 if batched else 0,
-                             max_in_flight_requests_per_connection=5)
+def run_kafka_python(
+    bootstrap: str, topic: str, count: int, value: bytes, batched: bool, rate: float | None = None
+) -> RunResult:
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5 if batched else 0,
+        max_in_flight_requests_per_connection=5,
+    )
     latencies: list[float] = []
     failures: list[Exception] = []
     last_ack = [0.0]
@@ -170,7 +192,9 @@ def run_kafka_python(bootstrap: str, topic: str, count: int, value: bytes, batch
     finally:
         producer.close(timeout=10)
     name = "kafka-python " + ("unbatched" if not batched else f"paced {rate:,.0f}/s" if rate else "batched")
-    return RunResult(name, "kafka-python", count, len(latencies), len(failures), last_ack[0] - started, latencies)
+    return RunResult(
+        name, "kafka-python", count, len(latencies), len(failures), last_ack[0] - started, latencies
+    )
 
 
 # ---- driver ------------------------------------------------------------------------------------------
@@ -183,7 +207,9 @@ def verdict(result: RunResult, saturating: bool) -> str:
         target = TARGET_MESSAGES_PER_SECOND[result.client]
         notes.append(f"throughput {'ok' if result.throughput >= target else 'BELOW'} (>= {target:,})")
     else:
-        notes.append(f"p99 {'ok' if result.percentile(0.99) <= TARGET_P99_MS else 'ABOVE'} (<= {TARGET_P99_MS:g} ms)")
+        notes.append(
+            f"p99 {'ok' if result.percentile(0.99) <= TARGET_P99_MS else 'ABOVE'} (<= {TARGET_P99_MS:g} ms)"
+        )
     if result.failed:
         notes.append(f"{result.failed} FAILED")
     return "; ".join(notes)
@@ -199,8 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="also print one JSON line per run")
     args = parser.parse_args(argv)
-    if min(args.messages, args.kafka_python_messages, args.paced_seconds, args.unbatched_messages,
-           args.value_bytes, args.brokers) < 1:
+    if (
+        min(
+            args.messages,
+            args.kafka_python_messages,
+            args.paced_seconds,
+            args.unbatched_messages,
+            args.value_bytes,
+            args.brokers,
+        )
+        < 1
+    ):
         parser.error("every count must be at least 1")
 
     value = b"x" * args.value_bytes
@@ -211,7 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         ("confluent-batched", run_confluent, args.messages, True, None),
         ("kafka-python-batched", run_kafka_python, args.kafka_python_messages, True, None),
         ("confluent-paced", run_confluent, confluent_rate * args.paced_seconds, True, confluent_rate),
-        ("kafka-python-paced", run_kafka_python, kafka_python_rate * args.paced_seconds, True, kafka_python_rate),
+        (
+            "kafka-python-paced",
+            run_kafka_python,
+            kafka_python_rate * args.paced_seconds,
+            True,
+            kafka_python_rate,
+        ),
         ("confluent-unbatched", run_confluent, args.unbatched_messages, False, None),
         ("kafka-python-unbatched", run_kafka_python, args.unbatched_messages, False, None),
     ]
@@ -220,16 +261,22 @@ def main(argv: list[str] | None = None) -> int:
         cluster = LocalCluster(Path(directory))
         try:
             cluster.up(args.brokers)
-            print(f"cluster: {args.brokers} brokers, RF={args.brokers}, acks=all, {args.value_bytes}-byte values, "
-                  f"one partition per run", flush=True)
+            print(
+                f"cluster: {args.brokers} brokers, RF={args.brokers}, acks=all, {args.value_bytes}-byte values, "
+                f"one partition per run",
+                flush=True,
+            )
             for topic, run, count, batched, rate in runs:
                 cluster.create_topic(topic, 1, args.brokers)
                 result = run(cluster.bootstrap(), topic, count, value, batched, rate)
                 saturating = batched and rate is None
                 results.append((result, saturating))
-                print(f"  {result.name:32s} {result.acked:>8,} acked in {result.seconds:6.2f} s = "
-                      f"{result.throughput:>9,.0f} msg/s   p50 {result.percentile(0.5):7.2f} ms   "
-                      f"p99 {result.percentile(0.99):7.2f} ms   [{verdict(result, saturating)}]", flush=True)
+                print(
+                    f"  {result.name:32s} {result.acked:>8,} acked in {result.seconds:6.2f} s = "
+                    f"{result.throughput:>9,.0f} msg/s   p50 {result.percentile(0.5):7.2f} ms   "
+                    f"p99 {result.percentile(0.99):7.2f} ms   [{verdict(result, saturating)}]",
+                    flush=True,
+                )
         finally:
             cluster.down()
     if args.json:

@@ -34,8 +34,13 @@ def time_to_ready(client: object, image: str) -> tuple[float, float]:
     started = time.monotonic()
     cluster = DockerCluster(client, image, brokers=3).start()  # type: ignore[arg-type]
     try:
-        bundled = BundledCluster(cluster.remotes(), {n: cluster.ip(n) for n in cluster.node_names},
-                                 cluster.broker_names, CONTROLLER, {})
+        bundled = BundledCluster(
+            cluster.remotes(),
+            {n: cluster.ip(n) for n in cluster.node_names},
+            cluster.broker_names,
+            CONTROLLER,
+            {},
+        )
         bundled.configure()
         bundled.start()
         ready = time.monotonic() - started
@@ -58,18 +63,28 @@ def main() -> None:
         readies.append(ready)
         print(f"repeat {repeat}: ready in {ready:.1f} s (teardown {teardown:.1f} s)", flush=True)
     for repeat in range(args.repeats):
-        spec = TestSpec(name="bench", time_limit=args.time_limit, seed=repeat,
-                        nemesis=NemesisSpec(faults=("kill", "partition"), interval_seconds=8, seed=repeat))
+        spec = TestSpec(
+            name="bench",
+            time_limit=args.time_limit,
+            seed=repeat,
+            nemesis=NemesisSpec(faults=("kill", "partition"), interval_seconds=8, seed=repeat),
+        )
         with tempfile.TemporaryDirectory() as store, open("/dev/null", "w") as quiet:
             started = time.monotonic()
             outcome = run_test(spec, Path(store), out=quiet)
             wall = time.monotonic() - started
         runs.append(wall)
-        print(f"repeat {repeat}: {args.time_limit:.0f} s run end to end in {wall:.1f} s, verdict {outcome.verdict}",
-              flush=True)
-    print(f"time to ready cluster: median {statistics.median(readies):.1f} s, max {max(readies):.1f} s (target <= 10 s)")
-    print(f"end-to-end {args.time_limit:.0f} s run: median {statistics.median(runs):.1f} s, max {max(runs):.1f} s "
-          f"(target <= 60 s)")
+        print(
+            f"repeat {repeat}: {args.time_limit:.0f} s run end to end in {wall:.1f} s, verdict {outcome.verdict}",
+            flush=True,
+        )
+    print(
+        f"time to ready cluster: median {statistics.median(readies):.1f} s, max {max(readies):.1f} s (target <= 10 s)"
+    )
+    print(
+        f"end-to-end {args.time_limit:.0f} s run: median {statistics.median(runs):.1f} s, max {max(runs):.1f} s "
+        f"(target <= 60 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -50,9 +50,15 @@ def generate_history(path: Path, ops_wanted: int, seed: int) -> int:
         fault, heal, nodes = FAULTS[number % len(FAULTS)]
         begin, end = start * 1_000_000_000, (start + 8) * 1_000_000_000
         fault_windows.append((begin, end))
-        fault_value = {"nodes": nodes} if fault != "partition" else {"kind": "halves", "grudge": {"n1": ["n2", "n3"]}}
-        events += [(begin, -1, "invoke", fault, fault_value, None), (begin + 50_000_000, -1, "ok", fault, fault_value, None),
-                   (end, -1, "invoke", heal, {"nodes": nodes}, None), (end + 80_000_000, -1, "ok", heal, {"nodes": nodes}, None)]
+        fault_value = (
+            {"nodes": nodes} if fault != "partition" else {"kind": "halves", "grudge": {"n1": ["n2", "n3"]}}
+        )
+        events += [
+            (begin, -1, "invoke", fault, fault_value, None),
+            (begin + 50_000_000, -1, "ok", fault, fault_value, None),
+            (end, -1, "invoke", heal, {"nodes": nodes}, None),
+            (end + 80_000_000, -1, "ok", heal, {"nodes": nodes}, None),
+        ]
     spacing = duration_ns // (sends // PRODUCERS + 1)
     value = 0
     acked = []
@@ -69,14 +75,26 @@ def generate_history(path: Path, ops_wanted: int, seed: int) -> int:
                 acked.append(value)
                 events.append((clock + latency, process, "ok", "send", {**send, "offset": len(acked)}, None))
             else:
-                events.append((clock + latency, process, outcome, "send", None, "timeout" if outcome == "info" else "NOT_LEADER"))
+                events.append(
+                    (
+                        clock + latency,
+                        process,
+                        outcome,
+                        "send",
+                        None,
+                        "timeout" if outcome == "info" else "NOT_LEADER",
+                    )
+                )
             clock += latency + spacing
     polls = ops_wanted // 40
     for number in range(polls // 2):
         process = PRODUCERS + number % CONSUMERS
         clock = duration_ns * number // (polls // 2)
         records = [{"partition": 0, "offset": number, "key": "k0", "value": number + 1}]
-        events += [(clock, process, "invoke", "poll", None, None), (clock + 1_000_000, process, "ok", "poll", records, None)]
+        events += [
+            (clock, process, "invoke", "poll", None, None),
+            (clock + 1_000_000, process, "ok", "poll", records, None),
+        ]
     events.sort(key=lambda event: (event[0], event[2] != "invoke"))
     drain_process = PRODUCERS + CONSUMERS
     with HistoryWriter(path) as writer:
@@ -87,8 +105,16 @@ def generate_history(path: Path, ops_wanted: int, seed: int) -> int:
         drained = [{"offset": i, "key": "k0", "value": v} for i, v in enumerate(acked)]
         end = events[-1][0] + 1_000_000_000
         writer.append(Op(index, end, drain_process, "invoke", "drain", {"partition": 0}))
-        writer.append(Op(index + 1, end + 300_000_000, drain_process, "ok", "drain",
-                         {"partition": 0, "records": drained, "end_offset": len(drained), "complete": True}))
+        writer.append(
+            Op(
+                index + 1,
+                end + 300_000_000,
+                drain_process,
+                "ok",
+                "drain",
+                {"partition": 0, "records": drained, "end_offset": len(drained), "complete": True},
+            )
+        )
     return index + 2
 
 
@@ -97,23 +123,61 @@ def write_run(run_dir: Path, ops: int) -> int:
     (run_dir / "nodes" / "n1").mkdir(parents=True)
     (run_dir / "nodes" / "n1" / "broker.log").write_text("broker log\n")
     count = generate_history(run_dir / "history.jsonl", ops, seed=1)
-    spec = {"schema_version": 1, "name": "bench", "topic": "tidemark", "node_count": 3,
-            "settings": {"truncation.mode": "high-watermark"},
-            "workload": {"acks": "all", "partitions": 3}, "nemesis": {"faults": ["kill", "pause", "partition"]},
-            "scenario": None, "versions": {"python": sys.version.split()[0]}}
+    spec = {
+        "schema_version": 1,
+        "name": "bench",
+        "topic": "tidemark",
+        "node_count": 3,
+        "settings": {"truncation.mode": "high-watermark"},
+        "workload": {"acks": "all", "partitions": 3},
+        "nemesis": {"faults": ["kill", "pause", "partition"]},
+        "scenario": None,
+        "versions": {"python": sys.version.split()[0]},
+    }
     (run_dir / "test.json").write_text(json.dumps(spec))
-    send = {"index": 5, "time": 1_000_000, "process": 0, "type": "ok", "f": "send",
-            "value": {"partition": 0, "key": "k0", "value": 7, "offset": 3}}
-    results = {"schema_version": 1, "valid": False, "expected_only": True, "incomplete": [], "checks": [],
-               "anomalies": {"lost-write": {"count": 12, "expected": True, "rule": "truncation.mode=high-watermark",
-                                            "severity": "error",
-                                            "examples": [{"partition": 0, "value": 7, "offset": 3, "send": send}] * 5},
-                             "replica-divergence": {"count": 3, "expected": True, "rule": "truncation.mode=high-watermark",
-                                                    "severity": "error", "examples": [
-                                                        {"partition": 0, "offset": 3, "positions": 3, "replicas": {
-                                                            "n1": {"offset": 3, "leader_epoch": 0, "key": "k0", "value": "7"},
-                                                            "n2": {"offset": 3, "leader_epoch": 1, "key": "k0", "value": "9"}}}]}},
-               "config": {"rules": ["truncation.mode=high-watermark"]}, "stats": {}}
+    send = {
+        "index": 5,
+        "time": 1_000_000,
+        "process": 0,
+        "type": "ok",
+        "f": "send",
+        "value": {"partition": 0, "key": "k0", "value": 7, "offset": 3},
+    }
+    results = {
+        "schema_version": 1,
+        "valid": False,
+        "expected_only": True,
+        "incomplete": [],
+        "checks": [],
+        "anomalies": {
+            "lost-write": {
+                "count": 12,
+                "expected": True,
+                "rule": "truncation.mode=high-watermark",
+                "severity": "error",
+                "examples": [{"partition": 0, "value": 7, "offset": 3, "send": send}] * 5,
+            },
+            "replica-divergence": {
+                "count": 3,
+                "expected": True,
+                "rule": "truncation.mode=high-watermark",
+                "severity": "error",
+                "examples": [
+                    {
+                        "partition": 0,
+                        "offset": 3,
+                        "positions": 3,
+                        "replicas": {
+                            "n1": {"offset": 3, "leader_epoch": 0, "key": "k0", "value": "7"},
+                            "n2": {"offset": 3, "leader_epoch": 1, "key": "k0", "value": "9"},
+                        },
+                    }
+                ],
+            },
+        },
+        "config": {"rules": ["truncation.mode=high-watermark"]},
+        "stats": {},
+    }
     (run_dir / "results.json").write_text(json.dumps(results))
     return count
 
@@ -121,12 +185,16 @@ def write_run(run_dir: Path, ops: int) -> int:
 def timed(code: str) -> float:
     """Seconds for ``code`` in a fresh interpreter (imports included), measured inside it."""
     program = f"import time, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r}); t = time.perf_counter()\n{code}\nprint(time.perf_counter() - t)"
-    output = subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True).stdout
+    output = subprocess.run(
+        [sys.executable, "-c", program], check=True, capture_output=True, text=True
+    ).stdout
     return float(output.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--data", type=Path, default=Path("/tmp/tidemark-bench-report"))
@@ -136,7 +204,9 @@ def main() -> None:
     started = time.perf_counter()
     count = write_run(run_dir, args.ops)
     size = (run_dir / "history.jsonl").stat().st_size
-    print(f"history: {count} ops, {size / 2**20:.1f} MiB JSON lines (written in {time.perf_counter() - started:.1f} s)")
+    print(
+        f"history: {count} ops, {size / 2**20:.1f} MiB JSON lines (written in {time.perf_counter() - started:.1f} s)"
+    )
     analyse = f"from harness.report_timeline import build_timeline; from pathlib import Path; build_timeline(Path({str(run_dir)!r}))"
     render = f"from harness.report import render_run_report; render_run_report({str(run_dir)!r})"
     print(f"imports alone (pandas, pyarrow, matplotlib): {timed('import harness.report'):6.2f} s")
@@ -155,8 +225,10 @@ def main() -> None:
         (copy / "history.jsonl").write_bytes(tail)
         os.symlink(run_dir / "report.html", copy / "report.html")
     index = f"from harness.report_index import render_index; render_index({str(args.data / 'campaign')!r})"
-    print(f"index.html of {args.runs} runs:      {timed(index):6.2f} s, "
-          f"{(args.data / 'campaign' / 'index.html').stat().st_size / 1024:.0f} KiB")
+    print(
+        f"index.html of {args.runs} runs:      {timed(index):6.2f} s, "
+        f"{(args.data / 'campaign' / 'index.html').stat().st_size / 1024:.0f} KiB"
+    )
 
 
 if __name__ == "__main__":

@@ -66,14 +66,21 @@ def main() -> None:
                     anomalous += bool(set(expectation.absent) & found)
                 else:  # fixed mode: any anomaly at all counts
                     anomalous += bool(found)
-                print(f"{name} {setting} #{repeat}: {'as expected' if ok else 'NOT as expected'} "
-                      f"({', '.join(results.get('anomalies', {})) or 'no anomalies'}) {times[-1]:.0f} s", flush=True)
+                print(
+                    f"{name} {setting} #{repeat}: {'as expected' if ok else 'NOT as expected'} "
+                    f"({', '.join(results.get('anomalies', {})) or 'no anomalies'}) {times[-1]:.0f} s",
+                    flush=True,
+                )
             rows.append((name, setting, matched, anomalous, statistics.median(times), max(times)))
     print()
-    print(f"{'scenario':24} {'setting':38} {'as expected':>12} {'anomaly seen':>13} {'median s':>9} {'max s':>6}")
+    print(
+        f"{'scenario':24} {'setting':38} {'as expected':>12} {'anomaly seen':>13} {'median s':>9} {'max s':>6}"
+    )
     for name, setting, matched, anomalous, median, worst in rows:
-        print(f"{name:24} {setting:38} {matched:>5}/{args.repeats:<6} {anomalous:>6}/{args.repeats:<6} "
-              f"{median:9.0f} {worst:6.0f}")
+        print(
+            f"{name:24} {setting:38} {matched:>5}/{args.repeats:<6} {anomalous:>6}/{args.repeats:<6} "
+            f"{median:9.0f} {worst:6.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -73,16 +73,26 @@ class Broker:
                 self.partitions[key] = self._new_partition(key, checkpointed.get(key, 0))
 
     def _new_partition(self, key: tuple[str, int], high_watermark: int) -> Partition:
-        return Partition(key[0], key[1], self.node_id, self.log_dir / f"{key[0]}-{key[1]}",
-                         self.settings["log.segment.bytes"], self.flush_policy, high_watermark)
+        return Partition(
+            key[0],
+            key[1],
+            self.node_id,
+            self.log_dir / f"{key[0]}-{key[1]}",
+            self.settings["log.segment.bytes"],
+            self.flush_policy,
+            high_watermark,
+        )
 
     def metadata_topics(self) -> dict[str, Any]:
         topics: dict[str, Any] = self.metadata["topics"]
         return topics
 
     def live_brokers(self) -> dict[int, tuple[str, int]]:
-        return {int(node): (broker["host"], broker["port"])
-                for node, broker in self.metadata["brokers"].items() if not broker["fenced"]}
+        return {
+            int(node): (broker["host"], broker["port"])
+            for node, broker in self.metadata["brokers"].items()
+            if not broker["fenced"]
+        }
 
     def apply_metadata(self, metadata: dict[str, Any]) -> None:
         """Follow a newer metadata version.  A partition that cannot be applied (its
@@ -97,7 +107,9 @@ class Broker:
                     try:
                         self._apply_partition_state((name, index), state)
                     except (OSError, ValueError) as error:
-                        logger.error("%s-%d: cannot follow metadata v%d: %s", name, index, metadata["version"], error)
+                        logger.error(
+                            "%s-%d: cannot follow metadata v%d: %s", name, index, metadata["version"], error
+                        )
 
     def _apply_partition_state(self, key: tuple[str, int], state: dict[str, Any]) -> None:
         partition = self.partitions.get(key)
@@ -113,7 +125,9 @@ class Broker:
         if state["leader"] == self.node_id:
             partition.become_leader(epoch, state["partition_epoch"], state["replicas"], state["isr"])
             return
-        partition.become_follower(state["leader"], epoch, state["partition_epoch"], state["replicas"], state["isr"])
+        partition.become_follower(
+            state["leader"], epoch, state["partition_epoch"], state["replicas"], state["isr"]
+        )
         if self.settings["truncation.mode"] == "high-watermark":
             partition.truncate_to(partition.high_watermark)  # pre-0.11: cut at our own HW, unconditionally
         leader = self.metadata["brokers"].get(str(state["leader"]))
@@ -135,9 +149,15 @@ class Broker:
     async def _register(self) -> None:
         while True:
             try:
-                reply = await self.controller.call("register", {
-                    "node_id": self.node_id, "incarnation": self.incarnation,
-                    "host": self.advertised[0], "port": self.advertised[1]})
+                reply = await self.controller.call(
+                    "register",
+                    {
+                        "node_id": self.node_id,
+                        "incarnation": self.incarnation,
+                        "host": self.advertised[0],
+                        "port": self.advertised[1],
+                    },
+                )
                 self.apply_metadata(reply["metadata"])
                 logger.info("registered with the controller as incarnation %s", self.incarnation)
                 return
@@ -154,8 +174,14 @@ class Broker:
 
     async def heartbeat_once(self) -> None:
         try:
-            reply = await self.controller.call("heartbeat", {
-                "node_id": self.node_id, "incarnation": self.incarnation, "version": self.metadata["version"]})
+            reply = await self.controller.call(
+                "heartbeat",
+                {
+                    "node_id": self.node_id,
+                    "incarnation": self.incarnation,
+                    "version": self.metadata["version"],
+                },
+            )
         except RpcError:
             await self._register()
             return
@@ -165,14 +191,18 @@ class Broker:
         if "metadata" in reply:
             self.apply_metadata(reply["metadata"])
 
-    async def create_topic(self, name: str, partitions: int, replication_factor: int, timeout_ms: int) -> tuple[int, str | None]:
+    async def create_topic(
+        self, name: str, partitions: int, replication_factor: int, timeout_ms: int
+    ) -> tuple[int, str | None]:
         if partitions == -1:
             partitions = self.settings["num.partitions"]
         if replication_factor == -1:
             replication_factor = self.settings["default.replication.factor"]
         try:
-            reply = await self.controller.call("create_topic", {
-                "name": name, "partitions": partitions, "replication_factor": replication_factor})
+            reply = await self.controller.call(
+                "create_topic",
+                {"name": name, "partitions": partitions, "replication_factor": replication_factor},
+            )
         except (ConnectionError, RpcError) as error:
             return wire.REQUEST_TIMED_OUT, str(error)
         problem = reply.get("error")
@@ -223,10 +253,17 @@ class Broker:
         partition.pending_isr = new_isr
         logger.info("%s: proposing ISR %s (was %s)", partition.name, new_isr, partition.isr)
         try:
-            reply = await self.controller.call("alter_partition", {
-                "topic": partition.topic, "partition": partition.index, "leader": self.node_id,
-                "leader_epoch": partition.leader_epoch, "partition_epoch": partition.partition_epoch,
-                "isr": new_isr})
+            reply = await self.controller.call(
+                "alter_partition",
+                {
+                    "topic": partition.topic,
+                    "partition": partition.index,
+                    "leader": self.node_id,
+                    "leader_epoch": partition.leader_epoch,
+                    "partition_epoch": partition.partition_epoch,
+                    "isr": new_isr,
+                },
+            )
         except (ConnectionError, RpcError) as error:
             logger.info("%s: ISR change failed: %s", partition.name, error)
             await asyncio.sleep(0.5)  # keep pending_isr meanwhile: HW uses the larger ISR
@@ -245,7 +282,9 @@ class Broker:
             self.checkpoint_high_watermarks()
 
     def checkpoint_high_watermarks(self) -> None:
-        self.hw_checkpoint.write((key, partition.high_watermark) for key, partition in self.partitions.items())
+        self.hw_checkpoint.write(
+            (key, partition.high_watermark) for key, partition in self.partitions.items()
+        )
 
     async def flush_forever(self) -> None:
         interval = self.settings["log.flush.scheduler.interval.ms"] / 1000
@@ -288,15 +327,26 @@ async def run(settings: dict[str, Any]) -> None:
     broker = Broker(settings)
     host, port = broker.listen
     server = await asyncio.start_server(broker.serve_connection, host, port, reuse_address=True)
-    logger.info("broker %d listening on %s:%d (truncation.mode=%s)", broker.node_id, host, port,
-                settings["truncation.mode"])
+    logger.info(
+        "broker %d listening on %s:%d (truncation.mode=%s)",
+        broker.node_id,
+        host,
+        port,
+        settings["truncation.mode"],
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stop.set)
-    tasks = [asyncio.create_task(coroutine) for coroutine in (
-        broker.heartbeat_forever(), broker.maintain_isr_forever(), broker.checkpoint_high_watermarks_forever(),
-        broker.flush_forever())]
+    tasks = [
+        asyncio.create_task(coroutine)
+        for coroutine in (
+            broker.heartbeat_forever(),
+            broker.maintain_isr_forever(),
+            broker.checkpoint_high_watermarks_forever(),
+            broker.flush_forever(),
+        )
+    ]
     stopped = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([*tasks, stopped], return_when=asyncio.FIRST_COMPLETED)
     for task in done:

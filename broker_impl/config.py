@@ -108,7 +108,12 @@ BROKER_KEYS: tuple[Key, ...] = (
     Key("auto.create.topics.enable", _boolean, True, "create unknown topics on Metadata requests"),
     Key("num.partitions", _positive, 1, "partitions of auto-created topics"),
     Key("default.replication.factor", _positive, 1, "replication factor of auto-created topics"),
-    Key("truncation.mode", _truncation_mode, "leader-epoch", "high-watermark (pre-0.11) or leader-epoch (KIP-101)"),
+    Key(
+        "truncation.mode",
+        _truncation_mode,
+        "leader-epoch",
+        "high-watermark (pre-0.11) or leader-epoch (KIP-101)",
+    ),
     Key("cluster.id", _string, "tidemark", "cluster id reported in Metadata"),
 )
 
@@ -148,11 +153,15 @@ def parse_properties(text: str, source: str, keys: tuple[Key, ...]) -> dict[str,
         try:
             values[name] = table[name].parse(value)
         except ValueError as error:
-            raise ConfigError(f"{source}:{line_number}: bad value {value.strip()!r} for {name}: {error}") from None
+            raise ConfigError(
+                f"{source}:{line_number}: bad value {value.strip()!r} for {name}: {error}"
+            ) from None
     return values
 
 
-def apply_overrides(values: dict[str, Any], overrides: Mapping[str, str], source: str, keys: tuple[Key, ...]) -> None:
+def apply_overrides(
+    values: dict[str, Any], overrides: Mapping[str, str], source: str, keys: tuple[Key, ...]
+) -> None:
     """Apply ``KEY=VALUE`` overrides (e.g. from ``--set``) with the same checks as the file."""
     table = _key_table(keys)
     for name, value in overrides.items():
@@ -196,8 +205,9 @@ def render(values: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def process_main(program: str, keys: tuple[Key, ...], run: Callable[[dict[str, Any]], Any],
-                 argv: list[str] | None) -> int:
+def process_main(
+    program: str, keys: tuple[Key, ...], run: Callable[[dict[str, Any]], Any], argv: list[str] | None
+) -> int:
     """``python -m broker_impl.<program> --config FILE``: load and check the config (exit 2
     with a one-line error naming file, line and key), set up logging, run ``run(settings)``."""
     import argparse

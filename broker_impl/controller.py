@@ -158,7 +158,10 @@ class Controller:
                     state["leader_epoch"] += 1  # it stays leader, in a new epoch
                     state["partition_epoch"] += 1
         self.metadata["brokers"][str(node)] = {
-            "host": params["host"], "port": int(params["port"]), "incarnation": incarnation, "fenced": False,
+            "host": params["host"],
+            "port": int(params["port"]),
+            "incarnation": incarnation,
+            "fenced": False,
         }
         self._elect_offline()
         self._commit(f"broker {node} registered ({incarnation})")
@@ -185,8 +188,11 @@ class Controller:
             raise RpcError("unknown topic or partition")
         state = topic["partitions"][int(params["partition"])]
         new_isr = [int(r) for r in params["isr"]]
-        if (state["leader"] != int(params["leader"]) or state["leader_epoch"] != int(params["leader_epoch"])
-                or state["partition_epoch"] != int(params["partition_epoch"])):
+        if (
+            state["leader"] != int(params["leader"])
+            or state["leader_epoch"] != int(params["leader_epoch"])
+            or state["partition_epoch"] != int(params["partition_epoch"])
+        ):
             return {"error": "stale", "state": state, "version": self.metadata["version"]}
         if state["leader"] not in new_isr or any(r not in state["replicas"] for r in new_isr):
             raise RpcError(f"invalid ISR {new_isr} for replicas {state['replicas']}")
@@ -211,12 +217,19 @@ class Controller:
             return {"error": "invalid partitions"}
         if replication_factor <= 0 or replication_factor > len(live):
             return {"error": f"replication factor {replication_factor} > {len(live)} live brokers"}
-        assignment = [[live[(index + i) % len(live)] for i in range(replication_factor)] for index in range(partitions)]
+        assignment = [
+            [live[(index + i) % len(live)] for i in range(replication_factor)] for index in range(partitions)
+        ]
         self.metadata["topics"][name] = {
             "id": str(uuid.uuid4()),
             "partitions": [
-                {"replicas": replicas, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas),
-                 "partition_epoch": 0}
+                {
+                    "replicas": replicas,
+                    "leader": replicas[0],
+                    "leader_epoch": 0,
+                    "isr": list(replicas),
+                    "partition_epoch": 0,
+                }
                 for replicas in assignment
             ],
         }
@@ -226,7 +239,9 @@ class Controller:
     async def allocate_producer_ids(self, params: dict[str, Any]) -> dict[str, Any]:
         first = int(self.metadata["next_producer_id"])
         self.metadata["next_producer_id"] = first + PRODUCER_ID_BLOCK
-        self._commit(f"producer ids {first}..{first + PRODUCER_ID_BLOCK - 1} to broker {params.get('node_id')}")
+        self._commit(
+            f"producer ids {first}..{first + PRODUCER_ID_BLOCK - 1} to broker {params.get('node_id')}"
+        )
         return {"first": first, "count": PRODUCER_ID_BLOCK}
 
     async def describe(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -236,14 +251,18 @@ class Controller:
 async def run(settings: dict[str, Any]) -> None:
     controller = Controller(settings)
     host, port = settings["listeners"]
-    server = await serve(host, port, {
-        "register": controller.register,
-        "heartbeat": controller.heartbeat,
-        "alter_partition": controller.alter_partition,
-        "create_topic": controller.create_topic,
-        "allocate_producer_ids": controller.allocate_producer_ids,
-        "describe": controller.describe,
-    })
+    server = await serve(
+        host,
+        port,
+        {
+            "register": controller.register,
+            "heartbeat": controller.heartbeat,
+            "alter_partition": controller.alter_partition,
+            "create_topic": controller.create_topic,
+            "allocate_producer_ids": controller.allocate_producer_ids,
+            "describe": controller.describe,
+        },
+    )
     logger.info("controller listening on %s:%d", host, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -41,7 +41,9 @@ def text(data: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(data).decode("ascii")
 
 
-def dump_partition(directory: Path, topic: str, partition: int, high_watermark: int) -> Iterator[dict[str, Any]]:
+def dump_partition(
+    directory: Path, topic: str, partition: int, high_watermark: int
+) -> Iterator[dict[str, Any]]:
     """Records of one partition directory, then its summary line (read-only)."""
     log_start = None
     next_offset = None
@@ -63,18 +65,31 @@ def dump_partition(directory: Path, topic: str, partition: int, high_watermark: 
             batch = data[position : position + header.size]
             if not header.is_control:
                 for record in records.decode_records(batch):
-                    yield {"type": "record", "topic": topic, "partition": partition, "offset": record.offset,
-                           "leader_epoch": header.partition_leader_epoch, "key": text(record.key),
-                           "value": text(record.value)}
+                    yield {
+                        "type": "record",
+                        "topic": topic,
+                        "partition": partition,
+                        "offset": record.offset,
+                        "leader_epoch": header.partition_leader_epoch,
+                        "key": text(record.key),
+                        "value": text(record.value),
+                    }
             next_offset = header.last_offset + 1
             position += header.size
         if torn:
             break
     log_end = next_offset if next_offset is not None else (log_start or 0)
     epochs = [entry for entry in LeaderEpochCache(directory).entries if entry[1] < log_end]
-    yield {"type": "partition", "topic": topic, "partition": partition,
-           "high_watermark": min(high_watermark, log_end), "log_end_offset": log_end,
-           "log_start_offset": log_start or 0, "epochs": [list(entry) for entry in epochs], "torn_bytes": torn}
+    yield {
+        "type": "partition",
+        "topic": topic,
+        "partition": partition,
+        "high_watermark": min(high_watermark, log_end),
+        "log_end_offset": log_end,
+        "log_start_offset": log_start or 0,
+        "epochs": [list(entry) for entry in epochs],
+        "torn_bytes": torn,
+    }
 
 
 def dump(data_directory: Path, output: IO[str]) -> int:

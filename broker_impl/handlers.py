@@ -67,7 +67,9 @@ class Handlers:
             names = sorted(topics)
         else:
             names = [entry.name for entry in requested]
-        allow_create = getattr(request.body, "allow_auto_topic_creation", True) if request.version >= 4 else True
+        allow_create = (
+            getattr(request.body, "allow_auto_topic_creation", True) if request.version >= 4 else True
+        )
         topic_entries = []
         for name in names:
             topic = topics.get(name)
@@ -75,40 +77,75 @@ class Handlers:
                 error = wire.UNKNOWN_TOPIC_OR_PARTITION
                 if allow_create and self.broker.settings["auto.create.topics.enable"] and name:
                     error = await self.broker.auto_create_topic(name)
-                topic_entries.append(topic_class(error_code=error, name=name, topic_id=None, is_internal=False,
-                                                 partitions=[]))
+                topic_entries.append(
+                    topic_class(error_code=error, name=name, topic_id=None, is_internal=False, partitions=[])
+                )
                 continue
             partitions = []
             for index, state in enumerate(topic["partitions"]):
                 leader = state["leader"]
-                partitions.append(partition_class(
-                    error_code=wire.NONE if leader >= 0 else wire.LEADER_NOT_AVAILABLE,
-                    partition_index=index, leader_id=leader, leader_epoch=state["leader_epoch"],
-                    replica_nodes=state["replicas"], isr_nodes=state["isr"],
-                    offline_replicas=[r for r in state["replicas"] if r not in live]))
-            topic_entries.append(topic_class(error_code=wire.NONE, name=name, topic_id=topic["id"],
-                                             is_internal=False, partitions=partitions))
-        brokers = [broker_class(node_id=node, host=host, port=port, rack=None)
-                   for node, (host, port) in sorted(live.items())]
-        return wire.response(request, throttle_time_ms=0, brokers=brokers, cluster_id=self.broker.cluster_id,
-                             controller_id=min(live) if live else -1, topics=topic_entries)
+                partitions.append(
+                    partition_class(
+                        error_code=wire.NONE if leader >= 0 else wire.LEADER_NOT_AVAILABLE,
+                        partition_index=index,
+                        leader_id=leader,
+                        leader_epoch=state["leader_epoch"],
+                        replica_nodes=state["replicas"],
+                        isr_nodes=state["isr"],
+                        offline_replicas=[r for r in state["replicas"] if r not in live],
+                    )
+                )
+            topic_entries.append(
+                topic_class(
+                    error_code=wire.NONE,
+                    name=name,
+                    topic_id=topic["id"],
+                    is_internal=False,
+                    partitions=partitions,
+                )
+            )
+        brokers = [
+            broker_class(node_id=node, host=host, port=port, rack=None)
+            for node, (host, port) in sorted(live.items())
+        ]
+        return wire.response(
+            request,
+            throttle_time_ms=0,
+            brokers=brokers,
+            cluster_id=self.broker.cluster_id,
+            controller_id=min(live) if live else -1,
+            topics=topic_entries,
+        )
 
     async def find_coordinator(self, request: wire.Request) -> Any:
         host, port = self.broker.advertised
         if request.version >= 4:
             coordinator_class = wire.nested(request.api.response, "Coordinator")
-            return wire.response(request, coordinators=[
-                coordinator_class(key=key, node_id=self.broker.node_id, host=host, port=port, error_code=0,
-                                  error_message=None) for key in request.body.coordinator_keys])
-        return wire.response(request, error_code=0, error_message=None, node_id=self.broker.node_id,
-                             host=host, port=port)
+            return wire.response(
+                request,
+                coordinators=[
+                    coordinator_class(
+                        key=key,
+                        node_id=self.broker.node_id,
+                        host=host,
+                        port=port,
+                        error_code=0,
+                        error_message=None,
+                    )
+                    for key in request.body.coordinator_keys
+                ],
+            )
+        return wire.response(
+            request, error_code=0, error_message=None, node_id=self.broker.node_id, host=host, port=port
+        )
 
     async def create_topics(self, request: wire.Request) -> Any:
         result_class = wire.nested(request.api.response, "CreatableTopicResult")
         results = []
         for topic in request.body.topics:
-            error, message = await self.broker.create_topic(topic.name, topic.num_partitions,
-                                                            topic.replication_factor, request.body.timeout_ms)
+            error, message = await self.broker.create_topic(
+                topic.name, topic.num_partitions, topic.replication_factor, request.body.timeout_ms
+            )
             results.append(result_class(name=topic.name, error_code=error, error_message=message))
         return wire.response(request, throttle_time_ms=0, topics=results)
 
@@ -122,20 +159,37 @@ class Handlers:
         waits = []
         for topic in body.topic_data:
             for data in topic.partition_data:
-                waits.append(self._produce_partition(topic.name, data.index, data.records, acks, body.timeout_ms))
+                waits.append(
+                    self._produce_partition(topic.name, data.index, data.records, acks, body.timeout_ms)
+                )
         results = await asyncio.gather(*waits)
         by_topic: dict[str, list[Any]] = {}
         for name, index, error, base_offset, log_start in results:
-            by_topic.setdefault(name, []).append(partition_class(
-                index=index, error_code=error, base_offset=base_offset, log_append_time_ms=-1,
-                log_start_offset=log_start, record_errors=[], error_message=None))
+            by_topic.setdefault(name, []).append(
+                partition_class(
+                    index=index,
+                    error_code=error,
+                    base_offset=base_offset,
+                    log_append_time_ms=-1,
+                    log_start_offset=log_start,
+                    record_errors=[],
+                    error_message=None,
+                )
+            )
         if acks == 0:
             return None
-        return wire.response(request, throttle_time_ms=0, responses=[
-            topic_class(name=name, partition_responses=partitions) for name, partitions in by_topic.items()])
+        return wire.response(
+            request,
+            throttle_time_ms=0,
+            responses=[
+                topic_class(name=name, partition_responses=partitions)
+                for name, partitions in by_topic.items()
+            ],
+        )
 
-    async def _produce_partition(self, topic: str, index: int, data: bytes | None, acks: int,
-                                 timeout_ms: int) -> tuple[str, int, int, int, int]:
+    async def _produce_partition(
+        self, topic: str, index: int, data: bytes | None, acks: int, timeout_ms: int
+    ) -> tuple[str, int, int, int, int]:
         if acks not in (0, 1, -1):
             return topic, index, wire.INVALID_REQUIRED_ACKS, -1, -1
         error, partition = self._lookup(topic, index)
@@ -192,8 +246,9 @@ class Handlers:
             responses, bytes_found, errors, waiters = self._fetch_round(request, follower)
             remaining = deadline - asyncio.get_running_loop().time()
             if bytes_found >= max(1, body.min_bytes) or errors or remaining <= 0 or not waiters:
-                return wire.response(request, throttle_time_ms=0, error_code=wire.NONE, session_id=0,
-                                     responses=responses)
+                return wire.response(
+                    request, throttle_time_ms=0, error_code=wire.NONE, session_id=0, responses=responses
+                )
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
 
     def _fetch_round(self, request: wire.Request, follower: bool) -> tuple[list[Any], int, bool, list[Any]]:
@@ -233,10 +288,18 @@ class Handlers:
                         waiters.append(notifier.waiter())
                 if error != wire.NONE:
                     errors = True
-                partitions.append(partition_class(
-                    partition_index=fetch.partition, error_code=error, high_watermark=high_watermark,
-                    last_stable_offset=high_watermark, log_start_offset=log_start, aborted_transactions=None
-                    if error else [], preferred_read_replica=-1, records=data))
+                partitions.append(
+                    partition_class(
+                        partition_index=fetch.partition,
+                        error_code=error,
+                        high_watermark=high_watermark,
+                        last_stable_offset=high_watermark,
+                        log_start_offset=log_start,
+                        aborted_transactions=None if error else [],
+                        preferred_read_replica=-1,
+                        records=data,
+                    )
+                )
             responses.append(topic_class(topic=topic.topic, partitions=partitions))
         return responses, total, errors, waiters
 
@@ -256,8 +319,15 @@ class Handlers:
                     found = self._find_offset(partition, entry.timestamp, body.replica_id >= 0)
                     if found is not None:
                         offset, timestamp, epoch = found
-                partitions.append(partition_class(partition_index=entry.partition_index, error_code=error,
-                                                  timestamp=timestamp, offset=offset, leader_epoch=epoch))
+                partitions.append(
+                    partition_class(
+                        partition_index=entry.partition_index,
+                        error_code=error,
+                        timestamp=timestamp,
+                        offset=offset,
+                        leader_epoch=epoch,
+                    )
+                )
             topics.append(topic_class(name=topic.name, partitions=partitions))
         return wire.response(request, throttle_time_ms=0, topics=topics)
 
@@ -266,7 +336,11 @@ class Handlers:
         log = partition.log
         if timestamp == LATEST_TIMESTAMP:
             offset = log.log_end_offset if from_replica else partition.high_watermark
-            return offset, -1, log.epochs.epoch_for_offset(offset - 1) if offset > 0 else log.epochs.latest_epoch()
+            return (
+                offset,
+                -1,
+                log.epochs.epoch_for_offset(offset - 1) if offset > 0 else log.epochs.latest_epoch(),
+            )
         if timestamp == EARLIEST_TIMESTAMP:
             return log.log_start_offset, -1, log.epochs.epoch_for_offset(log.log_start_offset)
         if timestamp == MAX_TIMESTAMP:
@@ -286,29 +360,49 @@ class Handlers:
                 error, partition = self._lookup(topic.topic, entry.partition, entry.current_leader_epoch)
                 epoch, end_offset = -1, -1
                 if partition is not None:
-                    epoch, end_offset = partition.log.epochs.end_offset_for(entry.leader_epoch,
-                                                                            partition.log_end_offset)
-                partitions.append(partition_class(error_code=error, partition=entry.partition,
-                                                  leader_epoch=epoch, end_offset=end_offset))
+                    epoch, end_offset = partition.log.epochs.end_offset_for(
+                        entry.leader_epoch, partition.log_end_offset
+                    )
+                partitions.append(
+                    partition_class(
+                        error_code=error, partition=entry.partition, leader_epoch=epoch, end_offset=end_offset
+                    )
+                )
             topics.append(topic_class(topic=topic.topic, partitions=partitions))
         return wire.response(request, throttle_time_ms=0, topics=topics)
 
     async def init_producer_id(self, request: wire.Request) -> Any:
         body = request.body
         if body.transactional_id:
-            return wire.response(request, throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1,
-                                 producer_epoch=-1)
+            return wire.response(
+                request, throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+            )
         if request.version >= 3 and body.producer_id >= 0:
-            return wire.response(request, throttle_time_ms=0, error_code=0, producer_id=body.producer_id,
-                                 producer_epoch=(body.producer_epoch + 1) % 32767)
+            return wire.response(
+                request,
+                throttle_time_ms=0,
+                error_code=0,
+                producer_id=body.producer_id,
+                producer_epoch=(body.producer_epoch + 1) % 32767,
+            )
         producer_id = await self.broker.allocate_producer_id()
         if producer_id < 0:
-            return wire.response(request, throttle_time_ms=0, error_code=15, producer_id=-1, producer_epoch=-1)
-        return wire.response(request, throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
+            return wire.response(
+                request, throttle_time_ms=0, error_code=15, producer_id=-1, producer_epoch=-1
+            )
+        return wire.response(
+            request, throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0
+        )
 
     def table(self) -> dict[int, Any]:
         return {
-            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 10: self.find_coordinator,
-            18: self.api_versions, 19: self.create_topics, 22: self.init_producer_id,
+            0: self.produce,
+            1: self.fetch,
+            2: self.list_offsets,
+            3: self.metadata,
+            10: self.find_coordinator,
+            18: self.api_versions,
+            19: self.create_topics,
+            22: self.init_producer_id,
             23: self.offset_for_leader_epoch,
         }

@@ -53,18 +53,24 @@ class LocalCluster:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory).resolve()
         self.state_path = self.directory / "cluster.json"
-        self.state: dict[str, Any] = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        self.state: dict[str, Any] = (
+            json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        )
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    def up(self, brokers: int, overrides: Mapping[str, str] | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    def up(
+        self, brokers: int, overrides: Mapping[str, str] | None = None, timeout: float = 30.0
+    ) -> dict[str, Any]:
         overrides = dict(overrides or {})
         for key in overrides:
             if not (configuration.broker_keys_accepting(key) or configuration.controller_keys_accepting(key)):
                 raise ClusterError(f"--set {key}: not a broker or controller setting")
         for keys in (configuration.BROKER_KEYS, configuration.CONTROLLER_KEYS):
             names = {key.name for key in keys}
-            configuration.apply_overrides({}, {k: v for k, v in overrides.items() if k in names}, "--set", keys)
+            configuration.apply_overrides(
+                {}, {k: v for k, v in overrides.items() if k in names}, "--set", keys
+            )
         self.directory.mkdir(parents=True, exist_ok=True)
         controller_port = free_port("127.0.0.1")
         controller_dir = self.directory / "controller"
@@ -76,8 +82,10 @@ class LocalCluster:
             **{k: v for k, v in overrides.items() if configuration.controller_keys_accepting(k)},
         }
         (controller_dir / "controller.properties").write_text(configuration.render(controller_settings))
-        self.state = {"controller": {"address": f"127.0.0.1:{controller_port}", "dir": str(controller_dir)},
-                      "brokers": {}}
+        self.state = {
+            "controller": {"address": f"127.0.0.1:{controller_port}", "dir": str(controller_dir)},
+            "brokers": {},
+        }
         for node in range(1, brokers + 1):
             host = f"127.0.0.{1 + node}"
             node_dir = self.directory / f"broker-{node}"
@@ -88,11 +96,18 @@ class LocalCluster:
                 "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
                 "log.dirs": str(node_dir / "data"),
                 **LOCAL_BROKER_DEFAULTS,
-                **{k: v for k, v in overrides.items() if configuration.broker_keys_accepting(k) and k != "node.id"},
+                **{
+                    k: v
+                    for k, v in overrides.items()
+                    if configuration.broker_keys_accepting(k) and k != "node.id"
+                },
             }
             (node_dir / "broker.properties").write_text(configuration.render(settings))
-            self.state["brokers"][str(node)] = {"address": settings["listeners"].split("://")[1],
-                                                "dir": str(node_dir), "data": settings["log.dirs"]}
+            self.state["brokers"][str(node)] = {
+                "address": settings["listeners"].split("://")[1],
+                "dir": str(node_dir),
+                "data": settings["log.dirs"],
+            }
         self._save()
         self.start("controller")
         for node in self.state["brokers"]:
@@ -115,14 +130,20 @@ class LocalCluster:
     def start(self, node: str) -> int:
         """Start (or restart) a node's process; returns its pid."""
         entry = self._entry(node)
-        module, config_name = (("broker_impl.controller", "controller.properties") if node == "controller"
-                               else ("broker_impl.broker", "broker.properties"))
+        module, config_name = (
+            ("broker_impl.controller", "controller.properties")
+            if node == "controller"
+            else ("broker_impl.broker", "broker.properties")
+        )
         directory = Path(entry["dir"])
         log = open(directory / "process.log", "ab")  # noqa: SIM115 -- handed to the child
         process = subprocess.Popen(
             [sys.executable, "-m", module, "--config", str(directory / config_name)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            cwd=Path(__file__).resolve().parent.parent)
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         log.close()
         entry["pid"] = process.pid
         self._save()
@@ -195,9 +216,14 @@ class LocalCluster:
     def summary(self) -> dict[str, Any]:
         return {
             "bootstrap": self.bootstrap(),
-            "brokers": {node: {"pid": entry.get("pid"), "address": entry["address"], "data": entry["data"]}
-                        for node, entry in self.state["brokers"].items()},
-            "controller": {"pid": self.state["controller"].get("pid"), "address": self.state["controller"]["address"]},
+            "brokers": {
+                node: {"pid": entry.get("pid"), "address": entry["address"], "data": entry["data"]}
+                for node, entry in self.state["brokers"].items()
+            },
+            "controller": {
+                "pid": self.state["controller"].get("pid"),
+                "address": self.state["controller"]["address"],
+            },
         }
 
     def controller_call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
@@ -229,8 +255,10 @@ class LocalCluster:
             except (OSError, ClusterError, KeyError, ValueError) as error:
                 last_error = error
             time.sleep(0.02)
-        raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}" +
-                           (f" (last error: {last_error})" if last_error else ""))
+        raise ClusterError(
+            f"timed out after {timeout:.0f} s waiting for {what}"
+            + (f" (last error: {last_error})" if last_error else "")
+        )
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         expected = set(self.state["brokers"])
@@ -238,19 +266,25 @@ class LocalCluster:
         def ready() -> bool:
             brokers = self.describe()["brokers"]
             registered = {node for node, broker in brokers.items() if not broker["fenced"]}
-            return expected <= registered and all(api_versions_answer(entry["address"])
-                                                  for entry in self.state["brokers"].values())
+            return expected <= registered and all(
+                api_versions_answer(entry["address"]) for entry in self.state["brokers"].values()
+            )
+
         self.wait_for(ready, timeout, f"brokers {sorted(expected)} to register and answer")
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, timeout: float = 30.0) -> None:
-        reply = self.controller_call("create_topic", {"name": name, "partitions": partitions,
-                                                      "replication_factor": replication_factor})
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, timeout: float = 30.0
+    ) -> None:
+        reply = self.controller_call(
+            "create_topic", {"name": name, "partitions": partitions, "replication_factor": replication_factor}
+        )
         if reply.get("error"):
             raise ClusterError(f"create topic {name}: {reply['error']}")
         self.wait_for_leaders(name, timeout)
 
     def wait_for_leaders(self, topic: str, timeout: float = 30.0) -> None:
         """Every partition has a leader, and that broker's own Metadata says so."""
+
         def leaders_known() -> bool:
             states = self.describe()["topics"][topic]["partitions"]
             for index, state in enumerate(states):
@@ -260,6 +294,7 @@ class LocalCluster:
                 if metadata_leader(address, topic, index) != (state["leader"], state["leader_epoch"]):
                     return False
             return True
+
         self.wait_for(leaders_known, timeout, f"leaders of every partition of {topic}")
 
 
@@ -271,7 +306,9 @@ def _call(address: str, api_key: int, version: int, body: Any, timeout: float = 
     with socket.create_connection((host, int(port)), timeout=timeout) as connection:
         connection.sendall(wire.encode_request(body, 1, "tidemark-probe"))
         size = struct.unpack(">i", _read_exactly(connection, 4))[0]
-        _, response = wire.decode_response(wire.APIS[api_key].response, version, _read_exactly(connection, size))
+        _, response = wire.decode_response(
+            wire.APIS[api_key].response, version, _read_exactly(connection, size)
+        )
         return response
 
 
@@ -287,8 +324,12 @@ def _read_exactly(connection: socket.socket, size: int) -> bytes:
 
 def api_versions_answer(address: str) -> bool:
     try:
-        response = _call(address, 18, 3, wire.APIS[18].request(version=3, client_software_name="tidemark",
-                                                               client_software_version="0"))
+        response = _call(
+            address,
+            18,
+            3,
+            wire.APIS[18].request(version=3, client_software_name="tidemark", client_software_version="0"),
+        )
     except OSError:
         return False
     return bool(response.error_code == 0)
@@ -296,8 +337,12 @@ def api_versions_answer(address: str) -> bool:
 
 def metadata_leader(address: str, topic: str, partition: int) -> tuple[int, int] | None:
     request_class = wire.APIS[3].request
-    request = request_class(version=12, topics=[wire.nested(request_class, "MetadataRequestTopic")(name=topic)],
-                            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    request = request_class(
+        version=12,
+        topics=[wire.nested(request_class, "MetadataRequestTopic")(name=topic)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
     response = _call(address, 3, 12, request)
     for entry in response.topics:
         for state in entry.partitions:
@@ -341,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.brokers < 1:
                 raise ClusterError("--brokers must be at least 1")
             try:
-                print(json.dumps(cluster.up(args.brokers, _parse_overrides(args.set), args.timeout)), flush=True)
+                print(
+                    json.dumps(cluster.up(args.brokers, _parse_overrides(args.set), args.timeout)), flush=True
+                )
             except BaseException:
                 cluster.down()
                 raise

@@ -96,8 +96,13 @@ class PartitionLog:
             valid_end = 0
             for position, header in _scan(data):
                 if expected_offset is not None and header.base_offset != expected_offset:
-                    logger.warning("%s: offset gap at position %d (batch %d, expected %d); truncating",
-                                   path, position, header.base_offset, expected_offset)
+                    logger.warning(
+                        "%s: offset gap at position %d (batch %d, expected %d); truncating",
+                        path,
+                        position,
+                        header.base_offset,
+                        expected_offset,
+                    )
                     break
                 self._add_to_index(IndexedBatch(header, segment, position))
                 expected_offset = header.last_offset + 1
@@ -112,7 +117,9 @@ class PartitionLog:
                 break
         if not self._segments:
             self._roll(0)
-        self.log_end_offset = self._batches[-1].header.last_offset + 1 if self._batches else self._segments[-1].base_offset
+        self.log_end_offset = (
+            self._batches[-1].header.last_offset + 1 if self._batches else self._segments[-1].base_offset
+        )
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producer_state()
 
@@ -155,7 +162,9 @@ class PartitionLog:
             if header.last_offset < self.log_end_offset:
                 continue
             if header.base_offset != self.log_end_offset:
-                raise CorruptBatch(f"fetched batch at {header.base_offset} does not start at log end {self.log_end_offset}")
+                raise CorruptBatch(
+                    f"fetched batch at {header.base_offset} does not start at log end {self.log_end_offset}"
+                )
             batch = bytes(data[position : position + header.size])
             if header.partition_leader_epoch >= 0:
                 self.epochs.assign(header.partition_leader_epoch, header.base_offset)
@@ -225,8 +234,11 @@ class PartitionLog:
             run_bytes = batch.header.size
             while run_end + 1 < len(self._batches):
                 following = self._batches[run_end + 1]
-                if (following.segment is not batch.segment or following.header.base_offset >= max_offset
-                        or total + run_bytes + following.header.size > max_bytes):
+                if (
+                    following.segment is not batch.segment
+                    or following.header.base_offset >= max_offset
+                    or total + run_bytes + following.header.size > max_bytes
+                ):
                     break
                 run_end += 1
                 run_bytes += following.header.size
@@ -245,7 +257,11 @@ class PartitionLog:
         """First batch whose max timestamp >= ``timestamp``: (offset, timestamp, epoch)."""
         for batch in self._batches:
             if batch.header.max_timestamp >= timestamp:
-                return (batch.header.base_offset, batch.header.max_timestamp, batch.header.partition_leader_epoch)
+                return (
+                    batch.header.base_offset,
+                    batch.header.max_timestamp,
+                    batch.header.partition_leader_epoch,
+                )
         return None
 
     def max_timestamp(self) -> tuple[int, int, int] | None:

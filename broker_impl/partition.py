@@ -64,8 +64,16 @@ class Notifier:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, node_id: int, directory: Path, segment_bytes: int,
-                 flush_policy: FlushPolicy, checkpointed_high_watermark: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        node_id: int,
+        directory: Path,
+        segment_bytes: int,
+        flush_policy: FlushPolicy,
+        checkpointed_high_watermark: int,
+    ) -> None:
         self.topic = topic
         self.index = index
         self.node_id = node_id
@@ -103,13 +111,23 @@ class Partition:
         self.isr = list(isr)
         self.pending_isr = None
         # Every follower starts "caught up now" with an unknown LEO, as in Kafka.
-        self.remote = {r: RemoteReplica(last_caught_up=now, last_fetch=now) for r in replicas if r != self.node_id}
+        self.remote = {
+            r: RemoteReplica(last_caught_up=now, last_fetch=now) for r in replicas if r != self.node_id
+        }
         self.log.epochs.assign(epoch, self.log.log_end_offset)
-        logger.info("%s: leader in epoch %d, LEO %d, HW %d, ISR %s", self.name, epoch,
-                    self.log_end_offset, self.high_watermark, isr)
+        logger.info(
+            "%s: leader in epoch %d, LEO %d, HW %d, ISR %s",
+            self.name,
+            epoch,
+            self.log_end_offset,
+            self.high_watermark,
+            isr,
+        )
         self.maybe_increment_high_watermark()
 
-    def become_follower(self, leader: int, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+    def become_follower(
+        self, leader: int, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]
+    ) -> None:
         self.role = "follower" if leader >= 0 else "none"
         self.leader = leader
         self.leader_epoch = epoch
@@ -119,8 +137,14 @@ class Partition:
         self.pending_isr = None
         self.remote = {}
         self.fail_waiters()
-        logger.info("%s: follower of %d in epoch %d, LEO %d, HW %d", self.name, leader, epoch,
-                    self.log_end_offset, self.high_watermark)
+        logger.info(
+            "%s: follower of %d in epoch %d, LEO %d, HW %d",
+            self.name,
+            leader,
+            epoch,
+            self.log_end_offset,
+            self.high_watermark,
+        )
 
     def update_isr(self, partition_epoch: int, isr: list[int]) -> None:
         if partition_epoch <= self.partition_epoch:
@@ -202,8 +226,10 @@ class Partition:
             return []
         epoch_start = self._current_epoch_start()
         return [
-            replica for replica, remote in self.remote.items()
-            if replica not in self.isr and remote.log_end_offset >= self.high_watermark
+            replica
+            for replica, remote in self.remote.items()
+            if replica not in self.isr
+            and remote.log_end_offset >= self.high_watermark
             and remote.log_end_offset >= epoch_start
         ]
 
@@ -212,8 +238,10 @@ class Partition:
             return []
         now = time.monotonic()
         return [
-            replica for replica in self.isr
-            if replica != self.node_id and now - self.remote.get(replica, RemoteReplica()).last_caught_up > lag_seconds
+            replica
+            for replica in self.isr
+            if replica != self.node_id
+            and now - self.remote.get(replica, RemoteReplica()).last_caught_up > lag_seconds
         ]
 
     def _current_epoch_start(self) -> int:
@@ -231,6 +259,8 @@ class Partition:
         before = self.log_end_offset
         after = self.log.truncate_to(offset)
         if after < before:
-            logger.warning("%s: truncated log from %d to %d (HW %d)", self.name, before, after, self.high_watermark)
+            logger.warning(
+                "%s: truncated log from %d to %d (HW %d)", self.name, before, after, self.high_watermark
+            )
         # A follower's HW can exceed its LEO after truncation only transiently; clamp it.
         self.high_watermark = min(self.high_watermark, after)

@@ -56,7 +56,10 @@ class ProducerStateTable:
         if header.producer_epoch > latest.producer_epoch:
             return (0, None) if header.base_sequence == 0 else (OUT_OF_ORDER_SEQUENCE_NUMBER, None)
         for identity in history:
-            if identity.first_sequence == header.base_sequence and identity.last_sequence == header.last_sequence:
+            if (
+                identity.first_sequence == header.base_sequence
+                and identity.last_sequence == header.last_sequence
+            ):
                 return (0, identity)
         if header.base_sequence != (latest.last_sequence + 1) % SEQUENCE_MODULUS:
             return (OUT_OF_ORDER_SEQUENCE_NUMBER, None)

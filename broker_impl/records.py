@@ -107,7 +107,9 @@ def validate(buffer: bytes | bytearray | memoryview, position: int = 0) -> Batch
     return header
 
 
-def iterate_batches(buffer: bytes | bytearray | memoryview, check_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+def iterate_batches(
+    buffer: bytes | bytearray | memoryview, check_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each batch in ``buffer``; raise on the first bad one."""
     position = 0
     while position < len(buffer):

@@ -32,14 +32,18 @@ FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 RETRIABLE_LEADERSHIP_ERRORS = (
-    wire.NOT_LEADER_OR_FOLLOWER, wire.FENCED_LEADER_EPOCH, wire.UNKNOWN_LEADER_EPOCH,
-    wire.UNKNOWN_TOPIC_OR_PARTITION, wire.LEADER_NOT_AVAILABLE,
+    wire.NOT_LEADER_OR_FOLLOWER,
+    wire.FENCED_LEADER_EPOCH,
+    wire.UNKNOWN_LEADER_EPOCH,
+    wire.UNKNOWN_TOPIC_OR_PARTITION,
+    wire.LEADER_NOT_AVAILABLE,
 )
 
 
 class ReplicaFetcher:
-    def __init__(self, partition: Partition, node_id: int, leader_address: tuple[str, int],
-                 settings: dict[str, Any]) -> None:
+    def __init__(
+        self, partition: Partition, node_id: int, leader_address: tuple[str, int], settings: dict[str, Any]
+    ) -> None:
         self.partition = partition
         self.node_id = node_id
         self.epoch_mode = settings["truncation.mode"] == "leader-epoch"
@@ -47,7 +51,9 @@ class ReplicaFetcher:
         self.max_bytes = settings["replica.fetch.max.bytes"]
         self.backoff = settings["replica.fetch.backoff.ms"] / 1000
         timeout = settings["replica.socket.timeout.ms"] / 1000
-        self.connection = wire.KafkaConnection(*leader_address, client_id=f"replica-fetcher-{node_id}", timeout=timeout)
+        self.connection = wire.KafkaConnection(
+            *leader_address, client_id=f"replica-fetcher-{node_id}", timeout=timeout
+        )
         self.epoch = partition.leader_epoch
 
     async def run(self) -> None:
@@ -62,8 +68,13 @@ class ReplicaFetcher:
                         continue
                     await self._fetch_once()
                 except (ConnectionError, TimeoutError) as error:
-                    logger.info("%s: fetch from leader %s:%d failed: %s", self.partition.name,
-                                self.connection.host, self.connection.port, error)
+                    logger.info(
+                        "%s: fetch from leader %s:%d failed: %s",
+                        self.partition.name,
+                        self.connection.host,
+                        self.connection.port,
+                        error,
+                    )
                     await asyncio.sleep(self.backoff)
                 except CorruptBatch as error:
                     logger.error("%s: bad batch from leader: %s; refetching", self.partition.name, error)
@@ -88,10 +99,25 @@ class ReplicaFetcher:
         request_class = wire.APIS[23].request
         topic_class = wire.nested(request_class, "OffsetForLeaderTopic")
         partition_class = wire.nested(topic_class, "OffsetForLeaderPartition")
-        request = request_class(version=OFFSET_FOR_LEADER_EPOCH_VERSION, replica_id=self.node_id, topics=[
-            topic_class(topic=self.partition.topic, partitions=[partition_class(
-                partition=self.partition.index, current_leader_epoch=self.epoch, leader_epoch=latest)])])
-        response = await self.connection.call(request, wire.APIS[23].response, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        request = request_class(
+            version=OFFSET_FOR_LEADER_EPOCH_VERSION,
+            replica_id=self.node_id,
+            topics=[
+                topic_class(
+                    topic=self.partition.topic,
+                    partitions=[
+                        partition_class(
+                            partition=self.partition.index,
+                            current_leader_epoch=self.epoch,
+                            leader_epoch=latest,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self.connection.call(
+            request, wire.APIS[23].response, OFFSET_FOR_LEADER_EPOCH_VERSION
+        )
         answer = response.topics[0].partitions[0]
         if answer.error_code != wire.NONE:
             logger.info("%s: OffsetsForLeaderEpoch error %d", self.partition.name, answer.error_code)
@@ -106,8 +132,14 @@ class ReplicaFetcher:
                 target, complete = min(own_end, log.log_end_offset), False
             else:
                 target, complete = min(own_end, answer.end_offset, log.log_end_offset), True
-        logger.info("%s: epoch %d -> leader says (epoch %d, end %d); truncating to %d", self.partition.name,
-                    latest, answer.leader_epoch, answer.end_offset, target)
+        logger.info(
+            "%s: epoch %d -> leader says (epoch %d, end %d); truncating to %d",
+            self.partition.name,
+            latest,
+            answer.leader_epoch,
+            answer.end_offset,
+            target,
+        )
         self.partition.truncate_to(target)
         return complete
 
@@ -120,13 +152,32 @@ class ReplicaFetcher:
         partition_class = wire.nested(topic_class, "FetchPartition")
         fetch_offset = partition.log_end_offset
         request = request_class(
-            version=FETCH_VERSION, replica_id=self.node_id, max_wait_ms=self.wait_ms, min_bytes=1,
-            max_bytes=self.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[topic_class(topic=partition.topic, partitions=[partition_class(
-                partition=partition.index, current_leader_epoch=self._request_epoch, fetch_offset=fetch_offset,
-                last_fetched_epoch=-1, log_start_offset=partition.log.log_start_offset,
-                partition_max_bytes=self.max_bytes)])],
-            forgotten_topics_data=[], rack_id="")
+            version=FETCH_VERSION,
+            replica_id=self.node_id,
+            max_wait_ms=self.wait_ms,
+            min_bytes=1,
+            max_bytes=self.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                topic_class(
+                    topic=partition.topic,
+                    partitions=[
+                        partition_class(
+                            partition=partition.index,
+                            current_leader_epoch=self._request_epoch,
+                            fetch_offset=fetch_offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=partition.log.log_start_offset,
+                            partition_max_bytes=self.max_bytes,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         timeout = self.wait_ms / 1000 + self.connection._timeout
         response = await self.connection.call(request, wire.APIS[1].response, FETCH_VERSION, timeout=timeout)
         if response.error_code != wire.NONE:
@@ -141,7 +192,9 @@ class ReplicaFetcher:
         elif data.error_code == wire.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range()
         elif data.error_code in RETRIABLE_LEADERSHIP_ERRORS:
-            logger.info("%s: leader answered error %d; waiting for new metadata", partition.name, data.error_code)
+            logger.info(
+                "%s: leader answered error %d; waiting for new metadata", partition.name, data.error_code
+            )
             await asyncio.sleep(self.backoff)
         else:
             logger.warning("%s: fetch error %d", partition.name, data.error_code)
@@ -153,14 +206,32 @@ class ReplicaFetcher:
         request_class = wire.APIS[2].request
         topic_class = wire.nested(request_class, "ListOffsetsTopic")
         partition_class = wire.nested(topic_class, "ListOffsetsPartition")
-        request = request_class(version=LIST_OFFSETS_VERSION, replica_id=self.node_id, isolation_level=0, topics=[
-            topic_class(name=self.partition.topic, partitions=[partition_class(
-                partition_index=self.partition.index, current_leader_epoch=self._request_epoch, timestamp=-1)])])
+        request = request_class(
+            version=LIST_OFFSETS_VERSION,
+            replica_id=self.node_id,
+            isolation_level=0,
+            topics=[
+                topic_class(
+                    name=self.partition.topic,
+                    partitions=[
+                        partition_class(
+                            partition_index=self.partition.index,
+                            current_leader_epoch=self._request_epoch,
+                            timestamp=-1,
+                        )
+                    ],
+                )
+            ],
+        )
         response = await self.connection.call(request, wire.APIS[2].response, LIST_OFFSETS_VERSION)
         answer = response.topics[0].partitions[0]
         if answer.error_code == wire.NONE and answer.offset < self.partition.log_end_offset:
-            logger.warning("%s: out of range; leader LEO %d < ours %d", self.partition.name, answer.offset,
-                           self.partition.log_end_offset)
+            logger.warning(
+                "%s: out of range; leader LEO %d < ours %d",
+                self.partition.name,
+                answer.offset,
+                self.partition.log_end_offset,
+            )
             self.partition.truncate_to(answer.offset)
         else:
             await asyncio.sleep(self.backoff)

@@ -164,12 +164,16 @@ def response(request: Request, **fields: Any) -> Any:
 def api_versions_response(request: Request) -> Any:
     """The ApiVersions answer; error 35 with a v0 body when the version is unsupported."""
     api_keys = [
-        ApiVersionsResponse.ApiVersion(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
+        ApiVersionsResponse.ApiVersion(
+            api_key=api.key, min_version=api.min_version, max_version=api.max_version
+        )
         for api in APIS.values()
     ]
     if request.body is None:
         return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=api_keys)
-    return ApiVersionsResponse(version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0)
+    return ApiVersionsResponse(
+        version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0
+    )
 
 
 def nested(message_class: Any, *path: str) -> Any:
@@ -212,7 +216,9 @@ class KafkaConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
 
-    async def call(self, message: Any, response_class: Any, version: int, timeout: float | None = None) -> Any:
+    async def call(
+        self, message: Any, response_class: Any, version: int, timeout: float | None = None
+    ) -> Any:
         deadline = timeout if timeout is not None else self._timeout
         try:
             return await asyncio.wait_for(self._call(message, response_class, version), deadline)

@@ -64,7 +64,10 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     brokers: dict[str, str] = {}
     for key, value in settings.items():
         accepted = False
-        for keys, target in ((broker_config.CONTROLLER_KEYS, controller), (broker_config.BROKER_KEYS, brokers)):
+        for keys, target in (
+            (broker_config.CONTROLLER_KEYS, controller),
+            (broker_config.BROKER_KEYS, brokers),
+        ):
             if key in {k.name for k in keys}:
                 try:
                     broker_config.apply_overrides({}, {key: value}, f"--set {key}", keys)
@@ -72,10 +75,19 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
                     raise SettingsError(str(error)) from None
                 target[key] = value
                 accepted = True
-        if not accepted or key in ("node.id", "listeners", "advertised.listeners", "log.dirs",
-                                   "controller.quorum.bootstrap.servers", "metadata.log.dir"):
-            raise SettingsError(f"--set {key}: not a setting the harness lets you change"
-                                if accepted else f"--set {key}: unknown broker or controller setting")
+        if not accepted or key in (
+            "node.id",
+            "listeners",
+            "advertised.listeners",
+            "log.dirs",
+            "controller.quorum.bootstrap.servers",
+            "metadata.log.dir",
+        ):
+            raise SettingsError(
+                f"--set {key}: not a setting the harness lets you change"
+                if accepted
+                else f"--set {key}: unknown broker or controller setting"
+            )
     return controller, brokers
 
 
@@ -84,8 +96,16 @@ class BundledCluster:
 
     dumps_replicas = True
 
-    def __init__(self, remotes: Mapping[str, Remote], ips: Mapping[str, str], brokers: Sequence[str],
-                 controller: str, settings: Mapping[str, str], *, power_loss_filesystem: bool = False) -> None:
+    def __init__(
+        self,
+        remotes: Mapping[str, Remote],
+        ips: Mapping[str, str],
+        brokers: Sequence[str],
+        controller: str,
+        settings: Mapping[str, str],
+        *,
+        power_loss_filesystem: bool = False,
+    ) -> None:
         self._remotes = dict(remotes)
         self._ips = dict(ips)
         self.brokers = list(brokers)
@@ -118,7 +138,9 @@ class BundledCluster:
         from kafka import KafkaAdminClient
 
         try:
-            admin = KafkaAdminClient(bootstrap_servers=f"{self._ips[node]}:{KAFKA_PORT}", request_timeout_ms=2000)
+            admin = KafkaAdminClient(
+                bootstrap_servers=f"{self._ips[node]}:{KAFKA_PORT}", request_timeout_ms=2000
+            )
         except Exception:
             return False
         admin.close()
@@ -130,8 +152,11 @@ class BundledCluster:
             return
         if self.power_loss_filesystem:
             self._ensure_lazyfs(node)
-        remote.start_daemon("broker", [PYTHON, "-m", "broker_impl.broker", "--config",
-                                       f"{CONFIG_DIR}/broker.properties"], log_path=f"{LOG_DIR}/broker.log")
+        remote.start_daemon(
+            "broker",
+            [PYTHON, "-m", "broker_impl.broker", "--config", f"{CONFIG_DIR}/broker.properties"],
+            log_path=f"{LOG_DIR}/broker.log",
+        )
 
     # ---- the lazy filesystem (power loss) ------------------------------------------------
 
@@ -151,8 +176,11 @@ class BundledCluster:
         remote.exec(["mkdir", "-p", BACKING_DIR, self.data_dir], timeout=10)
         # A dead mount answers ENOTCONN until unmounted; nothing mounted is fine too.
         remote.exec([PYTHON, "-m", "nemesis.lazyfs", "unmount", self.data_dir], timeout=30, check=False)
-        remote.start_daemon("lazyfs", [PYTHON, "-m", "nemesis.lazyfs", "mount", BACKING_DIR, self.data_dir,
-                                       "--foreground"], log_path=f"{LOG_DIR}/lazyfs.log")
+        remote.start_daemon(
+            "lazyfs",
+            [PYTHON, "-m", "nemesis.lazyfs", "mount", BACKING_DIR, self.data_dir, "--foreground"],
+            log_path=f"{LOG_DIR}/lazyfs.log",
+        )
         wait_until(lambda: self._lazyfs_answers(node), 20, f"the lazy filesystem on {node}")
 
     def _lazyfs_answers(self, node: str) -> bool:
@@ -183,8 +211,9 @@ class BundledCluster:
             **self.controller_settings,
         }
         assert self.controller is not None
-        self._remotes[self.controller].put(broker_config.render(controller_settings).encode(),
-                                           f"{CONFIG_DIR}/controller.properties")
+        self._remotes[self.controller].put(
+            broker_config.render(controller_settings).encode(), f"{CONFIG_DIR}/controller.properties"
+        )
         for name in self.brokers:
             settings = {
                 "node.id": str(self.node_ids[name]),
@@ -203,9 +232,11 @@ class BundledCluster:
         assert self.controller is not None
         controller = self._remotes[self.controller]
         controller.exec(["mkdir", "-p", LOG_DIR, METADATA_DIR], timeout=10)
-        controller.start_daemon("controller", [PYTHON, "-m", "broker_impl.controller", "--config",
-                                               f"{CONFIG_DIR}/controller.properties"],
-                                log_path=f"{LOG_DIR}/controller.log")
+        controller.start_daemon(
+            "controller",
+            [PYTHON, "-m", "broker_impl.controller", "--config", f"{CONFIG_DIR}/controller.properties"],
+            log_path=f"{LOG_DIR}/controller.log",
+        )
         for name in self.brokers:
             self.start_broker(name)
         wait_until(lambda: self._all_brokers_listed(), ready_timeout, "every broker to register and answer")
@@ -226,8 +257,11 @@ class BundledCluster:
             admin.close()
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> list[PartitionInfo]:
-        return wait_until(lambda: all_partitions_led(self.bootstrap, topic, partitions), timeout,
-                          f"a leader for every partition of {topic}")
+        return wait_until(
+            lambda: all_partitions_led(self.bootstrap, topic, partitions),
+            timeout,
+            f"a leader for every partition of {topic}",
+        )
 
     def stop_brokers(self, timeout: float = 15.0) -> None:
         """Clean shutdown (SIGTERM) of every broker that runs, so the dumps read settled logs."""
@@ -239,8 +273,11 @@ class BundledCluster:
                 logger.warning("%s: could not stop the broker: %s", name, error)
         for name in self.brokers:
             try:
-                wait_until(lambda name=name: not self._remotes[name].is_alive("broker"), timeout,  # type: ignore[misc]
-                           f"{name}'s broker to stop")
+                wait_until(
+                    lambda name=name: not self._remotes[name].is_alive("broker"),
+                    timeout,  # type: ignore[misc]
+                    f"{name}'s broker to stop",
+                )
             except (TimeoutError, RemoteError):
                 with contextlib.suppress(RemoteError):
                     self._remotes[name].signal("broker", signal.SIGKILL, timeout=5)

@@ -42,7 +42,18 @@ from workloads.queue import QueueSpec
 
 WORKLOAD_AXES = {"acks", "client", "partitions", "replication_factor", "rate", "producers", "consumers"}
 SPECIAL_AXES = {"nemesis", "scenario"}
-TOP_LEVEL = {"name", "time_limit", "repeats", "nodes", "seed", "matrix", "settings", "workload", "nemesis", "engine"}
+TOP_LEVEL = {
+    "name",
+    "time_limit",
+    "repeats",
+    "nodes",
+    "seed",
+    "matrix",
+    "settings",
+    "workload",
+    "nemesis",
+    "engine",
+}
 
 
 class CampaignError(ValueError):
@@ -121,8 +132,15 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
     return Campaign(name, source, tuple(runs), engine)
 
 
-def _spec_for(name: str, data: dict[str, Any], chosen: dict[str, str], base_settings: dict[str, str],
-              base_workload: dict[str, Any], base_nemesis: dict[str, Any], repeat: int) -> TestSpec:
+def _spec_for(
+    name: str,
+    data: dict[str, Any],
+    chosen: dict[str, str],
+    base_settings: dict[str, str],
+    base_workload: dict[str, Any],
+    base_nemesis: dict[str, Any],
+    repeat: int,
+) -> TestSpec:
     settings = dict(base_settings)
     workload = dict(base_workload)
     nemesis = dict(base_nemesis)
@@ -133,15 +151,24 @@ def _spec_for(name: str, data: dict[str, Any], chosen: dict[str, str], base_sett
         elif axis == "nemesis":
             nemesis["faults"] = list(parse_name_list(value, FAULT_KINDS, "matrix.nemesis"))
         elif axis in WORKLOAD_AXES:
-            workload[axis] = value if axis in ("acks", "client") else float(value) if axis == "rate" else int(value)
+            workload[axis] = (
+                value if axis in ("acks", "client") else float(value) if axis == "rate" else int(value)
+            )
         else:
             settings[axis] = value
     split_settings(settings)  # unknown keys fail here, before anything runs
     seed = int(data.get("seed", 0)) + repeat
     nemesis.setdefault("seed", seed)
-    spec = TestSpec(name=name, node_count=int(data.get("nodes", 3)), time_limit=float(data.get("time_limit", 30)),
-                    seed=seed, settings=settings, workload=QueueSpec.from_dict(workload),
-                    nemesis=NemesisSpec.from_dict(nemesis, where="campaign nemesis"), scenario=scenario)
+    spec = TestSpec(
+        name=name,
+        node_count=int(data.get("nodes", 3)),
+        time_limit=float(data.get("time_limit", 30)),
+        seed=seed,
+        settings=settings,
+        workload=QueueSpec.from_dict(workload),
+        nemesis=NemesisSpec.from_dict(nemesis, where="campaign nemesis"),
+        scenario=scenario,
+    )
     if scenario is not None:
         from nemesis.scenario import load_scenario
 
@@ -168,5 +195,8 @@ def pending_runs(directory: Path, campaign: Campaign) -> Iterator[tuple[PlannedR
 
 
 def finished_run_directories(directory: Path, campaign: Campaign) -> list[Path]:
-    return [directory / "runs" / run.key for run in campaign.runs
-            if (directory / "runs" / run.key / "run.json").exists()]
+    return [
+        directory / "runs" / run.key
+        for run in campaign.runs
+        if (directory / "runs" / run.key / "run.json").exists()
+    ]

@@ -30,7 +30,12 @@ from harness.cli import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="campaign TOML file")
     parser.add_argument("--store", default="store", metavar="DIR")
-    parser.add_argument("--engine", choices=("spark", "pandas"), default=None, help="checker engine (default: the file's, else spark)")
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "pandas"),
+        default=None,
+        help="checker engine (default: the file's, else spark)",
+    )
     parser.add_argument("--master", metavar="URL", help="Spark master for the final check (default local[*])")
 
 
@@ -42,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     return run_campaign(campaign, Path(args.store), engine=args.engine or campaign.engine, master=args.master)
 
 
-def run_campaign(campaign: Campaign, store: Path, *, engine: str, master: str | None = None,
-                 console: Console | None = None) -> int:
+def run_campaign(
+    campaign: Campaign, store: Path, *, engine: str, master: str | None = None, console: Console | None = None
+) -> int:
     from harness.campaign import pending_runs
     from harness.runner import run_test
     from nemesis.scenario import load_scenario
@@ -55,10 +61,18 @@ def run_campaign(campaign: Campaign, store: Path, *, engine: str, master: str | 
     (directory / "campaign.toml").write_text(campaign.source.read_text(encoding="utf-8"), encoding="utf-8")
     todo = list(pending_runs(directory, campaign))
     done = len(campaign.runs) - len(todo)
-    console.print(f"campaign [bold]{campaign.name}[/]: {len(campaign.runs)} runs, {done} already stored, "
-                  f"{len(todo)} to run -> {directory}")
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    console.print(
+        f"campaign [bold]{campaign.name}[/]: {len(campaign.runs)} runs, {done} already stored, "
+        f"{len(todo)} to run -> {directory}"
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("runs", total=len(campaign.runs), completed=done)
         for planned, run_dir in todo:
@@ -66,15 +80,18 @@ def run_campaign(campaign: Campaign, store: Path, *, engine: str, master: str | 
             started = time.monotonic()
             scenario = load_scenario(planned.spec.scenario).body if planned.spec.scenario else None
             with open(directory / "logs" / f"{planned.key}.log", "w", encoding="utf-8") as log:
-                outcome = run_test(planned.spec, store, engine=None, scenario=scenario, out=log, run_dir=run_dir)
+                outcome = run_test(
+                    planned.spec, store, engine=None, scenario=scenario, out=log, run_dir=run_dir
+                )
             note = f" ({'; '.join(outcome.problems)})" if outcome.problems else ""
             progress.console.print(f"  ran {planned.key} in {time.monotonic() - started:.0f} s{note}")
             progress.advance(task)
     return check_campaign(campaign, directory, engine=engine, master=master, console=console)
 
 
-def check_campaign(campaign: Campaign, directory: Path, *, engine: str, master: str | None,
-                   console: Console) -> int:
+def check_campaign(
+    campaign: Campaign, directory: Path, *, engine: str, master: str | None, console: Console
+) -> int:
     """One checker pass over every finished run, then summary, reports, index and JUnit."""
     from checker.cli import check_runs, open_engine
     from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
@@ -101,8 +118,9 @@ def check_campaign(campaign: Campaign, directory: Path, *, engine: str, master: 
         statuses[run_dir] = ("unknown", [f"not checked: {problem}"])
     _render(directory, run_dirs, _scenario_problems(campaign, statuses), console)
     for run_dir, (status, problems) in sorted(statuses.items()):
-        console.print(f"  {status:7} {run_dir.name}" + (f"  [{'; '.join(problems)}]" if problems else ""),
-                      markup=False)
+        console.print(
+            f"  {status:7} {run_dir.name}" + (f"  [{'; '.join(problems)}]" if problems else ""), markup=False
+        )
         console.print(f"          report: {run_dir / 'report.html'}", markup=False)
     console.print(f"index: {directory / 'index.html'}")
     values = [status for status, _ in statuses.values()]
@@ -111,13 +129,20 @@ def check_campaign(campaign: Campaign, directory: Path, *, engine: str, master: 
     return EXIT_UNKNOWN if "unknown" in values or not values else EXIT_VALID
 
 
-def _scenario_problems(campaign: Campaign, statuses: dict[Path, tuple[str, list[str]]]) -> dict[Path, list[str]]:
+def _scenario_problems(
+    campaign: Campaign, statuses: dict[Path, tuple[str, list[str]]]
+) -> dict[Path, list[str]]:
     scenario_keys = {run.key for run in campaign.runs if run.spec.scenario}
-    return {run_dir: problems for run_dir, (status, problems) in statuses.items()
-            if run_dir.name in scenario_keys and status != "unknown"}
+    return {
+        run_dir: problems
+        for run_dir, (status, problems) in statuses.items()
+        if run_dir.name in scenario_keys and status != "unknown"
+    }
 
 
-def _statuses(campaign: Campaign, directory: Path, results: list[dict[str, Any]]) -> dict[Path, tuple[str, list[str]]]:
+def _statuses(
+    campaign: Campaign, directory: Path, results: list[dict[str, Any]]
+) -> dict[Path, tuple[str, list[str]]]:
     from harness.run_cli import effective_settings
     from nemesis.scenario import load_scenario
 
@@ -127,8 +152,12 @@ def _statuses(campaign: Campaign, directory: Path, results: list[dict[str, Any]]
         run_dir = Path(result["run"])
         planned = by_key.get(run_dir.name)
         if planned is not None and planned.spec.scenario:
-            expectation = load_scenario(planned.spec.scenario).expectation_for(effective_settings(planned.spec.settings))
-            problems = ["no expectation for these settings"] if expectation is None else expectation.problems(result)
+            expectation = load_scenario(planned.spec.scenario).expectation_for(
+                effective_settings(planned.spec.settings)
+            )
+            problems = (
+                ["no expectation for these settings"] if expectation is None else expectation.problems(result)
+            )
             statuses[run_dir] = ("pass" if not problems else "fail", problems)
         elif result["valid"] is True:
             statuses[run_dir] = ("pass", [])
@@ -139,8 +168,9 @@ def _statuses(campaign: Campaign, directory: Path, results: list[dict[str, Any]]
     return statuses
 
 
-def _render(directory: Path, run_dirs: list[Path], scenario_problems: dict[Path, list[str]],
-            console: Console) -> None:
+def _render(
+    directory: Path, run_dirs: list[Path], scenario_problems: dict[Path, list[str]], console: Console
+) -> None:
     """Reports, index and JUnit; scenario runs pass in JUnit when they came out as expected."""
     from harness.junit import write_junit
     from harness.report import render_run_report
@@ -155,4 +185,3 @@ def _render(directory: Path, run_dirs: list[Path], scenario_problems: dict[Path,
     render_index(directory)
     write_junit(run_dirs, directory / "junit.xml", expectation_problems=scenario_problems)
     console.print(f"junit: {directory / 'junit.xml'}")
-

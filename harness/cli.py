@@ -29,7 +29,11 @@ EXIT_INTERNAL_ERROR = 255
 
 # (subcommand, module, one-line help)
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("demo", "harness.demo_cli", "the demo: KIP-101 loss found with HW truncation, absent with leader epochs"),
+    (
+        "demo",
+        "harness.demo_cli",
+        "the demo: KIP-101 loss found with HW truncation, absent with leader epochs",
+    ),
     ("run", "harness.run_cli", "run one test (a workload with a nemesis, or a scenario) and check it"),
     ("campaign", "harness.campaign_cli", "run a matrix of tests from a TOML file and check them together"),
     ("check", "checker.cli", "check stored runs for lost writes and replica divergence (Spark or pandas)"),
@@ -83,7 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception:
         traceback.print_exc()
-        print(f"tidemark {args.command}: internal error (the traceback above is a bug in Tidemark)", file=sys.stderr)
+        print(
+            f"tidemark {args.command}: internal error (the traceback above is a bug in Tidemark)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL_ERROR
 
 

@@ -76,12 +76,19 @@ def load_inventory(path: Path) -> list[InventoryNode]:
                 raise InventoryError(f"{path}: nodes.{name}: {required} is required")
         if not isinstance(merged["start"], list) or not all(isinstance(a, str) for a in merged["start"]):
             raise InventoryError(f"{path}: nodes.{name}: start must be a list of strings (an argv)")
-        result.append(InventoryNode(
-            name=name, host=str(merged["host"]), port=int(merged.get("port", 22)), user=str(merged.get("user", "root")),
-            key=Path(str(merged.get("key", "~/.ssh/id_ed25519"))).expanduser(),
-            known_hosts=Path(str(merged.get("known_hosts", "~/.ssh/known_hosts"))).expanduser(),
-            broker_id=int(merged["broker_id"]), start=tuple(merged["start"]),
-            logs=tuple(merged.get("logs", [BROKER_LOG]))))
+        result.append(
+            InventoryNode(
+                name=name,
+                host=str(merged["host"]),
+                port=int(merged.get("port", 22)),
+                user=str(merged.get("user", "root")),
+                key=Path(str(merged.get("key", "~/.ssh/id_ed25519"))).expanduser(),
+                known_hosts=Path(str(merged.get("known_hosts", "~/.ssh/known_hosts"))).expanduser(),
+                broker_id=int(merged["broker_id"]),
+                start=tuple(merged["start"]),
+                logs=tuple(merged.get("logs", [BROKER_LOG])),
+            )
+        )
     return result
 
 
@@ -100,8 +107,16 @@ class ExternalCluster:
         self.brokers = list(self._nodes)
         self.node_ids = {node.name: node.broker_id for node in inventory}
         self._remotes: dict[str, Any] = {
-            node.name: SshRemote(node.host, key_path=node.key, known_hosts=node.known_hosts, node=node.name,
-                                 port=node.port, user=node.user) for node in inventory}
+            node.name: SshRemote(
+                node.host,
+                key_path=node.key,
+                known_hosts=node.known_hosts,
+                node=node.name,
+                port=node.port,
+                user=node.user,
+            )
+            for node in inventory
+        }
 
     def remote(self, node: str) -> Any:
         return self._remotes[node]
@@ -142,8 +157,11 @@ class ExternalCluster:
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> Any:
         from harness.kafka_admin import all_partitions_led
 
-        return wait_until(lambda: all_partitions_led(self.bootstrap, topic, partitions), timeout,
-                          f"a leader for every partition of {topic}")
+        return wait_until(
+            lambda: all_partitions_led(self.bootstrap, topic, partitions),
+            timeout,
+            f"a leader for every partition of {topic}",
+        )
 
     def stop_brokers(self) -> None:
         """Nothing: an external cluster keeps running after the test."""

@@ -67,12 +67,19 @@ def _details(run: StoredRun) -> str:
         lines.append(f"scenario: {run.scenario}")
     results = run.results or {}
     for name, anomaly in sorted(results.get("anomalies", {}).items()):
-        rule = f"expected under {anomaly.get('rule')}" if anomaly.get("expected") else "NOT expected under this config"
+        rule = (
+            f"expected under {anomaly.get('rule')}"
+            if anomaly.get("expected")
+            else "NOT expected under this config"
+        )
         lines.append(f"{name} x{anomaly['count']} ({anomaly.get('severity', 'error')}; {rule})")
         examples = anomaly.get("examples") or []
         if examples:
             text = json.dumps(examples[0], sort_keys=True, default=str)
-            lines.append("  first example: " + (text if len(text) <= MAX_EXAMPLE_TEXT else text[:MAX_EXAMPLE_TEXT] + "…"))
+            lines.append(
+                "  first example: "
+                + (text if len(text) <= MAX_EXAMPLE_TEXT else text[:MAX_EXAMPLE_TEXT] + "…")
+            )
     lines += [f"incomplete: {reason}" for reason in results.get("incomplete", [])]
     lines += [f"problem: {problem}" for problem in run.problems]
     report = run.run_dir / REPORT_FILE
@@ -81,8 +88,9 @@ def _details(run: StoredRun) -> str:
     return "\n".join(lines)
 
 
-def case_outcome(run: StoredRun, *, expected_is_pass: bool = False,
-                 expectation_problems: Sequence[str] | None = None) -> CaseOutcome:
+def case_outcome(
+    run: StoredRun, *, expected_is_pass: bool = False, expectation_problems: Sequence[str] | None = None
+) -> CaseOutcome:
     """How one run reads in JUnit terms (the rule is in the module docstring)."""
     details = _details(run)
     results = run.results
@@ -93,14 +101,20 @@ def case_outcome(run: StoredRun, *, expected_is_pass: bool = False,
     verdict = run.verdict
     if expectation_problems is not None:
         if not expectation_problems:
-            return CaseOutcome("passed", "", f"as expected (verdict {results.get('valid')!r}: {summary})\n{details}")
+            return CaseOutcome(
+                "passed", "", f"as expected (verdict {results.get('valid')!r}: {summary})\n{details}"
+            )
         return CaseOutcome("failure", "not as expected: " + "; ".join(expectation_problems), details)
     if verdict == "valid":
         return CaseOutcome("passed", "", details)
     if verdict == "expected":
         if expected_is_pass:
-            return CaseOutcome("passed", "", f"invalid, every anomaly expected under its configuration: {summary}\n{details}")
-        return CaseOutcome("failure", f"invalid (every anomaly expected under its configuration): {summary}", details)
+            return CaseOutcome(
+                "passed", "", f"invalid, every anomaly expected under its configuration: {summary}\n{details}"
+            )
+        return CaseOutcome(
+            "failure", f"invalid (every anomaly expected under its configuration): {summary}", details
+        )
     if verdict == "invalid":
         return CaseOutcome("failure", f"invalid: {summary}", details)
     reasons = "; ".join(str(r) for r in results.get("incomplete", [])) or "evidence incomplete"
@@ -115,14 +129,22 @@ def _case_name(run: StoredRun, base: Path) -> str:
     return f"{relative} [{settings_phrase(run.spec)}]"
 
 
-def junit_case(run_dir: Path | str, *, base: Path | str | None = None, expected_is_pass: bool = False,
-               expectation_problems: Sequence[str] | None = None) -> TestCase:
+def junit_case(
+    run_dir: Path | str,
+    *,
+    base: Path | str | None = None,
+    expected_is_pass: bool = False,
+    expectation_problems: Sequence[str] | None = None,
+) -> TestCase:
     """The JUnit test case of one run directory."""
     run = load_stored_run(run_dir)
     outcome = case_outcome(run, expected_is_pass=expected_is_pass, expectation_problems=expectation_problems)
-    case = TestCase(_case_name(run, Path(base) if base is not None else run.run_dir.parent),
-                    classname=f"tidemark.{run.scenario or run.name}", elapsed_sec=history_span_seconds(run.run_dir),
-                    file=str(run.run_dir / REPORT_FILE) if (run.run_dir / REPORT_FILE).is_file() else None)
+    case = TestCase(
+        _case_name(run, Path(base) if base is not None else run.run_dir.parent),
+        classname=f"tidemark.{run.scenario or run.name}",
+        elapsed_sec=history_span_seconds(run.run_dir),
+        file=str(run.run_dir / REPORT_FILE) if (run.run_dir / REPORT_FILE).is_file() else None,
+    )
     if outcome.outcome == "failure":
         case.add_failure_info(message=outcome.message, output=outcome.details)
     elif outcome.outcome == "error":
@@ -141,9 +163,15 @@ def _common_base(run_dirs: Sequence[Path]) -> Path:
     return Path(os.path.commonpath(parents))
 
 
-def write_junit(run_dirs: Iterable[Path | str], path: Path | str, *, suite_name: str = "tidemark",
-                base: Path | str | None = None, expected_is_pass: bool = False,
-                expectation_problems: Mapping[Path, Sequence[str]] | None = None) -> Path:
+def write_junit(
+    run_dirs: Iterable[Path | str],
+    path: Path | str,
+    *,
+    suite_name: str = "tidemark",
+    base: Path | str | None = None,
+    expected_is_pass: bool = False,
+    expectation_problems: Mapping[Path, Sequence[str]] | None = None,
+) -> Path:
     """Write one JUnit test suite with a test case per run directory to ``path`` (atomically).
 
     ``base``: names are run directories relative to it (default: the runs' common parent).
@@ -154,8 +182,15 @@ def write_junit(run_dirs: Iterable[Path | str], path: Path | str, *, suite_name:
     runs = [Path(run_dir) for run_dir in run_dirs]
     root = Path(base) if base is not None else _common_base(runs)
     problems = {Path(k).resolve(): list(v) for k, v in (expectation_problems or {}).items()}
-    cases = [junit_case(run, base=root, expected_is_pass=expected_is_pass,
-                        expectation_problems=problems.get(run.resolve())) for run in runs]
+    cases = [
+        junit_case(
+            run,
+            base=root,
+            expected_is_pass=expected_is_pass,
+            expectation_problems=problems.get(run.resolve()),
+        )
+        for run in runs
+    ]
     text = to_xml_report_string([TestSuite(suite_name, cases)], prettyprint=True, encoding="utf-8")
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial")

@@ -37,12 +37,16 @@ def _admin(bootstrap: str, timeout: float) -> object:
     from kafka.admin import KafkaAdminClient
 
     try:
-        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), reconnect_backoff_max_ms=500)
+        return KafkaAdminClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000), reconnect_backoff_max_ms=500
+        )
     except Exception as error:
         raise ClusterUnavailable(f"{bootstrap}: {type(error).__name__}: {error}") from None
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int, timeout: float = 15.0) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, replication_factor: int, timeout: float = 15.0
+) -> None:
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
@@ -66,11 +70,22 @@ def describe_topic(bootstrap: str, topic: str, timeout: float = 5.0) -> list[Par
     finally:
         admin.close()  # type: ignore[attr-defined]
     if not described or described[0].get("error_code"):
-        raise ClusterUnavailable(f"describe {topic}: error {described[0].get('error_code') if described else '?'}")
+        raise ClusterUnavailable(
+            f"describe {topic}: error {described[0].get('error_code') if described else '?'}"
+        )
     return sorted(
-        (PartitionInfo(p["partition_index"], p["leader_id"], p.get("leader_epoch", -1), tuple(p["replica_nodes"]),
-                       tuple(p["isr_nodes"])) for p in described[0]["partitions"]),
-        key=lambda info: info.partition)
+        (
+            PartitionInfo(
+                p["partition_index"],
+                p["leader_id"],
+                p.get("leader_epoch", -1),
+                tuple(p["replica_nodes"]),
+                tuple(p["isr_nodes"]),
+            )
+            for p in described[0]["partitions"]
+        ),
+        key=lambda info: info.partition,
+    )
 
 
 def wait_until(condition: Callable[[], T | None], timeout: float, what: str, poll: float = 0.1) -> T:

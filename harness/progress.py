@@ -37,8 +37,10 @@ class ProgressLine:
     def line(self, rate: float) -> str:
         faults = ", ".join(self._faults()) or "none"
         elapsed = time.monotonic() - self._started
-        return (f"{elapsed:6.1f} s  {rate:7.1f} ops/s  ok {self._counts['ok']}  fail {self._counts['fail']}  "
-                f"info {self._counts['info']}  faults: {faults}")
+        return (
+            f"{elapsed:6.1f} s  {rate:7.1f} ops/s  ok {self._counts['ok']}  fail {self._counts['fail']}  "
+            f"info {self._counts['info']}  faults: {faults}"
+        )
 
     def _loop(self) -> None:
         last_count, last_time, last_print = 0, time.monotonic(), 0.0
@@ -56,7 +58,9 @@ class ProgressLine:
         self._thread.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._stop.set()
         self._thread.join()
         if self._interactive:

@@ -27,10 +27,20 @@ class Recorder:
         self.listeners: list[Callable[[Op], None]] = []
         """Called (under the lock, keep them cheap) with every op recorded: progress lines, counters."""
 
-    def record(self, process: Process, type: OpType, f: str, value: Any = None, *,
-               error: str | None = None, node: str | None = None) -> Op:
+    def record(
+        self,
+        process: Process,
+        type: OpType,
+        f: str,
+        value: Any = None,
+        *,
+        error: str | None = None,
+        node: str | None = None,
+    ) -> Op:
         with self._lock:
-            op = Op(self._next_index, time.monotonic_ns() - self.started_ns, process, type, f, value, error, node)
+            op = Op(
+                self._next_index, time.monotonic_ns() - self.started_ns, process, type, f, value, error, node
+            )
             self._next_index += 1
             self._writer.append(op)
             for listener in self.listeners:
@@ -40,11 +50,24 @@ class Recorder:
     def invoke(self, process: Process, f: str, value: Any = None, *, node: str | None = None) -> Op:
         return self.record(process, "invoke", f, value, node=node)
 
-    def complete(self, invocation: Op, type: OpType, value: Any = None, *, error: str | None = None,
-                 node: str | None = None) -> Op:
+    def complete(
+        self,
+        invocation: Op,
+        type: OpType,
+        value: Any = None,
+        *,
+        error: str | None = None,
+        node: str | None = None,
+    ) -> Op:
         """Record the completion of ``invocation`` (same process and f)."""
-        return self.record(invocation.process, type, invocation.f, value, error=error,
-                           node=node if node is not None else invocation.node)
+        return self.record(
+            invocation.process,
+            type,
+            invocation.f,
+            value,
+            error=error,
+            node=node if node is not None else invocation.node,
+        )
 
     def close(self) -> None:
         self._writer.close()

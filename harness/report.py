@@ -66,7 +66,9 @@ details{margin:6px 0 14px}.grid{display:flex;flex-wrap:wrap;gap:0 28px;align-ite
 table.sortable th{cursor:pointer;user-select:none}table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
 table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
 """
-CONTENT_SECURITY_POLICY: Final = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+CONTENT_SECURITY_POLICY: Final = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+)
 
 
 # ----------------------------------------------------------------------------- shared HTML helpers
@@ -92,10 +94,12 @@ def badge(verdict: str) -> str:
 def page(title: str, body: str, script: str | None = None, extra_css: str = "") -> str:
     """A complete HTML document: inline CSS, optional inline script, a CSP that forbids any fetch."""
     tail = f"<script>\n{script}\n</script>\n" if script else ""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta http-equiv="Content-Security-Policy" content="{esc(CONTENT_SECURITY_POLICY)}">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{esc(title)}</title>\n'
-            f"<style>{PAGE_CSS}{extra_css}</style>\n</head>\n<body>\n{body}\n{tail}</body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CONTENT_SECURITY_POLICY)}">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{esc(title)}</title>\n'
+        f"<style>{PAGE_CSS}{extra_css}</style>\n</head>\n<body>\n{body}\n{tail}</body>\n</html>\n"
+    )
 
 
 def kv_table(mapping: Mapping[str, Any], css: str = "") -> str:
@@ -130,21 +134,30 @@ def utc_text(moment: datetime.datetime | None) -> str:
 def _verdict_sentence(run: StoredRun) -> str:
     results = run.results
     if results is None:
-        return ("No results.json: the run was not checked. <code>tidemark analyze RUN_DIR</code> checks it.")
+        return "No results.json: the run was not checked. <code>tidemark analyze RUN_DIR</code> checks it."
     phrases = ", ".join(anomaly_phrases(results))
     verdict = run.verdict
-    rules = {str(a.get("rule")) for a in results.get("anomalies", {}).values() if a.get("severity") != "warning"}
+    rules = {
+        str(a.get("rule")) for a in results.get("anomalies", {}).values() if a.get("severity") != "warning"
+    }
     if verdict == "expected" and len(rules) == 1:
-        counts = ", ".join(f"{name} x{a['count']}" for name, a in sorted(results["anomalies"].items())
-                           if a.get("severity") != "warning")
+        counts = ", ".join(
+            f"{name} x{a['count']}"
+            for name, a in sorted(results["anomalies"].items())
+            if a.get("severity") != "warning"
+        )
         return f"Anomalies found, all permitted by this configuration ({esc(rules.pop())}): {esc(counts)}."
     if verdict == "valid":
-        return "Every check ran on complete evidence and found nothing." + (f" Warnings: {esc(phrases)}." if phrases else "")
+        return "Every check ran on complete evidence and found nothing." + (
+            f" Warnings: {esc(phrases)}." if phrases else ""
+        )
     if verdict == "invalid":
         return f"Anomalies this configuration does not permit: {esc(phrases)}."
     if verdict == "expected":
         return f"Anomalies found, each permitted by this configuration: {esc(phrases)}."
-    return "Nothing proven wrong, but the evidence is incomplete (see Evidence)." + (f" {esc(phrases)}." if phrases else "")
+    return "Nothing proven wrong, but the evidence is incomplete (see Evidence)." + (
+        f" {esc(phrases)}." if phrases else ""
+    )
 
 
 def _header(run: StoredRun, timeline: Timeline | None) -> str:
@@ -153,21 +166,28 @@ def _header(run: StoredRun, timeline: Timeline | None) -> str:
         "scenario": run.scenario or "-",
         "run directory": str(run.run_dir.resolve()),
         "started": utc_text(started_at(run.run_dir)),
-        "history": (f"{timeline.op_count} ops over {timeline.duration_s:.1f} s (from {timeline.source})"
-                    if timeline else "none"),
+        "history": (
+            f"{timeline.op_count} ops over {timeline.duration_s:.1f} s (from {timeline.source})"
+            if timeline
+            else "none"
+        ),
         "settings": " ".join(f"{k}={v}" for k, v in key_settings(spec).items() if k != "scenario"),
         "report written": utc_text(datetime.datetime.now(datetime.UTC)),
     }
-    return (f'<h1>{esc(run.name)} {badge(run.verdict)}</h1>\n<p class="verdict-sentence">{_verdict_sentence(run)}</p>\n'
-            + kv_table(meta, "meta"))
+    return (
+        f'<h1>{esc(run.name)} {badge(run.verdict)}</h1>\n<p class="verdict-sentence">{_verdict_sentence(run)}</p>\n'
+        + kv_table(meta, "meta")
+    )
 
 
 def _op_html(op: Mapping[str, Any]) -> str:
     kind = str(op.get("type"))
     time = op.get("time")
     when = f" t={time / 1e9:.3f}s" if isinstance(time, int) else ""
-    parts = [f'<span class="op-{esc(kind)}">#{esc(op.get("index"))} process {esc(op.get("process"))} '
-             f"{esc(op.get('f'))} {esc(kind)}{esc(when)}</span>"]
+    parts = [
+        f'<span class="op-{esc(kind)}">#{esc(op.get("index"))} process {esc(op.get("process"))} '
+        f"{esc(op.get('f'))} {esc(kind)}{esc(when)}</span>"
+    ]
     if op.get("value") is not None:
         parts.append(f"<code>{esc(compact(op['value']))}</code>")
     for name in ("error", "node"):
@@ -193,21 +213,32 @@ def _records_table(records: list[dict[str, Any]]) -> str:
     for record in records:
         columns += [key for key in record if key not in columns]
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>"
-                   for r in records[:MAX_TABLE_ROWS])
-    more = f'<p class="note">… {len(records) - MAX_TABLE_ROWS} more</p>' if len(records) > MAX_TABLE_ROWS else ""
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>"
+        for r in records[:MAX_TABLE_ROWS]
+    )
+    more = (
+        f'<p class="note">… {len(records) - MAX_TABLE_ROWS} more</p>' if len(records) > MAX_TABLE_ROWS else ""
+    )
     return f"<table><tr>{head}</tr>{body}</table>{more}"
 
 
-def _replica_context(run: StoredRun, partition: int, offset: int, nodes: list[str]) -> dict[str, dict[int, dict[str, Any]]]:
+def _replica_context(
+    run: StoredRun, partition: int, offset: int, nodes: list[str]
+) -> dict[str, dict[int, dict[str, Any]]]:
     """node -> offset -> record around ``offset`` from ``replicas.parquet`` (empty if unreadable)."""
     path = run.run_dir / "replicas.parquet"
     topic = (run.spec or {}).get("topic")
     try:
-        table = pq.read_table(path, columns=["node", "topic", "partition", "offset", "leader_epoch", "key", "value"],
-                              filters=[("partition", "=", partition),
-                                       ("offset", ">=", offset - DIVERGENCE_CONTEXT_BEFORE),
-                                       ("offset", "<=", offset + DIVERGENCE_CONTEXT_AFTER)])
+        table = pq.read_table(
+            path,
+            columns=["node", "topic", "partition", "offset", "leader_epoch", "key", "value"],
+            filters=[
+                ("partition", "=", partition),
+                ("offset", ">=", offset - DIVERGENCE_CONTEXT_BEFORE),
+                ("offset", "<=", offset + DIVERGENCE_CONTEXT_AFTER),
+            ],
+        )
     except Exception:  # missing or damaged file: the example's own records are still shown
         return {}
     context: dict[str, dict[int, dict[str, Any]]] = {node: {} for node in nodes}
@@ -229,7 +260,11 @@ def _divergence_html(run: StoredRun, example: Mapping[str, Any]) -> str:
         if isinstance(record, dict):
             context.setdefault(str(node), {}).setdefault(offset, record)
     offsets = sorted({o for records in context.values() for o in records})
-    head = "<tr><th rowspan=2>offset</th>" + "".join(f"<th colspan=3>replica {esc(n)}</th>" for n in nodes) + "</tr>"
+    head = (
+        "<tr><th rowspan=2>offset</th>"
+        + "".join(f"<th colspan=3>replica {esc(n)}</th>" for n in nodes)
+        + "</tr>"
+    )
     head += "<tr>" + "<th>epoch</th><th>key</th><th>value</th>" * len(nodes) + "</tr>"
     rows = []
     for at in offsets:
@@ -238,12 +273,17 @@ def _divergence_html(run: StoredRun, example: Mapping[str, Any]) -> str:
         values = [(r or {}).get("value", "(absent)") for r in records]
         differs = len({(k, v) for k, v in zip(shown[1], values, strict=True)}) > 1
         mark = " ◀ first divergent offset" if at == offset else ""
-        cells = "".join(f"<td>{_cell(e)}</td><td>{_cell(k)}</td><td>{_cell(v)}</td>"
-                        for e, k, v in zip(shown[0], shown[1], values, strict=True))
-        rows.append(f'<tr class="{"diff" if differs else ""}"><td class="num">{at}{esc(mark)}</td>{cells}</tr>')
+        cells = "".join(
+            f"<td>{_cell(e)}</td><td>{_cell(k)}</td><td>{_cell(v)}</td>"
+            for e, k, v in zip(shown[0], shown[1], values, strict=True)
+        )
+        rows.append(
+            f'<tr class="{"diff" if differs else ""}"><td class="num">{at}{esc(mark)}</td>{cells}</tr>'
+        )
     positions = example.get("positions")
-    title = (f"partition {partition}: replicas {esc(' and '.join(nodes))} first differ at offset {offset}"
-             + (f"; {esc(positions)} divergent positions in all" if positions is not None else ""))
+    title = f"partition {partition}: replicas {esc(' and '.join(nodes))} first differ at offset {offset}" + (
+        f"; {esc(positions)} divergent positions in all" if positions is not None else ""
+    )
     return f"<p>{title}</p><table>{head}{''.join(rows)}</table>"
 
 
@@ -259,10 +299,15 @@ def _anomalies(run: StoredRun) -> str:
     for name in order:
         anomaly = anomalies[name]
         expected = f"yes: {esc(anomaly.get('rule'))}" if anomaly.get("expected") else "<b>no</b>"
-        rows.append(f'<tr><td><a href="#anomaly-{esc(name)}">{esc(name)}</a></td><td class="num">{anomaly["count"]}</td>'
-                    f"<td>{expected}</td><td>{esc(anomaly.get('severity', 'error'))}</td></tr>")
-    table = ("<table><tr><th>anomaly</th><th>count</th><th>expected under this configuration</th><th>severity</th></tr>"
-             + "".join(rows) + "</table>")
+        rows.append(
+            f'<tr><td><a href="#anomaly-{esc(name)}">{esc(name)}</a></td><td class="num">{anomaly["count"]}</td>'
+            f"<td>{expected}</td><td>{esc(anomaly.get('severity', 'error'))}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>anomaly</th><th>count</th><th>expected under this configuration</th><th>severity</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
     details = []
     for name in order:
         examples = anomalies[name].get("examples", [])
@@ -273,8 +318,10 @@ def _anomalies(run: StoredRun) -> str:
             shown = _examples_table(examples)
         count = anomalies[name]["count"]
         note = f"{len(examples)} of {count} shown" if examples else "no examples recorded"
-        details.append(f'<details open id="anomaly-{esc(name)}"><summary>{esc(name)} x{count} '
-                       f'<span class="note">({note})</span></summary>{shown}</details>')
+        details.append(
+            f'<details open id="anomaly-{esc(name)}"><summary>{esc(name)} x{count} '
+            f'<span class="note">({note})</span></summary>{shown}</details>'
+        )
     return table + "".join(details)
 
 
@@ -288,7 +335,9 @@ def _examples_table(examples: list[Any]) -> str:
     rows = []
     for example in examples:
         if isinstance(example, dict):
-            rows.append("<tr>" + "".join(f"<td>{_value_html(example.get(c))}</td>" for c in columns) + "</tr>")
+            rows.append(
+                "<tr>" + "".join(f"<td>{_value_html(example.get(c))}</td>" for c in columns) + "</tr>"
+            )
         else:
             rows.append(f'<tr><td colspan="{max(len(columns), 1)}">{_cell(example)}</td></tr>')
     return f'<table class="examples"><tr>{head}</tr>{"".join(rows)}</table>' if rows else ""
@@ -300,8 +349,21 @@ def _replica_states(run: StoredRun) -> str:
         rows = pq.read_table(run.run_dir / "replica_partitions.parquet").to_pylist()
     except Exception:  # missing or damaged: the records above still tell the story
         return ""
-    shown = [{k: row.get(k) for k in ("node", "topic", "partition", "high_watermark", "log_end_offset",
-                                      "log_start_offset", "epochs")} for row in rows]
+    shown = [
+        {
+            k: row.get(k)
+            for k in (
+                "node",
+                "topic",
+                "partition",
+                "high_watermark",
+                "log_end_offset",
+                "log_start_offset",
+                "epochs",
+            )
+        }
+        for row in rows
+    ]
     return "<h3>replica state at the end (from the dumps)</h3>" + _records_table(shown) if shown else ""
 
 
@@ -309,15 +371,23 @@ def _events_table(events: Iterable[NemesisEvent]) -> str:
     rows = []
     for event in events:
         done = f"{event.completed_s:.3f}" if event.completed_s is not None else "-"
-        detail = event.value.get("grudge") if isinstance(event.value, dict) and "grudge" in event.value else event.value
-        rows.append(f'<tr><td class="num">{event.invoked_s:.3f}</td><td class="num">{done}</td>'
-                    f'<td><span class="swatch" style="background:{fault_colour(event.f)}"></span>{esc(event.f)}</td>'
-                    f'<td class="op-{esc(event.outcome)}">{esc(event.outcome)}</td><td><code>{esc(compact(detail))}</code></td>'
-                    f"<td>{_cell(event.error)}</td></tr>")
+        detail = (
+            event.value.get("grudge")
+            if isinstance(event.value, dict) and "grudge" in event.value
+            else event.value
+        )
+        rows.append(
+            f'<tr><td class="num">{event.invoked_s:.3f}</td><td class="num">{done}</td>'
+            f'<td><span class="swatch" style="background:{fault_colour(event.f)}"></span>{esc(event.f)}</td>'
+            f'<td class="op-{esc(event.outcome)}">{esc(event.outcome)}</td><td><code>{esc(compact(detail))}</code></td>'
+            f"<td>{_cell(event.error)}</td></tr>"
+        )
     if not rows:
         return '<p class="note">No nemesis operations in the history.</p>'
-    return ("<details><summary>nemesis operations</summary><table><tr><th>invoked (s)</th><th>completed (s)</th>"
-            "<th>f</th><th>outcome</th><th>value</th><th>error</th></tr>" + "".join(rows) + "</table></details>")
+    return (
+        "<details><summary>nemesis operations</summary><table><tr><th>invoked (s)</th><th>completed (s)</th>"
+        "<th>f</th><th>outcome</th><th>value</th><th>error</th></tr>" + "".join(rows) + "</table></details>"
+    )
 
 
 def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str:
@@ -325,25 +395,38 @@ def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str
         return f'<p class="problem">No history to plot: {esc(unavailable)}</p>'
     image = base64.b64encode(render_figure(timeline)).decode("ascii")
     latency = summarise_latency(timeline.latencies)
-    rows = "".join(f'<tr><td class="op-{esc(k)}">{esc(k)}</td><td class="num">{int(v["count"])}</td>'
-                   f'<td class="num">{v["p50"]:.1f}</td><td class="num">{v["p99"]:.1f}</td><td class="num">{v["max"]:.1f}</td></tr>'
-                   for k, v in latency.items())
-    windows = "".join(f"<li>{esc(w.label)}: {w.start_s:.3f} s → "
-                      f"{f'{w.end_s:.3f} s ({esc(w.healed_by)})' if w.end_s is not None else 'never healed'}</li>"
-                      for w in timeline.windows)
+    rows = "".join(
+        f'<tr><td class="op-{esc(k)}">{esc(k)}</td><td class="num">{int(v["count"])}</td>'
+        f'<td class="num">{v["p50"]:.1f}</td><td class="num">{v["p99"]:.1f}</td><td class="num">{v["max"]:.1f}</td></tr>'
+        for k, v in latency.items()
+    )
+    windows = "".join(
+        f"<li>{esc(w.label)}: {w.start_s:.3f} s → "
+        f"{f'{w.end_s:.3f} s ({esc(w.healed_by)})' if w.end_s is not None else 'never healed'}</li>"
+        for w in timeline.windows
+    )
     notes = []
     if timeline.pending:
         notes.append(f"{timeline.pending} client invoke(s) never completed (not plotted).")
     if timeline.skipped:
         first = timeline.skipped[0]
-        notes.append(f"{len(timeline.skipped)} bad history line(s) skipped; first: line {first.line}: {first.reason}")
-    return (f'<img class="plot" alt="nemesis windows, send throughput and latency over time" '
-            f'src="data:image/png;base64,{image}">'
-            + "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
-            + (f"<h3>fault windows</h3><ul>{windows}</ul>" if windows else "")
-            + ("<h3>send latency (ms)</h3><table><tr><th>outcome</th><th>sends</th><th>p50</th><th>p99</th><th>max</th></tr>"
-               + rows + "</table>" if rows else "")
-            + _events_table(timeline.events))
+        notes.append(
+            f"{len(timeline.skipped)} bad history line(s) skipped; first: line {first.line}: {first.reason}"
+        )
+    return (
+        f'<img class="plot" alt="nemesis windows, send throughput and latency over time" '
+        f'src="data:image/png;base64,{image}">'
+        + "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
+        + (f"<h3>fault windows</h3><ul>{windows}</ul>" if windows else "")
+        + (
+            "<h3>send latency (ms)</h3><table><tr><th>outcome</th><th>sends</th><th>p50</th><th>p99</th><th>max</th></tr>"
+            + rows
+            + "</table>"
+            if rows
+            else ""
+        )
+        + _events_table(timeline.events)
+    )
 
 
 def _evidence(run: StoredRun, notes: list[str]) -> str:
@@ -353,8 +436,14 @@ def _evidence(run: StoredRun, notes: list[str]) -> str:
     if results is None:
         return "".join(parts) or '<p class="note">Not checked.</p>'
     incomplete = results.get("incomplete", [])
-    parts.append("<h3>incomplete evidence</h3>" + ("<ul>" + "".join(f"<li>{esc(r)}</li>" for r in incomplete) + "</ul>"
-                                                   if incomplete else "<p>None: every check saw complete evidence.</p>"))
+    parts.append(
+        "<h3>incomplete evidence</h3>"
+        + (
+            "<ul>" + "".join(f"<li>{esc(r)}</li>" for r in incomplete) + "</ul>"
+            if incomplete
+            else "<p>None: every check saw complete evidence.</p>"
+        )
+    )
     stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}
     assert isinstance(stats, dict)
     if stats:
@@ -362,8 +451,12 @@ def _evidence(run: StoredRun, notes: list[str]) -> str:
         parts.append("<h3>what the checker saw</h3>" + kv_table(flat))
         partitions = stats.get("partitions")
         if isinstance(partitions, dict) and partitions:
-            parts.append("<h3>final drain per partition</h3>"
-                         + _records_table([{"partition": p, **s} for p, s in partitions.items() if isinstance(s, dict)]))
+            parts.append(
+                "<h3>final drain per partition</h3>"
+                + _records_table(
+                    [{"partition": p, **s} for p, s in partitions.items() if isinstance(s, dict)]
+                )
+            )
         if isinstance(stats.get("replicas"), dict):
             parts.append("<h3>replica dumps</h3>" + kv_table(stats["replicas"]))
     parts.append("<p>checks run: " + esc(", ".join(str(c) for c in results.get("checks", []))) + "</p>")
@@ -375,31 +468,47 @@ def _configuration(run: StoredRun) -> str:
     if spec is None:
         return '<p class="problem">No readable test.json.</p>'
     sections = [("key settings", key_settings(spec))]
-    sections += [(title, spec[key]) for title, key in (("broker settings", "settings"), ("workload", "workload"),
-                                                       ("nemesis", "nemesis"), ("versions", "versions"))
-                 if isinstance(spec.get(key), dict)]
+    sections += [
+        (title, spec[key])
+        for title, key in (
+            ("broker settings", "settings"),
+            ("workload", "workload"),
+            ("nemesis", "nemesis"),
+            ("versions", "versions"),
+        )
+        if isinstance(spec.get(key), dict)
+    ]
     rules = (run.results or {}).get("config", {}).get("rules")
     test = {k: v for k, v in spec.items() if not isinstance(v, dict)}
     parts = [f"<div><h3>{esc(title)}</h3>{kv_table(values)}</div>" for title, values in sections]
     parts.append("<div><h3>test</h3>" + kv_table(test) + "</div>")
     parts = ['<div class="grid">' + "".join(parts) + "</div>"]
     if isinstance(rules, list):
-        parts.append("<h3>expectation rules in force</h3><p>" + (esc(", ".join(map(str, rules))) or "none: any anomaly is a bug")
-                     + "</p>")
+        parts.append(
+            "<h3>expectation rules in force</h3><p>"
+            + (esc(", ".join(map(str, rules))) or "none: any anomaly is a bug")
+            + "</p>"
+        )
     return "".join(parts)
 
 
 def _files(run: StoredRun) -> str:
-    links = [f'<li><a href="{href(name)}">{esc(name)}</a> ({_size(run.run_dir / name)})</li>'
-             for name in ("test.json", "results.json", "history.jsonl", "history.parquet")
-             if (run.run_dir / name).is_file()]
+    links = [
+        f'<li><a href="{href(name)}">{esc(name)}</a> ({_size(run.run_dir / name)})</li>'
+        for name in ("test.json", "results.json", "history.jsonl", "history.parquet")
+        if (run.run_dir / name).is_file()
+    ]
     nodes_dir = run.run_dir / "nodes"
     node_items = []
     if nodes_dir.is_dir():
         for node in sorted(p for p in nodes_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             files = sorted(p for p in node.iterdir() if p.is_file() and not p.name.startswith("."))
-            entries = ", ".join(f'<a href="{href(f.relative_to(run.run_dir))}">{esc(f.name)}</a> ({_size(f)})' for f in files)
-            node_items.append(f"<li><b>{esc(node.name)}</b>: {entries or '<span class=note>no files</span>'}</li>")
+            entries = ", ".join(
+                f'<a href="{href(f.relative_to(run.run_dir))}">{esc(f.name)}</a> ({_size(f)})' for f in files
+            )
+            node_items.append(
+                f"<li><b>{esc(node.name)}</b>: {entries or '<span class=note>no files</span>'}</li>"
+            )
     logs = f"<ul>{''.join(node_items)}</ul>" if node_items else '<p class="note">No node logs collected.</p>'
     return f"<h3>node logs</h3>{logs}<h3>run files</h3><ul>{''.join(links)}</ul>"
 
@@ -429,14 +538,21 @@ def run_report_html(run_dir: Path | str) -> str:
         timeline, notes = build_timeline(run.run_dir)
     except HistoryUnavailable as error:
         unavailable = str(error)
-    body = "\n".join([
-        _header(run, timeline),
-        "<h2>Timeline</h2>", _timeline_section(timeline, unavailable),
-        "<h2>Anomalies</h2>", _anomalies(run),
-        "<h2>Evidence</h2>", _evidence(run, notes),
-        "<h2>Configuration</h2>", _configuration(run),
-        "<h2>Logs and files</h2>", _files(run),
-    ])
+    body = "\n".join(
+        [
+            _header(run, timeline),
+            "<h2>Timeline</h2>",
+            _timeline_section(timeline, unavailable),
+            "<h2>Anomalies</h2>",
+            _anomalies(run),
+            "<h2>Evidence</h2>",
+            _evidence(run, notes),
+            "<h2>Configuration</h2>",
+            _configuration(run),
+            "<h2>Logs and files</h2>",
+            _files(run),
+        ]
+    )
     return page(f"Tidemark: {run.name} - {VERDICT_LABELS[run.verdict]}", body)
 
 

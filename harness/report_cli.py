@@ -24,12 +24,20 @@ from harness.run_summary import SPEC_FILE, RunDirectoryError, find_run_directori
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="RUN_DIR|DIRECTORY",
-                        help="one run directory (holds test.json), or a directory of runs (a campaign, the store)")
-    parser.add_argument("--no-index", action="store_true", help="for a directory: render the runs' reports only")
+    parser.add_argument(
+        "path",
+        metavar="RUN_DIR|DIRECTORY",
+        help="one run directory (holds test.json), or a directory of runs (a campaign, the store)",
+    )
+    parser.add_argument(
+        "--no-index", action="store_true", help="for a directory: render the runs' reports only"
+    )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML for the runs to FILE")
-    parser.add_argument("--expected-is-pass", action="store_true",
-                        help="JUnit: a run whose every anomaly its configuration permits passes (default: fails)")
+    parser.add_argument(
+        "--expected-is-pass",
+        action="store_true",
+        help="JUnit: a run whose every anomaly its configuration permits passes (default: fails)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

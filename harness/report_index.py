@@ -104,8 +104,11 @@ def _verdict_cell(run: StoredRun) -> str:
 def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
     relative = Path(os.path.relpath(run.run_dir, directory))
     report = run.run_dir / REPORT_FILE
-    link = (f'<a href="{href(relative / REPORT_FILE)}">{esc(relative.as_posix())}</a>' if report.is_file()
-            else f'{esc(relative.as_posix())} <span class="note">(no report)</span>')
+    link = (
+        f'<a href="{href(relative / REPORT_FILE)}">{esc(relative.as_posix())}</a>'
+        if report.is_file()
+        else f'{esc(relative.as_posix())} <span class="note">(no report)</span>'
+    )
     settings = key_settings(run.spec)
     cells = [f"<td>{link}</td>", f"<td>{esc(run.name)}</td>"]
     cells += [f"<td>{esc(settings[key])}</td>" for key, _ in SETTING_COLUMNS]
@@ -118,12 +121,18 @@ def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
             continue
         mark = "*" if anomaly.get("expected") else ""
         title = f' title="expected: {esc(anomaly.get("rule"))}"' if anomaly.get("expected") else ""
-        cells.append(f'<td class="num" data-sort="{int(anomaly["count"])}"{title}>{int(anomaly["count"])}{mark}</td>')
+        cells.append(
+            f'<td class="num" data-sort="{int(anomaly["count"])}"{title}>{int(anomaly["count"])}{mark}</td>'
+        )
     started = started_at(run.run_dir)
-    cells.append(f'<td data-sort="{esc(started.isoformat() if started else "")}">{esc(utc_text(started))}</td>')
+    cells.append(
+        f'<td data-sort="{esc(started.isoformat() if started else "")}">{esc(utc_text(started))}</td>'
+    )
     span = history_span_seconds(run.run_dir)
-    cells.append(f'<td class="num" data-sort="{span if span is not None else -1}">'
-                 f'{f"{span:.1f}" if span is not None else "-"}</td>')
+    cells.append(
+        f'<td class="num" data-sort="{span if span is not None else -1}">'
+        f"{f'{span:.1f}' if span is not None else '-'}</td>"
+    )
     return f'<tr class="verdict-{run.verdict}">{"".join(cells)}</tr>'
 
 
@@ -132,17 +141,30 @@ def index_html(directory: Path | str) -> str:
     root = Path(directory)
     runs = [load_stored_run(path) for path in find_run_directories(root)]
     columns = _anomaly_columns(runs)
-    headers = ["run", "test", *(title for _, title in SETTING_COLUMNS), "verdict", *columns, "started", "history (s)"]
+    headers = [
+        "run",
+        "test",
+        *(title for _, title in SETTING_COLUMNS),
+        "verdict",
+        *columns,
+        "started",
+        "history (s)",
+    ]
     head = "".join(f'<th scope="col">{esc(title)}</th>' for title in headers)
     rows = "\n".join(_row(run, root, columns) for run in runs)
     tally = Counter(run.verdict for run in runs)
-    summary = ", ".join(f"{tally[v]} {badge(v)}" for v in ("invalid", "expected", "unknown", "not-checked", "valid")
-                        if tally[v])
-    body = (f"<h1>Tidemark runs in {esc(root.resolve())}</h1>\n"
-            f"<p>{len(runs)} run(s){': ' + summary if summary else ''}. Written "
-            f"{esc(utc_text(datetime.datetime.now(datetime.UTC)))}.</p>\n"
-            '<p class="note">Click a column header to sort; again to reverse. <b>*</b>: permitted by the run\'s '
-            "configuration (hover for the rule). Hover a verdict for why evidence was incomplete.</p>\n")
+    summary = ", ".join(
+        f"{tally[v]} {badge(v)}"
+        for v in ("invalid", "expected", "unknown", "not-checked", "valid")
+        if tally[v]
+    )
+    body = (
+        f"<h1>Tidemark runs in {esc(root.resolve())}</h1>\n"
+        f"<p>{len(runs)} run(s){': ' + summary if summary else ''}. Written "
+        f"{esc(utc_text(datetime.datetime.now(datetime.UTC)))}.</p>\n"
+        '<p class="note">Click a column header to sort; again to reverse. <b>*</b>: permitted by the run\'s '
+        "configuration (hover for the rule). Hover a verdict for why evidence was incomplete.</p>\n"
+    )
     if runs:
         body += f'<table class="sortable" id="runs"><thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody></table>'
     else:

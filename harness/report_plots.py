@@ -27,7 +27,10 @@ from harness.report_timeline import FaultWindow, Timeline
 
 OUTCOME_COLOURS: Final[dict[str, str]] = {"ok": "#2a9d3f", "fail": "#d1242f", "info": "#e8890c"}
 FAULT_COLOURS: Final[dict[str, str]] = {
-    "kill": "#c0392b", "power-loss": "#7b2d0a", "pause": "#7d4cc2", "partition": "#1f6fc5",
+    "kill": "#c0392b",
+    "power-loss": "#7b2d0a",
+    "pause": "#7d4cc2",
+    "partition": "#1f6fc5",
 }
 OTHER_FAULT_COLOUR: Final = "#6e7781"
 DPI: Final = 100
@@ -72,9 +75,14 @@ def _draw_lanes(axis: Any, timeline: Timeline, x_range: tuple[float, float]) -> 
     for window, lane in zip(timeline.windows, lanes, strict=True):
         stop = window.end_s if window.end_s is not None else x_range[1]
         colour = fault_colour(window.kind)
-        axis.broken_barh([(window.start_s, max(stop - window.start_s, span * 0.002))], (lane + 0.1, 0.8),
-                         facecolors=colour, alpha=0.85, hatch="//" if window.end_s is None else None,
-                         edgecolor="white")
+        axis.broken_barh(
+            [(window.start_s, max(stop - window.start_s, span * 0.002))],
+            (lane + 0.1, 0.8),
+            facecolors=colour,
+            alpha=0.85,
+            hatch="//" if window.end_s is None else None,
+            edgecolor="white",
+        )
         label = _label(window)
         width = (len(label) * LABEL_CHARACTER_WIDTH + 0.006) * span
         if stop - window.start_s >= width:  # inside the bar
@@ -83,14 +91,33 @@ def _draw_lanes(axis: Any, timeline: Timeline, x_range: tuple[float, float]) -> 
             x, align, colour_text = stop + span * 0.003, "left", "#24292f"
         else:  # no room on the right: end the label at the edge
             x, align, colour_text = x_range[1] - span * 0.003, "right", "#24292f"
-        axis.text(x, lane + 0.5, label, va="center", ha=align, fontsize=8, color=colour_text, clip_on=True,
-                  bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0, "pad": 1} if colour_text != "white" else None)
+        axis.text(
+            x,
+            lane + 0.5,
+            label,
+            va="center",
+            ha=align,
+            fontsize=8,
+            color=colour_text,
+            clip_on=True,
+            bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0, "pad": 1}
+            if colour_text != "white"
+            else None,
+        )
     axis.set_ylim(lane_count if lane_count else 1, 0)
     axis.set_yticks([])
     axis.set_ylabel("nemesis", rotation=0, ha="right", va="center")
     if not timeline.windows:
-        axis.text(0.5, 0.5, "no faults recorded", transform=axis.transAxes, ha="center", va="center",
-                  fontsize=9, color="#57606a")
+        axis.text(
+            0.5,
+            0.5,
+            "no faults recorded",
+            transform=axis.transAxes,
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="#57606a",
+        )
 
 
 def _shade(axis: Any, timeline: Timeline, end_s: float) -> None:
@@ -107,8 +134,14 @@ def _draw_throughput(axis: Any, timeline: Timeline) -> None:
         values = series[outcome].to_numpy()
         if outcome != "ok" and not values.any():
             continue
-        axis.step(np.append(x, x[-1] + timeline.bin_seconds), np.append(values, values[-1]), where="post",
-                  color=OUTCOME_COLOURS[outcome], label=outcome, linewidth=1.4)
+        axis.step(
+            np.append(x, x[-1] + timeline.bin_seconds),
+            np.append(values, values[-1]),
+            where="post",
+            color=OUTCOME_COLOURS[outcome],
+            label=outcome,
+            linewidth=1.4,
+        )
         drawn = True
     width = f"{timeline.bin_seconds:g} s bins"
     axis.set_ylabel(f"sends/s\n({width})")
@@ -120,8 +153,15 @@ def _draw_throughput(axis: Any, timeline: Timeline) -> None:
 def _draw_latency(axis: Any, timeline: Timeline) -> None:
     frame = timeline.latencies
     if frame.empty:
-        axis.text(0.5, 0.5, "no completed sends", transform=axis.transAxes, ha="center", va="center",
-                  color="#57606a")
+        axis.text(
+            0.5,
+            0.5,
+            "no completed sends",
+            transform=axis.transAxes,
+            ha="center",
+            va="center",
+            color="#57606a",
+        )
         axis.set_yticks([])
         return
     floor = max(float(frame["latency_ms"].min()), 1e-3)
@@ -129,8 +169,16 @@ def _draw_latency(axis: Any, timeline: Timeline) -> None:
         rows = frame[frame["type"] == outcome]
         if rows.empty:
             continue
-        axis.scatter(rows["invoked_s"], rows["latency_ms"].clip(lower=floor), s=4, alpha=0.45, linewidths=0,
-                     color=OUTCOME_COLOURS[outcome], label=f"{outcome} ({len(rows)})", rasterized=True)
+        axis.scatter(
+            rows["invoked_s"],
+            rows["latency_ms"].clip(lower=floor),
+            s=4,
+            alpha=0.45,
+            linewidths=0,
+            color=OUTCOME_COLOURS[outcome],
+            label=f"{outcome} ({len(rows)})",
+            rasterized=True,
+        )
     ok = frame[frame["type"] == "ok"]
     if len(ok) >= 2:
         width = timeline.bin_seconds
@@ -140,8 +188,16 @@ def _draw_latency(axis: Any, timeline: Timeline) -> None:
         quantiles = quantiles.reindex(range(int(bins.min()), int(bins.max()) + 1))
         quantiles.index = quantiles.index * width + width / 2
         for quantile, style in ((0.5, "-"), (0.99, "--")):
-            axis.plot(quantiles.index, quantiles[quantile].clip(lower=floor), style, color="#24292f",
-                      linewidth=1, marker=".", markersize=3, label=f"ok p{int(quantile * 100)}")
+            axis.plot(
+                quantiles.index,
+                quantiles[quantile].clip(lower=floor),
+                style,
+                color="#24292f",
+                linewidth=1,
+                marker=".",
+                markersize=3,
+                label=f"ok p{int(quantile * 100)}",
+            )
     axis.set_yscale("log")
     axis.set_ylabel("send latency (ms)")
     axis.legend(loc="upper right", fontsize=8, markerscale=3)
@@ -162,9 +218,18 @@ def render_figure(timeline: Timeline) -> bytes:
     # Fixed margins instead of constrained layout: the labels are known, and layout solving
     # was a third of the render time (text extents measured over and over).
     lanes_axis, throughput_axis, latency_axis = figure.subplots(
-        3, 1, sharex=True, gridspec_kw={"height_ratios": [lane_inches, 2.6, 3.2], "hspace": 0.12,
-                                        "left": 0.085, "right": 0.985, "top": 1 - 0.12 / height,
-                                        "bottom": 0.6 / height})
+        3,
+        1,
+        sharex=True,
+        gridspec_kw={
+            "height_ratios": [lane_inches, 2.6, 3.2],
+            "hspace": 0.12,
+            "left": 0.085,
+            "right": 0.985,
+            "top": 1 - 0.12 / height,
+            "bottom": 0.6 / height,
+        },
+    )
     _draw_lanes(lanes_axis, timeline, x_range)
     _draw_throughput(throughput_axis, timeline)
     _draw_latency(latency_axis, timeline)
@@ -184,6 +249,10 @@ def summarise_latency(frame: pd.DataFrame) -> dict[str, dict[str, float]]:
     for outcome in ("ok", "fail", "info"):
         latency = frame.loc[frame["type"] == outcome, "latency_ms"]
         if len(latency):
-            summary[outcome] = {"count": float(len(latency)), "p50": float(latency.quantile(0.5)),
-                                "p99": float(latency.quantile(0.99)), "max": float(latency.max())}
+            summary[outcome] = {
+                "count": float(len(latency)),
+                "p50": float(latency.quantile(0.5)),
+                "p99": float(latency.quantile(0.99)),
+                "max": float(latency.max()),
+            }
     return summary

@@ -109,10 +109,17 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
         node.append(op.node)
         if op.process == NEMESIS_PROCESS:
             nemesis_values[op.index] = op.value
-    frame = pd.DataFrame({
-        "index": np.asarray(index, dtype=np.int64), "time": np.asarray(time, dtype=np.int64),
-        "process": np.asarray(process, dtype=np.int64), "type": kind, "f": f, "error": error, "node": node,
-    })
+    frame = pd.DataFrame(
+        {
+            "index": np.asarray(index, dtype=np.int64),
+            "time": np.asarray(time, dtype=np.int64),
+            "process": np.asarray(process, dtype=np.int64),
+            "type": kind,
+            "f": f,
+            "error": error,
+            "node": node,
+        }
+    )
     return frame, nemesis_values
 
 
@@ -123,13 +130,23 @@ def _frame_from_parquet(path: Path) -> tuple[pd.DataFrame, dict[int, Any]]:
     first_rows = pc.or_kleene(pc.is_null(table["item"]), pc.equal(table["item"], 0))
     table = table.filter(first_rows)  # an op with records spans one row per record
     type_names = pa.array(OP_TYPES)
-    table = table.set_column(table.schema.get_field_index("type"), "type",
-                             pc.take(type_names, table["type"].cast(pa.int32())))
-    frame = table.drop(["item", "payload"]).rename_columns(
-        ["index", "time", "process", "type", "f", "error", "node"]).to_pandas()
+    table = table.set_column(
+        table.schema.get_field_index("type"), "type", pc.take(type_names, table["type"].cast(pa.int32()))
+    )
+    frame = (
+        table.drop(["item", "payload"])
+        .rename_columns(["index", "time", "process", "type", "f", "error", "node"])
+        .to_pandas()
+    )
     frame = frame.astype({"index": "int64", "time": "int64", "process": "int64"})
-    nemesis = table.filter(pc.equal(table["process"], NEMESIS_PROCESS_CODE)).select(["index", "payload"]).to_pylist()
-    values = {row["index"]: json.loads(row["payload"]) if row["payload"] is not None else None for row in nemesis}
+    nemesis = (
+        table.filter(pc.equal(table["process"], NEMESIS_PROCESS_CODE))
+        .select(["index", "payload"])
+        .to_pylist()
+    )
+    values = {
+        row["index"]: json.loads(row["payload"]) if row["payload"] is not None else None for row in nemesis
+    }
     return frame.sort_values("index", kind="stable").reset_index(drop=True), values
 
 
@@ -141,7 +158,9 @@ def load_ops(run_dir: Path) -> tuple[pd.DataFrame, dict[int, Any], str, list[Ski
     jsonl, parquet = run_dir / "history.jsonl", run_dir / "history.parquet"
     notes: list[str] = []
     skipped: list[SkippedLine] = []
-    parquet_fresh = parquet.is_file() and (not jsonl.is_file() or parquet.stat().st_mtime >= jsonl.stat().st_mtime)
+    parquet_fresh = parquet.is_file() and (
+        not jsonl.is_file() or parquet.stat().st_mtime >= jsonl.stat().st_mtime
+    )
     if parquet_fresh:
         try:
             frame, values = _frame_from_parquet(parquet)
@@ -181,12 +200,14 @@ def _latencies(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     pending = int(((client["type"] == "invoke") & (next_type.isna() | (next_type == "invoke"))).sum())
     sends = client[is_completion & (client["f"] == "send")]
     invoked = previous_time[sends.index]
-    frame = pd.DataFrame({
-        "invoked_s": invoked.to_numpy(dtype=np.float64) / 1e9,
-        "completed_s": sends["time"].to_numpy(dtype=np.float64) / 1e9,
-        "latency_ms": (sends["time"] - invoked).to_numpy(dtype=np.float64) / 1e6,
-        "type": sends["type"].to_numpy(),
-    })
+    frame = pd.DataFrame(
+        {
+            "invoked_s": invoked.to_numpy(dtype=np.float64) / 1e9,
+            "completed_s": sends["time"].to_numpy(dtype=np.float64) / 1e9,
+            "latency_ms": (sends["time"] - invoked).to_numpy(dtype=np.float64) / 1e6,
+            "type": sends["type"].to_numpy(),
+        }
+    )
     return frame.sort_values("invoked_s", kind="stable").reset_index(drop=True), pending
 
 
@@ -226,14 +247,33 @@ def nemesis_events(ops: pd.DataFrame, values: dict[int, Any]) -> list[NemesisEve
         waiting = open_invokes.get(row["f"])
         invoke = waiting.pop(0) if waiting else row  # a lone completion stands for itself
         value = values.get(row["index"], values.get(invoke["index"]))
-        event = NemesisEvent(row["f"], _nodes_of(row["f"], value), value, invoke["time"] / 1e9, seconds,
-                             row["type"], row["error"])
+        event = NemesisEvent(
+            row["f"],
+            _nodes_of(row["f"], value),
+            value,
+            invoke["time"] / 1e9,
+            seconds,
+            row["type"],
+            row["error"],
+        )
         events.append((invoke["index"], event))
     for waiting in open_invokes.values():
         for invoke in waiting:
             value = values.get(invoke["index"])
-            events.append((invoke["index"], NemesisEvent(invoke["f"], _nodes_of(invoke["f"], value), value,
-                                                         invoke["time"] / 1e9, None, "pending", None)))
+            events.append(
+                (
+                    invoke["index"],
+                    NemesisEvent(
+                        invoke["f"],
+                        _nodes_of(invoke["f"], value),
+                        value,
+                        invoke["time"] / 1e9,
+                        None,
+                        "pending",
+                        None,
+                    ),
+                )
+            )
     return [event for _, event in sorted(events, key=lambda pair: pair[0])]
 
 
@@ -258,7 +298,11 @@ def fault_windows(events: list[NemesisEvent]) -> list[FaultWindow]:
             healed = set(event.nodes)
             still_open = []
             for fault, unhealed in open_faults:
-                if event.f == PARTITION_HEAL and fault.f == PARTITION_FAULT and (not healed or healed & unhealed or not unhealed):
+                if (
+                    event.f == PARTITION_HEAL
+                    and fault.f == PARTITION_FAULT
+                    and (not healed or healed & unhealed or not unhealed)
+                ):
                     close(fault, event.completed_s, event.f)
                     continue
                 if NODE_FAULT_HEALS.get(fault.f) == event.f:
@@ -284,8 +328,15 @@ def build_timeline(run_dir: Path) -> tuple[Timeline, list[str]]:
     width = bin_width(duration)
     events = nemesis_events(ops, values)
     timeline = Timeline(
-        source=source, op_count=len(ops), duration_s=duration, latencies=latencies,
-        throughput=_throughput(latencies, duration, width), bin_seconds=width, pending=pending,
-        events=tuple(events), windows=tuple(fault_windows(events)), skipped=tuple(skipped),
+        source=source,
+        op_count=len(ops),
+        duration_s=duration,
+        latencies=latencies,
+        throughput=_throughput(latencies, duration, width),
+        bin_seconds=width,
+        pending=pending,
+        events=tuple(events),
+        windows=tuple(fault_windows(events)),
+        skipped=tuple(skipped),
     )
     return timeline, notes

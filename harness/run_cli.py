@@ -23,18 +23,34 @@ from workloads.queue import QueueSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", default=None, help="test name (store/<name>/...); default: workload or scenario")
+    parser.add_argument(
+        "--name", default=None, help="test name (store/<name>/...); default: workload or scenario"
+    )
     parser.add_argument("--workload", default="queue", choices=("queue",))
-    parser.add_argument("--scenario", metavar="NAME_OR_FILE", help="run a scripted scenario instead of the random nemesis")
+    parser.add_argument(
+        "--scenario", metavar="NAME_OR_FILE", help="run a scripted scenario instead of the random nemesis"
+    )
     parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--nodes", type=int, default=3, help="brokers (plus one controller)")
-    parser.add_argument("--nemesis", default="", metavar="FAULTS", help="comma-separated: kill,pause,partition,power-loss")
+    parser.add_argument(
+        "--nemesis", default="", metavar="FAULTS", help="comma-separated: kill,pause,partition,power-loss"
+    )
     parser.add_argument("--nemesis-interval", type=float, default=10.0, metavar="SECONDS")
-    parser.add_argument("--nemesis-targets", default=None, metavar="LIST",
-                        help="comma-separated: one,minority,majority,all,leader,followers")
-    parser.add_argument("--partition-scope", choices=("brokers", "all"), default="brokers",
-                        help="partitions between brokers only, or including the controller")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker/controller setting")
+    parser.add_argument(
+        "--nemesis-targets",
+        default=None,
+        metavar="LIST",
+        help="comma-separated: one,minority,majority,all,leader,followers",
+    )
+    parser.add_argument(
+        "--partition-scope",
+        choices=("brokers", "all"),
+        default="brokers",
+        help="partitions between brokers only, or including the controller",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="broker/controller setting"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", default="store", metavar="DIR")
     parser.add_argument("--partitions", type=int, default=3)
@@ -44,12 +60,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="sends per second over all producers")
     parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
     parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
-    parser.add_argument("--transport", default="docker", choices=("docker", "ssh"),
-                        help="reach the nodes by docker exec or over SSH (the containers run sshd)")
-    parser.add_argument("--bootstrap", metavar="HOST:PORT,...",
-                        help="test an external Kafka-compatible cluster instead of the bundled broker in Docker")
-    parser.add_argument("--inventory", metavar="FILE",
-                        help="with --bootstrap: SSH inventory of the broker nodes, so faults can be injected")
+    parser.add_argument(
+        "--transport",
+        default="docker",
+        choices=("docker", "ssh"),
+        help="reach the nodes by docker exec or over SSH (the containers run sshd)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT,...",
+        help="test an external Kafka-compatible cluster instead of the bundled broker in Docker",
+    )
+    parser.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="with --bootstrap: SSH inventory of the broker nodes, so faults can be injected",
+    )
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
 
 
@@ -72,15 +98,35 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
         raise UsageError(str(error)) from None
     targets = tuple(t for t in args.nemesis_targets.split(",") if t) if args.nemesis_targets else None
     try:
-        workload = QueueSpec(partitions=args.partitions, replication_factor=args.replication_factor,
-                             producers=args.producers, consumers=args.consumers, rate=args.rate, acks=args.acks,
-                             client=args.client)
-        nemesis = NemesisSpec(faults=faults, interval_seconds=args.nemesis_interval, targets=targets,
-                              partition_scope=args.partition_scope, seed=args.seed)
-        return TestSpec(name=args.name or (args.scenario or args.workload), node_count=args.nodes,
-                        time_limit=args.time_limit, seed=args.seed, settings=parse_settings(args.set),
-                        workload=workload, nemesis=nemesis, scenario=args.scenario,
-                        transport=args.transport, bootstrap=args.bootstrap, inventory=args.inventory)
+        workload = QueueSpec(
+            partitions=args.partitions,
+            replication_factor=args.replication_factor,
+            producers=args.producers,
+            consumers=args.consumers,
+            rate=args.rate,
+            acks=args.acks,
+            client=args.client,
+        )
+        nemesis = NemesisSpec(
+            faults=faults,
+            interval_seconds=args.nemesis_interval,
+            targets=targets,
+            partition_scope=args.partition_scope,
+            seed=args.seed,
+        )
+        return TestSpec(
+            name=args.name or (args.scenario or args.workload),
+            node_count=args.nodes,
+            time_limit=args.time_limit,
+            seed=args.seed,
+            settings=parse_settings(args.set),
+            workload=workload,
+            nemesis=nemesis,
+            scenario=args.scenario,
+            transport=args.transport,
+            bootstrap=args.bootstrap,
+            inventory=args.inventory,
+        )
     except (SpecError, ValueError) as error:
         raise UsageError(str(error)) from None
 
@@ -119,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
     if spec.inventory and not spec.bootstrap:
         raise UsageError("--inventory needs --bootstrap")
     if spec.bootstrap and spec.power_loss_filesystem:
-        raise UsageError("power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap")
+        raise UsageError(
+            "power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap"
+        )
     if spec.bootstrap and not spec.inventory and spec.scenario:
         raise UsageError("a scenario against an external cluster needs --inventory (SSH access to its nodes)")
     if spec.bootstrap and not spec.inventory and spec.nemesis.faults:
@@ -144,8 +192,13 @@ def run(args: argparse.Namespace) -> int:
         except ScenarioError as error:
             raise UsageError(str(error)) from None
         spec = scenario.apply_defaults(spec)
-    outcome = run_test(spec, Path(args.store), engine=args.engine, scenario=scenario.body if scenario else None,
-                       out=sys.stderr)
+    outcome = run_test(
+        spec,
+        Path(args.store),
+        engine=args.engine,
+        scenario=scenario.body if scenario else None,
+        out=sys.stderr,
+    )
     print_verdict(outcome)
     if scenario is not None and outcome.results is not None:
         expectation = scenario.expectation_for(effective_settings(spec.settings))
@@ -153,8 +206,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"scenario {scenario.name}: no expectation written for these settings")
         else:
             problems = expectation.problems(outcome.results)
-            print(f"scenario {scenario.name}: " + ("as expected" if not problems else
-                                                    "NOT as expected: " + "; ".join(problems)))
+            print(
+                f"scenario {scenario.name}: "
+                + ("as expected" if not problems else "NOT as expected: " + "; ".join(problems))
+            )
     return verdict_exit_code(outcome.verdict)
 
 

@@ -43,10 +43,21 @@ VERDICT_LABELS: Final[dict[str, str]] = {
     "unknown": "unknown",
     "not-checked": "not checked",
 }
-VERDICT_ORDER: Final[dict[str, int]] = {"invalid": 0, "expected": 1, "unknown": 2, "not-checked": 3, "valid": 4}
+VERDICT_ORDER: Final[dict[str, int]] = {
+    "invalid": 0,
+    "expected": 1,
+    "unknown": 2,
+    "not-checked": 3,
+    "valid": 4,
+}
 """Sort rank: what needs a reader's attention first."""
 
-SPEC_FILE, RESULTS_FILE, HISTORY_FILE, REPORT_FILE = "test.json", "results.json", "history.jsonl", "report.html"
+SPEC_FILE, RESULTS_FILE, HISTORY_FILE, REPORT_FILE = (
+    "test.json",
+    "results.json",
+    "history.jsonl",
+    "report.html",
+)
 _RUN_STAMP = re.compile(r"^\d{8}T\d{6}(\.\d+)?Z$")
 _TAIL_BLOCK = 64 * 1024
 _LINES_TRIED = 5
@@ -156,8 +167,11 @@ def _text(value: Any, default: str) -> str:
 
 def flush_policy(settings: Mapping[str, Any]) -> str:
     """``never`` (Kafka's default: fsync left to the OS), or the ``flush.*`` settings in force."""
-    parts = [f"{key.removeprefix('flush.')}={_text(settings[key], '')}" for key in ("flush.messages", "flush.ms")
-             if settings.get(key) is not None]
+    parts = [
+        f"{key.removeprefix('flush.')}={_text(settings[key], '')}"
+        for key in ("flush.messages", "flush.ms")
+        if settings.get(key) is not None
+    ]
     return " ".join(parts) or "never"
 
 
@@ -184,7 +198,9 @@ def key_settings(spec: Mapping[str, Any] | None) -> dict[str, str]:
         "truncation.mode": _text(settings.get("truncation.mode"), "leader-epoch"),
         "acks": _text(workload.get("acks", settings.get("acks")), "all"),
         "min.insync.replicas": _text(settings.get("min.insync.replicas"), "1"),
-        "unclean.leader.election.enable": _text(settings.get("unclean.leader.election.enable"), "false").lower(),
+        "unclean.leader.election.enable": _text(
+            settings.get("unclean.leader.election.enable"), "false"
+        ).lower(),
         "flush": flush_policy(settings),
         "faults": ",".join(str(f) for f in faults) or "-",
         "scenario": _text(spec.get("scenario"), "-"),

@@ -73,14 +73,22 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -
 
     client = docker.from_env()
     image = ensure_image(client)
-    with DockerCluster(client, image, brokers=spec.node_count, work_dir=run_dir / ".cluster") as docker_cluster:
+    with DockerCluster(
+        client, image, brokers=spec.node_count, work_dir=run_dir / ".cluster"
+    ) as docker_cluster:
         names = docker_cluster.broker_names
         if spec.transport == "ssh":
             remotes: dict[str, Any] = {n: docker_cluster.ssh_remote(n) for n in docker_cluster.node_names}
         else:
             remotes = dict(docker_cluster.remotes())
-        bundled = BundledCluster(remotes, {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
-                                 names, CONTROLLER, spec.settings, power_loss_filesystem=spec.power_loss_filesystem)
+        bundled = BundledCluster(
+            remotes,
+            {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
+            names,
+            CONTROLLER,
+            spec.settings,
+            power_loss_filesystem=spec.power_loss_filesystem,
+        )
         try:
             bundled.configure()
             bundled.start()
@@ -115,18 +123,27 @@ def _collect_logs(cluster: Any, nodes: list[str], run_dir: Path, problems: list[
 
 def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:
     document = spec.to_dict()
-    document.update({
-        "nodes": node_names if spec.bootstrap is None else [],
-        "replica_evidence": "dumps" if spec.bootstrap is None else "unavailable (external cluster)",
-        "scenario_faults": sorted(scenario_faults(spec.scenario)),
-        "broker_config": {**spec.broker_config(), "acks": spec.workload.acks},
-        "versions": store.versions(),
-    })
+    document.update(
+        {
+            "nodes": node_names if spec.bootstrap is None else [],
+            "replica_evidence": "dumps" if spec.bootstrap is None else "unavailable (external cluster)",
+            "scenario_faults": sorted(scenario_faults(spec.scenario)),
+            "broker_config": {**spec.broker_config(), "acks": spec.workload.acks},
+            "versions": store.versions(),
+        }
+    )
     store.write_json(run_dir / "test.json", document)
 
 
-def run_test(spec: TestSpec, store_dir: Path, *, engine: str | None = "pandas", scenario: ScenarioBody | None = None,
-             out: Any = sys.stderr, run_dir: Path | None = None) -> RunOutcome:
+def run_test(
+    spec: TestSpec,
+    store_dir: Path,
+    *,
+    engine: str | None = "pandas",
+    scenario: ScenarioBody | None = None,
+    out: Any = sys.stderr,
+    run_dir: Path | None = None,
+) -> RunOutcome:
     """Run ``spec``; store everything under ``store_dir`` (or exactly in ``run_dir``, which
     must not exist yet: campaigns name their runs); check it with ``engine`` (None: leave
     the check to the caller, as a campaign does in one Spark job)."""
@@ -147,8 +164,11 @@ def run_test(spec: TestSpec, store_dir: Path, *, engine: str | None = "pandas", 
     print(f"run directory: {run_dir}", file=out)
     recorder = Recorder(run_dir / "history.jsonl")
     try:
-        cluster_context = (docker_bundled_cluster(spec, run_dir, problems) if spec.bootstrap is None
-                           else external_cluster(spec, run_dir, problems))
+        cluster_context = (
+            docker_bundled_cluster(spec, run_dir, problems)
+            if spec.bootstrap is None
+            else external_cluster(spec, run_dir, problems)
+        )
         with cluster_context as cluster:
             _run_phases(spec, cluster, recorder, run_dir, scenario, problems, out)
     finally:
@@ -156,8 +176,15 @@ def run_test(spec: TestSpec, store_dir: Path, *, engine: str | None = "pandas", 
     return finish_run(run_dir, engine, problems, out)
 
 
-def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path, scenario: ScenarioBody | None,
-                problems: list[str], out: Any) -> None:
+def _run_phases(
+    spec: TestSpec,
+    cluster: Any,
+    recorder: Recorder,
+    run_dir: Path,
+    scenario: ScenarioBody | None,
+    problems: list[str],
+    out: Any,
+) -> None:
     from nemesis.mechanism import Nemesis
 
     topic, partitions = spec.topic, spec.workload.partitions
@@ -165,8 +192,11 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
     cluster.wait_for_leaders(topic, partitions, 30.0)
     workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
     # No nodes to act on (an external cluster without an inventory): a fault-free run.
-    nemesis = (Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
-               if cluster.brokers else None)
+    nemesis = (
+        Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
+        if cluster.brokers
+        else None
+    )
     stop = threading.Event()
     progress = ProgressLine(recorder, nemesis.active_faults if nemesis else list, out)
     threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
@@ -179,7 +209,9 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
             if scenario is not None:
                 from nemesis.scenario import ScenarioContext
 
-                scenario(ScenarioContext(cluster, nemesis, workload, topic, lambda text: print(text, file=out)))
+                scenario(
+                    ScenarioContext(cluster, nemesis, workload, topic, lambda text: print(text, file=out))
+                )
             else:
                 stop.wait(spec.time_limit)
     finally:
@@ -190,8 +222,11 @@ def _run_phases(spec: TestSpec, cluster: Any, recorder: Recorder, run_dir: Path,
             thread.join(timeout=spec.workload.request_timeout * 3 + 10)
     problems.extend(f"workload: {error}" for error in workload.errors)
     try:
-        wait_until(lambda: fully_replicated(cluster.bootstrap, topic, partitions), spec.recovery_timeout,
-                   "every partition led with a full ISR")
+        wait_until(
+            lambda: fully_replicated(cluster.bootstrap, topic, partitions),
+            spec.recovery_timeout,
+            "every partition led with a full ISR",
+        )
     except TimeoutError as error:
         problems.append(f"recovery: {error}")
     print("draining every partition", file=out)

@@ -56,7 +56,9 @@ class TestSpec:
         if self.node_count < 1:
             problems.append("node_count must be >= 1")
         if self.workload.replication_factor > self.node_count and self.bootstrap is None:
-            problems.append(f"workload.replication_factor {self.workload.replication_factor} > node_count {self.node_count}")
+            problems.append(
+                f"workload.replication_factor {self.workload.replication_factor} > node_count {self.node_count}"
+            )
         for field in ("time_limit", "recovery_timeout", "drain_timeout"):
             if getattr(self, field) <= 0:
                 problems.append(f"{field} must be > 0")
@@ -70,10 +72,19 @@ class TestSpec:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SPEC_SCHEMA_VERSION,
-            "name": self.name, "topic": self.topic, "node_count": self.node_count, "time_limit": self.time_limit,
-            "recovery_timeout": self.recovery_timeout, "drain_timeout": self.drain_timeout, "seed": self.seed,
-            "settings": dict(self.settings), "workload": self.workload.to_dict(),
-            "nemesis": self.nemesis.to_dict(), "scenario": self.scenario, "power_loss_filesystem": self.power_loss_filesystem, "transport": self.transport,
+            "name": self.name,
+            "topic": self.topic,
+            "node_count": self.node_count,
+            "time_limit": self.time_limit,
+            "recovery_timeout": self.recovery_timeout,
+            "drain_timeout": self.drain_timeout,
+            "seed": self.seed,
+            "settings": dict(self.settings),
+            "workload": self.workload.to_dict(),
+            "nemesis": self.nemesis.to_dict(),
+            "scenario": self.scenario,
+            "power_loss_filesystem": self.power_loss_filesystem,
+            "transport": self.transport,
             "bootstrap": self.bootstrap,
             "inventory": self.inventory,
         }

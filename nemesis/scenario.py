@@ -93,9 +93,14 @@ class Scenario:
 
         workload = QueueSpec.from_dict({**spec.workload.to_dict(), **self.workload})
         power_loss = any(step.get("fault") == "power-loss" for step in self.steps)
-        return dataclasses.replace(spec, node_count=self.node_count, workload=workload, scenario=self.name,
-                                   settings={**self.settings, **spec.settings},
-                                   power_loss_filesystem=spec.power_loss_filesystem or power_loss)
+        return dataclasses.replace(
+            spec,
+            node_count=self.node_count,
+            workload=workload,
+            scenario=self.name,
+            settings={**self.settings, **spec.settings},
+            power_loss_filesystem=spec.power_loss_filesystem or power_loss,
+        )
 
     def expectation_for(self, settings: Mapping[str, str]) -> Expectation | None:
         for expectation in self.expected:
@@ -147,8 +152,11 @@ class ScenarioRun:
 
     def _role(self, role: str, partition: int) -> str:
         cluster = self.context.cluster
-        info = wait_until(lambda: _partition_info(cluster.bootstrap, self.context.topic, partition), 30,
-                          f"a leader of partition {partition}")
+        info = wait_until(
+            lambda: _partition_info(cluster.bootstrap, self.context.topic, partition),
+            30,
+            f"a leader of partition {partition}",
+        )
         leader = cluster.node_of(info.leader)
         if role == "leader-of":
             return str(leader)
@@ -172,14 +180,21 @@ class ScenarioRun:
         elif "fault" in step:
             fault = step["fault"]
             if fault == "partition":
-                grudge = {self.resolve(node): frozenset(self.resolve(o) for o in others)
-                          for node, others in step["grudge"].items()}
+                grudge = {
+                    self.resolve(node): frozenset(self.resolve(o) for o in others)
+                    for node, others in step["grudge"].items()
+                }
                 nemesis.partition(grudge, kind=str(step.get("kind", "scenario")))
             elif fault == "heal":
                 nemesis.heal_partition()
             else:
-                method_name = {"kill": "kill", "start": "start", "pause": "pause", "resume": "resume",
-                               "power-loss": "power_loss"}[fault]
+                method_name = {
+                    "kill": "kill",
+                    "start": "start",
+                    "pause": "pause",
+                    "resume": "resume",
+                    "power-loss": "power_loss",
+                }[fault]
                 getattr(nemesis, method_name)(self._nodes(step))
         elif "wait" in step:
             self._wait(step)
@@ -199,9 +214,13 @@ class ScenarioRun:
             wait_until(lambda: cluster.answers(node), timeout, f"{node} to answer Kafka requests")
             return
         if condition == "caught-up":
-            wait_until(lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
-                _partition_info(cluster.bootstrap, topic, partition)), timeout,
-                f"partition {partition} fully replicated")
+            wait_until(
+                lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
+                    _partition_info(cluster.bootstrap, topic, partition)
+                ),
+                timeout,
+                f"partition {partition} fully replicated",
+            )
             return
         node = self._nodes(step)[0]
         node_id = cluster.node_ids[node]
@@ -215,6 +234,7 @@ class ScenarioRun:
             if condition == "in-isr":
                 return node_id in info.isr
             return node_id not in info.isr
+
         wait_until(holds, timeout, f"{condition} {node} (partition {partition})")
 
 
@@ -227,7 +247,8 @@ def _partition_info(bootstrap: str, topic: str, partition: int) -> Any:
 
 def describe_step(step: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in step.items() if key != "why") + (
-        f"  ({step['why']})" if "why" in step else "")
+        f"  ({step['why']})" if "why" in step else ""
+    )
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -236,7 +257,9 @@ def describe_step(step: Mapping[str, Any]) -> str:
 def library() -> dict[str, Path]:
     """The bundled scenarios: name -> file."""
     folder = importlib.resources.files("nemesis") / "scenarios"
-    return {Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if str(entry).endswith(".toml")}
+    return {
+        Path(str(entry)).stem: Path(str(entry)) for entry in folder.iterdir() if str(entry).endswith(".toml")
+    }
 
 
 def load_scenario(name_or_path: str) -> Scenario:
@@ -244,8 +267,10 @@ def load_scenario(name_or_path: str) -> Scenario:
     if not path.suffix:
         bundled = library()
         if name_or_path not in bundled:
-            raise ScenarioError(f"no scenario {name_or_path!r}; bundled: {', '.join(sorted(bundled))} "
-                                "(or give a path to a .toml file)")
+            raise ScenarioError(
+                f"no scenario {name_or_path!r}; bundled: {', '.join(sorted(bundled))} "
+                "(or give a path to a .toml file)"
+            )
         path = bundled[name_or_path]
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -270,14 +295,24 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
     for number, entry in enumerate(data.get("expected", []), start=1):
         if "valid" not in entry:
             raise ScenarioError(f"{source}: expected {number}: 'valid' is required")
-        expected.append(Expectation(
-            when={str(k): _setting_text(v) for k, v in entry.get("when", {}).items()},
-            valid=entry["valid"], anomalies=tuple(entry.get("anomalies", ())), absent=tuple(entry.get("absent", ()))))
+        expected.append(
+            Expectation(
+                when={str(k): _setting_text(v) for k, v in entry.get("when", {}).items()},
+                valid=entry["valid"],
+                anomalies=tuple(entry.get("anomalies", ())),
+                absent=tuple(entry.get("absent", ())),
+            )
+        )
     return Scenario(
-        name=str(data.get("name") or Path(source).stem), description=str(data.get("description", "")).strip(),
-        source=source, node_count=int(data.get("node_count", 3)), workload=dict(data.get("workload", {})),
+        name=str(data.get("name") or Path(source).stem),
+        description=str(data.get("description", "")).strip(),
+        source=source,
+        node_count=int(data.get("node_count", 3)),
+        workload=dict(data.get("workload", {})),
         settings={str(k): _setting_text(v) for k, v in data.get("settings", {}).items()},
-        expected=tuple(expected), steps=steps)
+        expected=tuple(expected),
+        steps=steps,
+    )
 
 
 def _setting_text(value: Any) -> str:
@@ -306,4 +341,4 @@ def _check_step(step: Any, where: str) -> None:
     if verb == "sleep" and "why" not in step:
         raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
     if verb == "bind" and not isinstance(step["bind"], dict):
-        raise ScenarioError(f"{where}: bind = {{ NAME = \"leader-of:0\", ... }}")
+        raise ScenarioError(f'{where}: bind = {{ NAME = "leader-of:0", ... }}')

@@ -20,8 +20,13 @@ def start_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
     def start(brokers: int = 3, settings: Mapping[str, object] | None = None) -> LocalCluster:
         cluster = LocalCluster(tmp_path / f"cluster-{len(started)}")
         started.append(cluster)
-        cluster.up(brokers, {key: str(value).lower() if isinstance(value, bool) else str(value)
-                             for key, value in (settings or {}).items()})
+        cluster.up(
+            brokers,
+            {
+                key: str(value).lower() if isinstance(value, bool) else str(value)
+                for key, value in (settings or {}).items()
+            },
+        )
         return cluster
 
     yield start

@@ -67,10 +67,16 @@ class KafkaPythonProducer:
 
         acks_value: int | str = "all" if acks == "all" else int(acks)
         self._producer = KafkaProducer(
-            bootstrap_servers=bootstrap, acks=acks_value, enable_idempotence=idempotent and acks == "all",
-            request_timeout_ms=int(request_timeout * 1000), max_block_ms=int(request_timeout * 1000),
-            delivery_timeout_ms=int(request_timeout * 1000) * 2 + 1000, linger_ms=0,
-            reconnect_backoff_max_ms=500, retry_backoff_ms=100)
+            bootstrap_servers=bootstrap,
+            acks=acks_value,
+            enable_idempotence=idempotent and acks == "all",
+            request_timeout_ms=int(request_timeout * 1000),
+            max_block_ms=int(request_timeout * 1000),
+            delivery_timeout_ms=int(request_timeout * 1000) * 2 + 1000,
+            linger_ms=0,
+            reconnect_backoff_max_ms=500,
+            retry_backoff_ms=100,
+        )
 
     def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
         from kafka.errors import KafkaTimeoutError
@@ -96,8 +102,14 @@ class KafkaPythonConsumer:
         from kafka import KafkaConsumer
 
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-            isolation_level="read_committed", request_timeout_ms=10000, reconnect_backoff_max_ms=500)
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            request_timeout_ms=10000,
+            reconnect_backoff_max_ms=500,
+        )
 
     def assign(self, topic: str, start_offsets: dict[int, int]) -> None:
         from kafka import TopicPartition
@@ -109,8 +121,11 @@ class KafkaPythonConsumer:
 
     def poll(self, timeout: float) -> list[Received]:
         batches = self._consumer.poll(timeout_ms=int(timeout * 1000))
-        return [Received(message.partition, message.offset, _text(message.key), _text(message.value))
-                for messages in batches.values() for message in messages]
+        return [
+            Received(message.partition, message.offset, _text(message.key), _text(message.value))
+            for messages in batches.values()
+            for message in messages
+        ]
 
     def end_offsets(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
         from kafka import TopicPartition
@@ -129,11 +144,20 @@ class ConfluentProducer:
     def __init__(self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> None:
         from confluent_kafka import Producer
 
-        self._producer = Producer({
-            "bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": idempotent and acks == "all",
-            "request.timeout.ms": int(request_timeout * 1000), "message.timeout.ms": int(request_timeout * 2000),
-            "linger.ms": 0, "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100,
-            "socket.connection.setup.timeout.ms": int(request_timeout * 1000), "log_level": 0})
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": acks,
+                "enable.idempotence": idempotent and acks == "all",
+                "request.timeout.ms": int(request_timeout * 1000),
+                "message.timeout.ms": int(request_timeout * 2000),
+                "linger.ms": 0,
+                "reconnect.backoff.max.ms": 500,
+                "retry.backoff.ms": 100,
+                "socket.connection.setup.timeout.ms": int(request_timeout * 1000),
+                "log_level": 0,
+            }
+        )
         self._lock = threading.Lock()
 
     def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
@@ -148,8 +172,9 @@ class ConfluentProducer:
             done.set()
 
         try:
-            self._producer.produce(topic, key=key.encode(), value=value.encode(), partition=partition,
-                                   on_delivery=delivered)
+            self._producer.produce(
+                topic, key=key.encode(), value=value.encode(), partition=partition, on_delivery=delivered
+            )
         except (BufferError, KafkaException, TypeError, ValueError) as error:
             raise DefiniteFailure(str(error)) from None
         deadline_polls = max(1, int(timeout / 0.05)) + 40
@@ -172,15 +197,25 @@ class ConfluentConsumer:
         from confluent_kafka import Consumer
 
         # librdkafka insists on a group id even for assign(); nothing is committed.
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": "tidemark", "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-            "reconnect.backoff.max.ms": 500, "log_level": 0})
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "tidemark",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "reconnect.backoff.max.ms": 500,
+                "log_level": 0,
+            }
+        )
 
     def assign(self, topic: str, start_offsets: dict[int, int]) -> None:
         from confluent_kafka import TopicPartition
 
-        self._consumer.assign([TopicPartition(topic, p, offset) for p, offset in sorted(start_offsets.items())])
+        self._consumer.assign(
+            [TopicPartition(topic, p, offset) for p, offset in sorted(start_offsets.items())]
+        )
 
     def poll(self, timeout: float) -> list[Received]:
         messages = self._consumer.consume(num_messages=1000, timeout=timeout)
@@ -201,7 +236,9 @@ class ConfluentConsumer:
 
         ends = {}
         for partition in partitions:
-            _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout
+            )
             ends[partition] = int(high)
         return ends
 
@@ -209,7 +246,9 @@ class ConfluentConsumer:
         self._consumer.close()
 
 
-def make_producer(client: str, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> ProducerClient:
+def make_producer(
+    client: str, bootstrap: str, acks: str, idempotent: bool, request_timeout: float
+) -> ProducerClient:
     if client == "kafka-python":
         return KafkaPythonProducer(bootstrap, acks, idempotent, request_timeout)
     if client == "confluent-kafka":

@@ -124,23 +124,29 @@ class QueueWorkload:
 
     def run(self, stop: threading.Event) -> None:
         """Run producers and consumers until ``stop`` is set; returns when all threads ended."""
-        threads = [threading.Thread(target=self._guard(self._produce, i, stop), name=f"producer-{i}", daemon=True)
-                   for i in range(self.spec.producers)]
-        threads += [threading.Thread(target=self._guard(self._consume, i, stop), name=f"consumer-{i}", daemon=True)
-                    for i in range(self.spec.consumers)]
+        threads = [
+            threading.Thread(target=self._guard(self._produce, i, stop), name=f"producer-{i}", daemon=True)
+            for i in range(self.spec.producers)
+        ]
+        threads += [
+            threading.Thread(target=self._guard(self._consume, i, stop), name=f"consumer-{i}", daemon=True)
+            for i in range(self.spec.consumers)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
 
-    def _guard(self, body: Callable[[int, threading.Event], None], index: int,
-               stop: threading.Event) -> Callable[[], None]:
+    def _guard(
+        self, body: Callable[[int, threading.Event], None], index: int, stop: threading.Event
+    ) -> Callable[[], None]:
         def run() -> None:
             try:
                 body(index, stop)
             except Exception as error:  # a client library bug must not kill the run silently
                 logger.exception("workload thread %d failed", index)
                 self.errors.append(f"{type(error).__name__}: {error}")
+
         return run
 
     def _produce(self, index: int, stop: threading.Event) -> None:
@@ -148,7 +154,9 @@ class QueueWorkload:
         process = index
         interval = spec.producers / spec.rate if spec.rate > 0 else 0.0
         next_send = time.monotonic()
-        producer = make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+        producer = make_producer(
+            spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout
+        )
         try:
             while not stop.is_set():
                 if interval:
@@ -198,7 +206,9 @@ class QueueWorkload:
         value = self._next_value()
         process = self._fresh_ids.next()
         try:
-            producer = make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+            producer = make_producer(
+                spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout
+            )
         except Exception as error:
             payload = {"partition": partition, "key": f"k{partition}", "value": value}
             invocation = self.recorder.invoke(process, "send", payload)
@@ -260,21 +270,37 @@ class QueueWorkload:
                 for record in consumer.poll(0.5):
                     if record.partition != partition or record.offset >= end_offset:
                         continue
-                    records.append({"offset": record.offset, "key": record.key, "value": _value(record.value)})
+                    records.append(
+                        {"offset": record.offset, "key": record.key, "value": _value(record.value)}
+                    )
                     position = record.offset + 1
                     if len(records) >= DRAIN_CHUNK:
-                        self.recorder.complete(invocation, "ok", {"partition": partition, "records": records,
-                                                                  "end_offset": end_offset, "complete": False})
+                        self.recorder.complete(
+                            invocation,
+                            "ok",
+                            {
+                                "partition": partition,
+                                "records": records,
+                                "end_offset": end_offset,
+                                "complete": False,
+                            },
+                        )
                         records = []
                         invocation = self.recorder.invoke(process, "drain", {"partition": partition})
             done = position >= end_offset
-            self.recorder.complete(invocation, "ok", {"partition": partition, "records": records,
-                                                      "end_offset": end_offset, "complete": done})
+            self.recorder.complete(
+                invocation,
+                "ok",
+                {"partition": partition, "records": records, "end_offset": end_offset, "complete": done},
+            )
             return done
         except Exception as error:
-            self.recorder.complete(invocation, "info", {"partition": partition, "records": records,
-                                                        "end_offset": end_offset, "complete": False},
-                                   error=f"{type(error).__name__}: {error}")
+            self.recorder.complete(
+                invocation,
+                "info",
+                {"partition": partition, "records": records, "end_offset": end_offset, "complete": False},
+                error=f"{type(error).__name__}: {error}",
+            )
             return False
         finally:
             if consumer is not None:
@@ -289,5 +315,9 @@ def _value(text: str | None) -> int | str | None:
 
 
 def _record(received: Received) -> dict[str, Any]:
-    return {"partition": received.partition, "offset": received.offset, "key": received.key,
-            "value": _value(received.value)}
+    return {
+        "partition": received.partition,
+        "offset": received.offset,
+        "key": received.key,
+        "value": _value(received.value),
+    }

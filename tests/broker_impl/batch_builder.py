@@ -27,8 +27,14 @@ def make_batch(
 ) -> bytearray:
     """One uncompressed v2 batch holding ``values`` (base offset 0, as a producer sends it)."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=transactional, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 30)
+        magic=2,
+        compression_type=0,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=1 << 30,
+    )
     for delta, value in enumerate(values):
         key = keys[delta] if keys is not None else None
         builder.append(delta, timestamp=timestamp + delta, key=key, value=value, headers=[])

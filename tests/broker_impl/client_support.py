@@ -28,10 +28,17 @@ class ReplicaDump:
     summary: dict[str, Any]  # the dump's partition line: HW, LEO, epochs, torn bytes
 
 
-def read_partition(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60.0) -> list[tuple[int, bytes]]:
+def read_partition(
+    bootstrap: str, topic: str, partition: int = 0, timeout: float = 60.0
+) -> list[tuple[int, bytes]]:
     """Every committed record of one partition, (offset, value), read with a fresh consumer."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             request_timeout_ms=10000, consumer_timeout_ms=1000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        request_timeout_ms=10000,
+        consumer_timeout_ms=1000,
+    )
     try:
         target = TopicPartition(topic, partition)
         consumer.assign([target])
@@ -49,8 +56,14 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0, timeout: floa
         consumer.close()
 
 
-def produce_all(bootstrap: str, topic: str, values: Iterable[bytes], timeout: float = 60.0,
-                one_batch_each: bool = False, **config: Any) -> list[int]:
+def produce_all(
+    bootstrap: str,
+    topic: str,
+    values: Iterable[bytes],
+    timeout: float = 60.0,
+    one_batch_each: bool = False,
+    **config: Any,
+) -> list[int]:
     """Send with kafka-python (acks=all unless overridden) and return the acked offsets.
 
     ``one_batch_each`` waits for each ack before the next send, so every value is its own
@@ -96,20 +109,30 @@ def bootstrap_of(cluster: LocalCluster, *nodes: str) -> str:
 
 
 def dumps_of(cluster: LocalCluster, topic: str, partition: int = 0) -> dict[str, ReplicaDump]:
-    return {node: dump_replica(entry["data"], topic, partition) for node, entry in cluster.state["brokers"].items()}
+    return {
+        node: dump_replica(entry["data"], topic, partition)
+        for node, entry in cluster.state["brokers"].items()
+    }
 
 
-def wait_for_full_isr(cluster: LocalCluster, topic: str, partition: int = 0, timeout: float = 60.0) -> dict[str, Any]:
+def wait_for_full_isr(
+    cluster: LocalCluster, topic: str, partition: int = 0, timeout: float = 60.0
+) -> dict[str, Any]:
     """Wait until the ISR holds every replica again and the leader is known."""
+
     def healed() -> dict[str, Any] | None:
         state = cluster.partition_state(topic, partition)
         return state if state["leader"] >= 0 and sorted(state["isr"]) == sorted(state["replicas"]) else None
-    state: dict[str, Any] = cluster.wait_for(healed, timeout, f"{topic}-{partition} ISR back to every replica")
+
+    state: dict[str, Any] = cluster.wait_for(
+        healed, timeout, f"{topic}-{partition} ISR back to every replica"
+    )
     return state
 
 
-def wait_for_identical_dumps(cluster: LocalCluster, topic: str, partition: int = 0,
-                             timeout: float = 30.0) -> dict[str, ReplicaDump]:
+def wait_for_identical_dumps(
+    cluster: LocalCluster, topic: str, partition: int = 0, timeout: float = 30.0
+) -> dict[str, ReplicaDump]:
     """Wait until every replica's log holds the same records at the same offsets.
 
     Followers replicate asynchronously even with a full ISR (the ISR only says they were

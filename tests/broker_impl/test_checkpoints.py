@@ -177,7 +177,9 @@ def test_write_atomically_fsyncs_file_then_directory(tmp_path: Path, fsynced_pat
     assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint"]
 
 
-def test_crash_before_rename_leaves_the_old_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_before_rename_leaves_the_old_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = cache_with(tmp_path, (0, 0), (1, 5))
 
     def crash(*_: object) -> None:

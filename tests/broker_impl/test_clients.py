@@ -57,8 +57,13 @@ class KafkaPythonStream:
         self.acked: dict[bytes, int] = {}
         self.failures: list[str] = []
         self._lock = threading.Lock()
-        settings = {"acks": "all", "linger_ms": 5, "request_timeout_ms": 5000, "delivery_timeout_ms": 90000,
-                    **config}
+        settings = {
+            "acks": "all",
+            "linger_ms": 5,
+            "request_timeout_ms": 5000,
+            "delivery_timeout_ms": 90000,
+            **config,
+        }
         self._producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
 
     def send(self, value: bytes) -> None:
@@ -87,9 +92,16 @@ class ConfluentStream:
     def __init__(self, bootstrap: str) -> None:
         self.acked: dict[bytes, int] = {}
         self.failures: list[str] = []
-        self._producer = ConfluentProducer({
-            "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "message.timeout.ms": 90000,
-            "request.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000})
+        self._producer = ConfluentProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 90000,
+                "request.timeout.ms": 5000,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
 
     def send(self, value: bytes) -> None:
         self._producer.produce(TOPIC, value, on_delivery=self._delivered)
@@ -162,7 +174,11 @@ def stream_through_a_crash(cluster: LocalCluster, producer: StreamingProducer, v
             record.acked_at_kill, record.sent_at_kill = len(producer.acked), start + CHUNK
             cluster.kill(victim)  # the chunk just sent is in flight
             record.alive_after_kill = cluster.is_alive(victim)
-        elif record.acked_at_kill >= 0 and record.acked_at_restart < 0 and len(producer.acked) >= RESTART_WHEN_ACKED:
+        elif (
+            record.acked_at_kill >= 0
+            and record.acked_at_restart < 0
+            and len(producer.acked) >= RESTART_WHEN_ACKED
+        ):
             record.acked_at_restart = len(producer.acked)
             cluster.start(victim)
         producer.flush(120)
@@ -172,7 +188,8 @@ def stream_through_a_crash(cluster: LocalCluster, producer: StreamingProducer, v
 @pytest.mark.parametrize("role", ["leader", "follower"])
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_acked_writes_survive_a_broker_crash_and_replicas_agree(
-        cluster: LocalCluster, producers: list[StreamingProducer], client: str, role: str) -> None:
+    cluster: LocalCluster, producers: list[StreamingProducer], client: str, role: str
+) -> None:
     victim = choose_victim(cluster, role)
     epoch_before = cluster.partition_state(TOPIC, 0)["leader_epoch"]
     producer = CLIENTS[client](cluster.bootstrap())
@@ -196,7 +213,9 @@ def test_acked_writes_survive_a_broker_crash_and_replicas_agree(
     assert [offset for offset, _ in log] == list(range(len(log)))
     by_offset = dict(log)
     misplaced = {value: offset for value, offset in producer.acked.items() if by_offset.get(offset) != value}
-    assert not misplaced, f"{len(misplaced)} acked values not at their acked offsets, e.g. {list(misplaced.items())[:5]}"
+    assert not misplaced, (
+        f"{len(misplaced)} acked values not at their acked offsets, e.g. {list(misplaced.items())[:5]}"
+    )
 
     # All three replicas hold the same records at the same offsets -- and the consumer's view.
     dumps = wait_for_identical_dumps(cluster, TOPIC)
@@ -235,13 +254,18 @@ def retry_watcher() -> Iterator[RetryWatcher]:
     logger.setLevel(previous)
 
 
-def produce_across_a_lost_response(cluster: LocalCluster, producers: list[StreamingProducer],
-                                   watcher: RetryWatcher, idempotent: bool) -> collections.Counter[bytes]:
+def produce_across_a_lost_response(
+    cluster: LocalCluster, producers: list[StreamingProducer], watcher: RetryWatcher, idempotent: bool
+) -> collections.Counter[bytes]:
     """SIGSTOP the leader with a batch in flight until kafka-python times the request out and
     schedules a retry; resume.  The stopped broker still receives the original request (the
     kernel buffers it), so it sees the batch twice: once as sent, once as retried."""
-    producer = KafkaPythonStream(cluster.bootstrap(), enable_idempotence=idempotent, request_timeout_ms=1000,
-                                 max_in_flight_requests_per_connection=1 if not idempotent else 5)
+    producer = KafkaPythonStream(
+        cluster.bootstrap(),
+        enable_idempotence=idempotent,
+        request_timeout_ms=1000,
+        max_in_flight_requests_per_connection=1 if not idempotent else 5,
+    )
     producers.append(producer)
     warm_up = [f"warm-{number}".encode() for number in range(100)]
     for value in warm_up:
@@ -264,7 +288,8 @@ def produce_across_a_lost_response(cluster: LocalCluster, producers: list[Stream
 
 
 def test_idempotent_producer_retries_are_not_duplicated(
-        cluster: LocalCluster, producers: list[StreamingProducer], retry_watcher: RetryWatcher) -> None:
+    cluster: LocalCluster, producers: list[StreamingProducer], retry_watcher: RetryWatcher
+) -> None:
     counts = produce_across_a_lost_response(cluster, producers, retry_watcher, idempotent=True)
     assert retry_watcher.retries > 0
     duplicated = {value: count for value, count in counts.items() if count > 1}
@@ -273,7 +298,8 @@ def test_idempotent_producer_retries_are_not_duplicated(
 
 
 def test_without_idempotence_the_same_retry_is_duplicated(
-        cluster: LocalCluster, producers: list[StreamingProducer], retry_watcher: RetryWatcher) -> None:
+    cluster: LocalCluster, producers: list[StreamingProducer], retry_watcher: RetryWatcher
+) -> None:
     """The control experiment: it proves the scenario above really retries a batch the
     broker had already received."""
     counts = produce_across_a_lost_response(cluster, producers, retry_watcher, idempotent=False)

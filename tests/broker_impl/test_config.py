@@ -63,8 +63,9 @@ def test_bad_value_names_file_line_key_and_value(tmp_path: Path) -> None:
         (BROKER_KEYS, "flush.messages=1.5", "expected an integer"),
     ],
 )
-def test_each_value_check_reports_why(tmp_path: Path, keys: tuple[config.Key, ...], line: str,
-                                      fragment: str) -> None:
+def test_each_value_check_reports_why(
+    tmp_path: Path, keys: tuple[config.Key, ...], line: str, fragment: str
+) -> None:
     path = write(tmp_path, line + "\n")
     with pytest.raises(ConfigError) as caught:
         config.parse_properties(path.read_text(), str(path), keys)
@@ -127,7 +128,9 @@ def test_every_declared_key_gets_its_default_when_absent() -> None:
 def test_values_are_parsed_and_trimmed() -> None:
     values = config.parse_properties(
         "  unclean.leader.election.enable = TRUE \nlisteners=:9093\ncluster.id=a=b\n! bang comment\n",
-        "c", CONTROLLER_KEYS)
+        "c",
+        CONTROLLER_KEYS,
+    )
     assert values["unclean.leader.election.enable"] is True
     assert values["listeners"] == ("0.0.0.0", 9093)
     assert values["cluster.id"] == "a=b"  # only the first '=' separates
@@ -135,8 +138,9 @@ def test_values_are_parsed_and_trimmed() -> None:
 
 def test_overrides_replace_file_values_with_the_same_checks() -> None:
     values = config.parse_properties("min.insync.replicas=1\n", "b", BROKER_KEYS)
-    config.apply_overrides(values, {"min.insync.replicas": "2", "truncation.mode": "high-watermark"},
-                           "--set", BROKER_KEYS)
+    config.apply_overrides(
+        values, {"min.insync.replicas": "2", "truncation.mode": "high-watermark"}, "--set", BROKER_KEYS
+    )
     assert values["min.insync.replicas"] == 2
     assert values["truncation.mode"] == "high-watermark"
     with pytest.raises(ConfigError, match=r"^--set: unknown key 'min\.isr'$"):
@@ -154,8 +158,13 @@ def test_key_routing_for_launchers() -> None:
 
 
 def test_rendered_file_parses_back_to_the_same_settings() -> None:
-    settings = {"node.id": "4", "listeners": "PLAINTEXT://127.0.0.5:9000", "log.dirs": "/d",
-                "controller.quorum.bootstrap.servers": "127.0.0.1:1", "auto.create.topics.enable": False}
+    settings = {
+        "node.id": "4",
+        "listeners": "PLAINTEXT://127.0.0.5:9000",
+        "log.dirs": "/d",
+        "controller.quorum.bootstrap.servers": "127.0.0.1:1",
+        "auto.create.topics.enable": False,
+    }
     values = config.parse_properties(config.render(settings), "r", BROKER_KEYS)
     assert values["node.id"] == 4
     assert values["listeners"] == ("127.0.0.5", 9000)
@@ -165,14 +174,22 @@ def test_rendered_file_parses_back_to_the_same_settings() -> None:
 # ---- the real processes refuse bad files with exit code 2 -------------------------------------
 
 
-@pytest.mark.parametrize(("module", "text", "line"), [
-    ("broker_impl.broker", MINIMAL_BROKER + "flush.mesages=1\n", 6),
-    ("broker_impl.controller", "listeners=CONTROLLER://127.0.0.1:1\nsession.timeout=5\n", 2),
-])
+@pytest.mark.parametrize(
+    ("module", "text", "line"),
+    [
+        ("broker_impl.broker", MINIMAL_BROKER + "flush.mesages=1\n", 6),
+        ("broker_impl.controller", "listeners=CONTROLLER://127.0.0.1:1\nsession.timeout=5\n", 2),
+    ],
+)
 def test_processes_exit_2_naming_file_line_and_key(tmp_path: Path, module: str, text: str, line: int) -> None:
     path = write(tmp_path, text)
-    finished = subprocess.run([sys.executable, "-m", module, "--config", str(path)], capture_output=True,
-                              text=True, timeout=60, cwd=REPOSITORY)
+    finished = subprocess.run(
+        [sys.executable, "-m", module, "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPOSITORY,
+    )
     assert finished.returncode == 2
     key = text.splitlines()[line - 1].split("=")[0]
     assert f"{path}:{line}: unknown key {key!r}" in finished.stderr

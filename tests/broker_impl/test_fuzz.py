@@ -48,41 +48,80 @@ def realistic_request(api_key: int, version: int, topic: str = TOPIC) -> Any:
 
     if api_key == 0:
         data = part("TopicProduceData", "PartitionProduceData")(index=0, records=bytes(make_batch([b"fuzz"])))
-        return request_class(version=version, transactional_id=None, acks=-1, timeout_ms=2000,
-                             topic_data=[part("TopicProduceData")(name=topic, partition_data=[data])])
+        return request_class(
+            version=version,
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=2000,
+            topic_data=[part("TopicProduceData")(name=topic, partition_data=[data])],
+        )
     if api_key == 1:
         partition = part("FetchTopic", "FetchPartition")(
-            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-            partition_max_bytes=65536)
-        return request_class(version=version, replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=65536,
-                             isolation_level=0, session_id=0, session_epoch=-1,
-                             topics=[part("FetchTopic")(topic=topic, partitions=[partition])],
-                             forgotten_topics_data=[], rack_id="")
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=65536,
+        )
+        return request_class(
+            version=version,
+            replica_id=-1,
+            max_wait_ms=100,
+            min_bytes=1,
+            max_bytes=65536,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[part("FetchTopic")(topic=topic, partitions=[partition])],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
     if api_key == 2:
         partition = part("ListOffsetsTopic", "ListOffsetsPartition")(
-            partition_index=0, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)
-        return request_class(version=version, replica_id=-1, isolation_level=0, timeout_ms=1000,
-                             topics=[part("ListOffsetsTopic")(name=topic, partitions=[partition])])
+            partition_index=0, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1
+        )
+        return request_class(
+            version=version,
+            replica_id=-1,
+            isolation_level=0,
+            timeout_ms=1000,
+            topics=[part("ListOffsetsTopic")(name=topic, partitions=[partition])],
+        )
     if api_key == 3:
-        return request_class(version=version, topics=[part("MetadataRequestTopic")(name=topic)],
-                             allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
-                             include_topic_authorized_operations=False)
+        return request_class(
+            version=version,
+            topics=[part("MetadataRequestTopic")(name=topic)],
+            allow_auto_topic_creation=True,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
     if api_key == 10:
         return request_class(version=version, key="group", key_type=0, coordinator_keys=["group"])
     if api_key == 18:
         return request_class(version=version, client_software_name="fuzz", client_software_version="1")
     if api_key == 19:
-        created = part("CreatableTopic")(name=f"{topic}-created", num_partitions=1, replication_factor=1,
-                                         assignments=[], configs=[])
+        created = part("CreatableTopic")(
+            name=f"{topic}-created", num_partitions=1, replication_factor=1, assignments=[], configs=[]
+        )
         return request_class(version=version, topics=[created], timeout_ms=2000, validate_only=False)
     if api_key == 22:
-        return request_class(version=version, transactional_id=None, transaction_timeout_ms=1000,
-                             producer_id=-1, producer_epoch=-1)
+        return request_class(
+            version=version,
+            transactional_id=None,
+            transaction_timeout_ms=1000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if api_key == 23:
         partition = part("OffsetForLeaderTopic", "OffsetForLeaderPartition")(
-            partition=0, current_leader_epoch=-1, leader_epoch=0)
-        return request_class(version=version, replica_id=-1,
-                             topics=[part("OffsetForLeaderTopic")(topic=topic, partitions=[partition])])
+            partition=0, current_leader_epoch=-1, leader_epoch=0
+        )
+        return request_class(
+            version=version,
+            replica_id=-1,
+            topics=[part("OffsetForLeaderTopic")(topic=topic, partitions=[partition])],
+        )
     raise AssertionError(f"no realistic request for API {api_key}")
 
 
@@ -105,8 +144,11 @@ def frame(payload: bytes) -> bytes:
 def mutated_frames(draw: st.DrawFn) -> bytes:
     original = draw(st.sampled_from(VALID_FRAMES))
     payload = bytearray(original[4:])
-    how = draw(st.sampled_from(["flip", "cut", "cut-keep-size", "extend", "size-lie", "version", "api-key",
-                                "splice"]))
+    how = draw(
+        st.sampled_from(
+            ["flip", "cut", "cut-keep-size", "extend", "size-lie", "version", "api-key", "splice"]
+        )
+    )
     if how == "flip":
         for _ in range(draw(st.integers(min_value=1, max_value=6))):
             position = draw(st.integers(min_value=0, max_value=len(payload) - 1))
@@ -119,8 +161,21 @@ def mutated_frames(draw: st.DrawFn) -> bytes:
     if how == "extend":
         return frame(bytes(payload) + draw(st.binary(min_size=1, max_size=64)))
     if how == "size-lie":
-        size = draw(st.sampled_from([-1, -(2**31), 0, 1, 7, len(payload) - 1, len(payload) + 1,
-                                     wire.MAX_FRAME_BYTES + 1, 2**31 - 1]))
+        size = draw(
+            st.sampled_from(
+                [
+                    -1,
+                    -(2**31),
+                    0,
+                    1,
+                    7,
+                    len(payload) - 1,
+                    len(payload) + 1,
+                    wire.MAX_FRAME_BYTES + 1,
+                    2**31 - 1,
+                ]
+            )
+        )
         return struct.pack(">i", size) + bytes(payload)
     if how == "version":
         struct.pack_into(">h", payload, 2, draw(st.integers(min_value=-(2**15), max_value=2**15 - 1)))
@@ -135,18 +190,26 @@ def mutated_frames(draw: st.DrawFn) -> bytes:
 random_frames = st.one_of(
     st.binary(max_size=200),  # anything at all, size prefix included
     st.binary(max_size=200).map(frame),  # a well-sized frame of garbage
-    st.tuples(st.sampled_from(sorted(wire.APIS)), st.integers(min_value=-1, max_value=20),
-              st.binary(max_size=200)).map(lambda t: frame(struct.pack(">hhi", t[0], t[1], 9) + t[2])),
+    st.tuples(
+        st.sampled_from(sorted(wire.APIS)), st.integers(min_value=-1, max_value=20), st.binary(max_size=200)
+    ).map(lambda t: frame(struct.pack(">hhi", t[0], t[1], 9) + t[2])),
 )
 
 # Valid requests carrying values no client would send.
 odd_topic_names = st.one_of(
-    st.text(max_size=40), st.sampled_from(["", ".", "..", "a/b", "../../outside", "x" * 300, "nul\x00byte"]))
+    st.text(max_size=40), st.sampled_from(["", ".", "..", "a/b", "../../outside", "x" * 300, "nul\x00byte"])
+)
 odd_field_frames = st.one_of(
-    st.builds(lambda name, version: wire.encode_request(realistic_request(3, version, name), 1, "f"),
-              odd_topic_names, st.integers(min_value=4, max_value=12)),
-    st.builds(lambda name, version: wire.encode_request(realistic_request(0, version, name), 1, "f"),
-              odd_topic_names, st.integers(min_value=3, max_value=10)),
+    st.builds(
+        lambda name, version: wire.encode_request(realistic_request(3, version, name), 1, "f"),
+        odd_topic_names,
+        st.integers(min_value=4, max_value=12),
+    ),
+    st.builds(
+        lambda name, version: wire.encode_request(realistic_request(0, version, name), 1, "f"),
+        odd_topic_names,
+        st.integers(min_value=3, max_value=10),
+    ),
 )
 
 
@@ -170,7 +233,9 @@ def send_frame(address: str, data: bytes) -> None:
 def check_alive(cluster: LocalCluster, what: str) -> None:
     address = cluster.state["brokers"]["1"]["address"]
     if not (cluster.is_alive("1") and api_versions_answer(address)):
-        raise AssertionError(f"broker died or stopped answering after {what}\n{broker_log_tail(cluster, '1')}")
+        raise AssertionError(
+            f"broker died or stopped answering after {what}\n{broker_log_tail(cluster, '1')}"
+        )
 
 
 def check_clients_still_work(cluster: LocalCluster, topic: str) -> None:
@@ -181,8 +246,10 @@ def check_clients_still_work(cluster: LocalCluster, topic: str) -> None:
         offsets = produce_all(cluster.bootstrap(), topic, values, timeout=20)
         read_back = [value for _, value in read_partition(cluster.bootstrap(), topic, timeout=20)]
     except Exception as error:
-        raise AssertionError(f"the cluster no longer serves clients: {error!r}; broker alive: "
-                             f"{cluster.is_alive('1')}\n{broker_log_tail(cluster, '1')}") from error
+        raise AssertionError(
+            f"the cluster no longer serves clients: {error!r}; broker alive: "
+            f"{cluster.is_alive('1')}\n{broker_log_tail(cluster, '1')}"
+        ) from error
     assert offsets == list(range(50))
     assert read_back == values
 
@@ -199,8 +266,12 @@ def test_fuzzed_frames_never_kill_or_wedge_the_broker(fuzz_cluster: LocalCluster
     address = fuzz_cluster.state["brokers"]["1"]["address"]
     sent = {"count": 0}
 
-    @settings(max_examples=1000, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=1000,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(st.one_of(mutated_frames(), random_frames, odd_field_frames))
     def one_frame(data: bytes) -> None:
         sent["count"] += 1
@@ -216,11 +287,15 @@ def test_fuzzed_frames_never_kill_or_wedge_the_broker(fuzz_cluster: LocalCluster
     assert time.monotonic() - started < 300  # a bound on the run, not a performance claim
 
 
-def test_pipelined_garbage_after_valid_requests_closes_only_that_connection(fuzz_cluster: LocalCluster) -> None:
+def test_pipelined_garbage_after_valid_requests_closes_only_that_connection(
+    fuzz_cluster: LocalCluster,
+) -> None:
     """Valid requests answered in order, then garbage: the connection closes, the broker lives."""
     address = fuzz_cluster.state["brokers"]["1"]["address"]
     host, port = address.rsplit(":", 1)
-    requests = [wire.encode_request(realistic_request(18, 3), correlation_id, "p") for correlation_id in (1, 2)]
+    requests = [
+        wire.encode_request(realistic_request(18, 3), correlation_id, "p") for correlation_id in (1, 2)
+    ]
     with socket.create_connection((host, int(port)), timeout=5) as connection:
         connection.sendall(b"".join(requests) + frame(b"\x00\x00\xff\xff garbage"))
         received = b""
@@ -239,10 +314,14 @@ def test_pipelined_garbage_after_valid_requests_closes_only_that_connection(fuzz
 # ---- targeted abuse -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["nul\x00byte", "../../outside", "x" * 300, "..", "a/b"],
-                         ids=["nul", "dotdot-path", "too-long", "dotdot", "slash"])
+@pytest.mark.parametrize(
+    "name",
+    ["nul\x00byte", "../../outside", "x" * 300, "..", "a/b"],
+    ids=["nul", "dotdot-path", "too-long", "dotdot", "slash"],
+)
 def test_illegal_topic_names_are_refused_and_leave_the_cluster_working(
-        fuzz_cluster: LocalCluster, name: str) -> None:
+    fuzz_cluster: LocalCluster, name: str
+) -> None:
     """Kafka refuses topic names outside ``[a-zA-Z0-9._-]{1,249}`` (and "." / "..") with
     INVALID_TOPIC_EXCEPTION (17).  A name becomes a directory name on every replica, so an
     unchecked one escapes the data directory ("../") or makes every broker that applies
@@ -269,7 +348,9 @@ def test_fetch_from_a_replica_id_outside_the_replica_set_changes_nothing(fuzz_cl
     with socket.create_connection((host, int(port)), timeout=5) as connection:
         connection.sendall(wire.encode_request(request, 5, "stranger"))
         size = struct.unpack(">i", connection.recv(4, socket.MSG_WAITALL))[0]
-        _, response = wire.decode_response(wire.APIS[1].response, 12, connection.recv(size, socket.MSG_WAITALL))
+        _, response = wire.decode_response(
+            wire.APIS[1].response, 12, connection.recv(size, socket.MSG_WAITALL)
+        )
     assert response.responses[0].partitions[0].error_code == wire.NOT_LEADER_OR_FOLLOWER
     assert produce_all(fuzz_cluster.bootstrap(), TOPIC, [b"after-stranger"], timeout=20) == [20]
     assert fuzz_cluster.partition_state(TOPIC, 0)["isr"] == [1]

@@ -46,8 +46,13 @@ SETTINGS = {
 
 def produce(cluster: LocalCluster, value: str) -> int:
     """Send one message with acks=all; return its offset (raises if not acknowledged)."""
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all", retries=5,
-                             request_timeout_ms=10000, max_block_ms=20000)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap(),
+        acks="all",
+        retries=5,
+        request_timeout_ms=10000,
+        max_block_ms=20000,
+    )
     try:
         metadata = producer.send(TOPIC, value=value.encode(), partition=0).get(timeout=30)
         return int(metadata.offset)
@@ -58,8 +63,11 @@ def produce(cluster: LocalCluster, value: str) -> int:
 def replica(cluster: LocalCluster, node: str) -> dict[int, str]:
     """offset -> value of partition 0 in ``node``'s data directory (offline dump)."""
     directory = Path(cluster.state["brokers"][node]["data"]) / f"{TOPIC}-0"
-    return {line["offset"]: line["value"] for line in dump_partition(directory, TOPIC, 0, 0)
-            if line["type"] == "record"}
+    return {
+        line["offset"]: line["value"]
+        for line in dump_partition(directory, TOPIC, 0, 0)
+        if line["type"] == "record"
+    }
 
 
 def checkpointed_high_watermark(cluster: LocalCluster, node: str) -> int:
@@ -77,14 +85,20 @@ def restart_and_wait_registered(cluster: LocalCluster, node: str) -> None:
 
 
 def wait_for_leader(cluster: LocalCluster, node: str) -> None:
-    cluster.wait_for(lambda: cluster.partition_state(TOPIC, 0)["leader"] == int(node), 30,
-                     f"broker {node} to lead {TOPIC}-0")
+    cluster.wait_for(
+        lambda: cluster.partition_state(TOPIC, 0)["leader"] == int(node),
+        30,
+        f"broker {node} to lead {TOPIC}-0",
+    )
     cluster.wait_for_leaders(TOPIC)
 
 
 def wait_for_full_isr(cluster: LocalCluster) -> None:
-    cluster.wait_for(lambda: sorted(cluster.partition_state(TOPIC, 0)["isr"]) == [1, 2], 30,
-                     "both replicas back in the ISR")
+    cluster.wait_for(
+        lambda: sorted(cluster.partition_state(TOPIC, 0)["isr"]) == [1, 2],
+        30,
+        "both replicas back in the ISR",
+    )
 
 
 @pytest.mark.parametrize("mode", ["high-watermark", "leader-epoch"])
@@ -96,7 +110,9 @@ def test_scenario_1_follower_restart_then_leader_crash(start_cluster: ClusterFac
     cluster.create_topic(TOPIC, partitions=1, replication_factor=2)
 
     assert produce(cluster, "m1") == 0
-    cluster.wait_for(lambda: checkpointed_high_watermark(cluster, FOLLOWER) >= 1, 10, "follower HW checkpoint 1")
+    cluster.wait_for(
+        lambda: checkpointed_high_watermark(cluster, FOLLOWER) >= 1, 10, "follower HW checkpoint 1"
+    )
     assert produce(cluster, "m2") == 1  # acked: the follower holds it (the leader's HW needed its fetch)
 
     # The window: freeze the leader, crash and restart the follower at once.
@@ -111,7 +127,9 @@ def test_scenario_1_follower_restart_then_leader_crash(start_cluster: ClusterFac
     cluster.kill(LEADER)
     restart_and_wait_registered(cluster, LEADER)
     wait_for_full_isr(cluster)
-    cluster.wait_for(lambda: replica(cluster, LEADER) == replica(cluster, FOLLOWER), 20, "replicas to converge")
+    cluster.wait_for(
+        lambda: replica(cluster, LEADER) == replica(cluster, FOLLOWER), 20, "replicas to converge"
+    )
 
     final = replica(cluster, FOLLOWER)
     if mode == "high-watermark":
@@ -122,7 +140,9 @@ def test_scenario_1_follower_restart_then_leader_crash(start_cluster: ClusterFac
 
 
 @pytest.mark.parametrize("mode", ["high-watermark", "leader-epoch"])
-def test_scenario_2_power_loss_of_both_then_shorter_log_elected(start_cluster: ClusterFactory, mode: str) -> None:
+def test_scenario_2_power_loss_of_both_then_shorter_log_elected(
+    start_cluster: ClusterFactory, mode: str
+) -> None:
     """KIP-101 scenario 2: leader A and follower B crash together; B loses its un-flushed
     m2 (we cut its segment as the page cache would be lost); B returns first, is elected
     and writes m3 at offset 1; A returns with m2 at offset 1 and HW 2.  Pre-0.11, A keeps
@@ -138,7 +158,9 @@ def test_scenario_2_power_loss_of_both_then_shorter_log_elected(start_cluster: C
     cluster.wait_for(lambda: checkpointed_high_watermark(cluster, LEADER) == 2, 10, "leader HW checkpoint 2")
     # B knows m1 is committed (HW 1, learned with the fetch that brought m2): as in the
     # KIP, its own HW is not what loses m1 -- only the power loss takes m2.
-    cluster.wait_for(lambda: checkpointed_high_watermark(cluster, FOLLOWER) >= 1, 10, "follower HW checkpoint 1")
+    cluster.wait_for(
+        lambda: checkpointed_high_watermark(cluster, FOLLOWER) >= 1, 10, "follower HW checkpoint 1"
+    )
 
     cluster.kill(LEADER)
     cluster.kill(FOLLOWER)

@@ -27,8 +27,14 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def localcluster(*arguments: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker_impl.localcluster", *arguments], cwd=REPOSITORY,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "broker_impl.localcluster", *arguments],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def processes_mentioning(directory: Path) -> dict[int, str]:
@@ -96,8 +102,16 @@ def test_up_create_topic_and_down(cluster_directory: Path) -> None:
     assert "broker_impl.controller" in running[summary["controller"]["pid"]]
     assert len(running) == 4
 
-    created = localcluster("create-topic", "--dir", str(cluster_directory), "orders", "--partitions", "2",
-                           "--replication-factor", "3")
+    created = localcluster(
+        "create-topic",
+        "--dir",
+        str(cluster_directory),
+        "orders",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+    )
     assert created.returncode == 0, created.stderr
     cluster = LocalCluster(cluster_directory)
     partitions = cluster.describe()["topics"]["orders"]["partitions"]
@@ -105,7 +119,9 @@ def test_up_create_topic_and_down(cluster_directory: Path) -> None:
     assert all(state["leader"] >= 0 and sorted(state["replicas"]) == [1, 2, 3] for state in partitions)
     assert produce_all(summary["bootstrap"], "orders", [b"hello"]) == [0]
     assert [read_partition(summary["bootstrap"], "orders", index) for index in (0, 1)] in (
-        [[(0, b"hello")], []], [[], [(0, b"hello")]])
+        [[(0, b"hello")], []],
+        [[], [(0, b"hello")]],
+    )
 
     # A broker restarted through the Python API gets a new pid; `down` must stop it too.
     cluster.kill("2")
@@ -120,8 +136,19 @@ def test_up_create_topic_and_down(cluster_directory: Path) -> None:
 
 
 def test_set_routes_each_key_to_the_processes_that_know_it(cluster_directory: Path) -> None:
-    started = localcluster("up", "--brokers", "1", "--dir", str(cluster_directory), "--set", "min.insync.replicas=1",
-                           "--set", "broker.session.timeout.ms=4000", "--set", "truncation.mode=high-watermark")
+    started = localcluster(
+        "up",
+        "--brokers",
+        "1",
+        "--dir",
+        str(cluster_directory),
+        "--set",
+        "min.insync.replicas=1",
+        "--set",
+        "broker.session.timeout.ms=4000",
+        "--set",
+        "truncation.mode=high-watermark",
+    )
     assert started.returncode == 0, started.stderr
     broker = (cluster_directory / "broker-1" / "broker.properties").read_text().splitlines()
     controller = (cluster_directory / "controller" / "controller.properties").read_text().splitlines()
@@ -155,8 +182,17 @@ def test_bad_set_value_fails_cleanly_naming_key_and_value(cluster_directory: Pat
     """The value is checked by the same parser as the config files, before any process
     starts -- not discovered as a broker that never comes up (a timeout that names
     nothing)."""
-    finished = localcluster("up", "--brokers", "1", "--dir", str(cluster_directory),
-                            "--set", "min.insync.replicas=zero", "--timeout", "10")
+    finished = localcluster(
+        "up",
+        "--brokers",
+        "1",
+        "--dir",
+        str(cluster_directory),
+        "--set",
+        "min.insync.replicas=zero",
+        "--timeout",
+        "10",
+    )
     assert_clean_failure(finished, "min.insync.replicas", "'zero'")
     assert "timed out" not in finished.stderr
     assert processes_mentioning(cluster_directory) == {}
@@ -172,8 +208,9 @@ def test_down_without_a_cluster(tmp_path: Path) -> None:
 
 
 def test_zero_brokers(cluster_directory: Path) -> None:
-    assert_clean_failure(localcluster("up", "--brokers", "0", "--dir", str(cluster_directory)),
-                         "--brokers must be at least 1")
+    assert_clean_failure(
+        localcluster("up", "--brokers", "0", "--dir", str(cluster_directory)), "--brokers must be at least 1"
+    )
 
 
 def test_create_topic_errors_are_clean(cluster_directory: Path) -> None:

@@ -34,7 +34,9 @@ NO_FLUSH = FlushPolicy(messages=NEVER, milliseconds=NEVER)
 SMALL_SEGMENT = 400  # a few batches per segment file
 
 
-def open_log(directory: Path, segment_bytes: int = SMALL_SEGMENT, policy: FlushPolicy = NO_FLUSH) -> PartitionLog:
+def open_log(
+    directory: Path, segment_bytes: int = SMALL_SEGMENT, policy: FlushPolicy = NO_FLUSH
+) -> PartitionLog:
     return PartitionLog(directory, segment_bytes, policy)
 
 
@@ -101,7 +103,9 @@ def test_segments_roll_at_the_configured_size(log: PartitionLog, log_directory: 
     assert [offset for offset, _ in contents(log)] == list(range(40))
 
 
-def test_a_batch_larger_than_a_segment_gets_a_segment_of_its_own(log: PartitionLog, log_directory: Path) -> None:
+def test_a_batch_larger_than_a_segment_gets_a_segment_of_its_own(
+    log: PartitionLog, log_directory: Path
+) -> None:
     append(log, [b"x" * 1000])
     append(log, [b"y"])
     assert len(segment_files(log_directory)) == 2
@@ -143,8 +147,12 @@ def test_reopening_rebuilds_the_same_log(log: PartitionLog, log_directory: Path)
     log.close()
     reopened = open_log(log_directory)
     try:
-        after = (contents(reopened), reopened.log_end_offset, reopened.epochs.entries,
-                 [b.header for b in reopened.batches()])
+        after = (
+            contents(reopened),
+            reopened.log_end_offset,
+            reopened.epochs.entries,
+            [b.header for b in reopened.batches()],
+        )
         assert after == before
         assert reopened.recovered_bytes_dropped == 0
         assert append(reopened, [b"next"], epoch=3) == (40, 40)
@@ -198,8 +206,9 @@ def last_segment(directory: Path) -> Path:
 
 
 @pytest.mark.parametrize("kept_bytes_of_last_batch", [1, 11, 60, 70])
-def test_torn_tail_is_cut_back_to_the_last_whole_batch(log: PartitionLog, log_directory: Path,
-                                                       kept_bytes_of_last_batch: int) -> None:
+def test_torn_tail_is_cut_back_to_the_last_whole_batch(
+    log: PartitionLog, log_directory: Path, kept_bytes_of_last_batch: int
+) -> None:
     fill(log, 7)
     last = log.batches()[-1]
     good_end = last.position
@@ -240,7 +249,9 @@ def test_corrupt_crc_mid_segment_truncates_before_that_batch(log: PartitionLog, 
         recovered.close()
 
 
-def test_corruption_in_an_early_segment_drops_every_later_segment(log: PartitionLog, log_directory: Path) -> None:
+def test_corruption_in_an_early_segment_drops_every_later_segment(
+    log: PartitionLog, log_directory: Path
+) -> None:
     fill(log, 10, epoch=1)
     fill(log, 10, epoch=2)
     victim = next(b for b in log.batches() if b.header.base_offset == 6)
@@ -263,7 +274,9 @@ def test_corruption_in_an_early_segment_drops_every_later_segment(log: Partition
 
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("append"), st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=3)),
+        st.tuples(
+            st.just("append"), st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=3)
+        ),
         st.tuples(st.just("truncate"), st.integers(min_value=0, max_value=60), st.just(0)),
         st.tuples(st.just("reopen"), st.just(0), st.just(0)),
     ),
@@ -273,7 +286,9 @@ operations = st.lists(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=operations)
-def test_log_matches_a_list_model(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, int]]) -> None:
+def test_log_matches_a_list_model(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, int]]
+) -> None:
     directory = tmp_path_factory.mktemp("model") / "t-0"
     model: list[tuple[int, bytes]] = []  # (epoch, value) per offset
     log = open_log(directory, segment_bytes=300)
@@ -296,8 +311,10 @@ def test_log_matches_a_list_model(tmp_path_factory: pytest.TempPathFactory, step
             assert log.log_end_offset == len(model)
             assert [value for _, value in contents(log)] == [value for _, value in model]
             assert [offset for offset, _ in contents(log)] == list(range(len(model)))
-            assert all(log.epochs.epoch_for_offset(offset) == model_epoch
-                       for offset, (model_epoch, _) in enumerate(model))
+            assert all(
+                log.epochs.epoch_for_offset(offset) == model_epoch
+                for offset, (model_epoch, _) in enumerate(model)
+            )
     finally:
         log.close()
 
@@ -376,7 +393,9 @@ def test_only_the_last_five_batches_are_remembered(log: PartitionLog) -> None:
     assert check(log, producer_batch(0)) == (OUT_OF_ORDER_SEQUENCE_NUMBER, None)
 
 
-def test_producer_state_survives_reopening_and_follows_truncation(log: PartitionLog, log_directory: Path) -> None:
+def test_producer_state_survives_reopening_and_follows_truncation(
+    log: PartitionLog, log_directory: Path
+) -> None:
     append_checked(log, producer_batch(0))
     append_checked(log, producer_batch(2))
     log.close()
@@ -445,8 +464,9 @@ def test_flush_messages_one_fsyncs_every_append(log_directory: Path, segment_fsy
         log.close()
 
 
-def test_flush_ms_fsyncs_once_the_oldest_unflushed_data_is_old_enough(log_directory: Path,
-                                                                    segment_fsyncs: list[str]) -> None:
+def test_flush_ms_fsyncs_once_the_oldest_unflushed_data_is_old_enough(
+    log_directory: Path, segment_fsyncs: list[str]
+) -> None:
     log = open_log(log_directory, segment_bytes=1 << 30, policy=FlushPolicy(messages=NEVER, milliseconds=200))
     try:
         log.flush_if_due(1e12)

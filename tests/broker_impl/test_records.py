@@ -37,14 +37,16 @@ def test_batch_without_producer_has_no_sequence() -> None:
 
 
 def test_last_sequence_wraps_at_two_to_the_31() -> None:
-    header = records.validate(make_batch([b"x", b"y", b"z"], producer_id=1, producer_epoch=0,
-                                         base_sequence=2**31 - 2))
+    header = records.validate(
+        make_batch([b"x", b"y", b"z"], producer_id=1, producer_epoch=0, base_sequence=2**31 - 2)
+    )
     assert header.last_sequence == 0
 
 
 def test_transactional_flag_is_read() -> None:
-    assert records.validate(make_batch([b"x"], producer_id=1, producer_epoch=0, base_sequence=0,
-                                       transactional=True)).is_transactional
+    assert records.validate(
+        make_batch([b"x"], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True)
+    ).is_transactional
 
 
 def test_every_byte_under_the_crc_is_protected() -> None:
@@ -117,11 +119,18 @@ def test_iterate_batches_walks_a_buffer_and_stops_at_damage() -> None:
     assert len(list(records.iterate_batches(buffer, check_crc=False))) == 3
 
 
-@given(st.lists(st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=200)),
-                min_size=1, max_size=20),
-       st.integers(min_value=0, max_value=2**62), st.integers(min_value=0, max_value=2**31 - 1))
-def test_round_trip_of_any_records(pairs: list[tuple[bytes | None, bytes | None]], base_offset: int,
-                                   epoch: int) -> None:
+@given(
+    st.lists(
+        st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=200)),
+        min_size=1,
+        max_size=20,
+    ),
+    st.integers(min_value=0, max_value=2**62),
+    st.integers(min_value=0, max_value=2**31 - 1),
+)
+def test_round_trip_of_any_records(
+    pairs: list[tuple[bytes | None, bytes | None]], base_offset: int, epoch: int
+) -> None:
     batch = make_batch([value for _, value in pairs], keys=[key for key, _ in pairs])
     records.stamp(batch, base_offset, epoch)
     header = records.validate(batch)

@@ -28,9 +28,7 @@ from .batch_builder import make_batch
 
 RECORDS = bytes(make_batch([b"first", b"second"], keys=[b"k", None]))
 CASES = [
-    (api, version)
-    for api in wire.APIS.values()
-    for version in range(api.min_version, api.max_version + 1)
+    (api, version) for api in wire.APIS.values() for version in range(api.min_version, api.max_version + 1)
 ]
 CASE_IDS = [f"{api.request.__name__.removesuffix('Request')}-v{version}" for api, version in CASES]
 

@@ -75,16 +75,34 @@ class Browser:
         command_read, self._command_write = os.pipe()
         self._event_read, event_write = os.pipe()
         command_read, event_write = _high_fd(command_read), _high_fd(event_write)
-        arguments = [executable, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                     "--disable-extensions", "--remote-debugging-pipe", f"--user-data-dir={self._profile}",
-                     f"--window-size={width},{height}", "about:blank"]
+        arguments = [
+            executable,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={self._profile}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- lives as long as the browser; closed in close()
         # bash (not dash: dash handles only single-digit descriptors) puts the pipe ends on fds 3 and 4.
         self._process = subprocess.Popen(
-            ["bash", "-c", f'exec "$@" 3<&{command_read} 4>&{event_write} {command_read}<&- {event_write}>&-',
-             "bash", *arguments],
-            pass_fds=(command_read, event_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=self._stderr, start_new_session=True)
+            [
+                "bash",
+                "-c",
+                f'exec "$@" 3<&{command_read} 4>&{event_write} {command_read}<&- {event_write}>&-',
+                "bash",
+                *arguments,
+            ],
+            pass_fds=(command_read, event_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            start_new_session=True,
+        )
         os.close(command_read)
         os.close(event_write)
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -95,11 +113,15 @@ class Browser:
         self._session = ""
         try:
             target = self._command("Target.createTarget", {"url": "about:blank"})["targetId"]
-            self._session = self._command("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            self._session = self._command("Target.attachToTarget", {"targetId": target, "flatten": True})[
+                "sessionId"
+            ]
             for domain in ("Runtime", "Log", "Page", "Network"):
                 self.command(f"{domain}.enable")
-            self.command("Emulation.setDeviceMetricsOverride",
-                         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            self.command(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            )
         except BaseException:
             self.close()
             raise
@@ -128,7 +150,9 @@ class Browser:
             raise BrowserError(f"Chromium exited: {self.stderr_tail()}")
         return message
 
-    def _command(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+    def _command(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -173,10 +197,13 @@ class Browser:
         """A real mouse click (press + release) at the centre of the first element matching ``selector``."""
         box = self.evaluate(
             f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView();"
-            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         x, y = box
         for kind in ("mousePressed", "mouseReleased"):
-            self.command("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+            self.command(
+                "Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}
+            )
 
     def screenshot(self, target: Path, *, full_page: bool = True) -> Path:
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
@@ -193,13 +220,19 @@ class Browser:
                 description = details.get("exception", {}).get("description", details.get("text"))
                 found.append(f"uncaught exception at line {details.get('lineNumber')}: {description}")
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                found.append("console." + params["type"] + ": " + " ".join(str(a.get("value")) for a in params["args"]))
+                found.append(
+                    "console." + params["type"] + ": " + " ".join(str(a.get("value")) for a in params["args"])
+                )
             elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
                 found.append(f"browser error: {params['entry'].get('text')}")
         return found
 
     def requested_urls(self) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
 
     def stderr_tail(self) -> str:
         self._stderr.seek(0)
@@ -224,5 +257,7 @@ class Browser:
     def __enter__(self) -> Browser:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

@@ -16,12 +16,20 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def test_matrix_expands_every_combination_times_repeats() -> None:
-    campaign = plan_campaign({
-        "name": "c", "repeats": 2, "time_limit": 10,
-        "matrix": {"truncation.mode": ["high-watermark", "leader-epoch"], "acks": ["1", "all"],
-                   "nemesis": ["kill", "pause,partition"]},
-        "workload": {"rate": 50.0},
-    }, Path("c.toml"))
+    campaign = plan_campaign(
+        {
+            "name": "c",
+            "repeats": 2,
+            "time_limit": 10,
+            "matrix": {
+                "truncation.mode": ["high-watermark", "leader-epoch"],
+                "acks": ["1", "all"],
+                "nemesis": ["kill", "pause,partition"],
+            },
+            "workload": {"rate": 50.0},
+        },
+        Path("c.toml"),
+    )
     assert len(campaign.runs) == 2 * 2 * 2 * 2
     assert len({run.key for run in campaign.runs}) == len(campaign.runs)
     first = campaign.runs[0]
@@ -32,21 +40,25 @@ def test_matrix_expands_every_combination_times_repeats() -> None:
 
 
 def test_scenario_axis_applies_the_scenario_set_up() -> None:
-    campaign = plan_campaign({"matrix": {"scenario": ["kip101-loss"], "truncation.mode": ["leader-epoch"]}},
-                             Path("s.toml"))
+    campaign = plan_campaign(
+        {"matrix": {"scenario": ["kip101-loss"], "truncation.mode": ["leader-epoch"]}}, Path("s.toml")
+    )
     (run,) = campaign.runs
     assert run.spec.scenario == "kip101-loss" and run.spec.node_count == 2
     assert run.spec.settings["truncation.mode"] == "leader-epoch"
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"matrix": {"no.such.setting": ["1"]}}, "unknown broker or controller setting"),
-    ({"matrix": {"nemesis": ["kil"]}}, "unknown name 'kil'"),
-    ({"matrix": {"acks": []}}, "matrix.acks must be a non-empty list"),
-    ({"repeats": 0}, "repeats must be a positive integer"),
-    ({"surprise": 1}, "unknown keys surprise"),
-    ({"matrix": {"scenario": ["no-such-scenario"]}}, "no scenario 'no-such-scenario'"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"matrix": {"no.such.setting": ["1"]}}, "unknown broker or controller setting"),
+        ({"matrix": {"nemesis": ["kil"]}}, "unknown name 'kil'"),
+        ({"matrix": {"acks": []}}, "matrix.acks must be a non-empty list"),
+        ({"repeats": 0}, "repeats must be a positive integer"),
+        ({"surprise": 1}, "unknown keys surprise"),
+        ({"matrix": {"scenario": ["no-such-scenario"]}}, "no scenario 'no-such-scenario'"),
+    ],
+)
 def test_bad_campaigns_name_the_problem(data: dict[str, object], message: str) -> None:
     with pytest.raises(CampaignError, match=message):
         plan_campaign(data, Path("bad.toml"))
@@ -65,7 +77,8 @@ def test_interrupted_campaign_resumes_without_rerunning_stored_runs(image: str, 
     campaign_file = tmp_path / "c.toml"
     campaign_file.write_text(
         'name = "resume"\ntime_limit = 8\nengine = "pandas"\n'
-        '[matrix]\nnemesis = ["kill", "pause"]\n[workload]\nrate = 50.0\n[nemesis]\ninterval_seconds = 3.0\n')
+        '[matrix]\nnemesis = ["kill", "pause"]\n[workload]\nrate = 50.0\n[nemesis]\ninterval_seconds = 3.0\n'
+    )
     store = tmp_path / "store"
     command = [sys.executable, "-m", "harness.cli", "campaign", str(campaign_file), "--store", str(store)]
     runs = store / "resume" / "runs"

@@ -21,11 +21,13 @@ from workloads.queue import QueueSpec
 
 
 def test_fault_free_run_against_a_local_cluster_is_checked_but_replica_evidence_is_missing(
-    start_cluster: ClusterFactory, tmp_path: Path  # noqa: F811
+    start_cluster: ClusterFactory,  # noqa: F811 -- the fixture imported above
+    tmp_path: Path,
 ) -> None:
     cluster = start_cluster(3)
-    spec = TestSpec(name="external", time_limit=5, bootstrap=cluster.bootstrap(),
-                    workload=QueueSpec(rate=100))
+    spec = TestSpec(
+        name="external", time_limit=5, bootstrap=cluster.bootstrap(), workload=QueueSpec(rate=100)
+    )
     outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
     assert outcome.verdict == "unknown"
@@ -49,21 +51,35 @@ def test_inventory_errors_name_file_node_and_key(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_faults_over_ssh_inventory(image: str, docker_client: object, tmp_path: Path) -> None:
     with DockerCluster(docker_client, image, brokers=3) as containers:  # type: ignore[arg-type]
-        bundled = BundledCluster(containers.remotes(), {n: containers.ip(n) for n in containers.node_names},
-                                 containers.broker_names, CONTROLLER, {})
+        bundled = BundledCluster(
+            containers.remotes(),
+            {n: containers.ip(n) for n in containers.node_names},
+            containers.broker_names,
+            CONTROLLER,
+            {},
+        )
         bundled.configure()
         bundled.start()
         inventory = tmp_path / "inventory.toml"
-        lines = ["[defaults]", 'user = "root"', f'key = "{containers.ssh_key_path}"',
-                 f'known_hosts = "{containers.known_hosts_path}"',
-                 f'start = ["{IMAGE_PYTHON}", "-m", "broker_impl.broker", "--config", "/etc/tidemark/broker.properties"]',
-                 'logs = ["/var/log/tidemark/broker.log"]']
+        lines = [
+            "[defaults]",
+            'user = "root"',
+            f'key = "{containers.ssh_key_path}"',
+            f'known_hosts = "{containers.known_hosts_path}"',
+            f'start = ["{IMAGE_PYTHON}", "-m", "broker_impl.broker", "--config", "/etc/tidemark/broker.properties"]',
+            'logs = ["/var/log/tidemark/broker.log"]',
+        ]
         for index, name in enumerate(containers.broker_names, start=1):
             lines += [f"[nodes.{name}]", f'host = "{containers.ip(name)}"', f"broker_id = {index}"]
         inventory.write_text("\n".join(lines) + "\n")
-        spec = TestSpec(name="external-ssh", time_limit=15, bootstrap=bundled.bootstrap, inventory=str(inventory),
-                        workload=QueueSpec(rate=100),
-                        nemesis=NemesisSpec(faults=("kill",), interval_seconds=4, seed=1))
+        spec = TestSpec(
+            name="external-ssh",
+            time_limit=15,
+            bootstrap=bundled.bootstrap,
+            inventory=str(inventory),
+            workload=QueueSpec(rate=100),
+            nemesis=NemesisSpec(faults=("kill",), interval_seconds=4, seed=1),
+        )
         outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
     ops, _ = read_history(outcome.run_dir / "history.jsonl")

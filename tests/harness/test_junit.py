@@ -28,17 +28,32 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: root / name for name in [*made, "not-checked"]}
 
 
-@pytest.mark.parametrize(("run", "expected_is_pass", "outcome", "message"), [
-    ("valid", False, "passed", ""),
-    ("invalid", False, "failure", "invalid: lost-write x3, replica-divergence x1"),
-    ("invalid", True, "failure", "invalid: lost-write x3"),  # the flag only excuses expected anomalies
-    ("expected", False, "failure", "invalid (every anomaly expected under its configuration): lost-write x2 "
-                                   "(expected: truncation.mode=high-watermark)"),
-    ("expected", True, "passed", ""),
-    ("unknown", False, "skipped", "unknown: partition(s) 1 of topic tidemark have no complete final drain"),
-    ("not-checked", False, "error", "not checked: no results.json"),
-])
-def test_the_verdict_rule(runs: dict[str, Path], run: str, expected_is_pass: bool, outcome: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("run", "expected_is_pass", "outcome", "message"),
+    [
+        ("valid", False, "passed", ""),
+        ("invalid", False, "failure", "invalid: lost-write x3, replica-divergence x1"),
+        ("invalid", True, "failure", "invalid: lost-write x3"),  # the flag only excuses expected anomalies
+        (
+            "expected",
+            False,
+            "failure",
+            "invalid (every anomaly expected under its configuration): lost-write x2 "
+            "(expected: truncation.mode=high-watermark)",
+        ),
+        ("expected", True, "passed", ""),
+        (
+            "unknown",
+            False,
+            "skipped",
+            "unknown: partition(s) 1 of topic tidemark have no complete final drain",
+        ),
+        ("not-checked", False, "error", "not checked: no results.json"),
+    ],
+)
+def test_the_verdict_rule(
+    runs: dict[str, Path], run: str, expected_is_pass: bool, outcome: str, message: str
+) -> None:
     case = case_outcome(load_stored_run(runs[run]), expected_is_pass=expected_is_pass)
     assert case.outcome == outcome
     assert case.message.startswith(message)
@@ -49,8 +64,10 @@ def test_a_scenario_passes_when_its_expectation_holds_whatever_the_verdict(runs:
     as_expected = case_outcome(load_stored_run(runs["expected"]), expectation_problems=[])
     assert (as_expected.outcome, as_expected.message) == ("passed", "")
     assert as_expected.details.startswith("as expected (verdict False: lost-write x2")
-    surprised = case_outcome(load_stored_run(runs["valid"]), expectation_problems=["verdict True, expected False",
-                                                                                    "lost-write not reported"])
+    surprised = case_outcome(
+        load_stored_run(runs["valid"]),
+        expectation_problems=["verdict True, expected False", "lost-write not reported"],
+    )
     assert surprised.outcome == "failure"
     assert surprised.message == "not as expected: verdict True, expected False; lost-write not reported"
     unchecked = case_outcome(load_stored_run(runs["not-checked"]), expectation_problems=[])
@@ -63,25 +80,36 @@ def test_the_failure_text_lists_anomalies_examples_and_the_report(runs: dict[str
     assert "lost-write x3 (error; NOT expected under this config)" in details
     assert '  first example: {"offset":' in details
     assert f"report: {runs['invalid'] / 'report.html'}" in details
-    assert "settings: truncation=leader-epoch acks=all min-isr=2 unclean=false flush=never faults=kill,pause,partition" in details
+    assert (
+        "settings: truncation=leader-epoch acks=all min-isr=2 unclean=false flush=never faults=kill,pause,partition"
+        in details
+    )
 
 
 def parse(path: Path) -> ElementTree.Element:
     return ElementTree.parse(path).getroot()
 
 
-def test_the_file_has_one_case_per_run_with_the_counts_ci_reads(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_the_file_has_one_case_per_run_with_the_counts_ci_reads(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
     target = write_junit(runs.values(), tmp_path / "junit.xml", suite_name="nightly")
     suite = parse(target).find("testsuite")
     assert suite is not None
     assert {k: suite.get(k) for k in ("name", "tests", "failures", "errors", "skipped")} == {
-        "name": "nightly", "tests": "5", "failures": "2", "errors": "1", "skipped": "1"}
+        "name": "nightly",
+        "tests": "5",
+        "failures": "2",
+        "errors": "1",
+        "skipped": "1",
+    }
     cases = {case.get("name", "").split(" ")[0]: case for case in suite.iter("testcase")}
     assert sorted(cases) == ["expected", "invalid", "not-checked", "unknown", "valid"]
     assert cases["expected"].get("classname") == "tidemark.kip101-loss"
     assert cases["valid"].get("classname") == "tidemark.queue"
     assert cases["valid"].get("name") == (
-        "valid [truncation=leader-epoch acks=all min-isr=2 unclean=false flush=never faults=kill,pause,partition]")
+        "valid [truncation=leader-epoch acks=all min-isr=2 unclean=false flush=never faults=kill,pause,partition]"
+    )
     assert float(cases["valid"].get("time") or 0) == pytest.approx(22.3, abs=0.2)  # the history's span
     failure = cases["invalid"].find("failure")
     assert failure is not None and (failure.get("message") or "").startswith("invalid: lost-write x3")

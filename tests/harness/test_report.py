@@ -50,9 +50,13 @@ def results(run_dir: Path) -> dict[str, Any]:
 
 def test_the_verdict_is_colour_coded_and_explained(runs: dict[str, Path]) -> None:
     assert '<span class="badge invalid">INVALID</span>' in page(runs["invalid"])
-    assert "Anomalies this configuration does not permit: lost-write x3, replica-divergence x4" in page(runs["invalid"])
+    assert "Anomalies this configuration does not permit: lost-write x3, replica-divergence x4" in page(
+        runs["invalid"]
+    )
     assert '<span class="badge expected">' in page(runs["expected"])
-    assert "all permitted by this configuration (truncation.mode=high-watermark): lost-write x2" in page(runs["expected"])
+    assert "all permitted by this configuration (truncation.mode=high-watermark): lost-write x2" in page(
+        runs["expected"]
+    )
     assert '<span class="badge unknown">' in page(runs["unknown"])
     assert "partition(s) 1 of topic tidemark have no complete final drain" in page(runs["unknown"])
     assert '<span class="badge valid">' in page(runs["valid"])
@@ -60,23 +64,39 @@ def test_the_verdict_is_colour_coded_and_explained(runs: dict[str, Path]) -> Non
 
 def test_the_anomaly_table_has_counts_rules_and_the_checkers_example_ops(runs: dict[str, Path]) -> None:
     text = page(runs["invalid"])
-    assert re.search(r'href="#anomaly-lost-write">lost-write</a></td><td class="num">3</td><td><b>no</b></td><td>error</td>', text)
+    assert re.search(
+        r'href="#anomaly-lost-write">lost-write</a></td><td class="num">3</td><td><b>no</b></td><td>error</td>',
+        text,
+    )
     for example in results(runs["invalid"])["anomalies"]["lost-write"]["examples"]:
         send = example["send"]
-        assert f'#{send["index"]} process {send["process"]} send ok' in text
+        assert f"#{send['index']} process {send['process']} send ok" in text
     expected = page(runs["expected"])
-    assert re.search(r"lost-write</a></td><td class=\"num\">2</td><td>yes: truncation.mode=high-watermark</td>", expected)
+    assert re.search(
+        r"lost-write</a></td><td class=\"num\">2</td><td>yes: truncation.mode=high-watermark</td>", expected
+    )
 
 
-def test_divergence_shows_both_replicas_logs_side_by_side_around_the_first_divergent_offset(runs: dict[str, Path]) -> None:
+def test_divergence_shows_both_replicas_logs_side_by_side_around_the_first_divergent_offset(
+    runs: dict[str, Path],
+) -> None:
     text = page(runs["invalid"])
     example = results(runs["invalid"])["anomalies"]["replica-divergence"]["examples"][0]
     assert (example["partition"], example["offset"]) == (0, 2)
-    section = text[text.index('id="anomaly-replica-divergence"'):]
+    section = text[text.index('id="anomaly-replica-divergence"') :]
     assert "replicas n1 and n2 first differ at offset 2; 4 divergent positions in all" in section
     rows = re.findall(r'<tr class="(diff|)"><td class="num">(\d+)[^<]*</td>(.*?)</tr>', section)
     by_offset = {int(offset): (mark, cells) for mark, offset, cells in rows}
-    assert sorted(by_offset) == [0, 1, 2, 3, 4, 5, 6, 7]  # context read from replicas.parquet, not just the example
+    assert sorted(by_offset) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+    ]  # context read from replicas.parquet, not just the example
     assert [offset for offset, (mark, _) in by_offset.items() if mark == "diff"] == [2, 3, 4, 5]
     assert "diverged-2" in by_offset[2][1] and "diverged-5" in by_offset[5][1]
     assert "replica state at the end" in section
@@ -88,16 +108,26 @@ def test_the_figure_is_an_embedded_png_and_the_fault_windows_are_listed(runs: di
     assert len(images) == 1
     picture = Image.open(io.BytesIO(base64.b64decode(images[0])))
     assert picture.format == "PNG" and picture.width == 1200 and picture.height > 500
-    for window in ("kill n2: 5.000 s → 9.200 s (start)", "pause n1: 11.000 s → 13.200 s (resume)",
-                   "partition halves: 15.000 s → 18.200 s (heal)", "kill n3: 19.000 s → never healed"):
+    for window in (
+        "kill n2: 5.000 s → 9.200 s (start)",
+        "pause n1: 11.000 s → 13.200 s (resume)",
+        "partition halves: 15.000 s → 18.200 s (heal)",
+        "kill n3: 19.000 s → never healed",
+    ):
         assert window in text
 
 
 def test_every_link_is_relative_and_points_at_a_file_of_the_run(runs: dict[str, Path]) -> None:
     run_dir = runs["invalid"]
     targets = [t for t in LINK_OR_SOURCE.findall(page(run_dir)) if not t.startswith(("#", "data:image/png"))]
-    assert {"nodes/n1/broker.log", "nodes/n2/dump.jsonl", "nodes/controller/controller.log", "results.json",
-            "test.json", "history.jsonl"} <= set(targets)
+    assert {
+        "nodes/n1/broker.log",
+        "nodes/n2/dump.jsonl",
+        "nodes/controller/controller.log",
+        "results.json",
+        "test.json",
+        "history.jsonl",
+    } <= set(targets)
     for target in targets:
         assert "://" not in target and not target.startswith("/")
         assert (run_dir / target).is_file(), target
@@ -105,9 +135,14 @@ def test_every_link_is_relative_and_points_at_a_file_of_the_run(runs: dict[str, 
 
 def test_the_configuration_and_versions_are_shown(runs: dict[str, Path]) -> None:
     text = page(runs["expected"])
-    for fragment in ("<th>truncation.mode</th><td>high-watermark</td>", "<th>min.insync.replicas</th><td>2</td>",
-                     "<th>producers</th><td>3</td>", "<th>faults</th><td>kill,pause,partition</td>",
-                     "<th>tidemark</th><td>0.1.0</td>", "truncation.mode=high-watermark</p>"):
+    for fragment in (
+        "<th>truncation.mode</th><td>high-watermark</td>",
+        "<th>min.insync.replicas</th><td>2</td>",
+        "<th>producers</th><td>3</td>",
+        "<th>faults</th><td>kill,pause,partition</td>",
+        "<th>tidemark</th><td>0.1.0</td>",
+        "truncation.mode=high-watermark</p>",
+    ):
         assert fragment in text
 
 
@@ -119,13 +154,24 @@ def test_a_run_never_checked_says_so(tmp_path: Path) -> None:
     assert len(IMAGE.findall(text)) == 1  # the history is still plotted
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    ("{ not json", "results.json: not valid JSON"),
-    ('["a", "list"]', "results.json: not a JSON object"),
-    ('{"valid": "maybe", "anomalies": {}}', "&#x27;valid&#x27; must be true, false or &quot;unknown&quot;"),
-    ('{"valid": false, "anomalies": {"lost-write": {"count": "many"}}}', "must be an object with an integer"),
-])
-def test_a_damaged_results_file_is_named_and_the_run_shown_as_not_checked(tmp_path: Path, content: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("{ not json", "results.json: not valid JSON"),
+        ('["a", "list"]', "results.json: not a JSON object"),
+        (
+            '{"valid": "maybe", "anomalies": {}}',
+            "&#x27;valid&#x27; must be true, false or &quot;unknown&quot;",
+        ),
+        (
+            '{"valid": false, "anomalies": {"lost-write": {"count": "many"}}}',
+            "must be an object with an integer",
+        ),
+    ],
+)
+def test_a_damaged_results_file_is_named_and_the_run_shown_as_not_checked(
+    tmp_path: Path, content: str, problem: str
+) -> None:
     write_run(tmp_path)
     (tmp_path / "results.json").write_text(content)
     text = page(tmp_path) if render_run_report(tmp_path) else ""
@@ -175,8 +221,9 @@ def chromium() -> str:
 
 
 @pytest.mark.parametrize("verdict", ["invalid", "unknown"])
-def test_chromium_renders_the_report_without_errors_or_requests(chromium: str, runs: dict[str, Path], verdict: str,
-                                                                tmp_path: Path) -> None:
+def test_chromium_renders_the_report_without_errors_or_requests(
+    chromium: str, runs: dict[str, Path], verdict: str, tmp_path: Path
+) -> None:
     with Browser(chromium) as browser:
         browser.open(runs[verdict] / "report.html")
         assert browser.errors() == []
@@ -193,12 +240,15 @@ def test_chromium_renders_the_report_without_errors_or_requests(chromium: str, r
     assert len(np.unique(np.asarray(picture.convert("L")))) > 20  # not a blank or uniform image
 
 
-def test_the_browser_check_catches_script_errors_and_blocked_fetches(chromium: str, runs: dict[str, Path],
-                                                                     tmp_path: Path) -> None:
+def test_the_browser_check_catches_script_errors_and_blocked_fetches(
+    chromium: str, runs: dict[str, Path], tmp_path: Path
+) -> None:
     """The detector itself: the same page with an injected fault must not pass."""
     broken = tmp_path / "broken.html"
     shutil.copy(runs["valid"] / "report.html", broken)
-    text = broken.read_text().replace("</body>", '<img src="http://192.0.2.1/x.png"><script>notDefined();</script></body>')
+    text = broken.read_text().replace(
+        "</body>", '<img src="http://192.0.2.1/x.png"><script>notDefined();</script></body>'
+    )
     broken.write_text(text)
     with Browser(chromium) as browser:
         browser.open(broken)

@@ -31,29 +31,40 @@ def send(value: int) -> dict[str, Any]:
 
 
 def test_each_completion_is_paired_with_its_own_process_invoke(tmp_path: Path) -> None:
-    write_history(tmp_path, [
-        (1.0, 0, "invoke", "send", send(1)),
-        (1.1, 1, "invoke", "send", send(2)),
-        (1.3, 1, "ok", "send", {**send(2), "offset": 0}),  # completes before process 0's earlier invoke
-        (1.4, 1, "invoke", "send", send(3)),
-        (2.0, 0, "info", "send", None),
-        (2.2, 1, "fail", "send", None),
-        (2.5, 2, "invoke", "send", send(4)),  # never completes
-        (2.6, 3, "invoke", "poll", None),
-        (2.7, 3, "ok", "poll", []),  # not a send: no latency point
-    ])
+    write_history(
+        tmp_path,
+        [
+            (1.0, 0, "invoke", "send", send(1)),
+            (1.1, 1, "invoke", "send", send(2)),
+            (1.3, 1, "ok", "send", {**send(2), "offset": 0}),  # completes before process 0's earlier invoke
+            (1.4, 1, "invoke", "send", send(3)),
+            (2.0, 0, "info", "send", None),
+            (2.2, 1, "fail", "send", None),
+            (2.5, 2, "invoke", "send", send(4)),  # never completes
+            (2.6, 3, "invoke", "poll", None),
+            (2.7, 3, "ok", "poll", []),  # not a send: no latency point
+        ],
+    )
     timeline, _ = build_timeline(tmp_path)
     rows = timeline.latencies.round({"latency_ms": 3}).to_dict("records")
     assert [(r["invoked_s"], r["latency_ms"], r["type"]) for r in rows] == [
-        (1.0, 1000.0, "info"), (1.1, 200.0, "ok"), (1.4, 800.0, "fail")]
+        (1.0, 1000.0, "info"),
+        (1.1, 200.0, "ok"),
+        (1.4, 800.0, "fail"),
+    ]
     assert timeline.pending == 1
     assert timeline.op_count == 9
 
 
 def test_throughput_counts_send_completions_per_outcome_and_bin(tmp_path: Path) -> None:
     ops: list[tuple[float, Any, str, str, Any]] = []
-    for number, (start, outcome) in enumerate([(0.1, "ok"), (0.3, "ok"), (1.2, "fail"), (1.5, "ok"), (2.1, "info")]):
-        ops += [(start, number, "invoke", "send", send(number)), (start + 0.05, number, outcome, "send", None)]
+    for number, (start, outcome) in enumerate(
+        [(0.1, "ok"), (0.3, "ok"), (1.2, "fail"), (1.5, "ok"), (2.1, "info")]
+    ):
+        ops += [
+            (start, number, "invoke", "send", send(number)),
+            (start + 0.05, number, outcome, "send", None),
+        ]
     write_history(tmp_path, ops)
     timeline, _ = build_timeline(tmp_path)
     assert timeline.bin_seconds == 1
@@ -69,22 +80,37 @@ def nemesis(seconds: float, kind: str, f: str, value: Any) -> tuple[float, Any, 
 
 def test_each_fault_window_closes_at_the_heal_that_undid_it(tmp_path: Path) -> None:
     both = {"nodes": ["n1", "n2"]}
-    write_history(tmp_path, [
-        nemesis(1.0, "invoke", "kill", both), nemesis(1.1, "ok", "kill", both),
-        nemesis(2.0, "invoke", "start", {"nodes": ["n1"]}), nemesis(2.1, "ok", "start", {"nodes": ["n1"]}),
-        nemesis(3.0, "invoke", "start", {"nodes": ["n2"]}), nemesis(3.2, "ok", "start", {"nodes": ["n2"]}),
-        nemesis(4.0, "invoke", "pause", {"nodes": ["n3"]}), nemesis(4.1, "ok", "pause", {"nodes": ["n3"]}),
-        nemesis(5.0, "invoke", "resume", {"nodes": ["n3"]}), nemesis(5.1, "ok", "resume", {"nodes": ["n3"]}),
-        nemesis(6.0, "invoke", "partition", {"kind": "halves", "grudge": {"n1": ["n2"], "n2": ["n1"]}}),
-        nemesis(6.1, "ok", "partition", {"kind": "halves", "grudge": {"n1": ["n2"], "n2": ["n1"]}}),
-        nemesis(7.0, "invoke", "heal", {"nodes": ["n1", "n2"]}), nemesis(7.3, "info", "heal", {"nodes": ["n1", "n2"]}),
-        nemesis(8.0, "invoke", "power-loss", {"nodes": ["n1"]}), nemesis(8.1, "ok", "power-loss", {"nodes": ["n1"]}),
-        nemesis(9.0, "invoke", "start", {"nodes": ["n1"]}), nemesis(9.5, "ok", "start", {"nodes": ["n1"]}),
-        nemesis(10.0, "invoke", "kill", {"nodes": ["n2"]}), nemesis(10.1, "fail", "kill", {"nodes": ["n2"]}),
-        nemesis(11.0, "invoke", "pause", {"nodes": ["n1"]}), nemesis(11.1, "ok", "pause", {"nodes": ["n1"]}),
-        nemesis(12.0, "invoke", "resume", {"nodes": ["n1"]}), nemesis(12.1, "fail", "resume", {"nodes": ["n1"]}),
-        nemesis(13.0, "invoke", "kill", {"nodes": ["n3"]}), nemesis(13.1, "ok", "kill", {"nodes": ["n3"]}),
-    ])
+    write_history(
+        tmp_path,
+        [
+            nemesis(1.0, "invoke", "kill", both),
+            nemesis(1.1, "ok", "kill", both),
+            nemesis(2.0, "invoke", "start", {"nodes": ["n1"]}),
+            nemesis(2.1, "ok", "start", {"nodes": ["n1"]}),
+            nemesis(3.0, "invoke", "start", {"nodes": ["n2"]}),
+            nemesis(3.2, "ok", "start", {"nodes": ["n2"]}),
+            nemesis(4.0, "invoke", "pause", {"nodes": ["n3"]}),
+            nemesis(4.1, "ok", "pause", {"nodes": ["n3"]}),
+            nemesis(5.0, "invoke", "resume", {"nodes": ["n3"]}),
+            nemesis(5.1, "ok", "resume", {"nodes": ["n3"]}),
+            nemesis(6.0, "invoke", "partition", {"kind": "halves", "grudge": {"n1": ["n2"], "n2": ["n1"]}}),
+            nemesis(6.1, "ok", "partition", {"kind": "halves", "grudge": {"n1": ["n2"], "n2": ["n1"]}}),
+            nemesis(7.0, "invoke", "heal", {"nodes": ["n1", "n2"]}),
+            nemesis(7.3, "info", "heal", {"nodes": ["n1", "n2"]}),
+            nemesis(8.0, "invoke", "power-loss", {"nodes": ["n1"]}),
+            nemesis(8.1, "ok", "power-loss", {"nodes": ["n1"]}),
+            nemesis(9.0, "invoke", "start", {"nodes": ["n1"]}),
+            nemesis(9.5, "ok", "start", {"nodes": ["n1"]}),
+            nemesis(10.0, "invoke", "kill", {"nodes": ["n2"]}),
+            nemesis(10.1, "fail", "kill", {"nodes": ["n2"]}),
+            nemesis(11.0, "invoke", "pause", {"nodes": ["n1"]}),
+            nemesis(11.1, "ok", "pause", {"nodes": ["n1"]}),
+            nemesis(12.0, "invoke", "resume", {"nodes": ["n1"]}),
+            nemesis(12.1, "fail", "resume", {"nodes": ["n1"]}),
+            nemesis(13.0, "invoke", "kill", {"nodes": ["n3"]}),
+            nemesis(13.1, "ok", "kill", {"nodes": ["n3"]}),
+        ],
+    )
     timeline, _ = build_timeline(tmp_path)
     windows = [(w.label, w.start_s, w.end_s, w.healed_by) for w in timeline.windows]
     assert windows == [
@@ -95,7 +121,11 @@ def test_each_fault_window_closes_at_the_heal_that_undid_it(tmp_path: Path) -> N
         ("pause n1", 11.0, None, None),  # its resume failed: still paused at the end
         ("kill n3", 13.0, None, None),  # never started
     ]
-    assert [e.outcome for e in timeline.events if e.f == "kill"] == ["ok", "fail", "ok"]  # the failed kill is listed
+    assert [e.outcome for e in timeline.events if e.f == "kill"] == [
+        "ok",
+        "fail",
+        "ok",
+    ]  # the failed kill is listed
 
 
 def test_parquet_and_json_lines_give_the_same_timeline(tmp_path: Path) -> None:
@@ -155,9 +185,16 @@ def test_a_run_without_history_files_is_no_history(tmp_path: Path) -> None:
 def test_an_empty_history_is_an_empty_timeline(tmp_path: Path) -> None:
     write_history(tmp_path, [])
     timeline, _ = build_timeline(tmp_path)
-    assert (timeline.op_count, timeline.duration_s, len(timeline.latencies), timeline.windows) == (0, 0.0, 0, ())
+    assert (timeline.op_count, timeline.duration_s, len(timeline.latencies), timeline.windows) == (
+        0,
+        0.0,
+        0,
+        (),
+    )
 
 
-@pytest.mark.parametrize(("seconds", "width"), [(0, 1), (30, 1), (200, 1), (201, 2), (3600, 30), (10**6, 5000)])
+@pytest.mark.parametrize(
+    ("seconds", "width"), [(0, 1), (30, 1), (200, 1), (201, 2), (3600, 30), (10**6, 5000)]
+)
 def test_bins_stay_few_enough_to_read(seconds: float, width: float) -> None:
     assert bin_width(seconds) == width

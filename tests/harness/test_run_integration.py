@@ -51,7 +51,10 @@ def test_kill_and_partition_run_in_leader_epoch_mode_with_fsync_is_valid(
     image: str, docker_client: docker.DockerClient, tmp_path: Path, transport: str
 ) -> None:
     spec = TestSpec(
-        name=f"integration-{transport}", time_limit=30, seed=3, transport=transport,
+        name=f"integration-{transport}",
+        time_limit=30,
+        seed=3,
+        transport=transport,
         settings={"truncation.mode": "leader-epoch", "flush.messages": "1"},
         workload=QueueSpec(partitions=3, replication_factor=3, rate=150),
         nemesis=NemesisSpec(faults=("kill", "partition"), interval_seconds=6, seed=3),
@@ -72,9 +75,24 @@ def test_sigint_mid_run_leaves_nothing_and_keeps_a_readable_history(
 ) -> None:
     store = tmp_path / "store"
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--time-limit", "120", "--nemesis", "kill,partition",
-         "--nemesis-interval", "3", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--time-limit",
+            "120",
+            "--nemesis",
+            "kill,partition",
+            "--nemesis-interval",
+            "3",
+            "--store",
+            str(store),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         deadline = time.monotonic() + 180
         history: Path | None = None
@@ -107,7 +125,9 @@ def test_power_loss_in_the_random_nemesis_with_fsync_per_message_is_valid(
     """Power loss joins the random nemesis: data directories on the lazy filesystem, every
     un-fsynced write dropped -- and with flush.messages=1 nothing acknowledged may go."""
     spec = TestSpec(
-        name="power-loss", time_limit=25, seed=5,
+        name="power-loss",
+        time_limit=25,
+        seed=5,
         settings={"flush.messages": "1"},
         workload=QueueSpec(partitions=2, replication_factor=3, rate=100),
         nemesis=NemesisSpec(faults=("power-loss",), interval_seconds=5, targets=("minority", "all"), seed=5),

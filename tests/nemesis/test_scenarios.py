@@ -36,8 +36,9 @@ def test_every_bundled_scenario_is_covered() -> None:
 
 
 @pytest.mark.parametrize(("name", "settings"), CASES, ids=[f"{n}-{next(iter(s.values()))}" for n, s in CASES])
-def test_scenario_verdict_matches_its_expectation(image: str, tmp_path: Path, name: str,
-                                                  settings: dict[str, str]) -> None:
+def test_scenario_verdict_matches_its_expectation(
+    image: str, tmp_path: Path, name: str, settings: dict[str, str]
+) -> None:
     scenario = load_scenario(name)
     spec = scenario.apply_defaults(TestSpec(name=name, settings=settings))
     expectation = scenario.expectation_for(effective_settings(spec.settings))

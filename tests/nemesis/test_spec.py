@@ -71,6 +71,7 @@ def test_cli_lists() -> None:
     assert parse_name_list("kill, partition", FAULT_KINDS, "--nemesis") == ("kill", "partition")
     assert parse_name_list("none", FAULT_KINDS, "--nemesis") == ()
     with pytest.raises(
-        NemesisSpecError, match=r"--nemesis\[1\]: unknown name 'crash' \(known: kill, pause, power-loss, partition\)"
+        NemesisSpecError,
+        match=r"--nemesis\[1\]: unknown name 'crash' \(known: kill, pause, power-loss, partition\)",
     ):
         parse_name_list("kill,crash", FAULT_KINDS, "--nemesis")
