@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checker.synthetic_runs import generate_run
-from harness.history import PARQUET_LAYOUT
+from harness.record.history import PARQUET_LAYOUT
 
 
 def _size(text: str) -> int:
@@ -133,13 +133,13 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, int], float]
     start_session = time.perf_counter()
     session = None
     if engine_name == "spark":
-        from checker.engine_spark import SparkEngine
-        from checker.spark_session import build_session
+        from checker.spark.engine import SparkEngine
+        from checker.spark.session import build_session
 
         session = build_session("local[2]", driver_memory="3g")
         engine: Any = SparkEngine(session)
     else:
-        from checker.engine_pandas import PandasEngine
+        from checker.pandas.engine import PandasEngine
 
         engine = PandasEngine()
     session_seconds = time.perf_counter() - start_session

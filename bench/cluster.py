@@ -21,12 +21,12 @@ from pathlib import Path
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.bundled import BundledCluster
-from harness.docker_cluster import CONTROLLER, DockerCluster
-from harness.image import ensure_image
-from harness.remote_docker import connect_docker
-from harness.runner import run_test
-from harness.spec import TestSpec
+from harness.cluster.bundled import BundledCluster
+from harness.cluster.docker_cluster import CONTROLLER, DockerCluster
+from harness.cluster.image import ensure_image
+from harness.nodes.docker_remote import connect_docker
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
 from nemesis.spec import NemesisSpec
 
 

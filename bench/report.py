@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.history import HistoryWriter, convert_history
-from harness.ops import Op
+from harness.record.history import HistoryWriter, convert_history
+from harness.record.ops import Op
 
 PRODUCERS, CONSUMERS = 8, 2
 FAULTS = [("kill", "start", ["n2"]), ("pause", "resume", ["n1"]), ("partition", "heal", ["n1", "n2", "n3"])]
@@ -207,9 +207,9 @@ def main() -> None:
     print(
         f"history: {count} ops, {size / 2**20:.1f} MiB JSON lines (written in {time.perf_counter() - started:.1f} s)"
     )
-    analyse = f"from harness.report_timeline import build_timeline; from pathlib import Path; build_timeline(Path({str(run_dir)!r}))"
-    render = f"from harness.report import render_run_report; render_run_report({str(run_dir)!r})"
-    print(f"imports alone (pandas, pyarrow, matplotlib): {timed('import harness.report'):6.2f} s")
+    analyse = f"from harness.report.timeline import build_timeline; from pathlib import Path; build_timeline(Path({str(run_dir)!r}))"
+    render = f"from harness.report.run_page import render_run_report; render_run_report({str(run_dir)!r})"
+    print(f"imports alone (pandas, pyarrow, matplotlib): {timed('import harness.report.run_page'):6.2f} s")
     print(f"timeline from history.jsonl:     {timed(analyse):6.2f} s")
     print(f"report.html from history.jsonl:  {timed(render):6.2f} s")
     convert_history(run_dir / "history.jsonl", run_dir / "history.parquet")
@@ -224,7 +224,7 @@ def main() -> None:
             shutil.copy(run_dir / name, copy / name)
         (copy / "history.jsonl").write_bytes(tail)
         os.symlink(run_dir / "report.html", copy / "report.html")
-    index = f"from harness.report_index import render_index; render_index({str(args.data / 'campaign')!r})"
+    index = f"from harness.report.index import render_index; render_index({str(args.data / 'campaign')!r})"
     print(
         f"index.html of {args.runs} runs:      {timed(index):6.2f} s, "
         f"{(args.data / 'campaign' / 'index.html').stat().st_size / 1024:.0f} KiB"

@@ -22,9 +22,9 @@ from pathlib import Path
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.run_cli import effective_settings
-from harness.runner import run_test
-from harness.spec import TestSpec
+from harness.cli.run import effective_settings
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
 
 MODES = {

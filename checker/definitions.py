@@ -99,5 +99,5 @@ POLL_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 )
 DIVERGENCE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "node_a", "node_b", "offset", "positions")
 
-# Integer codes shared with harness.history (kept here as plain ints for engine expressions).
+# Integer codes shared with harness.record.history (kept here as plain ints for engine expressions).
 TYPE_INVOKE, TYPE_OK, TYPE_FAIL, TYPE_INFO = 0, 1, 2, 3

@@ -57,8 +57,8 @@ from checker.definitions import (
 from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
 from checker.expectations import applicable_rules, expectation
-from harness.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
-from harness.replicas import REPLICA_PARTITIONS_FILE
+from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
+from harness.record.replicas import REPLICA_PARTITIONS_FILE
 
 RESULTS_SCHEMA_VERSION = 1
 MAX_OBSERVATIONS_SHOWN = 10

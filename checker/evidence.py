@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.history import HistoryFormatError, convert_history, read_metadata
-from harness.replicas import DUMP_FILE, REPLICA_PARTITIONS_FILE, REPLICAS_FILE, build_replicas
+from harness.record.history import HistoryFormatError, convert_history, read_metadata
+from harness.record.replicas import DUMP_FILE, REPLICA_PARTITIONS_FILE, REPLICAS_FILE, build_replicas
 
 TEST_SPEC_VERSION = 1
 

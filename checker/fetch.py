@@ -8,7 +8,7 @@ read here, on the driver, with pyarrow, one run file at a time:
   (what a Spark job would push down) matches row groups in every file.  Per file, the
   footer statistics of ``index`` (ops are stored in index order) and of
   ``partition``/``offset`` (replica rows are stored in log order) select only the row groups
-  that hold the examples (:data:`harness.history.ROW_GROUP_ROWS` rows each).
+  that hold the examples (:data:`harness.record.history.ROW_GROUP_ROWS` rows each).
 * Measured on 50 runs of 1 M ops with 10 example ops each: Spark's fetch jobs took 7-10 s
   (reading 40 M rows); these reads, four files at a time, 3-4 s.
 * Within those row groups, an op's index matches *all* its rows (a drain op holds every
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from checker.definitions import TYPE_OK
 from checker.engine import HISTORY_ROW_COLUMNS, OP_KEY_COLUMNS, REPLICA_ROW_COLUMNS, to_pandas
 from checker.evidence import RunInput
-from harness.history import F_DRAIN, F_POLL, F_SEND
+from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 READ_THREADS = 4
 POSITION = ["run_id", "partition", "offset"]
@@ -272,7 +272,7 @@ VALUE_ROW_COLUMNS = ("run_id", "index", "f", "type", "partition", "offset", "val
 def rows_of_ops(index: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Ascending positions of the rows whose ``index`` is one of ``wanted`` (unique, ascending).
 
-    A file's ops are stored in index order (``harness.history``): each op's rows are then found
+    A file's ops are stored in index order (``harness.record.history``): each op's rows are then found
     by binary search; a file out of order is searched row by row instead.
     """
     if len(index) < 2 or bool(np.all(index[1:] >= index[:-1])):
@@ -300,7 +300,7 @@ def value_details_with_ops(
     rows are read, once, for both answers -- where the details and the ops used to read every
     row group once each, with filters over every row.  Measured on 50 runs of 1 M ops: 7.0
     CPU-seconds against 9.2 (2.8 + 6.4), and 10.9 against 13.4 before the history files
-    were delta-encoded (:data:`harness.history.DELTA_COLUMNS`).
+    were delta-encoded (:data:`harness.record.history.DELTA_COLUMNS`).
     """
     columns = ["run_id", "partition", "value"]
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from checker.definitions import ALL_CHECKS
-from harness.history import write_parquet
+from harness.record.history import write_parquet
 
 
 def _column(kind: str) -> str:

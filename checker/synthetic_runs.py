@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.history import HISTORY_SCHEMA, parquet_metadata, write_parquet
-from harness.replicas import REPLICA_PARTITIONS_SCHEMA, REPLICAS_SCHEMA, record_identity
+from harness.record.history import HISTORY_SCHEMA, parquet_metadata, write_parquet
+from harness.record.replicas import REPLICA_PARTITIONS_SCHEMA, REPLICAS_SCHEMA, record_identity
 
 PARTITIONS = 8
 NODES = ("n1", "n2", "n3")

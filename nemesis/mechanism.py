@@ -1,7 +1,7 @@
 """The small mechanism that carries out planned faults on a cluster and records them as ops.
 
 Planning (which nodes, which grudge, when) is pure and lives in :mod:`nemesis.plan`; this module
-only acts, through :class:`ClusterHandle` and the nodes' :class:`~harness.remote.Remote` s, and
+only acts, through :class:`ClusterHandle` and the nodes' :class:`~harness.nodes.remote.Remote` s, and
 writes every fault and heal to the history as an invoke/complete pair of process ``"nemesis"``.
 
 Ops emitted (``value`` of the invoke; the completion repeats it and adds ``"errors"``
@@ -47,9 +47,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from harness.ops import NEMESIS_PROCESS, Op
-from harness.recorder import Recorder
-from harness.remote import CommandFailed, Remote, RemoteError, RemotePathNotFound
+from harness.nodes.remote import CommandFailed, Remote, RemoteError, RemotePathNotFound
+from harness.record.ops import NEMESIS_PROCESS, Op
+from harness.record.recorder import Recorder
 from nemesis import iptables
 from nemesis.plan import (
     Grudge,

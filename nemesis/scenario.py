@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.kafka_admin import ClusterUnavailable, describe_topic, wait_until
+from harness.cluster.kafka_admin import ClusterUnavailable, describe_topic, wait_until
 
 FAULTS = ("kill", "start", "pause", "resume", "power-loss", "partition", "heal")
 WAITS = ("leader-is", "caught-up", "in-isr", "not-in-isr", "answers")
@@ -116,7 +116,7 @@ class Scenario:
 class ScenarioContext:
     """What a running scenario acts on; built by the runner."""
 
-    cluster: Any  # harness.bundled.BundledCluster (a nemesis ClusterHandle)
+    cluster: Any  # harness.cluster.bundled.BundledCluster (a nemesis ClusterHandle)
     nemesis: Any  # nemesis.mechanism.Nemesis
     workload: Any  # workloads.queue.QueueWorkload
     topic: str

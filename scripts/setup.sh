@@ -57,14 +57,14 @@ else
     log "Python environment up to date"
 fi
 
-# --- Spark class archive (checker.spark_classes) -----------------------------------------
+# --- Spark class archive (checker.spark.classes) -----------------------------------------
 # Maps Spark's classes pre-parsed into every driver JVM (session start 4 s -> 2 s); rebuilt
 # when the Python environment or the JDK changed.  Without it checks are only slower.
 archive_stamp=.venv/share/tidemark/spark-classes.stamp
 archive_want="$want $( (java -version 2>&1 || true) | head -1)"
 if [ ! -f .venv/share/tidemark/spark-classes.jsa ] || [ "$(cat "$archive_stamp" 2>/dev/null)" != "$archive_want" ]; then
     log "building the Spark class archive (once, about 30 s)"
-    if .venv/bin/python -m checker.spark_classes >/dev/null; then
+    if .venv/bin/python -m checker.spark.classes >/dev/null; then
         echo "$archive_want" > "$archive_stamp"
     else
         log "no Spark class archive: checks still work, Spark sessions start slower"

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from harness.image import ensure_image
-from harness.remote_docker import DockerUnavailable, connect_docker
+from harness.cluster.image import ensure_image
+from harness.nodes.docker_remote import DockerUnavailable, connect_docker
 
 
 @pytest.fixture(scope="session")

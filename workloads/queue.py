@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.recorder import Recorder
+from harness.record.recorder import Recorder
 
 from .clients import (
     CLIENTS,

@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from checker.spark_session import spark_session
+    from checker.spark.session import spark_session
 
     with spark_session("local[2]", driver_memory="2g") as session:
         yield session

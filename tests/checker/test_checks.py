@@ -22,9 +22,9 @@ from checker.definitions import (
     REPLICA_DIVERGENCE,
 )
 from checker.driver import check_pass
-from checker.engine_pandas import PandasEngine
 from checker.evidence import load_run
-from harness.history import convert_history, write_parquet
+from checker.pandas.engine import PandasEngine
+from harness.record.history import convert_history, write_parquet
 from tests.checker.strategies import plans
 from tests.checker.synthetic import Plan, write_run
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from harness.ops import NEMESIS_PROCESS, Op
-from harness.recorder import Recorder
-from harness.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
+from harness.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
+from harness.record.ops import NEMESIS_PROCESS, Op
+from harness.record.recorder import Recorder
 from nemesis import iptables
 from nemesis.mechanism import Nemesis
 from nemesis.plan import PlannedStep, complete_grudge, isolate
@@ -507,7 +507,7 @@ class EchoBrokers:
     """A ClusterHandle over a DockerCluster whose "broker" daemon is the echo server of ``netns.py``."""
 
     def __init__(self, cluster: Any) -> None:
-        from harness.image import IMAGE_PYTHON
+        from harness.cluster.image import IMAGE_PYTHON
 
         self.cluster = cluster
         self.python = IMAGE_PYTHON
@@ -536,7 +536,7 @@ class EchoBrokers:
 def test_real_faults_in_containers_of_the_node_image(
     docker_client: Any, image: str, recorded: tuple[Recorder, list[Op]]
 ) -> None:
-    from harness.docker_cluster import DockerCluster
+    from harness.cluster.docker_cluster import DockerCluster
 
     recorder, ops = recorded
     with DockerCluster(docker_client, image, brokers=3, fuse=False) as cluster:

@@ -1,7 +1,7 @@
 """Every bundled scenario, end to end in Docker, in the mode that shows the bug and the
 mode that does not (issue 5): the expected verdict written in the scenario must hold.
 
-``tidemark run --scenario`` is exercised through :func:`harness.runner.run_test` with
+``tidemark run --scenario`` is exercised through :func:`harness.run.runner.run_test` with
 the scenario's own set-up, exactly as the CLI does.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run_cli import effective_settings
-from harness.runner import run_test
-from harness.spec import TestSpec
+from harness.cli.run import effective_settings
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
 from nemesis.scenario import library, load_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

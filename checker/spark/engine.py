@@ -1,0 +1,478 @@
+"""The Spark engine: the checks of :mod:`checker.definitions` over one run or thousands.
+
+Each check is one grouped aggregation on integer keys, written with the DataFrame API
+(no Python UDFs, so nothing leaves the JVM on the hot path):
+
+* ``groupBy(run_id, partition, value)`` answers lost-write, unseen, aborted-read, lost-read,
+  unexpected and duplicate at once -- instead of one anti-join per check, which measured
+  2-3x slower;
+* ``groupBy(run_id, partition, offset)`` over the history answers inconsistent-offsets, and
+  over the replicas (record identity = the integer ``record_id`` stored in
+  ``replicas.parquet``) replica-divergence;
+* a ``lag`` window per (run, process, partition) answers poll-skip and nonmonotonic-poll.
+
+Only the columns a question needs are read (Parquet column pruning), literal filters are
+pushed into the Parquet reader, and each answer is reduced to ``limit`` example rows per
+(run, anomaly) plus the count inside Spark before anything is collected, so the driver
+only ever receives small results.  String aggregates are avoided on purpose: a ``min`` of a
+string forces Spark from hash to sort aggregation.
+
+Three things are not done in Spark jobs, on purpose: how the files are presented
+(:mod:`checker.spark.inputs` -- a bucketed table lets every aggregation above run without a
+shuffle), fetching the few rows that examples show, and the value-check examples' own
+columns (send and read indexes, ack and poll offsets), which are aggregated from the rows of
+the few values shown (:mod:`checker.fetch`, on the driver) instead of for every value.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from checker import fetch
+from checker.definitions import (
+    ABORTED_READ,
+    DIVERGENCE_EXAMPLE_COLUMNS,
+    DUPLICATE,
+    LOST_READ,
+    LOST_WRITE,
+    NONMONOTONIC_POLL,
+    OFFSET_EXAMPLE_COLUMNS,
+    POLL_EXAMPLE_COLUMNS,
+    POLL_SKIP,
+    TYPE_FAIL,
+    TYPE_OK,
+    UNEXPECTED,
+    UNSEEN,
+    VALUE_EXAMPLE_COLUMNS,
+)
+from checker.engine import plain_value, to_pandas
+from checker.evidence import RunInput
+from checker.pandas.engine import aggregate_values
+from checker.spark.inputs import SparkInputs, holds_only
+from harness.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
+from harness.record.replicas import REPLICAS_SCHEMA
+
+_FACT_ROWS: dict[str, frozenset[str]] = {
+    LOST_WRITE: frozenset({"ok", "drain"}),
+    UNSEEN: frozenset({"ok", "poll", "drain"}),
+    ABORTED_READ: frozenset({"fail", "poll", "drain"}),
+    LOST_READ: frozenset({"send", "poll", "drain"}),
+    UNEXPECTED: frozenset({"send", "poll", "drain"}),
+    DUPLICATE: frozenset({"poll", "drain"}),
+}
+"""The history rows each value check's facts come from (see the flags in ``value_anomalies``):
+sends of any outcome, acknowledged sends, failed sends, poll records, drain records."""
+
+
+def _key_tuple(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An op key (``OP_KEY_COLUMNS``) as plain Python values, missing ones as ``None``."""
+    return tuple(plain_value(value) for value in key)
+
+
+def _collect(frame: DataFrame) -> pd.DataFrame:
+    return to_pandas(frame.toArrow())
+
+
+def _top(frame: DataFrame, group: list[str], order: list[str], limit: int) -> DataFrame:
+    """The first ``limit`` rows per group (ascending, nulls first) with the group's ``total``."""
+    ordered = Window.partitionBy(*group).orderBy(*[F.col(c).asc_nulls_first() for c in order])
+    return (
+        frame.withColumn("_rank", F.row_number().over(ordered))
+        .withColumn("total", F.count(F.lit(1)).over(Window.partitionBy(*group)))
+        .where(F.col("_rank") <= limit)
+        .drop("_rank")
+    )
+
+
+class SparkEngine:
+    """Answers the engine questions with one SparkSession (see :mod:`checker.spark.session`)."""
+
+    name = "spark"
+    concurrent = True
+    """The driver may ask two questions at once (see ``checker.driver``): Spark runs both jobs."""
+
+    def __init__(self, session: SparkSession, *, bucketed: bool | None = None) -> None:
+        """``bucketed``: force the input layout of :mod:`checker.spark.inputs` (default: its choice)."""
+        self.spark = session
+        self.inputs = SparkInputs(session, bucketed)
+        self._counts_for: tuple[int, ...] = ()
+        self._counts_cache = pd.DataFrame()
+        self._counting = threading.Lock()  # row counts and drain status may be asked from two threads
+        # The ops of the value-check examples, read with their details: (pass, keys, rows).
+        self._example_ops: tuple[tuple[int, ...], set[tuple[Any, ...]], pd.DataFrame] = (
+            (),
+            set(),
+            pd.DataFrame(),
+        )
+
+    def close(self) -> None:
+        self.inputs.close()
+
+    # ---------------------------------------------------------------- inputs
+
+    def _history(self, runs: list[RunInput]) -> DataFrame:
+        """All histories of the pass as one DataFrame (the schema is given: no footer is read twice)."""
+        return self.inputs.frame([(run.history_run_id, run.history_path) for run in runs], HISTORY_SCHEMA)
+
+    def _replicas(self, runs: list[RunInput]) -> DataFrame:
+        with_replicas = [run for run in runs if run.replicas_path is not None]
+        frame = self.inputs.frame(
+            [
+                (run.replicas_run_id, run.replicas_path)
+                for run in with_replicas
+                if run.replicas_path is not None and run.replicas_run_id is not None
+            ],
+            REPLICAS_SCHEMA,
+        )
+        if all(
+            run.replicas_path is not None and holds_only(run.replicas_path, "topic", run.topic)
+            for run in with_replicas
+        ):
+            # Most dumps hold the run's topic alone, which their footers prove: comparing every
+            # row's topic cost about 1 of the divergence job's 17 CPU-seconds at 50 M ops.
+            return frame.drop("topic")
+        topics = {run.topic for run in with_replicas}
+        if len(topics) == 1:
+            return frame.where(F.col("topic") == topics.pop()).drop("topic")
+        wanted = self._small(
+            pd.DataFrame(
+                {
+                    "run_id": [run.replicas_run_id for run in with_replicas],
+                    "topic": [run.topic for run in with_replicas],
+                }
+            ),
+            pa.schema([("run_id", pa.int64()), ("topic", pa.string())]),
+        )
+        return frame.join(F.broadcast(wanted), ["run_id", "topic"]).drop("topic")
+
+    def _small(self, frame: pd.DataFrame, schema: pa.Schema) -> DataFrame:
+        """A small driver-side table as a DataFrame, by way of Arrow.
+
+        Arrow tables become a local relation inside the JVM; a list of rows is unpickled by
+        Python worker processes, which cost 1.5 s to start on a 2-core machine.
+        """
+        return self.spark.createDataFrame(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+
+    # ---------------------------------------------------------------- questions
+
+    def _counts(self, runs: list[RunInput]) -> pd.DataFrame:
+        """Row counts and drain status in one job: grouped by (run, f, type, is_record, drained partition)."""
+        key = tuple(run.history_run_id for run in runs)
+        with self._counting:
+            return self._counts_of(runs, key)
+
+    def _counts_of(self, runs: list[RunInput], key: tuple[int, ...]) -> pd.DataFrame:
+        if self._counts_for != key:
+            is_drain = (F.col("f") == F_DRAIN) & (F.col("type") == TYPE_OK)
+            rows = self._history(runs).select(
+                "run_id",
+                "f",
+                "type",
+                F.col("item").isNotNull().alias("is_record"),
+                F.when(is_drain, F.col("partition")).alias("drain_partition"),
+                F.when(is_drain, F.col("complete")).alias("complete"),
+                F.when(is_drain, F.col("end_offset")).alias("end_offset"),
+            )
+            grouped = rows.groupBy("run_id", "f", "type", "is_record", "drain_partition").agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.max("complete").alias("complete"),
+                F.max("end_offset").alias("end_offset"),
+            )
+            self._counts_cache, self._counts_for = _collect(grouped), key
+        return self._counts_cache
+
+    def row_counts(self, runs: list[RunInput]) -> pd.DataFrame:
+        counts = self._counts(runs)
+        return counts.groupby(["run_id", "f", "type", "is_record"])["rows"].sum().reset_index()
+
+    def drain_status(self, runs: list[RunInput]) -> pd.DataFrame:
+        counts = self._counts(runs)
+        drains = counts[counts["drain_partition"].notna()]
+        drains = drains.assign(records=drains["rows"].where(drains["is_record"], 0))
+        return (
+            drains.rename(columns={"drain_partition": "partition"})
+            .groupby(["run_id", "partition"])
+            .agg(complete=("complete", "max"), end_offset=("end_offset", "max"), records=("records", "sum"))
+            .reset_index()
+        )
+
+    def value_anomalies(
+        self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
+    ) -> pd.DataFrame:
+        f, kind = F.col("f"), F.col("type")
+        send, poll, drain = f == F_SEND, f == F_POLL, f == F_DRAIN
+        ok, read = send & (kind == TYPE_OK), poll | drain
+        # Only the rows the asked checks' facts come from are aggregated: lost-write and
+        # duplicate alone need no send invokes, 39 % of the rows at 50 M ops.
+        kinds_needed = set().union(*(_FACT_ROWS[check] for check in checks if check in _FACT_ROWS))
+        needed = {
+            "send": send,
+            "ok": ok,
+            "fail": send & (kind == TYPE_FAIL),
+            "poll": poll,
+            "drain": drain,
+        }
+        wanted = functools.reduce(
+            lambda left, right: left | right,
+            [needed[name] for name in sorted(kinds_needed)],
+            F.lit(False),
+        )
+        rows = self._history(runs).where(wanted & F.col("value").isNotNull())
+        # The five yes/no facts travel as bits of one byte (bit_or), which keeps the shuffled
+        # rows narrow; the pandas engine computes the same facts column by column.
+        bits = (
+            send.cast("byte")
+            + ok.cast("byte") * 2
+            + (send & (kind == TYPE_FAIL)).cast("byte") * 4
+            + poll.cast("byte") * 8
+            + drain.cast("byte") * 16
+        ).cast("byte")
+        # Only what decides the flags is aggregated here.  The example columns (send and read
+        # indexes, ack and poll offsets) are computed on the driver for the few values shown:
+        # four more aggregates over every value cost a third of this job.
+        read_offset = F.when(read, F.col("offset"))
+        values = rows.groupBy("run_id", "partition", "value").agg(
+            F.bit_or(bits).alias("facts"),
+            F.min(read_offset).alias("read_min_offset"),
+            F.max(read_offset).alias("read_max_offset"),
+        )
+        fact = F.col("facts")
+        values = values.select(
+            "*",
+            *[
+                ((fact.bitwiseAND(bit)) != 0).cast("int").alias(name)
+                for name, bit in (("sent", 1), ("acked", 2), ("failed", 4), ("polled", 8), ("drained", 16))
+            ],
+        )
+        done = F.coalesce(F.col("complete"), F.lit(False))
+        acked, sent, undrained = F.col("acked") == 1, F.col("sent") == 1, F.col("drained") == 0
+        read_any = F.col("polled") + F.col("drained") > 0
+        flags = {
+            LOST_WRITE: acked & undrained & done,
+            UNSEEN: acked & undrained & (F.col("polled") == 0) & ~done,
+            ABORTED_READ: (F.col("failed") == 1) & read_any,
+            LOST_READ: sent & (F.col("polled") > 0) & undrained & done,
+            UNEXPECTED: ~sent & read_any,
+            DUPLICATE: F.col("read_min_offset") != F.col("read_max_offset"),
+        }
+        chosen = {name: flag for name, flag in flags.items() if name in checks}
+        status = F.broadcast(
+            self._small(
+                complete[["run_id", "partition", "complete"]],
+                pa.schema([("run_id", pa.int64()), ("partition", pa.int32()), ("complete", pa.bool_())]),
+            )
+        )
+        kinds = F.array(*[F.when(flag, F.lit(name)) for name, flag in chosen.items()])
+        stacked = (
+            values.join(status, ["run_id", "partition"], "left")
+            # A plain disjunction: ``exists`` over the array is interpreted (no generated code)
+            # for every group, 2 CPU-seconds of the job at 50 M ops.
+            .where(functools.reduce(lambda left, right: left | right, chosen.values(), F.lit(False)))
+            .select("*", F.explode(kinds).alias("kind"))
+            .where(F.col("kind").isNotNull())
+            .withColumn("value_text", F.lit(None).cast("string"))
+        )
+        if UNEXPECTED in checks:
+            stacked = stacked.unionByName(self._unexpected_text(runs), allowMissingColumns=True)
+        columns = ["run_id", "kind", "total", *VALUE_EXAMPLE_COLUMNS]
+        top = _top(stacked, ["run_id", "kind"], ["partition", "value", "value_text"], limit)
+        found = _collect(
+            top.select(
+                *[name if name in top.columns else F.lit(None).cast("long").alias(name) for name in columns]
+            )
+        )
+        ordered = self._with_details(runs, found, tuple(run.history_run_id for run in runs)).sort_values(
+            ["run_id", "kind", "partition", "value", "value_text"], na_position="first", kind="stable"
+        )
+        return ordered[columns].reset_index(drop=True)
+
+    def _with_details(
+        self, runs: list[RunInput], found: pd.DataFrame, pass_key: tuple[int, ...]
+    ) -> pd.DataFrame:
+        """Fill the example columns of integer values from their rows, read on the driver.
+
+        The same read finds the ops these examples show; they are kept for :meth:`fetch_ops`.
+        """
+        shown = found[found["value"].notna()]
+        if shown.empty:
+            return found
+        keys = ["run_id", "partition", "value"]
+        details, op_keys, ops = fetch.value_details_with_ops(
+            runs, shown[keys].drop_duplicates(), aggregate_values
+        )
+        self._example_ops = (pass_key, {_key_tuple(key) for key in op_keys.itertuples(index=False)}, ops)
+        detail_columns = ["ack_offset", "send_index", "read_index", "poll_offset"]
+        filled = shown.drop(columns=detail_columns).merge(
+            details[[*keys, *detail_columns]], on=keys, how="left"
+        )
+        return pd.concat([found[found["value"].isna()], filled], ignore_index=True)
+
+    def _unexpected_text(self, runs: list[RunInput]) -> DataFrame:
+        f = F.col("f")
+        reads = self._history(runs).where(
+            ((f == F_POLL) | (f == F_DRAIN)) & F.col("item").isNotNull() & F.col("value").isNull()
+        )
+        return (
+            reads.groupBy("run_id", "partition", "value_text")
+            .agg(
+                F.min("index").alias("read_index"),
+                F.min(F.when(f == F_POLL, F.col("offset"))).alias("poll_offset"),
+                F.min("offset").alias("read_min_offset"),
+                F.max("offset").alias("read_max_offset"),
+            )
+            .withColumn("kind", F.lit(UNEXPECTED))
+            .withColumn("value", F.lit(None).cast("long"))
+        )
+
+    def offset_anomalies(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+        f = F.col("f")
+        observing = ((f == F_SEND) & (F.col("type") == TYPE_OK) & F.col("offset").isNotNull()) | (
+            ((f == F_POLL) | (f == F_DRAIN)) & F.col("item").isNotNull()
+        )
+        text_hash = F.when(F.col("value_text").isNotNull(), F.xxhash64("value_text"))
+        positions = (
+            self._history(runs)
+            .where(observing)
+            .groupBy("run_id", "partition", "offset")
+            .agg(
+                F.count(F.lit(1)).alias("observations"),
+                F.count("value").alias("n_int"),
+                F.min("value").alias("int_min"),
+                F.max("value").alias("int_max"),
+                F.count(text_hash).alias("n_text"),
+                F.min(text_hash).alias("text_min"),
+                F.max(text_hash).alias("text_max"),
+            )
+        )
+        n, n_int, n_text = F.col("observations"), F.col("n_int"), F.col("n_text")
+        inconsistent = (
+            F.coalesce(F.col("int_min") != F.col("int_max"), F.lit(False))
+            | ((n_int > 0) & (n_int < n))
+            | (
+                (n_int == 0)
+                & (
+                    F.coalesce(F.col("text_min") != F.col("text_max"), F.lit(False))
+                    | ((n_text > 0) & (n_text < n))
+                )
+            )
+        )
+        found = positions.where(inconsistent)
+        return _collect(
+            _top(found, ["run_id"], ["partition", "offset"], limit).select(
+                "run_id", "total", *OFFSET_EXAMPLE_COLUMNS
+            )
+        )
+
+    def poll_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        reads = self._history(runs).where(
+            (F.col("f") == F_POLL) & (F.col("type") == TYPE_OK) & F.col("item").isNotNull()
+        )
+        sequence = Window.partitionBy("run_id", "process", "partition").orderBy("index", "item")
+        reads = (
+            reads.select("run_id", "process", "partition", "index", "item", "offset")
+            .withColumn("prev_index", F.lag("index").over(sequence))
+            .withColumn("prev_offset", F.lag("offset").over(sequence))
+            .where(F.col("prev_offset").isNotNull())
+        )
+        delta = F.col("offset") - F.col("prev_offset")
+        kind = F.when(delta > 1, F.lit(POLL_SKIP)).when(delta < 1, F.lit(NONMONOTONIC_POLL))
+        found = reads.withColumn("kind", kind).where(F.col("kind").isin(*checks))
+        columns = ["run_id", "kind", "total", *POLL_EXAMPLE_COLUMNS]
+        return _collect(
+            _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit).select(*columns)
+        )
+
+    def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+        """One scan, one aggregation: per (run, partition, offset), one identity column per replica.
+
+        ``node_index`` (the node's position in the run's node list) turns "which replicas
+        disagree" into integer columns of a hash aggregate, so the replica pairs and their first
+        divergent offsets come out of the same job, without joining the replicas back.
+        """
+        columns = ["run_id", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
+        width = max(len(run.replica_nodes) for run in runs)
+        identities = [
+            F.max(F.when(F.col("node_index") == n, F.col("record_id"))).alias(f"id{n}") for n in range(width)
+        ]
+        positions = self._replicas(runs).groupBy("run_id", "partition", "offset").agg(*identities)
+        pair_flags = {
+            (a, b): F.col(f"id{a}").isNotNull()
+            & F.col(f"id{b}").isNotNull()
+            & (F.col(f"id{a}") != F.col(f"id{b}"))
+            for a in range(width)
+            for b in range(a + 1, width)
+        }
+        if not pair_flags:
+            return pd.DataFrame(columns=columns)
+        differing = F.array(
+            *[
+                F.when(flag, F.struct(F.lit(a).alias("a"), F.lit(b).alias("b")))
+                for (a, b), flag in pair_flags.items()
+            ]
+        )
+        # One job: every divergent position is exploded into its disagreeing replica pairs;
+        # the pair listed first (``pair_number`` 0) counts the position once, so the run's
+        # total of divergent positions is the sum of ``first_of_position`` over its pairs --
+        # no cached intermediate and no second pass over it.
+        pairs = (
+            positions.select(
+                "run_id",
+                "partition",
+                "offset",
+                F.posexplode(F.filter(differing, lambda pair: pair.isNotNull())).alias("pair_number", "pair"),
+            )
+            .groupBy("run_id", "partition", F.col("pair.a").alias("a"), F.col("pair.b").alias("b"))
+            .agg(
+                F.min("offset").alias("offset"),
+                F.count(F.lit(1)).alias("positions"),
+                F.count(F.when(F.col("pair_number") == 0, F.lit(1))).alias("first_of_position"),
+            )
+        )
+        found = _collect(pairs)
+        if found.empty:
+            return pd.DataFrame(columns=columns)
+        totals = found.groupby("run_id")["first_of_position"].sum().rename("total").reset_index()
+        nodes = {run.replicas_run_id: run.replica_nodes for run in runs}
+        found = found.assign(
+            node_a=[nodes[int(r)][int(a)] for r, a in zip(found["run_id"], found["a"], strict=True)],
+            node_b=[nodes[int(r)][int(b)] for r, b in zip(found["run_id"], found["b"], strict=True)],
+        )
+        # Name order can differ from index order: put the lexically smaller node first, as pandas does.
+        swap = found["node_a"] > found["node_b"]
+        found.loc[swap, ["node_a", "node_b"]] = found.loc[swap, ["node_b", "node_a"]].to_numpy()
+        found = found.sort_values(["run_id", "partition", "node_a", "node_b"], kind="stable")
+        top = found[found.groupby("run_id").cumcount() < limit]
+        return top.merge(totals, on="run_id")[columns].reset_index(drop=True)
+
+    # ---------------------------------------------------------------- example rows
+
+    def fetch_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+        """Read on the driver (see :mod:`checker.fetch`): a Spark job here cost 7-10 s at 50 runs.
+
+        The value-check examples' ops were read with their details (``value_anomalies``);
+        the rule of ``Engine.fetch_ops`` picks the rows of those keys from what was kept.
+        """
+        pass_key, known, kept = self._example_ops
+        if pass_key != tuple(run.history_run_id for run in runs) or not known:
+            return fetch.fetch_ops(runs, keys)
+        served = np.array([_key_tuple(key) in known for key in keys.itertuples(index=False)], dtype=bool)
+        rows = fetch.select_example_rows(kept, keys[served])
+        if not served.all():
+            others = fetch.fetch_ops(runs, keys[~served])
+            if not others.empty:
+                rows = others if rows.empty else pd.concat([rows, others], ignore_index=True)
+        return rows.drop_duplicates(["run_id", "index", "item"]).reset_index(drop=True)
+
+    def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+        return fetch.fetch_observations(runs, keys)
+
+    def fetch_replica_records(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
+        return fetch.fetch_replica_records(runs, keys)

@@ -1,0 +1,154 @@
+"""How the Spark engine reads a pass's Parquet files: as plain files, or as a bucketed table.
+
+Every history (and replica) file holds exactly one run, and every question the engine asks
+groups by ``run_id`` first.  Spark cannot know that from plain files, so each grouped
+aggregation would shuffle all its partial results (about 14 M rows for a 50 M-op
+campaign) only to bring together rows that were in one file all along.
+
+A *bucketed table* is Spark's own way of saying "rows with equal ``run_id`` are in one
+file": :class:`SparkInputs` registers the pass's files as an external table ``CLUSTERED BY
+(run_id)``, whose files are symbolic links, named with their bucket number, to the stored
+files (nothing is copied, and the links live in a scratch directory that is removed
+afterwards).  Spark then aggregates each run inside the task that reads it, with no
+exchange: measured on 50 one-million-op runs, the value aggregation went from 15.9 s to
+9.1 s on 2 cores.
+
+When it is used, and why only then:
+
+* only with a local master -- the links are on the driver's disk, which a cluster's
+  executors cannot see;
+* only with at least two runs per core -- a bucket is read by one task, so a single big
+  run would lose the parallelism of reading its row groups on several cores;
+* only when every file's footer says it holds one ``run_id`` (min = max = the run's id),
+  since a run split over two buckets would be counted twice.
+
+The bucket number of a run is Spark's own ``pmod(hash(run_id), buckets)``, so the table
+is exactly what Spark would have written itself.  Otherwise the plain files are read
+with the declared schema; both paths give the same answers (tests run both).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+_SPARK_TYPES = {
+    "int8": "byte",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long",
+    "string": "string",
+    "bool": "boolean",
+}
+FETCH_RUNS_PER_JOB = int(os.environ.get("TM_CHUNK", "8"))
+"""Per-run example fetches are unions of this many single-file scans per Spark job."""
+
+
+def pa_to_spark_schema(schema: pa.Schema) -> str:
+    """A Spark DDL schema for one of the Arrow schemas of :mod:`harness.record.history`."""
+    return ", ".join(f"`{field.name}` {_SPARK_TYPES[str(field.type)]}" for field in schema)
+
+
+def holds_only(path: Path, name: str, value: object) -> bool:
+    """Whether the footer statistics of ``path`` prove every row has ``value`` in column ``name`` (no data read)."""
+    try:
+        metadata = pq.ParquetFile(path).metadata
+        column = metadata.schema.names.index(name)
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max or stats.null_count:
+                return False
+            if stats.min != value or stats.max != value:
+                return False
+    except (OSError, ValueError, pa.ArrowException):
+        return False
+    return True
+
+
+class SparkInputs:
+    """The DataFrames of one engine: each distinct list of files is registered once.
+
+    ``bucketed`` forces a layout (``True``/``False``); ``None`` chooses as described in
+    the module docstring.
+    """
+
+    def __init__(self, session: SparkSession, bucketed: bool | None = None) -> None:
+        self.spark = session
+        self.bucketed = bucketed
+        self._frames: dict[tuple[str, ...], DataFrame] = {}
+        self._scratch: Path | None = None
+        self._lock = threading.Lock()  # the driver may ask from two threads at once
+
+    @property
+    def scratch(self) -> Path | None:
+        """The directory of links of the bucketed tables, while there is one."""
+        return self._scratch
+
+    def close(self) -> None:
+        """Remove the scratch directory of links (the stored files are never touched)."""
+        with self._lock:
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch = None
+
+    def _wants_buckets(self, files: Sequence[tuple[int, Path]]) -> bool:
+        if self.bucketed is not None:
+            return self.bucketed and all(holds_only(path, "run_id", run_id) for run_id, path in files)
+        context = self.spark.sparkContext
+        if not (context.master or "").startswith("local") or len(files) < 2 * context.defaultParallelism:
+            return False
+        return all(holds_only(path, "run_id", run_id) for run_id, path in files)
+
+    def frame(self, files: Sequence[tuple[int, Path]], schema: pa.Schema) -> DataFrame:
+        """All ``(run_id, path)`` files as one DataFrame with ``schema`` (cached per file list)."""
+        key = tuple(str(path) for _, path in files)
+        with self._lock:
+            return self._frame(key, files, schema)
+
+    def _frame(self, key: tuple[str, ...], files: Sequence[tuple[int, Path]], schema: pa.Schema) -> DataFrame:
+        if key not in self._frames:
+            ddl = pa_to_spark_schema(schema)
+            if self._wants_buckets(files):
+                self._frames[key] = self._bucketed_table(files, ddl)
+            else:
+                paths = [str(path.resolve()) for _, path in files]
+                self._frames[key] = self.spark.read.schema(ddl).parquet(*paths)
+        return self._frames[key]
+
+    def _bucketed_table(self, files: Sequence[tuple[int, Path]], ddl: str) -> DataFrame:
+        buckets = len(files)
+        # From Arrow: a local relation in the JVM, where a list of rows would start Python workers.
+        numbered = self.spark.createDataFrame(
+            pa.table({"run_id": pa.array([r for r, _ in files], pa.int64())})
+        )
+        bucket_of = {
+            int(row[0]): int(row[1])
+            for row in numbered.select("run_id", F.expr(f"pmod(hash(run_id), {buckets})")).collect()
+        }
+        if self._scratch is None:
+            # spark.local.dir may list several directories ("/a,/b"); the first will do.
+            local_dirs = self.spark.conf.get("spark.local.dir", None)
+            parent = (local_dirs.split(",")[0].strip() or None) if local_dirs else None
+            self._scratch = Path(tempfile.mkdtemp(prefix="tidemark-tables-", dir=parent))
+        name = f"tidemark_pass_{uuid.uuid4().hex}"  # unique in the session's catalog
+        location = self._scratch / name
+        location.mkdir()
+        for number, (run_id, path) in enumerate(files):
+            # Spark reads the bucket number from the name: part-<n>_<bucket>.c000.parquet
+            link = location / f"part-{number:05d}_{bucket_of[run_id]:05d}.c000.parquet"
+            os.symlink(path.resolve(), link)
+        self.spark.sql(
+            f"CREATE TABLE {name} ({ddl}) USING parquet CLUSTERED BY (run_id) INTO {buckets} BUCKETS "
+            f"LOCATION '{location.as_uri()}'"
+        )
+        return self.spark.table(name)

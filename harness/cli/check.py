@@ -1,0 +1,204 @@
+"""``tidemark check PATH_OR_GLOB... [--engine spark|pandas] [--master URL] [--json]``.
+
+Each argument is a run directory (it holds ``test.json``), a directory searched for run
+directories at any depth (a campaign, or the whole store), or a glob of either.  Every
+run gets ``results.json``; with more than one run (or ``--summary``) a campaign summary is
+written as Parquet and printed as a table.  Exit codes: 0 all valid, 1 any invalid,
+2 any unknown (and none invalid), 254 bad arguments or bad input, 255 internal error.
+
+``--engine auto`` (the default) uses pandas for a single run -- no JVM to start -- and
+Spark for a batch, in one session, one job per question over all runs at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.driver import check_pass, write_results
+from checker.engine import Engine
+from checker.evidence import InputError, RunInput, load_run, split_passes
+from checker.summary import print_summary, summary_rows, write_summary
+from harness.cli.main import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+
+SUMMARY_FILE = "check-summary.parquet"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH_OR_GLOB", help="run directories, directories of runs, or globs"
+    )
+    add_check_options(parser)
+
+
+def add_check_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "spark", "pandas"),
+        default="auto",
+        help="default: pandas for one run, Spark for several",
+    )
+    parser.add_argument(
+        "--master", metavar="URL", help="Spark master (default local[*]); implies --engine spark"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    parser.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="skip and count bad history/dump lines (verdict at best unknown)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=DEFAULT_EXAMPLE_LIMIT,
+        metavar="N",
+        help="example ops per anomaly (default 5)",
+    )
+    parser.add_argument(
+        "--checks",
+        metavar="LIST",
+        help=f"comma-separated subset of: {','.join(ALL_CHECKS)} (verdict at best unknown)",
+    )
+    parser.add_argument(
+        "--summary",
+        metavar="FILE",
+        help=f"campaign summary Parquet (default: {SUMMARY_FILE} in the runs' common parent)",
+    )
+    parser.add_argument("--driver-memory", default="3g", help="Spark driver heap for local runs (default 3g)")
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "test.json").is_file()
+
+
+def resolve_runs(arguments: Sequence[str]) -> list[Path]:
+    """Run directories named by the arguments, each once (symlinks such as store/latest resolved)."""
+    found: dict[Path, None] = {}
+    for argument in arguments:
+        matches = [Path(m) for m in sorted(glob.glob(argument, recursive=True))] or [Path(argument)]
+        hit = False
+        for match in matches:
+            if _is_run(match):
+                found[match.resolve()] = None
+                hit = True
+            elif match.is_dir():
+                for spec in sorted(match.rglob("test.json")):
+                    found[spec.parent.resolve()] = None
+                    hit = True
+        if not hit:
+            raise UsageError(f"{argument}: no run directory (a directory holding test.json) found there")
+    return list(found)
+
+
+def parse_checks(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ALL_CHECKS
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in ALL_CHECKS]
+    if unknown or not chosen:
+        raise UsageError(
+            f"--checks: unknown check(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(ALL_CHECKS)}"
+        )
+    return tuple(c for c in ALL_CHECKS if c in chosen)
+
+
+@contextlib.contextmanager
+def open_engine(kind: str, master: str | None, driver_memory: str) -> Iterator[Engine]:
+    if kind == "pandas":
+        from checker.pandas.engine import PandasEngine
+
+        yield PandasEngine()
+        return
+    from checker.spark.engine import SparkEngine
+    from checker.spark.session import DEFAULT_MASTER, spark_session
+
+    with spark_session(master or DEFAULT_MASTER, driver_memory=driver_memory) as session:
+        engine = SparkEngine(session)
+        try:
+            yield engine
+        finally:
+            engine.close()
+
+
+def check_runs(
+    runs: list[RunInput], engine: Engine, checks: Sequence[str], limit: int
+) -> list[dict[str, Any]]:
+    """Results for every run, in input order, writing each run's ``results.json``."""
+    by_dir: dict[Path, dict[str, Any]] = {}
+    for group in split_passes(runs):
+        for run, result in zip(group, check_pass(engine, group, checks, limit), strict=True):
+            write_results(result, run.run_dir)
+            by_dir[run.run_dir] = result
+    return [by_dir[run.run_dir] for run in runs]
+
+
+def exit_code(results: list[dict[str, Any]]) -> int:
+    verdicts = [r["valid"] for r in results]
+    if False in verdicts:
+        return EXIT_INVALID
+    return EXIT_UNKNOWN if "unknown" in verdicts else EXIT_VALID
+
+
+def _verdict_line(result: dict[str, Any]) -> str:
+    verdict = {True: "valid", False: "INVALID", "unknown": "unknown"}[result["valid"]]
+    parts = []
+    for name, anomaly in result["anomalies"].items():
+        note = f", expected: {anomaly['rule']}" if anomaly["expected"] else ""
+        note += " (warning)" if anomaly["severity"] == "warning" else ""
+        parts.append(f"{name} x{anomaly['count']}{note}")
+    detail = "; ".join(parts)
+    if result["incomplete"]:
+        detail += ("; " if detail else "") + "incomplete: " + "; ".join(result["incomplete"])
+    return f"{verdict:8} {result['run']}" + (f"  [{detail}]" if detail else "")
+
+
+def execute(args: argparse.Namespace, run_dirs: list[Path], session_engine: Engine | None = None) -> int:
+    checks = parse_checks(args.checks)
+    if args.examples < 0:
+        raise UsageError("--examples must be >= 0")
+    try:
+        runs = [load_run(d, skip_bad_lines=args.skip_bad_lines) for d in run_dirs]
+    except InputError as error:
+        raise UsageError(str(error)) from None
+    engine_kind = args.engine
+    if args.master:
+        engine_kind = "spark"
+    elif engine_kind == "auto":
+        engine_kind = "pandas" if len(runs) == 1 else "spark"
+    if session_engine is not None:
+        results = check_runs(runs, session_engine, checks, args.examples)
+    else:
+        with open_engine(engine_kind, args.master, args.driver_memory) as engine:
+            results = check_runs(runs, engine, checks, args.examples)
+    console = Console(file=sys.stderr if args.json else sys.stdout, highlight=False, soft_wrap=True)
+    if len(results) > 1 or args.summary:
+        rows = summary_rows(results, [str(run.spec.get("name", "")) for run in runs])
+        target = (
+            Path(args.summary)
+            if args.summary
+            else Path(os.path.commonpath([str(d) for d in run_dirs])) / SUMMARY_FILE
+        )
+        if len(run_dirs) == 1 and not args.summary:
+            target = run_dirs[0].parent / SUMMARY_FILE
+        write_summary(rows, target)
+        print_summary(rows, results, console)
+        console.print(f"summary: {target}")
+    for result in results:
+        console.print(_verdict_line(result), markup=False)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2, sort_keys=True))
+    return exit_code(results)
+
+
+def run(args: argparse.Namespace) -> int:
+    return execute(args, resolve_runs(args.paths))

@@ -1,0 +1,111 @@
+"""``tidemark image build``: build or reuse the node image; prints its tag on stdout.
+``tidemark image prune``: remove the images of earlier code versions that no container uses.
+
+Progress (with elapsed seconds) goes to stderr, so ``TAG=$(tidemark image build)`` works in scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.cli.main import EXIT_INTERNAL_ERROR, UsageError
+
+if TYPE_CHECKING:
+    import docker
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="image_action", metavar="ACTION")
+    actions.required = True
+    build = actions.add_parser(
+        "build",
+        help="build the image (no registry needed) or reuse the cached one; print its tag",
+        description="Build the Tidemark node image, or reuse it when nothing changed, and print its tag.",
+    )
+    build.add_argument(
+        "--base-image",
+        metavar="IMAGE",
+        help="build on this image (e.g. python:3.11-slim-bookworm from a registry) instead of a "
+        "Debian root filesystem made with mmdebstrap",
+    )
+    build.add_argument(
+        "--apt-sources",
+        metavar="FILE",
+        type=Path,
+        help="apt sources file for mmdebstrap (default: the host's deb822 file listing Debian bookworm)",
+    )
+    build.add_argument(
+        "--force", action="store_true", help="rebuild the base and the image, ignoring every cache"
+    )
+    build.add_argument("--quiet", action="store_true", help="print only the tag")
+    actions.add_parser(
+        "prune",
+        help="remove older tidemark:<hash> images no container uses (keeps the current one)",
+        description="Remove the tidemark:<hash> images of earlier code versions that no container uses.",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.image_action == "prune":
+        return _prune()
+    return _build(args)
+
+
+def _client() -> docker.DockerClient:
+    from harness.nodes.docker_remote import DockerUnavailable, connect_docker
+
+    try:
+        return connect_docker()
+    except DockerUnavailable as error:
+        raise UsageError(str(error)) from error
+
+
+def _prune() -> int:
+    from harness.cluster.image import ImageBuildError, ensure_image, prune_images
+
+    client = _client()
+    try:
+        current = ensure_image(client)
+        removed = prune_images(client, keep=current)
+    except ImageBuildError as error:
+        print(f"tidemark image prune: error: {error}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    print(f"removed {len(removed)} images; kept {current}")
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from harness.cluster.image import ImageBuildError, ensure_image
+
+    if args.apt_sources is not None and args.base_image is not None:
+        raise UsageError(
+            "--apt-sources and --base-image exclude each other (--apt-sources is for the mmdebstrap base)"
+        )
+    if args.apt_sources is not None and not args.apt_sources.is_file():
+        raise UsageError(f"--apt-sources {args.apt_sources}: no such file")
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    client = _client()
+    try:
+        tag = ensure_image(
+            client,
+            base_image=args.base_image,
+            apt_sources=args.apt_sources,
+            force=args.force,
+            progress=progress,
+        )
+    except ImageBuildError as error:
+        print(f"tidemark image build: error: {error}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    size = client.images.get(tag).attrs.get("Size", 0)
+    progress(f"ready: {tag} ({size / 2**20:.0f} MiB) in {time.monotonic() - started:.1f} s")
+    print(tag)
+    return 0

@@ -1,0 +1,218 @@
+"""``tidemark run``: one test against the bundled broker in Docker (or a scenario).
+
+Examples::
+
+    tidemark run --time-limit 30 --nemesis kill,partition --nemesis-interval 10
+    tidemark run --set truncation.mode=high-watermark --set flush.messages=1 --seed 7
+    tidemark run --scenario kip101-loss --set truncation.mode=high-watermark
+
+Prints the run directory, a live progress line, and the verdict; exit codes as
+``tidemark check`` (0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli.main import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from harness.run.spec import SpecError, TestSpec
+from nemesis.spec import NemesisSpec
+from workloads.queue import QueueSpec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--name", default=None, help="test name (store/<name>/...); default: workload or scenario"
+    )
+    parser.add_argument("--workload", default="queue", choices=("queue",))
+    parser.add_argument(
+        "--scenario", metavar="NAME_OR_FILE", help="run a scripted scenario instead of the random nemesis"
+    )
+    parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS")
+    parser.add_argument("--nodes", type=int, default=3, help="brokers (plus one controller)")
+    parser.add_argument(
+        "--nemesis", default="", metavar="FAULTS", help="comma-separated: kill,pause,partition,power-loss"
+    )
+    parser.add_argument("--nemesis-interval", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument(
+        "--nemesis-targets",
+        default=None,
+        metavar="LIST",
+        help="comma-separated: one,minority,majority,all,leader,followers",
+    )
+    parser.add_argument(
+        "--partition-scope",
+        choices=("brokers", "all"),
+        default="brokers",
+        help="partitions between brokers only, or including the controller",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="broker/controller setting"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--store", default="store", metavar="DIR")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--replication-factor", type=int, default=3)
+    parser.add_argument("--producers", type=int, default=4)
+    parser.add_argument("--consumers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=200.0, help="sends per second over all producers")
+    parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
+    parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
+    parser.add_argument(
+        "--transport",
+        default="docker",
+        choices=("docker", "ssh"),
+        help="reach the nodes by docker exec or over SSH (the containers run sshd)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT,...",
+        help="test an external Kafka-compatible cluster instead of the bundled broker in Docker",
+    )
+    parser.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="with --bootstrap: SSH inventory of the broker nodes, so faults can be injected",
+    )
+    parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    settings = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator or not key.strip():
+            raise UsageError(f"--set {pair!r}: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
+    from nemesis.spec import FAULT_KINDS, NemesisSpecError, parse_name_list
+
+    try:
+        faults = parse_name_list(args.nemesis, FAULT_KINDS, "--nemesis") if args.nemesis else ()
+    except NemesisSpecError as error:
+        raise UsageError(str(error)) from None
+    targets = tuple(t for t in args.nemesis_targets.split(",") if t) if args.nemesis_targets else None
+    try:
+        workload = QueueSpec(
+            partitions=args.partitions,
+            replication_factor=args.replication_factor,
+            producers=args.producers,
+            consumers=args.consumers,
+            rate=args.rate,
+            acks=args.acks,
+            client=args.client,
+        )
+        nemesis = NemesisSpec(
+            faults=faults,
+            interval_seconds=args.nemesis_interval,
+            targets=targets,
+            partition_scope=args.partition_scope,
+            seed=args.seed,
+        )
+        return TestSpec(
+            name=args.name or (args.scenario or args.workload),
+            node_count=args.nodes,
+            time_limit=args.time_limit,
+            seed=args.seed,
+            settings=parse_settings(args.set),
+            workload=workload,
+            nemesis=nemesis,
+            scenario=args.scenario,
+            transport=args.transport,
+            bootstrap=args.bootstrap,
+            inventory=args.inventory,
+        )
+    except (SpecError, ValueError) as error:
+        raise UsageError(str(error)) from None
+
+
+def verdict_exit_code(verdict: object) -> int:
+    if verdict is True:
+        return EXIT_VALID
+    if verdict is False:
+        return EXIT_INVALID
+    return EXIT_UNKNOWN
+
+
+def print_verdict(outcome: object) -> None:
+    from harness.run.runner import RunOutcome
+
+    assert isinstance(outcome, RunOutcome)
+    results = outcome.results
+    if results is None:
+        print(f"verdict: not checked ({'; '.join(outcome.problems)})")
+        return
+    word = {True: "valid", False: "INVALID", "unknown": "unknown"}[results["valid"]]
+    print(f"verdict: {word}")
+    for name, anomaly in results["anomalies"].items():
+        note = f"  (expected: {anomaly['rule']})" if anomaly["expected"] else ""
+        print(f"  {name} x{anomaly['count']}{note}")
+    for reason in results.get("incomplete", []):
+        print(f"  incomplete: {reason}")
+    print(f"results: {outcome.run_dir / 'results.json'}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.cluster.bundled import SettingsError, split_settings
+    from harness.run.runner import run_test
+
+    spec = spec_from_arguments(args)
+    if spec.inventory and not spec.bootstrap:
+        raise UsageError("--inventory needs --bootstrap")
+    if spec.bootstrap and spec.power_loss_filesystem:
+        raise UsageError(
+            "power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap"
+        )
+    if spec.bootstrap and not spec.inventory and spec.scenario:
+        raise UsageError("a scenario against an external cluster needs --inventory (SSH access to its nodes)")
+    if spec.bootstrap and not spec.inventory and spec.nemesis.faults:
+        raise UsageError("faults against an external cluster need --inventory (SSH access to its nodes)")
+    if spec.inventory:
+        from harness.cluster.external import InventoryError, load_inventory
+
+        try:
+            load_inventory(Path(spec.inventory))
+        except InventoryError as error:
+            raise UsageError(str(error)) from None
+    try:
+        split_settings(spec.settings)
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
+    scenario = None
+    if spec.scenario is not None:
+        from nemesis.scenario import ScenarioError, load_scenario
+
+        try:
+            scenario = load_scenario(spec.scenario)
+        except ScenarioError as error:
+            raise UsageError(str(error)) from None
+        spec = scenario.apply_defaults(spec)
+    outcome = run_test(
+        spec,
+        Path(args.store),
+        engine=args.engine,
+        scenario=scenario.body if scenario else None,
+        out=sys.stderr,
+    )
+    print_verdict(outcome)
+    if scenario is not None and outcome.results is not None:
+        expectation = scenario.expectation_for(effective_settings(spec.settings))
+        if expectation is None:
+            print(f"scenario {scenario.name}: no expectation written for these settings")
+        else:
+            problems = expectation.problems(outcome.results)
+            print(
+                f"scenario {scenario.name}: "
+                + ("as expected" if not problems else "NOT as expected: " + "; ".join(problems))
+            )
+    return verdict_exit_code(outcome.verdict)
+
+
+def effective_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The settings with the bundled broker's defaults for the keys scenarios branch on."""
+    return {"truncation.mode": "leader-epoch", "unclean.leader.election.enable": "false", **settings}

@@ -1,0 +1,54 @@
+"""Entry point for ``spark-submit``: the Spark checker on a cluster (or any configured master).
+
+    spark-submit --master spark://host:7077 harness/cli/spark_submit.py 'store/**/20*' --json
+
+Arguments are those of ``tidemark check``, except ``--master``/``--engine``: the master and
+resources come from ``spark-submit`` itself, and the session it configured is used as is.
+The driver needs this package importable (the project's virtualenv as
+``PYSPARK_DRIVER_PYTHON``, or the package shipped with ``--py-files``); executors only run
+JVM code, since the checker uses no Python UDFs.  Run directories must be reachable from
+the driver (results.json is written there) and from the executors (they read the Parquet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from harness.cli.check import add_check_options, execute, resolve_runs
+from harness.cli.main import EXIT_BAD_ARGUMENTS, EXIT_INTERNAL_ERROR, UsageError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="spark_submit.py", description="Tidemark checker under spark-submit"
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH_OR_GLOB")
+    add_check_options(parser)
+    args = parser.parse_args(argv)
+    args.engine, args.master = "spark", None
+    from checker.spark.engine import SparkEngine
+    from checker.spark.session import build_session
+
+    try:
+        run_dirs = resolve_runs(args.paths)
+        session = build_session(None)
+        engine = SparkEngine(session)
+        try:
+            return execute(args, run_dirs, engine)
+        finally:
+            engine.close()
+            session.stop()
+    except UsageError as error:
+        print(f"spark_submit.py: error: {error}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        return EXIT_INTERNAL_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The bundled broker (``broker_impl``) run on cluster nodes through Remotes.
+
+Given one Remote per node -- Docker exec or SSH, the same code either way -- this writes
+the controller's and brokers' properties files, starts them as named daemons
+(``controller``, ``broker``), waits until the cluster answers over the Kafka protocol,
+and offers what the nemesis needs (:class:`nemesis.mechanism.ClusterHandle`): remotes,
+addresses, (re)starting a broker, and who leads a partition.  After a run it stops the
+brokers cleanly, dumps every replica with ``python -m broker_impl.dump`` and fetches
+the logs.
+
+Settings: ``--set KEY=VALUE`` pairs go to whichever process accepts the key (the
+controller, the brokers, or both), checked against broker_impl's declared keys, so a
+typo fails before anything starts.  Harness defaults differ from Kafka's in the
+failure-detection knobs only (heartbeat 250 ms, broker session 3 s, replica lag 5 s),
+so that faults play out within a short test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from broker_impl import config as broker_config
+from harness.cluster.kafka_admin import (
+    PartitionInfo,
+    all_partitions_led,
+    leader_node,
+    node_named,
+    wait_until,
+)
+from harness.nodes.remote import Remote, RemoteError
+
+logger = logging.getLogger(__name__)
+
+PYTHON = "/opt/tidemark/venv/bin/python"
+CONFIG_DIR = "/etc/tidemark"
+DATA_DIR = "/var/lib/tidemark/data"
+BACKING_DIR = "/var/lib/tidemark/backing"
+"""With the lazy filesystem, DATA_DIR is its mount and this is where durable bytes live."""
+METADATA_DIR = "/var/lib/tidemark/metadata"
+LOG_DIR = "/var/log/tidemark"
+KAFKA_PORT = 9092
+CONTROLLER_PORT = 9093
+
+HARNESS_BROKER_DEFAULTS = {
+    "broker.heartbeat.interval.ms": "250",
+    "replica.lag.time.max.ms": "5000",
+    "replica.fetch.backoff.ms": "200",
+    "replica.socket.timeout.ms": "5000",
+}
+HARNESS_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "3000"}
+
+
+class SettingsError(ValueError):
+    """A ``--set`` key or value that neither the controller nor the brokers accept."""
+
+
+def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(controller settings, broker settings); raises SettingsError naming the bad key."""
+    controller: dict[str, str] = {}
+    brokers: dict[str, str] = {}
+    for key, value in settings.items():
+        accepted = False
+        for keys, target in (
+            (broker_config.CONTROLLER_KEYS, controller),
+            (broker_config.BROKER_KEYS, brokers),
+        ):
+            if key in {k.name for k in keys}:
+                try:
+                    broker_config.apply_overrides({}, {key: value}, f"--set {key}", keys)
+                except broker_config.ConfigError as error:
+                    raise SettingsError(str(error)) from None
+                target[key] = value
+                accepted = True
+        if not accepted or key in (
+            "node.id",
+            "listeners",
+            "advertised.listeners",
+            "log.dirs",
+            "controller.quorum.bootstrap.servers",
+            "metadata.log.dir",
+        ):
+            raise SettingsError(
+                f"--set {key}: not a setting the harness lets you change"
+                if accepted
+                else f"--set {key}: unknown broker or controller setting"
+            )
+    return controller, brokers
+
+
+class BundledCluster:
+    """broker_impl on ``brokers`` (node names) plus ``controller``, reached through remotes."""
+
+    dumps_replicas = True
+
+    def __init__(
+        self,
+        remotes: Mapping[str, Remote],
+        ips: Mapping[str, str],
+        brokers: Sequence[str],
+        controller: str,
+        settings: Mapping[str, str],
+        *,
+        power_loss_filesystem: bool = False,
+    ) -> None:
+        self._remotes = dict(remotes)
+        self._ips = dict(ips)
+        self.brokers = list(brokers)
+        self.controller: str | None = controller
+        self.controller_settings, self.broker_settings = split_settings(settings)
+        self.node_ids = {name: index for index, name in enumerate(self.brokers, start=1)}
+        self.data_dir = DATA_DIR
+        self.power_loss_filesystem = power_loss_filesystem
+
+    # ---- ClusterHandle --------------------------------------------------------------------
+
+    def remote(self, node: str) -> Remote:
+        return self._remotes[node]
+
+    def ip(self, node: str) -> str:
+        return self._ips[node]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self._ips[name]}:{KAFKA_PORT}" for name in self.brokers)
+
+    def node_of(self, broker_id: int) -> str | None:
+        return node_named(self.node_ids, broker_id)
+
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        return leader_node(self.bootstrap, self.node_ids, topic, partition)
+
+    def answers(self, node: str) -> bool:
+        """Whether ``node``'s broker accepts a Kafka connection and answers ApiVersions."""
+        from kafka import KafkaAdminClient
+
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=f"{self._ips[node]}:{KAFKA_PORT}", request_timeout_ms=2000
+            )
+        except Exception:
+            return False
+        admin.close()
+        return True
+
+    def start_broker(self, node: str) -> None:
+        remote = self._remotes[node]
+        if remote.is_alive("broker"):
+            return
+        if self.power_loss_filesystem:
+            self._ensure_lazyfs(node)
+        remote.start_daemon(
+            "broker",
+            [PYTHON, "-m", "broker_impl.broker", "--config", f"{CONFIG_DIR}/broker.properties"],
+            log_path=f"{LOG_DIR}/broker.log",
+        )
+
+    # ---- the lazy filesystem (power loss) ------------------------------------------------
+
+    def _lazyfs(self, node: str, *arguments: str, timeout: float = 30.0) -> str:
+        result = self._remotes[node].exec([PYTHON, "-m", "nemesis.lazyfs", *arguments], timeout=timeout)
+        return result.stdout_text
+
+    def _ensure_lazyfs(self, node: str) -> None:
+        """Mount the lazy filesystem over the data dir unless a live one serves it.
+
+        A lazyfs process that died is a power loss in itself; its dead mount is unmounted
+        and the durable state (BACKING_DIR) served again.
+        """
+        remote = self._remotes[node]
+        if remote.is_alive("lazyfs"):
+            return
+        remote.exec(["mkdir", "-p", BACKING_DIR, self.data_dir], timeout=10)
+        # A dead mount answers ENOTCONN until unmounted; nothing mounted is fine too.
+        remote.exec([PYTHON, "-m", "nemesis.lazyfs", "unmount", self.data_dir], timeout=30, check=False)
+        remote.start_daemon(
+            "lazyfs",
+            [PYTHON, "-m", "nemesis.lazyfs", "mount", BACKING_DIR, self.data_dir, "--foreground"],
+            log_path=f"{LOG_DIR}/lazyfs.log",
+        )
+        wait_until(lambda: self._lazyfs_answers(node), 20, f"the lazy filesystem on {node}")
+
+    def _lazyfs_answers(self, node: str) -> bool:
+        try:
+            self._lazyfs(node, "control", self.data_dir, "status", timeout=5)
+            return True
+        except RemoteError:
+            return False
+
+    def drop_unsynced(self, node: str) -> None:
+        """Power loss of ``node``'s data directory (the broker must already be dead)."""
+        if not self.power_loss_filesystem:
+            raise RemoteError(node, "power loss needs the lazy filesystem (the run did not mount it)")
+        try:
+            self._lazyfs(node, "control", self.data_dir, "drop")
+        except RemoteError:
+            # The filesystem process itself is gone: that already lost everything unsynced.
+            self._remotes[node].signal("lazyfs", signal.SIGKILL, timeout=5)
+            self._ensure_lazyfs(node)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def configure(self) -> None:
+        controller_settings = {
+            "listeners": f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}",
+            "metadata.log.dir": METADATA_DIR,
+            **HARNESS_CONTROLLER_DEFAULTS,
+            **self.controller_settings,
+        }
+        assert self.controller is not None
+        self._remotes[self.controller].put(
+            broker_config.render(controller_settings).encode(), f"{CONFIG_DIR}/controller.properties"
+        )
+        for name in self.brokers:
+            settings = {
+                "node.id": str(self.node_ids[name]),
+                "listeners": f"PLAINTEXT://0.0.0.0:{KAFKA_PORT}",
+                "advertised.listeners": f"PLAINTEXT://{self._ips[name]}:{KAFKA_PORT}",
+                "controller.quorum.bootstrap.servers": f"{self._ips[self.controller]}:{CONTROLLER_PORT}",
+                "log.dirs": self.data_dir,
+                **HARNESS_BROKER_DEFAULTS,
+                **self.broker_settings,
+            }
+            remote = self._remotes[name]
+            remote.exec(["mkdir", "-p", CONFIG_DIR, LOG_DIR, self.data_dir], timeout=10)
+            remote.put(broker_config.render(settings).encode(), f"{CONFIG_DIR}/broker.properties")
+
+    def start(self, ready_timeout: float = 30.0) -> None:
+        assert self.controller is not None
+        controller = self._remotes[self.controller]
+        controller.exec(["mkdir", "-p", LOG_DIR, METADATA_DIR], timeout=10)
+        controller.start_daemon(
+            "controller",
+            [PYTHON, "-m", "broker_impl.controller", "--config", f"{CONFIG_DIR}/controller.properties"],
+            log_path=f"{LOG_DIR}/controller.log",
+        )
+        for name in self.brokers:
+            self.start_broker(name)
+        wait_until(lambda: self._all_brokers_listed(), ready_timeout, "every broker to register and answer")
+
+    def _all_brokers_listed(self) -> bool:
+        from kafka import KafkaAdminClient
+
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000)
+        except Exception:
+            return False
+        try:
+            cluster = admin.describe_cluster()
+            return len(cluster.get("brokers", [])) >= len(self.brokers)
+        except Exception:
+            return False
+        finally:
+            admin.close()
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> list[PartitionInfo]:
+        return wait_until(
+            lambda: all_partitions_led(self.bootstrap, topic, partitions),
+            timeout,
+            f"a leader for every partition of {topic}",
+        )
+
+    def stop_brokers(self, timeout: float = 15.0) -> None:
+        """Clean shutdown (SIGTERM) of every broker that runs, so the dumps read settled logs."""
+        for name in self.brokers:
+            try:
+                self._remotes[name].signal("broker", signal.SIGCONT, timeout=5)
+                self._remotes[name].signal("broker", signal.SIGTERM, timeout=5)
+            except RemoteError as error:
+                logger.warning("%s: could not stop the broker: %s", name, error)
+        for name in self.brokers:
+            try:
+                wait_until(
+                    lambda name=name: not self._remotes[name].is_alive("broker"),  # type: ignore[misc]
+                    timeout,
+                    f"{name}'s broker to stop",
+                )
+            except (TimeoutError, RemoteError):
+                with contextlib.suppress(RemoteError):
+                    self._remotes[name].signal("broker", signal.SIGKILL, timeout=5)
+
+    def dump_replica(self, node: str, target: Path) -> None:
+        """Write ``python -m broker_impl.dump`` of ``node``'s data dir to ``target``."""
+        result = self._remotes[node].exec([PYTHON, "-m", "broker_impl.dump", self.data_dir], timeout=120)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(result.stdout)
+
+    def collect_logs(self, node: str, target: Path) -> None:
+        target.mkdir(parents=True, exist_ok=True)
+        self._remotes[node].get(LOG_DIR, target, timeout=60)

@@ -1,0 +1,179 @@
+"""``index.html``: every run of a campaign (or a whole store) in one sortable table.
+
+:func:`render_index` finds every run directory at any depth below the directory given
+(a directory holding ``test.json``; symbolic links such as the store's ``latest`` are not
+followed, so no run is listed twice) and writes ``DIRECTORY/index.html`` with one row per
+run: its settings (truncation mode, acks, min.insync.replicas, unclean election, flush
+policy, nemesis faults, scenario), its colour-coded verdict (valid green, invalid red,
+invalid-but-every-anomaly-expected amber, unknown grey, not checked light grey), one
+column per anomaly kind found in any run (``*`` when the run's configuration permits it)
+and a link to the run's ``report.html``.  A click on a column header sorts by that
+column (a small inline script: numbers as numbers, verdicts by urgency); a second click
+reverses the order.
+
+Like the run report the page is self-contained and fetches nothing.  Each run costs two
+small JSON reads and a 64 KiB tail read of its history, so an index of thousands of runs
+is written in seconds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Final
+
+from harness.record.stored_run import (
+    REPORT_FILE,
+    VERDICT_LABELS,
+    VERDICT_ORDER,
+    StoredRun,
+    find_run_directories,
+    history_span_seconds,
+    key_settings,
+    load_stored_run,
+    started_at,
+)
+from harness.report.run_page import badge, esc, href, page, utc_text, write_atomically
+
+INDEX_FILE: Final = "index.html"
+SETTING_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("truncation.mode", "truncation.mode"),
+    ("acks", "acks"),
+    ("min.insync.replicas", "min ISR"),
+    ("unclean.leader.election.enable", "unclean election"),
+    ("flush", "flush"),
+    ("faults", "nemesis faults"),
+    ("scenario", "scenario"),
+)
+
+INDEX_CSS: Final = "body{max-width:none}#runs{font-size:13px}#runs td{white-space:nowrap}"
+
+SORT_SCRIPT: Final = """
+(function () {
+  "use strict";
+  function sortKey(cell) {
+    var text = cell.hasAttribute("data-sort") ? cell.getAttribute("data-sort") : cell.textContent.trim();
+    var number = Number(text);
+    return text !== "" && !isNaN(number) ? {number: true, value: number} : {number: false, value: text.toLowerCase()};
+  }
+  function compare(a, b) {
+    if (a.number !== b.number) { return a.number ? -1 : 1; }
+    return a.value < b.value ? -1 : (a.value > b.value ? 1 : 0);
+  }
+  function sortBy(table, column, header) {
+    var body = table.tBodies[0];
+    var ascending = header.getAttribute("aria-sort") !== "ascending";
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (cell) { cell.removeAttribute("aria-sort"); });
+    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+    var rows = Array.prototype.map.call(body.rows, function (row, position) {
+      return {row: row, key: sortKey(row.cells[column]), position: position};
+    });
+    rows.sort(function (a, b) {
+      var order = compare(a.key, b.key);
+      return (ascending ? order : -order) || a.position - b.position;
+    });
+    rows.forEach(function (entry) { body.appendChild(entry.row); });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (header, column) {
+      header.addEventListener("click", function () { sortBy(table, column, header); });
+    });
+  });
+})();
+"""
+
+
+def _anomaly_columns(runs: list[StoredRun]) -> list[str]:
+    """Anomaly kinds found in any run: errors first, then by name."""
+    severity: dict[str, bool] = {}
+    for run in runs:
+        for name, anomaly in (run.results or {}).get("anomalies", {}).items():
+            severity[name] = severity.get(name, False) or anomaly.get("severity") != "warning"
+    return sorted(severity, key=lambda name: (not severity[name], name))
+
+
+def _verdict_cell(run: StoredRun) -> str:
+    verdict = run.verdict
+    reasons = list(run.problems) + [str(r) for r in (run.results or {}).get("incomplete", [])]
+    title = f' title="{esc("; ".join(reasons))}"' if reasons else ""
+    return f'<td class="verdict" data-sort="{VERDICT_ORDER[verdict]}"{title}>{badge(verdict)}</td>'
+
+
+def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
+    relative = Path(os.path.relpath(run.run_dir, directory))
+    report = run.run_dir / REPORT_FILE
+    link = (
+        f'<a href="{href(relative / REPORT_FILE)}">{esc(relative.as_posix())}</a>'
+        if report.is_file()
+        else f'{esc(relative.as_posix())} <span class="note">(no report)</span>'
+    )
+    settings = key_settings(run.spec)
+    cells = [f"<td>{link}</td>", f"<td>{esc(run.name)}</td>"]
+    cells += [f"<td>{esc(settings[key])}</td>" for key, _ in SETTING_COLUMNS]
+    cells.append(_verdict_cell(run))
+    anomalies: dict[str, Any] = (run.results or {}).get("anomalies", {})
+    for name in anomaly_columns:
+        anomaly = anomalies.get(name)
+        if anomaly is None:
+            cells.append('<td class="num" data-sort="0"></td>')
+            continue
+        mark = "*" if anomaly.get("expected") else ""
+        title = f' title="expected: {esc(anomaly.get("rule"))}"' if anomaly.get("expected") else ""
+        cells.append(
+            f'<td class="num" data-sort="{int(anomaly["count"])}"{title}>{int(anomaly["count"])}{mark}</td>'
+        )
+    started = started_at(run.run_dir)
+    cells.append(
+        f'<td data-sort="{esc(started.isoformat() if started else "")}">{esc(utc_text(started))}</td>'
+    )
+    span = history_span_seconds(run.run_dir)
+    cells.append(
+        f'<td class="num" data-sort="{span if span is not None else -1}">'
+        f"{f'{span:.1f}' if span is not None else '-'}</td>"
+    )
+    return f'<tr class="verdict-{run.verdict}">{"".join(cells)}</tr>'
+
+
+def index_html(directory: Path | str) -> str:
+    """The index page for every run at or below ``directory`` (see the module docstring)."""
+    root = Path(directory)
+    runs = [load_stored_run(path) for path in find_run_directories(root)]
+    columns = _anomaly_columns(runs)
+    headers = [
+        "run",
+        "test",
+        *(title for _, title in SETTING_COLUMNS),
+        "verdict",
+        *columns,
+        "started",
+        "history (s)",
+    ]
+    head = "".join(f'<th scope="col">{esc(title)}</th>' for title in headers)
+    rows = "\n".join(_row(run, root, columns) for run in runs)
+    tally = Counter(run.verdict for run in runs)
+    summary = ", ".join(
+        f"{tally[v]} {badge(v)}"
+        for v in ("invalid", "expected", "unknown", "not-checked", "valid")
+        if tally[v]
+    )
+    body = (
+        f"<h1>Tidemark runs in {esc(root.resolve())}</h1>\n"
+        f"<p>{len(runs)} run(s){': ' + summary if summary else ''}. Written "
+        f"{esc(utc_text(datetime.datetime.now(datetime.UTC)))}.</p>\n"
+        '<p class="note">Click a column header to sort; again to reverse. <b>*</b>: permitted by the run\'s '
+        "configuration (hover for the rule). Hover a verdict for why evidence was incomplete.</p>\n"
+    )
+    if runs:
+        body += f'<table class="sortable" id="runs"><thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody></table>'
+    else:
+        body += '<p class="note">No run directories (holding test.json) here yet.</p>'
+    verdicts = ", ".join(f"{VERDICT_LABELS[v]}" for v in VERDICT_ORDER)
+    body += f'\n<p class="note">Verdicts, most urgent first when sorted: {esc(verdicts)}.</p>'
+    return page(f"Tidemark: {len(runs)} run(s) in {root.name}", body, script=SORT_SCRIPT, extra_css=INDEX_CSS)
+
+
+def render_index(directory: Path | str) -> Path:
+    """Write ``directory/index.html`` (atomically) and return its path."""
+    return write_atomically(Path(directory) / INDEX_FILE, index_html(directory))

@@ -1,0 +1,562 @@
+"""``report.html``: one self-contained page that says what happened in a run and why the verdict.
+
+:func:`render_run_report` writes ``RUN_DIR/report.html``.  The page has no external assets
+and makes no network request (a Content-Security-Policy forbids it; the figure is an
+embedded PNG), so it can be archived by CI, mailed, or opened from a file share years later.
+Links to node logs and run files are relative, so the run directory can move.
+
+Sections, in reading order: the header (test, scenario, colour-coded verdict and the
+sentence that explains it); the timeline figure (:mod:`harness.report.plots`) with the
+nemesis events under it; the anomaly table with examples (for replica divergence the two
+replicas' logs around the first divergent offset, side by side, from ``replicas.parquet``);
+the evidence (what was incomplete, and the counts the checker saw); the configuration
+(settings, workload, nemesis, versions); the node logs.
+
+Bad or missing input never stops the page: a run with no ``results.json`` is "not
+checked", a run with no history says so where the figure would be, a garbage line is
+skipped and counted.  Only a path that is not a directory raises
+(:class:`harness.record.stored_run.RunDirectoryError`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import json
+import os
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow.parquet as pq
+
+from harness.record.stored_run import (
+    REPORT_FILE,
+    VERDICT_LABELS,
+    StoredRun,
+    anomaly_phrases,
+    key_settings,
+    load_stored_run,
+    started_at,
+)
+from harness.report.plots import fault_colour, render_figure, summarise_latency
+from harness.report.timeline import HistoryUnavailable, NemesisEvent, Timeline, build_timeline
+
+MAX_TEXT: Final = 400
+MAX_TABLE_ROWS: Final = 20
+DIVERGENCE_CONTEXT_BEFORE, DIVERGENCE_CONTEXT_AFTER = 2, 5
+
+PAGE_CSS: Final = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;margin:0 auto;max-width:1240px;padding:0 16px 48px}
+h1{font-size:22px;margin:18px 0 6px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+h3{font-size:15px;margin:16px 0 6px}table{border-collapse:collapse;margin:6px 0 12px}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f6f8fa}
+code,pre{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
+.badge{display:inline-block;white-space:nowrap;padding:2px 10px;border-radius:12px;color:#fff;font-weight:600;font-size:13px}
+.valid{background:#1a7f37}.invalid{background:#cf222e}.expected{background:#bf8700}
+.unknown{background:#6e7781}.not-checked{background:#8c959f}
+tr.verdict-valid td.verdict{background:#dafbe1}tr.verdict-invalid td.verdict{background:#ffebe9}
+tr.verdict-expected td.verdict{background:#fff8c5}tr.verdict-unknown td.verdict,tr.verdict-not-checked td.verdict{background:#eaeef2}
+.note{color:#57606a}.problem{color:#cf222e}.meta th{width:150px}.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.diff td{background:#ffebe9}.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px}
+.op-ok{color:#1a7f37}.op-fail{color:#cf222e}.op-info{color:#9a6700}img.plot{max-width:100%;border:1px solid #d0d7de}
+details{margin:6px 0 14px}.grid{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}summary{cursor:pointer;font-weight:600}
+table.sortable th{cursor:pointer;user-select:none}table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
+table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
+"""
+CONTENT_SECURITY_POLICY: Final = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+)
+
+
+# ----------------------------------------------------------------------------- shared HTML helpers
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def href(relative: Path | str) -> str:
+    return esc(urllib.parse.quote(Path(relative).as_posix()))
+
+
+def compact(value: Any, limit: int = MAX_TEXT) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def badge(verdict: str) -> str:
+    return f'<span class="badge {esc(verdict)}">{esc(VERDICT_LABELS.get(verdict, verdict))}</span>'
+
+
+def page(title: str, body: str, script: str | None = None, extra_css: str = "") -> str:
+    """A complete HTML document: inline CSS, optional inline script, a CSP that forbids any fetch."""
+    tail = f"<script>\n{script}\n</script>\n" if script else ""
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CONTENT_SECURITY_POLICY)}">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{esc(title)}</title>\n'
+        f"<style>{PAGE_CSS}{extra_css}</style>\n</head>\n<body>\n{body}\n{tail}</body>\n</html>\n"
+    )
+
+
+def kv_table(mapping: Mapping[str, Any], css: str = "") -> str:
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{_cell(v)}</td></tr>" for k, v in mapping.items())
+    return f'<table class="{css}">{rows}</table>' if rows else '<p class="note">(none)</p>'
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return '<span class="note">-</span>'
+    if isinstance(value, dict | list):
+        return f"<code>{esc(compact(value))}</code>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return esc(value)
+
+
+def write_atomically(path: Path, text: str) -> Path:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def utc_text(moment: datetime.datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "unknown"
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def _verdict_sentence(run: StoredRun) -> str:
+    results = run.results
+    if results is None:
+        return "No results.json: the run was not checked. <code>tidemark analyze RUN_DIR</code> checks it."
+    phrases = ", ".join(anomaly_phrases(results))
+    verdict = run.verdict
+    rules = {
+        str(a.get("rule")) for a in results.get("anomalies", {}).values() if a.get("severity") != "warning"
+    }
+    if verdict == "expected" and len(rules) == 1:
+        counts = ", ".join(
+            f"{name} x{a['count']}"
+            for name, a in sorted(results["anomalies"].items())
+            if a.get("severity") != "warning"
+        )
+        return f"Anomalies found, all permitted by this configuration ({esc(rules.pop())}): {esc(counts)}."
+    if verdict == "valid":
+        return "Every check ran on complete evidence and found nothing." + (
+            f" Warnings: {esc(phrases)}." if phrases else ""
+        )
+    if verdict == "invalid":
+        return f"Anomalies this configuration does not permit: {esc(phrases)}."
+    if verdict == "expected":
+        return f"Anomalies found, each permitted by this configuration: {esc(phrases)}."
+    return "Nothing proven wrong, but the evidence is incomplete (see Evidence)." + (
+        f" {esc(phrases)}." if phrases else ""
+    )
+
+
+def _header(run: StoredRun, timeline: Timeline | None) -> str:
+    spec = run.spec or {}
+    meta = {
+        "scenario": run.scenario or "-",
+        "run directory": str(run.run_dir.resolve()),
+        "started": utc_text(started_at(run.run_dir)),
+        "history": (
+            f"{timeline.op_count} ops over {timeline.duration_s:.1f} s (from {timeline.source})"
+            if timeline
+            else "none"
+        ),
+        "settings": " ".join(f"{k}={v}" for k, v in key_settings(spec).items() if k != "scenario"),
+        "report written": utc_text(datetime.datetime.now(datetime.UTC)),
+    }
+    return (
+        f'<h1>{esc(run.name)} {badge(run.verdict)}</h1>\n<p class="verdict-sentence">{_verdict_sentence(run)}</p>\n'
+        + kv_table(meta, "meta")
+    )
+
+
+def _op_html(op: Mapping[str, Any]) -> str:
+    kind = str(op.get("type"))
+    time = op.get("time")
+    when = f" t={time / 1e9:.3f}s" if isinstance(time, int) else ""
+    parts = [
+        f'<span class="op-{esc(kind)}">#{esc(op.get("index"))} process {esc(op.get("process"))} '
+        f"{esc(op.get('f'))} {esc(kind)}{esc(when)}</span>"
+    ]
+    if op.get("value") is not None:
+        parts.append(f"<code>{esc(compact(op['value']))}</code>")
+    for name in ("error", "node"):
+        if op.get(name):
+            parts.append(f"{name}: <code>{esc(op[name])}</code>")
+    return " ".join(parts)
+
+
+def _is_op(value: Any) -> bool:
+    return isinstance(value, dict) and {"index", "type", "f"} <= set(value)
+
+
+def _value_html(value: Any) -> str:
+    if _is_op(value):
+        return _op_html(value)
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return _records_table(value)
+    return _cell(value)
+
+
+def _records_table(records: list[dict[str, Any]]) -> str:
+    columns: list[str] = []
+    for record in records:
+        columns += [key for key in record if key not in columns]
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>"
+        for r in records[:MAX_TABLE_ROWS]
+    )
+    more = (
+        f'<p class="note">… {len(records) - MAX_TABLE_ROWS} more</p>' if len(records) > MAX_TABLE_ROWS else ""
+    )
+    return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _replica_context(
+    run: StoredRun, partition: int, offset: int, nodes: list[str]
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """node -> offset -> record around ``offset`` from ``replicas.parquet`` (empty if unreadable)."""
+    path = run.run_dir / "replicas.parquet"
+    topic = (run.spec or {}).get("topic")
+    try:
+        table = pq.read_table(
+            path,
+            columns=["node", "topic", "partition", "offset", "leader_epoch", "key", "value"],
+            filters=[
+                ("partition", "=", partition),
+                ("offset", ">=", offset - DIVERGENCE_CONTEXT_BEFORE),
+                ("offset", "<=", offset + DIVERGENCE_CONTEXT_AFTER),
+            ],
+        )
+    except Exception:  # missing or damaged file: the example's own records are still shown
+        return {}
+    context: dict[str, dict[int, dict[str, Any]]] = {node: {} for node in nodes}
+    for row in table.to_pylist():
+        if row["node"] in context and (topic is None or row["topic"] == topic):
+            context[row["node"]][row["offset"]] = row
+    return context
+
+
+def _divergence_html(run: StoredRun, example: Mapping[str, Any]) -> str:
+    replicas = example.get("replicas") if isinstance(example.get("replicas"), dict) else {}
+    assert isinstance(replicas, dict)
+    nodes = [str(node) for node in replicas]
+    partition, offset = example.get("partition"), example.get("offset")
+    if not isinstance(partition, int) or not isinstance(offset, int) or not nodes:
+        return f"<code>{esc(compact(dict(example)))}</code>"
+    context = _replica_context(run, partition, offset, nodes)
+    for node, record in replicas.items():
+        if isinstance(record, dict):
+            context.setdefault(str(node), {}).setdefault(offset, record)
+    offsets = sorted({o for records in context.values() for o in records})
+    head = (
+        "<tr><th rowspan=2>offset</th>"
+        + "".join(f"<th colspan=3>replica {esc(n)}</th>" for n in nodes)
+        + "</tr>"
+    )
+    head += "<tr>" + "<th>epoch</th><th>key</th><th>value</th>" * len(nodes) + "</tr>"
+    rows = []
+    for at in offsets:
+        records = [context.get(n, {}).get(at) for n in nodes]
+        shown = [(r or {}).get("leader_epoch", "-") for r in records], [(r or {}).get("key") for r in records]
+        values = [(r or {}).get("value", "(absent)") for r in records]
+        differs = len({(k, v) for k, v in zip(shown[1], values, strict=True)}) > 1
+        mark = " ◀ first divergent offset" if at == offset else ""
+        cells = "".join(
+            f"<td>{_cell(e)}</td><td>{_cell(k)}</td><td>{_cell(v)}</td>"
+            for e, k, v in zip(shown[0], shown[1], values, strict=True)
+        )
+        rows.append(
+            f'<tr class="{"diff" if differs else ""}"><td class="num">{at}{esc(mark)}</td>{cells}</tr>'
+        )
+    positions = example.get("positions")
+    title = f"partition {partition}: replicas {esc(' and '.join(nodes))} first differ at offset {offset}" + (
+        f"; {esc(positions)} divergent positions in all" if positions is not None else ""
+    )
+    return f"<p>{title}</p><table>{head}{''.join(rows)}</table>"
+
+
+def _anomalies(run: StoredRun) -> str:
+    results = run.results
+    if results is None:
+        return '<p class="note">Not checked: no anomaly table.</p>'
+    anomalies = results.get("anomalies", {})
+    if not anomalies:
+        return "<p>No anomalies.</p>"
+    order = sorted(anomalies, key=lambda name: (anomalies[name].get("severity") == "warning", name))
+    rows = []
+    for name in order:
+        anomaly = anomalies[name]
+        expected = f"yes: {esc(anomaly.get('rule'))}" if anomaly.get("expected") else "<b>no</b>"
+        rows.append(
+            f'<tr><td><a href="#anomaly-{esc(name)}">{esc(name)}</a></td><td class="num">{anomaly["count"]}</td>'
+            f"<td>{expected}</td><td>{esc(anomaly.get('severity', 'error'))}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>anomaly</th><th>count</th><th>expected under this configuration</th><th>severity</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    details = []
+    for name in order:
+        examples = anomalies[name].get("examples", [])
+        if name == "replica-divergence":
+            shown = "".join(_divergence_html(run, e) if isinstance(e, dict) else _cell(e) for e in examples)
+            shown += _replica_states(run)
+        else:
+            shown = _examples_table(examples)
+        count = anomalies[name]["count"]
+        note = f"{len(examples)} of {count} shown" if examples else "no examples recorded"
+        details.append(
+            f'<details open id="anomaly-{esc(name)}"><summary>{esc(name)} x{count} '
+            f'<span class="note">({note})</span></summary>{shown}</details>'
+        )
+    return table + "".join(details)
+
+
+def _examples_table(examples: list[Any]) -> str:
+    """One row per example, one column per field; ops and record lists rendered readably."""
+    columns: list[str] = []
+    for example in examples:
+        if isinstance(example, dict):
+            columns += [key for key in example if key not in columns]
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    rows = []
+    for example in examples:
+        if isinstance(example, dict):
+            rows.append(
+                "<tr>" + "".join(f"<td>{_value_html(example.get(c))}</td>" for c in columns) + "</tr>"
+            )
+        else:
+            rows.append(f'<tr><td colspan="{max(len(columns), 1)}">{_cell(example)}</td></tr>')
+    return f'<table class="examples"><tr>{head}</tr>{"".join(rows)}</table>' if rows else ""
+
+
+def _replica_states(run: StoredRun) -> str:
+    """Each replica's high watermark, log end offset and leader-epoch cache (the KIP-101 story)."""
+    try:
+        rows = pq.read_table(run.run_dir / "replica_partitions.parquet").to_pylist()
+    except Exception:  # missing or damaged: the records above still tell the story
+        return ""
+    shown = [
+        {
+            k: row.get(k)
+            for k in (
+                "node",
+                "topic",
+                "partition",
+                "high_watermark",
+                "log_end_offset",
+                "log_start_offset",
+                "epochs",
+            )
+        }
+        for row in rows
+    ]
+    return "<h3>replica state at the end (from the dumps)</h3>" + _records_table(shown) if shown else ""
+
+
+def _events_table(events: Iterable[NemesisEvent]) -> str:
+    rows = []
+    for event in events:
+        done = f"{event.completed_s:.3f}" if event.completed_s is not None else "-"
+        detail = (
+            event.value.get("grudge")
+            if isinstance(event.value, dict) and "grudge" in event.value
+            else event.value
+        )
+        rows.append(
+            f'<tr><td class="num">{event.invoked_s:.3f}</td><td class="num">{done}</td>'
+            f'<td><span class="swatch" style="background:{fault_colour(event.f)}"></span>{esc(event.f)}</td>'
+            f'<td class="op-{esc(event.outcome)}">{esc(event.outcome)}</td><td><code>{esc(compact(detail))}</code></td>'
+            f"<td>{_cell(event.error)}</td></tr>"
+        )
+    if not rows:
+        return '<p class="note">No nemesis operations in the history.</p>'
+    return (
+        "<details><summary>nemesis operations</summary><table><tr><th>invoked (s)</th><th>completed (s)</th>"
+        "<th>f</th><th>outcome</th><th>value</th><th>error</th></tr>" + "".join(rows) + "</table></details>"
+    )
+
+
+def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str:
+    if timeline is None:
+        return f'<p class="problem">No history to plot: {esc(unavailable)}</p>'
+    image = base64.b64encode(render_figure(timeline)).decode("ascii")
+    latency = summarise_latency(timeline.latencies)
+    rows = "".join(
+        f'<tr><td class="op-{esc(k)}">{esc(k)}</td><td class="num">{int(v["count"])}</td>'
+        f'<td class="num">{v["p50"]:.1f}</td><td class="num">{v["p99"]:.1f}</td><td class="num">{v["max"]:.1f}</td></tr>'
+        for k, v in latency.items()
+    )
+    windows = "".join(
+        f"<li>{esc(w.label)}: {w.start_s:.3f} s → "
+        f"{f'{w.end_s:.3f} s ({esc(w.healed_by)})' if w.end_s is not None else 'never healed'}</li>"
+        for w in timeline.windows
+    )
+    notes = []
+    if timeline.pending:
+        notes.append(f"{timeline.pending} client invoke(s) never completed (not plotted).")
+    if timeline.skipped:
+        first = timeline.skipped[0]
+        notes.append(
+            f"{len(timeline.skipped)} bad history line(s) skipped; first: line {first.line}: {first.reason}"
+        )
+    return (
+        f'<img class="plot" alt="nemesis windows, send throughput and latency over time" '
+        f'src="data:image/png;base64,{image}">'
+        + "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
+        + (f"<h3>fault windows</h3><ul>{windows}</ul>" if windows else "")
+        + (
+            "<h3>send latency (ms)</h3><table><tr><th>outcome</th><th>sends</th><th>p50</th><th>p99</th><th>max</th></tr>"
+            + rows
+            + "</table>"
+            if rows
+            else ""
+        )
+        + _events_table(timeline.events)
+    )
+
+
+def _evidence(run: StoredRun, notes: list[str]) -> str:
+    parts = [f'<p class="problem">{esc(p)}</p>' for p in run.problems]
+    parts += [f'<p class="note">{esc(n)}</p>' for n in notes]
+    results = run.results
+    if results is None:
+        return "".join(parts) or '<p class="note">Not checked.</p>'
+    incomplete = results.get("incomplete", [])
+    parts.append(
+        "<h3>incomplete evidence</h3>"
+        + (
+            "<ul>" + "".join(f"<li>{esc(r)}</li>" for r in incomplete) + "</ul>"
+            if incomplete
+            else "<p>None: every check saw complete evidence.</p>"
+        )
+    )
+    stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}
+    assert isinstance(stats, dict)
+    if stats:
+        flat = {k: v for k, v in stats.items() if k not in ("partitions", "replicas")}
+        parts.append("<h3>what the checker saw</h3>" + kv_table(flat))
+        partitions = stats.get("partitions")
+        if isinstance(partitions, dict) and partitions:
+            parts.append(
+                "<h3>final drain per partition</h3>"
+                + _records_table(
+                    [{"partition": p, **s} for p, s in partitions.items() if isinstance(s, dict)]
+                )
+            )
+        if isinstance(stats.get("replicas"), dict):
+            parts.append("<h3>replica dumps</h3>" + kv_table(stats["replicas"]))
+    parts.append("<p>checks run: " + esc(", ".join(str(c) for c in results.get("checks", []))) + "</p>")
+    return "".join(parts)
+
+
+def _configuration(run: StoredRun) -> str:
+    spec = run.spec
+    if spec is None:
+        return '<p class="problem">No readable test.json.</p>'
+    sections = [("key settings", key_settings(spec))]
+    sections += [
+        (title, spec[key])
+        for title, key in (
+            ("broker settings", "settings"),
+            ("workload", "workload"),
+            ("nemesis", "nemesis"),
+            ("versions", "versions"),
+        )
+        if isinstance(spec.get(key), dict)
+    ]
+    rules = (run.results or {}).get("config", {}).get("rules")
+    test = {k: v for k, v in spec.items() if not isinstance(v, dict)}
+    parts = [f"<div><h3>{esc(title)}</h3>{kv_table(values)}</div>" for title, values in sections]
+    parts.append("<div><h3>test</h3>" + kv_table(test) + "</div>")
+    parts = ['<div class="grid">' + "".join(parts) + "</div>"]
+    if isinstance(rules, list):
+        parts.append(
+            "<h3>expectation rules in force</h3><p>"
+            + (esc(", ".join(map(str, rules))) or "none: any anomaly is a bug")
+            + "</p>"
+        )
+    return "".join(parts)
+
+
+def _files(run: StoredRun) -> str:
+    links = [
+        f'<li><a href="{href(name)}">{esc(name)}</a> ({_size(run.run_dir / name)})</li>'
+        for name in ("test.json", "results.json", "history.jsonl", "history.parquet")
+        if (run.run_dir / name).is_file()
+    ]
+    nodes_dir = run.run_dir / "nodes"
+    node_items = []
+    if nodes_dir.is_dir():
+        for node in sorted(p for p in nodes_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            files = sorted(p for p in node.iterdir() if p.is_file() and not p.name.startswith("."))
+            entries = ", ".join(
+                f'<a href="{href(f.relative_to(run.run_dir))}">{esc(f.name)}</a> ({_size(f)})' for f in files
+            )
+            node_items.append(
+                f"<li><b>{esc(node.name)}</b>: {entries or '<span class=note>no files</span>'}</li>"
+            )
+    logs = f"<ul>{''.join(node_items)}</ul>" if node_items else '<p class="note">No node logs collected.</p>'
+    return f"<h3>node logs</h3>{logs}<h3>run files</h3><ul>{''.join(links)}</ul>"
+
+
+def _size(path: Path) -> str:
+    try:
+        size = float(path.stat().st_size)
+    except OSError:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return "?"
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def run_report_html(run_dir: Path | str) -> str:
+    """The report page of ``run_dir`` as text (see the module docstring)."""
+    run = load_stored_run(run_dir)
+    timeline: Timeline | None = None
+    unavailable: str | None = None
+    notes: list[str] = []
+    try:
+        timeline, notes = build_timeline(run.run_dir)
+    except HistoryUnavailable as error:
+        unavailable = str(error)
+    body = "\n".join(
+        [
+            _header(run, timeline),
+            "<h2>Timeline</h2>",
+            _timeline_section(timeline, unavailable),
+            "<h2>Anomalies</h2>",
+            _anomalies(run),
+            "<h2>Evidence</h2>",
+            _evidence(run, notes),
+            "<h2>Configuration</h2>",
+            _configuration(run),
+            "<h2>Logs and files</h2>",
+            _files(run),
+        ]
+    )
+    return page(f"Tidemark: {run.name} - {VERDICT_LABELS[run.verdict]}", body)
+
+
+def render_run_report(run_dir: Path | str) -> Path:
+    """Write ``run_dir/report.html`` (atomically) and return its path."""
+    text = run_report_html(run_dir)
+    return write_atomically(Path(run_dir) / REPORT_FILE, text)

@@ -1,0 +1,202 @@
+"""Campaigns: a matrix of tests from one TOML file, run one after another, checked together.
+
+File format (``tidemark campaign FILE``)::
+
+    name = "nightly"
+    time_limit = 30          # seconds of main phase per run
+    repeats = 2
+    nodes = 3
+
+    [matrix]                 # every combination of these axes is a run (x repeats)
+    "truncation.mode" = ["high-watermark", "leader-epoch"]   # any broker/controller setting
+    acks = ["1", "all"]                                       # workload acks
+    nemesis = ["kill,partition", "pause", "power-loss"]       # nemesis fault mixes
+    scenario = ["kip101-loss"]                                # scenarios (then nemesis is unused)
+
+    [settings]               # fixed broker/controller settings for every run
+    [workload]               # fixed queue-workload settings (partitions, rate, client, ...)
+    [nemesis]                # fixed nemesis settings (interval_seconds, targets, ...)
+
+Runs are stored in ``<store>/<campaign name>/runs/<run key>`` where the key spells the
+axes' values, so a second invocation finds them: a run whose ``run.json`` says it
+finished is skipped (resume after Ctrl-C); a run that was interrupted is moved aside to
+``<key>.interrupted-<n>`` and run again.  After the runs, one Spark job checks every
+run of the campaign, prints the summary table, writes ``junit.xml``, every run's
+``report.html`` and the campaign's ``index.html``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.cluster.bundled import SettingsError, split_settings
+from harness.run.spec import SpecError, TestSpec
+from nemesis.spec import FAULT_KINDS, NemesisSpec, NemesisSpecError, parse_name_list
+from workloads.queue import QueueSpec
+
+WORKLOAD_AXES = {"acks", "client", "partitions", "replication_factor", "rate", "producers", "consumers"}
+SPECIAL_AXES = {"nemesis", "scenario"}
+TOP_LEVEL = {
+    "name",
+    "time_limit",
+    "repeats",
+    "nodes",
+    "seed",
+    "matrix",
+    "settings",
+    "workload",
+    "nemesis",
+    "engine",
+}
+
+
+class CampaignError(ValueError):
+    """A campaign file that cannot be run; the message names the file and the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    key: str
+    spec: TestSpec
+    axes: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Campaign:
+    name: str
+    source: Path
+    runs: tuple[PlannedRun, ...]
+    engine: str
+
+
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _key(axes: dict[str, str], repeat: int) -> str:
+    parts = [f"{name}={value}" for name, value in axes.items()]
+    raw = "__".join([*parts, f"r{repeat}"])
+    return re.sub(r"[^A-Za-z0-9_.=,-]+", "-", raw)
+
+
+def load_campaign(path: Path) -> Campaign:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CampaignError(f"{path}: cannot read: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise CampaignError(f"{path}: {error}") from None
+    return plan_campaign(data, path)
+
+
+def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
+    """Expand the matrix into runs (pure: nothing starts)."""
+    unknown = sorted(set(data) - TOP_LEVEL)
+    if unknown:
+        raise CampaignError(f"{source}: unknown keys {', '.join(unknown)}")
+    name = str(data.get("name") or source.stem)
+    matrix = data.get("matrix", {})
+    if not isinstance(matrix, dict):
+        raise CampaignError(f"{source}: [matrix] must be a table of lists")
+    axes: list[tuple[str, list[str]]] = []
+    for axis, values in matrix.items():
+        if not isinstance(values, list) or not values:
+            raise CampaignError(f"{source}: matrix.{axis} must be a non-empty list")
+        axes.append((axis, [_text(v) for v in values]))
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise CampaignError(f"{source}: repeats must be a positive integer")
+    base_settings = {str(k): _text(v) for k, v in data.get("settings", {}).items()}
+    base_workload = dict(data.get("workload", {}))
+    base_nemesis = dict(data.get("nemesis", {}))
+    runs = []
+    names = [axis for axis, _ in axes]
+    for combination in itertools.product(*[values for _, values in axes]) if axes else [()]:
+        chosen = dict(zip(names, combination, strict=True))
+        for repeat in range(repeats):
+            key = _key(chosen, repeat)
+            try:
+                spec = _spec_for(name, data, chosen, base_settings, base_workload, base_nemesis, repeat)
+            except (SpecError, NemesisSpecError, SettingsError, ValueError) as error:
+                raise CampaignError(f"{source}: run {key}: {error}") from None
+            runs.append(PlannedRun(key, spec, chosen))
+    engine = str(data.get("engine", "spark"))
+    if engine not in ("spark", "pandas"):
+        raise CampaignError(f"{source}: engine must be spark or pandas")
+    return Campaign(name, source, tuple(runs), engine)
+
+
+def _spec_for(
+    name: str,
+    data: dict[str, Any],
+    chosen: dict[str, str],
+    base_settings: dict[str, str],
+    base_workload: dict[str, Any],
+    base_nemesis: dict[str, Any],
+    repeat: int,
+) -> TestSpec:
+    settings = dict(base_settings)
+    workload = dict(base_workload)
+    nemesis = dict(base_nemesis)
+    scenario = None
+    for axis, value in chosen.items():
+        if axis == "scenario":
+            scenario = value
+        elif axis == "nemesis":
+            nemesis["faults"] = list(parse_name_list(value, FAULT_KINDS, "matrix.nemesis"))
+        elif axis in WORKLOAD_AXES:
+            workload[axis] = (
+                value if axis in ("acks", "client") else float(value) if axis == "rate" else int(value)
+            )
+        else:
+            settings[axis] = value
+    split_settings(settings)  # unknown keys fail here, before anything runs
+    seed = int(data.get("seed", 0)) + repeat
+    nemesis.setdefault("seed", seed)
+    spec = TestSpec(
+        name=name,
+        node_count=int(data.get("nodes", 3)),
+        time_limit=float(data.get("time_limit", 30)),
+        seed=seed,
+        settings=settings,
+        workload=QueueSpec.from_dict(workload),
+        nemesis=NemesisSpec.from_dict(nemesis, where="campaign nemesis"),
+        scenario=scenario,
+    )
+    if scenario is not None:
+        from nemesis.scenario import load_scenario
+
+        spec = load_scenario(scenario).apply_defaults(spec)
+    return spec
+
+
+def campaign_directory(store: Path, campaign: Campaign) -> Path:
+    return store / campaign.name
+
+
+def pending_runs(directory: Path, campaign: Campaign) -> Iterator[tuple[PlannedRun, Path]]:
+    """(run, its directory) for every run not finished yet; interrupted ones moved aside."""
+    for run in campaign.runs:
+        run_dir = directory / "runs" / run.key
+        if (run_dir / "run.json").exists():
+            continue
+        if run_dir.exists():
+            attempt = 1
+            while run_dir.with_name(f"{run.key}.interrupted-{attempt}").exists():
+                attempt += 1
+            run_dir.rename(run_dir.with_name(f"{run.key}.interrupted-{attempt}"))
+        yield run, run_dir
+
+
+def finished_run_directories(directory: Path, campaign: Campaign) -> list[Path]:
+    return [
+        directory / "runs" / run.key
+        for run in campaign.runs
+        if (directory / "runs" / run.key / "run.json").exists()
+    ]

@@ -1,0 +1,282 @@
+"""One test, end to end: the phases of DESIGN §4.
+
+set up cluster -> start controller and brokers -> create topic -> main phase (workload
++ nemesis, or a scripted scenario, under a time limit) -> heal every fault -> wait for
+recovery (a condition with a deadline) -> final drain -> stop brokers, dump every
+replica -> collect node logs -> tear down -> convert history, build replica tables ->
+check -> ``results.json``.
+
+Guarantees: the run directory and ``test.json`` exist before anything starts; every op
+is in ``history.jsonl`` the moment it completes; node logs are collected and the
+cluster is torn down on every path out (normal end, exception, SIGINT, SIGTERM --
+``DockerCluster`` turns SIGTERM into an exception while a cluster is up).  A run that
+did not get as far as a complete drain and complete dumps still gets checked: its
+verdict is then at best ``unknown``, never ``valid``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harness.cluster.kafka_admin import create_topic, fully_replicated, wait_until
+from harness.record import store
+from harness.record.history import convert_history
+from harness.record.recorder import Recorder
+from harness.record.replicas import build_replicas
+from harness.run.progress import ProgressLine
+from harness.run.spec import TestSpec
+from workloads.queue import QueueWorkload
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    run_dir: Path
+    results: dict[str, Any] | None
+    problems: list[str]
+
+    @property
+    def verdict(self) -> bool | str | None:
+        return None if self.results is None else self.results["valid"]
+
+
+ScenarioBody = Callable[[Any], None]
+"""A scripted main phase, given a :class:`nemesis.scenario.ScenarioContext`."""
+
+
+def scenario_faults(name: str | None) -> set[str]:
+    """Fault kinds a scenario's steps inject (the checker's expectations need them)."""
+    if name is None:
+        return set()
+    from nemesis.scenario import load_scenario
+
+    return {str(step["fault"]) for step in load_scenario(name).steps if "fault" in step}
+
+
+@contextmanager
+def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
+    """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
+    import docker
+
+    from harness.cluster.bundled import BundledCluster
+    from harness.cluster.docker_cluster import CONTROLLER, DockerCluster
+    from harness.cluster.image import ensure_image
+
+    client = docker.from_env()
+    image = ensure_image(client)
+    with DockerCluster(
+        client, image, brokers=spec.node_count, work_dir=run_dir / ".cluster"
+    ) as docker_cluster:
+        names = docker_cluster.broker_names
+        if spec.transport == "ssh":
+            remotes: dict[str, Any] = {n: docker_cluster.ssh_remote(n) for n in docker_cluster.node_names}
+        else:
+            remotes = dict(docker_cluster.remotes())
+        bundled = BundledCluster(
+            remotes,
+            {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
+            names,
+            CONTROLLER,
+            spec.settings,
+            power_loss_filesystem=spec.power_loss_filesystem,
+        )
+        try:
+            bundled.configure()
+            bundled.start()
+            yield bundled
+        finally:
+            _collect_logs(bundled, docker_cluster.node_names, run_dir, problems)
+
+
+@contextmanager
+def external_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
+    """A cluster the harness did not start; brokers under SSH control if an inventory is given."""
+    from harness.cluster.external import ExternalCluster, load_inventory
+
+    assert spec.bootstrap is not None
+    inventory = load_inventory(Path(spec.inventory)) if spec.inventory else []
+    cluster = ExternalCluster(spec.bootstrap, inventory)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        _collect_logs(cluster, cluster.brokers, run_dir, problems)
+
+
+def _collect_logs(cluster: Any, nodes: list[str], run_dir: Path, problems: list[str]) -> None:
+    """Fetch every node's logs into ``nodes/<node>/``; a node that fails is a problem, not an abort."""
+    for node in nodes:
+        try:
+            cluster.collect_logs(node, run_dir / "nodes" / node)
+        except Exception as error:
+            problems.append(f"logs of {node} not collected: {error}")
+
+
+def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:
+    document = spec.to_dict()
+    document.update(
+        {
+            "nodes": node_names if spec.bootstrap is None else [],
+            "replica_evidence": "dumps" if spec.bootstrap is None else "unavailable (external cluster)",
+            "scenario_faults": sorted(scenario_faults(spec.scenario)),
+            "broker_config": {**spec.broker_config(), "acks": spec.workload.acks},
+            "versions": store.versions(),
+        }
+    )
+    store.write_json(run_dir / "test.json", document)
+
+
+def run_test(
+    spec: TestSpec,
+    store_dir: Path,
+    *,
+    engine: str | None = "pandas",
+    scenario: ScenarioBody | None = None,
+    out: Any = sys.stderr,
+    run_dir: Path | None = None,
+) -> RunOutcome:
+    """Run ``spec``; store everything under ``store_dir`` (or exactly in ``run_dir``, which
+    must not exist yet: campaigns name their runs); check it with ``engine`` (None: leave
+    the check to the caller, as a campaign does in one Spark job)."""
+    if run_dir is None:
+        run_dir = store.new_run_directory(store_dir, spec.name)
+        store.point_latest(store_dir, run_dir)
+    else:
+        run_dir.mkdir(parents=True)
+        (run_dir / "nodes").mkdir()
+    if spec.bootstrap is None:
+        node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
+    else:
+        from harness.cluster.external import load_inventory
+
+        node_names = [node.name for node in load_inventory(Path(spec.inventory))] if spec.inventory else []
+    write_spec(spec, run_dir, node_names)
+    problems: list[str] = []
+    print(f"run directory: {run_dir}", file=out)
+    recorder = Recorder(run_dir / "history.jsonl")
+    try:
+        cluster_context = (
+            docker_bundled_cluster(spec, run_dir, problems)
+            if spec.bootstrap is None
+            else external_cluster(spec, run_dir, problems)
+        )
+        with cluster_context as cluster:
+            _run_phases(spec, cluster, recorder, run_dir, scenario, problems, out)
+    finally:
+        recorder.close()
+    return finish_run(run_dir, engine, problems, out)
+
+
+def _run_phases(
+    spec: TestSpec,
+    cluster: Any,
+    recorder: Recorder,
+    run_dir: Path,
+    scenario: ScenarioBody | None,
+    problems: list[str],
+    out: Any,
+) -> None:
+    from nemesis.mechanism import Nemesis
+
+    topic, partitions = spec.topic, spec.workload.partitions
+    create_topic(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
+    cluster.wait_for_leaders(topic, partitions, 30.0)
+    workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
+    # No nodes to act on (an external cluster without an inventory): a fault-free run.
+    nemesis = (
+        Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
+        if cluster.brokers
+        else None
+    )
+    stop = threading.Event()
+    progress = ProgressLine(recorder, nemesis.active_faults if nemesis else list, out)
+    threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
+    if scenario is None and nemesis is not None:
+        threads.append(threading.Thread(target=nemesis.run, args=(stop,), name="nemesis", daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        with progress, _main_phase_problems(problems):
+            if scenario is not None:
+                from nemesis.scenario import ScenarioContext
+
+                scenario(
+                    ScenarioContext(cluster, nemesis, workload, topic, lambda text: print(text, file=out))
+                )
+            else:
+                stop.wait(spec.time_limit)
+    finally:
+        stop.set()
+        if nemesis is not None:
+            nemesis.heal_all()
+        for thread in threads:
+            thread.join(timeout=spec.workload.request_timeout * 3 + 10)
+    problems.extend(f"workload: {error}" for error in workload.errors)
+    try:
+        wait_until(
+            lambda: fully_replicated(cluster.bootstrap, topic, partitions),
+            spec.recovery_timeout,
+            "every partition led with a full ISR",
+        )
+    except TimeoutError as error:
+        problems.append(f"recovery: {error}")
+    print("draining every partition", file=out)
+    complete = workload.drain(time.monotonic() + spec.drain_timeout)
+    incomplete = [p for p, done in complete.items() if not done]
+    if incomplete:
+        problems.append(f"drain incomplete for partitions {incomplete}")
+    cluster.stop_brokers()
+    if not cluster.dumps_replicas:
+        return
+    for node in cluster.brokers:
+        try:
+            cluster.dump_replica(node, run_dir / "nodes" / node / "dump.jsonl")
+        except Exception as error:
+            problems.append(f"dump of {node} failed: {error}")
+
+
+@contextmanager
+def _main_phase_problems(problems: list[str]) -> Iterator[None]:
+    """A failed main phase (a scenario wait timed out, a client bug) is recorded, and the run
+    still heals, drains, dumps and gets checked: the evidence so far is worth a verdict."""
+    try:
+        yield
+    except Exception as error:
+        logger.exception("main phase failed")
+        problems.append(f"main phase: {type(error).__name__}: {error}")
+
+
+def finish_run(run_dir: Path, engine: str | None, problems: list[str], out: Any) -> RunOutcome:
+    """Convert, build replica tables and check a stored run (also after a failed run)."""
+    from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+    from checker.evidence import InputError, load_run
+    from harness.cli.check import check_runs, open_engine
+
+    try:
+        convert_history(run_dir / "history.jsonl", run_dir / "history.parquet")
+        if any((run_dir / "nodes").glob("*/dump.jsonl")):
+            build_replicas(run_dir)
+    except Exception as error:
+        problems.append(f"history/replica conversion: {error}")
+    store.write_json(run_dir / "run.json", {"problems": problems, "finished": True})
+    for problem in problems:
+        print(f"problem: {problem}", file=out)
+    if engine is None:
+        return RunOutcome(run_dir, None, problems)
+    try:
+        run = load_run(run_dir)
+    except InputError as error:
+        problems.append(f"not checked: {error}")
+        return RunOutcome(run_dir, None, problems)
+    with open_engine(engine, None, "3g") as checker_engine:
+        results = check_runs([run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+    return RunOutcome(run_dir, results, problems)
