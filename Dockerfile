@@ -2,9 +2,11 @@
 #
 # Build it with `tidemark image build`. That command needs no registry: it builds a Debian bookworm
 # root filesystem with mmdebstrap, imports it as the base, and assembles the build context this file
-# expects (`wheels/`: the Python wheels and their `requirements.txt`; `app/`: the `broker_impl` and
-# `nemesis` packages). With a registry, `tidemark image build --base-image python:3.11-slim-bookworm` uses
-# the default base below instead; then the apt-get step fetches the missing system packages.
+# expects (`wheels/`: the Python wheels and their `requirements.txt`; `app/`: the node-side programs
+# only, `broker_impl/` and `nemesis/lazyfs/`, as listed by CODE_DIRECTORIES in harness/cluster/image.py;
+# the fault planner, checker and harness stay on the host). With a registry, `tidemark image build
+# --base-image python:3.11-slim-bookworm` uses the default base below instead; then the apt-get step
+# fetches the missing system packages.
 #
 # Nothing in the build or in a running container needs the network when the base comes from
 # `tidemark image build`: system packages are in the base and Python packages come from the wheels
@@ -63,5 +65,6 @@ ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["/bin/sh", "-c", "set -e; mkdir -p /run/sshd; [ -s /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key; rm -f /run/sshd.pid; /usr/sbin/sshd; exec sleep infinity"]
 
 # The code changes most often, so it comes last and in one layer: a rebuild after a code change
-# reuses every layer above. `app/` holds the broker_impl and nemesis packages.
+# reuses every layer above. `app/` holds `broker_impl/` and `nemesis/lazyfs/` (no `nemesis/__init__.py`:
+# `nemesis` is a namespace package here, so `python -m nemesis.lazyfs` works).
 COPY app/ /opt/tidemark/app/

@@ -75,7 +75,14 @@ fi
 
 # --- container image -------------------------------------------------------------------
 if docker info >/dev/null 2>&1; then
-    log "container image: $(.venv/bin/tidemark image build)"
+    # The tag is the build's only stdout line; progress and errors go to stderr. A failed build
+    # fails the setup: container runs and their tests cannot work without the image.
+    if image=$(.venv/bin/tidemark image build) && [ -n "$image" ]; then
+        log "container image: $image"
+    else
+        log "building the container image failed (see the error above); fix it, then rerun this script or: .venv/bin/tidemark image build"
+        exit 1
+    fi
 else
     log "no Docker engine answers: skipping the image (container runs and tests need it)"
 fi

@@ -2,9 +2,12 @@
 
 ``ensure_image`` returns the tag of an image that runs the controller and the brokers. The tag is
 ``tidemark:<content hash>``, the hash covering everything the image is made of: the base image's id,
-the Dockerfile, the pinned Python packages and every file of ``broker_impl/`` and ``nemesis/``. So a
-second call with nothing changed is one hash over a few hundred KiB of source and one image lookup;
-any change gives a new tag, and Docker's layer cache keeps that rebuild short.
+the Dockerfile, the pinned Python packages and every file of the node-side programs listed in
+``CODE_DIRECTORIES`` (the broker, ``broker_impl/``, and the lazy FUSE filesystem, ``nemesis/lazyfs/``).
+The rest of the checkout (fault planner, checker, harness, reports) runs on the host only, so editing it
+leaves the tag alone. A second call with nothing changed is one hash over a few hundred KiB of source
+and one image lookup; any change to the image's inputs gives a new tag, and Docker's layer cache keeps
+that rebuild short.
 
 The base (unless the caller names one, e.g. ``python:3.11-slim-bookworm`` from a registry) is a Debian
 bookworm root filesystem built with ``mmdebstrap`` from the host's own apt sources and ``docker
@@ -40,7 +43,7 @@ import docker.errors
 IMAGE_REPOSITORY = "tidemark"
 BASE_REPOSITORY = "tidemark-base"
 IMAGE_PYTHON = "/opt/tidemark/venv/bin/python"
-"""The interpreter inside the image that sees the wheels and ``/opt/tidemark/app`` (broker_impl, nemesis)."""
+"""The interpreter inside the image that sees the wheels and ``/opt/tidemark/app`` (``CODE_DIRECTORIES``)."""
 IMAGE_APP_DIR = "/opt/tidemark/app"
 
 DEBIAN_SUITE = "bookworm"
@@ -64,7 +67,11 @@ _DPKG_OPTIONS = (
 )
 IMAGE_DISTRIBUTIONS = ("kafka-python", "google-crc32c", "mfusepy")
 """What runs inside the containers: the broker's two dependencies and the FUSE library of lazyfs."""
-CODE_DIRECTORIES = ("broker_impl", "nemesis")
+CODE_DIRECTORIES = ("broker_impl", "nemesis/lazyfs")
+"""The only source the image holds (under ``IMAGE_APP_DIR``, same relative paths): the programs that run
+on the nodes. ``nemesis/__init__.py`` is left out on purpose: inside the image ``nemesis`` is an implicit
+namespace package (PEP 420), so ``python -m nemesis.lazyfs`` works, and nothing in ``nemesis.lazyfs``
+imports from outside it. Everything else (planner, checker, harness) never reaches the image or its tag."""
 _FORMAT_VERSION = "2"  # bump when the way images are assembled changes without any input changing
 
 Progress = Callable[[str], None]
@@ -109,8 +116,9 @@ def _say(progress: Progress | None, message: str) -> None:
 
 
 def source_root() -> Path:
-    """The checkout holding the Dockerfile and the code that goes into the image."""
-    return Path(__file__).resolve().parent.parent
+    """The checkout holding the Dockerfile and the code that goes into the image (this file is
+    ``<checkout>/harness/cluster/image.py``)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def cache_directory() -> Path:
@@ -179,12 +187,12 @@ class SourceSnapshot:
 
 
 def snapshot_sources(root: Path) -> SourceSnapshot:
-    """Read the Dockerfile and every file of the code directories (bytecode caches left out)."""
+    """Read the Dockerfile and every file under ``CODE_DIRECTORIES`` (bytecode caches left out)."""
     paths = [root / "Dockerfile"]
     for directory in CODE_DIRECTORIES:
         top = root / directory
         if not top.is_dir():
-            raise ImageBuildError(f"{top} is missing: the image needs the {directory} package")
+            raise ImageBuildError(f"{top} is missing: the image needs {directory}/")
         paths += [
             path
             for path in sorted(top.rglob("*"))
@@ -378,7 +386,7 @@ def prepare_wheelhouse(pins: tuple[str, ...], target: PythonTarget, progress: Pr
 def _assemble_context(context: Path, sources: SourceSnapshot, wheelhouse: Path) -> None:
     shutil.copytree(wheelhouse, context / "wheels")
     for relative, content, executable in sources.files:
-        # The Dockerfile sits at the top of the context; the code packages go under app/.
+        # The Dockerfile sits at the top of the context; the code directories go under app/.
         target = context / (relative if relative == "Dockerfile" else f"app/{relative}")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)

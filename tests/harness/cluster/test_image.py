@@ -16,6 +16,8 @@ import pytest
 
 from harness.cluster import image as image_module
 from harness.cluster.image import (
+    CODE_DIRECTORIES,
+    IMAGE_APP_DIR,
     IMAGE_PYTHON,
     ImageBuildError,
     PythonTarget,
@@ -105,15 +107,95 @@ def test_bytecode_caches_do_not_change_the_hash(tmp_path: Path) -> None:
     before = image_content_hash("sha256:base", (), snapshot_sources(root))
     (root / "broker_impl" / "__pycache__").mkdir()
     (root / "broker_impl" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
-    (root / "nemesis" / "stray.pyc").write_bytes(b"\0")
+    (root / "nemesis" / "lazyfs" / "stray.pyc").write_bytes(b"\0")
     assert image_content_hash("sha256:base", (), snapshot_sources(root)) == before
 
 
 def test_a_missing_code_package_is_a_clear_error(tmp_path: Path) -> None:
     root = make_source_tree(tmp_path)
-    shutil.rmtree(root / "nemesis")
-    with pytest.raises(ImageBuildError, match="nemesis is missing"):
+    shutil.rmtree(root / "nemesis" / "lazyfs")
+    with pytest.raises(ImageBuildError, match="nemesis/lazyfs is missing"):
         snapshot_sources(root)
+
+
+def test_source_root_is_the_checkout_with_the_dockerfile() -> None:
+    assert (source_root() / "Dockerfile").is_file()
+    assert (source_root() / "harness" / "cluster" / "image.py").is_file()
+
+
+# -- only the node-side programs ship: on a private copy of the real checkout --------------------------
+
+CHECKOUT_PARTS = ("Dockerfile", "broker_impl", "nemesis", "checker", "harness")
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A copy of the checkout's Dockerfile and packages (shipped or not): edits others make meanwhile
+    cannot change the outcome, and the tests can edit freely."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for part in CHECKOUT_PARTS:
+        source = source_root() / part
+        if source.is_dir():
+            shutil.copytree(source, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, root / part)
+    return root
+
+
+def edit(root: Path, relative: str) -> None:
+    """Append a line to the file (creating it, and its directory, when it does not exist)."""
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as stream:
+        stream.write("# edited\n")
+
+
+def test_the_image_holds_broker_impl_and_lazyfs_and_nothing_else_of_the_checkout(checkout: Path) -> None:
+    assert CODE_DIRECTORIES == ("broker_impl", "nemesis/lazyfs")
+    shipped = [relative for relative, _, _ in snapshot_sources(checkout).files]
+    assert shipped[0] == "Dockerfile"
+    assert all(relative.startswith(("broker_impl/", "nemesis/lazyfs/")) for relative in shipped[1:])
+    assert {"broker_impl/__init__.py", "broker_impl/dump.py", "nemesis/lazyfs/__main__.py"} <= set(shipped)
+    assert "nemesis/__init__.py" not in shipped  # nemesis is a namespace package inside the image
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "broker_impl/broker.py",
+        "broker_impl/new_module.py",
+        "nemesis/lazyfs/model.py",
+        "nemesis/lazyfs/__main__.py",
+        "nemesis/lazyfs/new_module.py",
+    ],
+)
+def test_a_change_to_the_node_side_programs_changes_the_hash(checkout: Path, relative: str) -> None:
+    before = image_content_hash("sha256:base", (), snapshot_sources(checkout))
+    edit(checkout, relative)
+    assert image_content_hash("sha256:base", (), snapshot_sources(checkout)) != before
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "nemesis/__init__.py",
+        "nemesis/plan.py",
+        "nemesis/mechanism.py",
+        "nemesis/scenario.py",
+        "nemesis/new_fault.py",
+        "nemesis/scenarios/new.toml",
+        "checker/__init__.py",
+        "checker/engine.py",
+        "harness/__init__.py",
+        "harness/cluster/image.py",
+        "harness/report/new_section.py",
+    ],
+)
+def test_a_change_outside_the_node_side_programs_keeps_the_hash(checkout: Path, relative: str) -> None:
+    before = image_content_hash("sha256:base", (), snapshot_sources(checkout))
+    edit(checkout, relative)
+    assert image_content_hash("sha256:base", (), snapshot_sources(checkout)) == before
 
 
 def test_wheel_platforms_cover_every_older_manylinux() -> None:
@@ -150,7 +232,7 @@ done
 ls /etc/ssh/ssh_host_* 2>/dev/null && {{ echo "host keys baked into the image"; exit 1; }}
 {IMAGE_PYTHON} -c '
 import sys, importlib.metadata as metadata
-import broker_impl, nemesis, kafka, google_crc32c, mfusepy
+import broker_impl, nemesis.lazyfs, kafka, google_crc32c, mfusepy
 print(sys.version_info[:2])
 for name in ("kafka-python", "google-crc32c", "mfusepy"):
     print(f"{{name}}=={{metadata.version(name)}}")
@@ -159,6 +241,34 @@ for name in ("kafka-python", "google-crc32c", "mfusepy"):
     lines = run_in_image(docker_client, image, script).split()
     assert lines[:2] == ["(3,", "11)"]
     assert tuple(lines[2:]) == host_pins()
+
+
+@pytest.mark.docker
+def test_image_ships_only_broker_impl_and_lazyfs_and_both_run(
+    docker_client: docker.DockerClient, image: str
+) -> None:
+    """No planner, checker or harness code in the image; ``nemesis`` is a namespace package there
+    (no ``__init__.py``), and both node-side programs start with the image's interpreter."""
+    script = f"""set -e
+cd /
+ls -a {IMAGE_APP_DIR}
+echo =====
+ls -a {IMAGE_APP_DIR}/nemesis
+echo =====
+{IMAGE_PYTHON} -c 'import nemesis, nemesis.lazyfs.fuse_adapter; print(getattr(nemesis, "__file__", None), *nemesis.__path__)'
+echo =====
+{IMAGE_PYTHON} -m nemesis.lazyfs --help
+echo =====
+{IMAGE_PYTHON} -m broker_impl.dump --help
+"""
+    app, nemesis_directory, namespace, lazyfs_help, dump_help = run_in_image(
+        docker_client, image, script
+    ).split("=====\n")
+    assert app.split() == [".", "..", "broker_impl", "nemesis"]
+    assert nemesis_directory.split() == [".", "..", "lazyfs"]
+    assert namespace.split() == ["None", f"{IMAGE_APP_DIR}/nemesis"]
+    assert lazyfs_help.startswith("usage: python -m nemesis.lazyfs ")
+    assert dump_help.startswith("usage: python -m broker_impl.dump ")
 
 
 @pytest.mark.docker
@@ -171,8 +281,9 @@ def test_unchanged_sources_reuse_the_image_and_changed_ones_get_a_new_tag(
     shutil.copy2(source_root() / "Dockerfile", root / "Dockerfile")
     for package in ("broker_impl", "nemesis"):
         shutil.copytree(source_root() / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
-    # A file no other checkout has makes both tags unique to this test, so removing them is safe.
-    (root / "nemesis" / f"test-{uuid.uuid4().hex}.txt").write_text("unique\n")
+    # A file no other checkout has makes both tags unique to this test, so removing them is safe. It
+    # must be in a shipped directory: elsewhere it would not change the tag.
+    (root / "nemesis" / "lazyfs" / f"test-{uuid.uuid4().hex}.txt").write_text("unique\n")
     monkeypatch.setattr(image_module, "source_root", lambda: root)
     built: list[str] = []
     try:
@@ -182,17 +293,26 @@ def test_unchanged_sources_reuse_the_image_and_changed_ones_get_a_new_tag(
         assert ensure_image(docker_client, progress=again.append) == built[0]
         assert again == []  # no build step, no download, nothing
 
-        (root / "nemesis" / "marker.txt").write_text("changed\n")
+        # The fault planner runs on the host only: editing it reuses the image as it is.
+        (root / "nemesis" / "plan.py").write_text((root / "nemesis" / "plan.py").read_text() + "# edited\n")
+        planner_edited: list[str] = []
+        built.append(ensure_image(docker_client, progress=planner_edited.append))  # removed even if new
+        assert built[-1] == built[0]
+        assert planner_edited == []
+
+        (root / "nemesis" / "lazyfs" / "marker.txt").write_text("changed\n")
         changed: list[str] = []
         built.append(ensure_image(docker_client, progress=changed.append))
-        assert built[1] != built[0]
+        assert built[-1] != built[0]
         assert any(message.startswith("building") for message in changed)
         assert (
-            run_in_image(docker_client, built[1], "cat /opt/tidemark/app/nemesis/marker.txt") == "changed\n"
+            run_in_image(docker_client, built[-1], f"cat {IMAGE_APP_DIR}/nemesis/lazyfs/marker.txt")
+            == "changed\n"
         )
     finally:
-        for tag in built:
-            docker_client.images.remove(tag)
+        for tag in dict.fromkeys(built):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                docker_client.images.remove(tag)
 
 
 def tiny_image(client: docker.DockerClient, reference: str) -> None:
