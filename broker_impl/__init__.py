@@ -1,1 +1,27 @@
-"""broker_impl."""
+"""The bundled broker: a small Kafka-compatible replicated log, the system under test.
+
+A controller and brokers speaking the real Kafka wire protocol, with Kafka's replication rules
+(leader epochs, HW, ISR, KIP-101 truncation or the older high-watermark truncation) and Kafka's
+durability (page cache, flush policy), so the harness has a target whose behaviour it knows.
+
+Modules:
+
+* ``broker`` -- a broker process: listener, partition replicas, controller link, background duties;
+* ``controller`` -- cluster metadata, broker liveness, leader election, leader epochs;
+* ``config`` -- the ``.properties`` files of the controller and brokers, every key declared;
+* ``handlers`` -- one Kafka API handler per request type;
+* ``partition`` -- one partition replica: leader and follower state, HW, ISR, waiters;
+* ``replica_fetcher`` -- the follower side: truncate per the truncation mode, then fetch;
+* ``log`` -- a replica's log: segment files of v2 record batches on a real disk;
+* ``records`` -- v2 record batches as bytes: header fields, CRC, offset/epoch stamping;
+* ``producer_state`` -- idempotent-producer dedupe of retried batches;
+* ``checkpoints`` -- the leader-epoch cache and the high-watermark checkpoint files;
+* ``rpc`` -- controller <-> broker RPC, JSON lines over TCP;
+* ``wire`` -- the Kafka wire protocol, the one adapter over kafka-python's codec;
+* ``dump`` -- offline dump of a data directory (what the harness compares replicas with);
+* ``localcluster`` -- a controller and brokers as local processes, no Docker needed.
+
+May import: nothing of Tidemark outside itself -- it ships alone in the node image.  Used by:
+``harness.cluster`` (``bundled`` writes its configuration and starts it on nodes) and the
+broker tests; everything else talks to it only over the Kafka protocol.
+"""

@@ -1,1 +1,23 @@
-"""checker."""
+"""The checker: the anomalies a stored run shows, and the verdict they add up to.
+
+It reads only stored runs (history and replica tables, ``harness.record``), never a live cluster,
+so it checks runs from any harness and thousands of runs at once.  Two engines answer the same
+set-oriented questions -- pandas in process, Spark for big batches -- and one driver turns their
+answers into ``results.json``.
+
+Modules:
+
+* ``api`` -- what the rest of Tidemark calls: find runs, open an engine, check runs;
+* ``definitions`` -- the anomalies (lost-write, duplicate, replica divergence, ...), defined once;
+* ``expectations`` -- which anomalies a run's own configuration permits;
+* ``evidence`` -- locating and validating a run's files before any engine touches them;
+* ``engine`` -- the contract between the driver and its engines;
+* ``driver`` -- runs the checks through an engine, decides verdicts, writes ``results.json``;
+* ``fetch`` -- the few stored rows that examples show, read straight from Parquet;
+* ``summary`` -- the campaign summary table (Parquet and printed);
+* ``synthetic_runs`` -- synthetic stored runs with planted anomalies, for benchmarks and warm-up;
+* ``pandas`` and ``spark`` -- the two engines (subpackages).
+
+May import: ``harness.record`` only (and its own engines).  Used by: ``harness.run`` (a run or a
+campaign is checked as it finishes) and ``harness.cli`` (``check``, ``analyze``, ``spark_submit``).
+"""

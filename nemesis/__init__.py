@@ -1,1 +1,21 @@
-"""nemesis."""
+"""The nemesis: the faults of a test -- planned from a seed, carried out on nodes, recorded as ops.
+
+Faults are kill, pause, network partition and power loss, drawn at random from a spec or
+scripted in a scenario.  Planning is pure (no node, clock or global randomness); acting goes
+through the cluster's remotes; every fault and heal is written to the history.
+
+Modules:
+
+* ``spec`` -- :class:`NemesisSpec`: which faults, how often, on which nodes, from which seed;
+* ``plan`` -- pure planning: target nodes, grudges (who drops whose traffic), the schedule;
+* ``mechanism`` -- carries planned faults out on a cluster and records them as nemesis ops;
+* ``iptables`` -- a grudge or a heal as the iptables commands each node runs (our own chain);
+* ``scenario`` -- scripted scenarios (faults, waits, markers, expected verdicts);
+  the library is ``scenarios/*.toml``;
+* ``lazyfs`` -- the power-loss FUSE filesystem; a room of its own (rank 0) that runs on the nodes.
+
+May import: ``harness.record``, ``harness.nodes``, ``harness.cluster`` and ``nemesis.lazyfs`` --
+not ``workloads`` nor ``checker`` (a fault knows nothing of the load it disturbs).  Used by:
+``harness.run`` and ``harness.cli`` (``run``, ``scenario``).  This file imports nothing: in the
+node image ``nemesis`` is a namespace package holding only ``lazyfs``.
+"""

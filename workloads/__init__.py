@@ -1,1 +1,15 @@
-"""workloads."""
+"""Workloads: real Kafka clients producing and consuming against the cluster, recording every op.
+
+A workload turns client calls into ops with honest outcomes: ``fail`` only when a send certainly
+never reached a broker, ``info`` when it may have taken effect.  It needs nothing of the
+cluster but its bootstrap address, so it runs against any Kafka-compatible cluster.
+
+Modules:
+
+* ``clients`` -- kafka-python and confluent-kafka behind one producer and one consumer interface;
+* ``queue`` -- the ``queue`` workload (:class:`QueueSpec`, :class:`QueueWorkload`): unique sends,
+  consumer polls, the final drain.
+
+May import: rooms of a lower rank (``harness.record`` is all it needs), never ``checker`` or
+``nemesis``.  Used by: ``harness.run`` (spec and runner) and ``harness.cli`` (``run``).
+"""

@@ -1,0 +1,14 @@
+"""The pandas engine: the checks in process, without a JVM, for small runs and as the oracle.
+
+It is written for clarity first, since the Spark engine is tested against it: each check is one
+``groupby`` on integer keys, the same aggregation Spark performs.
+
+Modules:
+
+* ``engine`` -- :class:`PandasEngine`: the checks of ``checker.definitions`` on pandas frames;
+* ``candidates`` -- narrowing a pass's rows to the groups that could hold an anomaly, with numpy.
+
+May import: ``harness.record`` and the top-level ``checker`` modules -- never ``checker.spark``
+(this engine must run where there is no JVM).  Used by: ``checker.api`` (``--engine pandas``)
+and ``checker.spark.engine`` (it reuses the value aggregation).
+"""

@@ -1,0 +1,15 @@
+"""The Spark engine: the checks as grouped aggregations over one run or thousands.
+
+Each check is one DataFrame aggregation on integer keys (no Python UDFs), run in an embedded
+``local[*]`` session or on a cluster through ``spark-submit``.
+
+Modules:
+
+* ``engine`` -- :class:`SparkEngine`: the checks of ``checker.definitions`` with the DataFrame API;
+* ``session`` -- one SparkSession per batch, configured for local or cluster runs;
+* ``inputs`` -- reading a pass's Parquet files as plain files or as a bucketed table;
+* ``classes`` -- the class-data-sharing archive that shortens the driver JVM's start.
+
+May import: ``harness.record``, the top-level ``checker`` modules and ``checker.pandas``.
+Used by: ``checker.api`` (``--engine spark``) and ``harness.cli.spark_submit``.
+"""

@@ -1,0 +1,20 @@
+"""The run record: every op of a test, how it is stored, and how a stored run is read back.
+
+This room owns the formats that everything else writes or reads, so that the workloads, the
+nemesis, the runner, the checker and the reports can never disagree about them.  It sits at the
+bottom of the harness.
+
+Modules:
+
+* ``ops`` -- :class:`Op`, the one operation model (invoke, then ``ok``/``fail``/``info``);
+* ``recorder`` -- :class:`Recorder`: numbers and timestamps ops, appends them to the history;
+* ``history`` -- the history format: ``history.jsonl`` during a run, ``history.parquet`` after;
+* ``replicas`` -- each node's log dump turned into ``replicas.parquet`` and ``replica_partitions.parquet``;
+* ``store`` -- the store: one directory per run, ``latest`` links;
+* ``rundir`` -- the run directory: every file name in it, the one reader of ``test.json``;
+* ``stored_run`` -- one stored run read without failing: spec, results, verdict, key settings.
+
+May import: nothing outside this room (rank 0).  Used by: ``workloads`` and ``nemesis`` (they
+record ops), ``checker`` (the only harness room it reads), ``harness.report``, ``harness.run``
+and ``harness.cli``.
+"""

@@ -1,0 +1,356 @@
+"""The code is grouped into rooms by job, and imports point one way: down.
+
+A *room* is a package with one job (``harness.record``: the run record; ``checker``: the checks;
+...).  Each room has a rank; a module may import modules of its own room and of rooms listed as
+allowed for it, which by default are all rooms of a lower rank.  An import that points up or
+sideways is a layering bug even when it happens to work: it drags a heavy room (the CLI, Docker,
+Spark) into a light one, it creates cycles that only lazy imports keep from exploding, and it
+makes a room impossible to ship or test alone (``broker_impl`` and ``nemesis.lazyfs`` run inside
+the node image, where nothing else exists).
+
+The check reads the source with :mod:`ast` only (nothing is imported or run): every ``import`` and
+``from ... import`` statement, at module level or inside a function, relative ones resolved, and
+``from X import Y`` counted as an import of ``X.Y`` when ``Y`` is a submodule.  The rules live in
+:data:`ROOMS`, once; the tests at the bottom plant bad imports in a small fake tree to prove the
+check catches them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+TOP_PACKAGES: tuple[str, ...] = ("harness", "nemesis", "workloads", "checker", "broker_impl")
+CLI_ROOM = "harness.cli"
+
+
+@dataclass(frozen=True)
+class Room:
+    rank: int
+    #: The rooms this one may import, besides itself; ``None``: every room of a lower rank.
+    may_import: frozenset[str] | None = None
+
+
+ROOMS: dict[str, Room] = {
+    # rank 0: the bottom; each ships or is read on its own.
+    "harness.record": Room(0),
+    "broker_impl": Room(0, frozenset()),
+    "nemesis.lazyfs": Room(0, frozenset()),
+    # rank 1..2: reaching nodes, setting up clusters.
+    "harness.nodes": Room(1),
+    "harness.cluster": Room(2),
+    # rank 3: what runs against a cluster, and what judges the record.
+    "workloads": Room(3),
+    "checker": Room(3, frozenset({"harness.record", "checker.pandas", "checker.spark"})),
+    "checker.pandas": Room(3, frozenset({"harness.record", "checker"})),
+    "checker.spark": Room(3, frozenset({"harness.record", "checker", "checker.pandas"})),
+    # rank 4: faults.
+    "nemesis": Room(4, frozenset({"harness.record", "harness.nodes", "harness.cluster", "nemesis.lazyfs"})),
+    # rank 5..7: reading runs back, orchestrating, the command line.
+    "harness.report": Room(5),
+    "harness.run": Room(6),
+    CLI_ROOM: Room(7),
+}
+"""Every room, its rank and (where narrower than "every lower rank") what it may import.
+
+Why this order: the run record (ops, history, replica tables, run directory) is the one format
+everything else writes or reads, so it sits at the bottom and imports nothing.  The broker and the
+power-loss filesystem ship alone in the node image, so they import nothing of ours at all.  Remotes
+only move commands and files; clusters are set up through remotes.  Workloads and the checker are
+peers that never meet: they share only the record (the checker reads stored runs, never a live
+cluster, and must not pull in Kafka clients or Docker).  Inside the checker, the engines build on
+the shared core (whose :mod:`checker.api` picks an engine), and Spark may reuse pandas'
+aggregations but never the reverse: the pandas engine must run without a JVM.
+The nemesis acts on clusters through remotes and writes to the record, but knows nothing of the
+workload it disturbs.  Reports read stored runs; the runner orchestrates everything below it; the
+CLI sits on top and no library code ever imports it.
+"""
+
+UMBRELLAS: frozenset[str] = frozenset({"harness"})
+"""Packages that are not rooms but only hold rooms: their ``__init__`` must import nothing."""
+
+IMPORT_FREE_INITS: frozenset[str] = UMBRELLAS | {CLI_ROOM, "nemesis"}
+"""Package ``__init__`` files that must import nothing: the umbrella; ``harness.cli``, so the
+entry point ``harness.cli.main:main`` stays light; ``nemesis``, because importing the node-side
+``nemesis.lazyfs`` runs it on the host (in the image ``nemesis`` is a namespace package)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str  # relative to the source root
+    line: int
+    importer: str  # module
+    importer_room: str
+    imported: str  # module
+    imported_room: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}:{self.line}: {self.importer_room} -> {self.imported_room} "
+            f"({self.importer} imports {self.imported}: {self.reason})"
+        )
+
+
+def allowed_rooms(room: str, rooms: Mapping[str, Room]) -> frozenset[str]:
+    """The rooms ``room`` may import besides itself."""
+    rule = rooms[room]
+    if rule.may_import is not None:
+        return rule.may_import
+    return frozenset(name for name, other in rooms.items() if other.rank < rule.rank)
+
+
+def room_of(module: str, rooms: Mapping[str, Room]) -> str | None:
+    """The room holding ``module``: the longest room name equal to it or a dotted prefix of it."""
+    best: str | None = None
+    for name in rooms:
+        if (module == name or module.startswith(name + ".")) and (best is None or len(name) > len(best)):
+            best = name
+    return best
+
+
+def source_modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    """Every module of ``packages`` under ``root``: dotted name -> file (``pkg/__init__.py`` is ``pkg``)."""
+    modules: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _imports(
+    tree: ast.AST, module: str, is_package: bool, known: Mapping[str, Path]
+) -> Iterator[tuple[int, str]]:
+    """(line, imported module) for every import statement anywhere in ``tree``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                base_parts = package[: len(package) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = {f"{base}.{alias.name}" for alias in node.names} & known.keys()
+            if len(targets) < len(node.names):
+                targets.add(base)  # some name is not a submodule: it comes from base itself
+            for target in sorted(targets):
+                yield node.lineno, target
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value  # importlib.import_module("literal")
+
+
+def import_violations(
+    root: Path,
+    rooms: Mapping[str, Room] = ROOMS,
+    packages: tuple[str, ...] = TOP_PACKAGES,
+    cli_room: str = CLI_ROOM,
+) -> list[Violation]:
+    """Every import under ``root`` that points up or sideways, or into the CLI from outside it."""
+    known = source_modules(root, packages)
+    violations: list[Violation] = []
+    for module, path in known.items():
+        importer_room = room_of(module, rooms)
+        if importer_room is None:
+            continue  # an umbrella's __init__, or an unassigned module: see unassigned_modules()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, imported in _imports(tree, module, path.name == "__init__.py", known):
+            if imported.split(".")[0] not in packages:
+                continue  # standard library or third party
+            imported_room = room_of(imported, rooms)
+            if imported_room is None or imported_room == importer_room:
+                continue
+            if imported_room == cli_room:
+                reason = "library code never imports a CLI module"
+            elif imported_room in allowed_rooms(importer_room, rooms):
+                continue
+            elif rooms[imported_room].rank > rooms[importer_room].rank:
+                reason = "points up"
+            elif rooms[imported_room].rank == rooms[importer_room].rank:
+                reason = "points sideways (same rank, not listed)"
+            else:
+                reason = "points down, but not to a room this one may import"
+            rel = path.relative_to(root).as_posix()
+            violations.append(Violation(rel, line, module, importer_room, imported, imported_room, reason))
+    return sorted(violations, key=lambda v: (v.path, v.line, v.imported))
+
+
+def unassigned_modules(
+    root: Path,
+    rooms: Mapping[str, Room] = ROOMS,
+    packages: tuple[str, ...] = TOP_PACKAGES,
+    umbrellas: frozenset[str] = UMBRELLAS,
+) -> list[str]:
+    """Modules that belong to no room (an umbrella package's own ``__init__`` excepted)."""
+    return [
+        module
+        for module in source_modules(root, packages)
+        if room_of(module, rooms) is None and module not in umbrellas
+    ]
+
+
+def _imports_of(path: Path) -> list[str]:
+    """Every module ``path`` imports (``from __future__`` aside), as written."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            found.append("." * node.level + (node.module or ""))
+    return found
+
+
+# -- the real tree ------------------------------------------------------------------------------------
+
+
+def test_imports_point_down() -> None:
+    violations = import_violations(SOURCE_ROOT)
+    assert not violations, f"{len(violations)} import(s) break the layout:\n" + "\n".join(
+        str(v) for v in violations
+    )
+
+
+def test_every_module_is_in_a_room() -> None:
+    assert unassigned_modules(SOURCE_ROOT) == []
+
+
+def test_room_table_is_consistent() -> None:
+    for name, room in ROOMS.items():
+        for other in room.may_import or ():
+            assert other in ROOMS, f"{name} may import unknown room {other}"
+            assert ROOMS[other].rank <= room.rank, (
+                f"{name} (rank {room.rank}) may not list a higher room {other}"
+            )
+            assert other != CLI_ROOM, f"{name} may not list the CLI"
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS) + sorted(UMBRELLAS))
+def test_room_is_a_documented_package(room: str) -> None:
+    init = SOURCE_ROOT.joinpath(*room.split("."), "__init__.py")
+    assert init.is_file(), f"{room} is not a package: {init} is missing"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    lines = [line for line in docstring.splitlines() if line.strip()]
+    assert len(lines) >= 3, f"{init.relative_to(SOURCE_ROOT)}: the docstring must say what the room is for"
+
+
+@pytest.mark.parametrize("package", sorted(IMPORT_FREE_INITS))
+def test_package_init_imports_nothing(package: str) -> None:
+    init = SOURCE_ROOT.joinpath(*package.split("."), "__init__.py")
+    assert _imports_of(init) == []
+
+
+# -- the check itself, on a fake tree ----------------------------------------------------------------
+
+FAKE_ROOMS: dict[str, Room] = {
+    "low": Room(0),
+    "mid": Room(1),
+    "side": Room(1),
+    "top.cli": Room(3),
+    "top": Room(2),
+    "top.narrow": Room(2, frozenset({"low"})),
+}
+FAKE_PACKAGES = ("low", "mid", "side", "top")
+
+
+def _write(root: Path, files: Mapping[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for directory in [p for p in root.rglob("*") if p.is_dir()]:  # every directory a package
+        (directory / "__init__.py").touch()
+    return root
+
+
+def _fake(tmp_path: Path, files: Mapping[str, str]) -> list[str]:
+    root = _write(tmp_path, files)
+    return [str(v) for v in import_violations(root, FAKE_ROOMS, FAKE_PACKAGES, "top.cli")]
+
+
+def test_fake_tree_downward_imports_pass(tmp_path: Path) -> None:
+    files = {
+        "low/a.py": "import os\nfrom . import b\n",
+        "low/b.py": "",
+        "mid/m.py": "import low.a\nfrom low import b\nfrom low.a import thing\n",
+        "top/t.py": "from mid import m\n",
+        "top/cli/main.py": "from top import t\nfrom ..narrow import n\n",
+        "top/narrow/n.py": "from low.b import x\n",
+    }
+    assert _fake(tmp_path, files) == []
+
+
+def test_fake_tree_library_importing_the_cli_fails(tmp_path: Path) -> None:
+    files = {"low/a.py": "", "top/t.py": "from top.cli import main\n", "top/cli/main.py": "import low.a\n"}
+    assert _fake(tmp_path, files) == [
+        "top/t.py:1: top -> top.cli (top.t imports top.cli.main: library code never imports a CLI module)"
+    ]
+
+
+def test_fake_tree_planted_upward_import_fails(tmp_path: Path) -> None:
+    files = {
+        "low/a.py": "def f():\n    from mid import m  # function-level, submodule via from-import\n",
+        "mid/m.py": "",
+    }
+    assert _fake(tmp_path, files) == ["low/a.py:2: low -> mid (low.a imports mid.m: points up)"]
+
+
+def test_fake_tree_sideways_relative_and_narrowed(tmp_path: Path) -> None:
+    files = {
+        "mid/m.py": "from ..side import s\n",  # relative, sideways
+        "side/s.py": "",
+        "top/narrow/n.py": "import mid.m\nimport low\n",  # lower rank, but not in its list
+        "top/x.py": "import importlib\nimportlib.import_module('top.cli')\n",
+        "top/cli/main.py": "",
+    }
+    assert _fake(tmp_path, files) == [
+        "mid/m.py:1: mid -> side (mid.m imports side.s: points sideways (same rank, not listed))",
+        "top/narrow/n.py:1: top.narrow -> mid (top.narrow.n imports mid.m: points down, but not to a room this one may import)",
+        "top/x.py:2: top -> top.cli (top.x imports top.cli: library code never imports a CLI module)",
+    ]
+
+
+def test_fake_tree_unassigned_module(tmp_path: Path) -> None:
+    _write(tmp_path, {"low/a.py": "", "stray/s.py": ""})
+    assert unassigned_modules(tmp_path, FAKE_ROOMS, ("low", "stray"), frozenset()) == ["stray", "stray.s"]
+
+
+def test_real_rules_catch_a_planted_arrow(tmp_path: Path) -> None:
+    # The real table on a fake tree: a record module reaching up into the runner and the CLI.
+    files = {
+        "harness/record/ops.py": "from harness.run import runner\nfrom harness import cli\n",
+        "harness/run/runner.py": "",
+        "harness/cli/__init__.py": "",
+        "checker/engine.py": "from workloads.queue import QueueSpec\n",
+        "checker/pandas/engine.py": "from checker.spark import session\n",
+        "checker/spark/session.py": "from checker.pandas import engine\nfrom checker import engine as e\n",
+        "workloads/queue.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert [str(v) for v in import_violations(tmp_path)] == [
+        "checker/engine.py:1: checker -> workloads (checker.engine imports workloads.queue: points sideways (same rank, not listed))",
+        "checker/pandas/engine.py:1: checker.pandas -> checker.spark (checker.pandas.engine imports checker.spark.session: points sideways (same rank, not listed))",
+        "harness/record/ops.py:1: harness.record -> harness.run (harness.record.ops imports harness.run.runner: points up)",
+        "harness/record/ops.py:2: harness.record -> harness.cli (harness.record.ops imports harness.cli: library code never imports a CLI module)",
+    ]
