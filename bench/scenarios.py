@@ -22,7 +22,6 @@ from pathlib import Path
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.cli.run import effective_settings
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
@@ -49,12 +48,12 @@ def main() -> None:
             key, _, value = setting.partition("=")
             matched, anomalous, times = 0, 0, []
             for repeat in range(args.repeats):
-                spec = scenario.apply_defaults(TestSpec(name=name, seed=repeat, settings={key: value}))
-                expectation = scenario.expectation_for(effective_settings(spec.settings))
+                spec = TestSpec(name=name, seed=repeat, settings={key: value}).with_scenario(scenario)
+                expectation = scenario.expectation_for(spec.effective_settings())
                 assert expectation is not None
                 with tempfile.TemporaryDirectory() as store, open("/dev/null", "w") as quiet:
                     started = time.monotonic()
-                    outcome = run_test(spec, Path(store), scenario=scenario.body, out=quiet)
+                    outcome = run_test(spec, Path(store), out=quiet)
                     times.append(time.monotonic() - started)
                 results = outcome.results or {}
                 ok = outcome.results is not None and not expectation.problems(results)

@@ -1,6 +1,6 @@
 """One partition replica on one broker: leader and follower state, HW, ISR, waiters.
 
-The rules are Kafka's (DESIGN §1):
+The rules are Kafka's replication rules (its Partition and ReplicaFetcherThread):
 
 * The leader records each follower's LEO from the ``fetch_offset`` of its Fetch
   requests, and the HW is ``max(HW, min LEO over the ISR)`` -- recomputed on produce,

@@ -58,7 +58,7 @@ from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
 from checker.expectations import applicable_rules, expectation
 from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
-from harness.record.replicas import REPLICA_PARTITIONS_FILE
+from harness.record.rundir import REPLICA_PARTITIONS_FILE, RunDir
 
 RESULTS_SCHEMA_VERSION = 1
 MAX_OBSERVATIONS_SHOWN = 10
@@ -105,18 +105,29 @@ def _trim(
 
 
 def _config(spec: dict[str, Any]) -> dict[str, Any]:
+    """The settings ``results.json`` echoes: as ``test.json`` recorded them (None: not recorded)."""
     config = spec.get("broker_config") or {}
     workload = spec["workload"]
     return {
         "acks": str(workload.get("acks", "all")),
-        "truncation.mode": str(config.get("truncation.mode", "leader-epoch")),
-        "min.insync.replicas": str(config.get("min.insync.replicas", "1")),
-        "unclean.leader.election.enable": str(config.get("unclean.leader.election.enable", "false")).lower(),
-        "flush.messages": str(config.get("flush.messages", "never")),
+        **{key: _recorded(config, key) for key in _ECHOED_SETTINGS},
         "faults": sorted(str(f) for f in (spec.get("nemesis") or {}).get("faults") or []),
         "scenario": spec.get("scenario"),
         "rules": [rule.name for rule in applicable_rules(spec)],
     }
+
+
+_ECHOED_SETTINGS = (
+    "truncation.mode",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "flush.messages",
+)
+
+
+def _recorded(config: dict[str, Any], key: str) -> str | None:
+    value = config.get(key)
+    return None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 class _Batch:
@@ -423,7 +434,7 @@ def check_pass(
 
 def write_results(results: dict[str, Any], run_dir: Path) -> Path:
     """Write ``results.json`` atomically into the run directory."""
-    target = run_dir / "results.json"
+    target = RunDir(run_dir).results
     partial = target.with_name("results.json.partial")
     partial.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(partial, target)

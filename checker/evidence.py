@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.record.history import HistoryFormatError, convert_history, read_metadata
-from harness.record.replicas import DUMP_FILE, REPLICA_PARTITIONS_FILE, REPLICAS_FILE, build_replicas
+from harness.record.replicas import build_replicas
+from harness.record.rundir import RunDir, SpecFileError
 
 TEST_SPEC_VERSION = 1
 
@@ -55,15 +56,12 @@ def _spec_error(path: Path, message: str) -> InputError:
 
 def read_spec(run_dir: Path) -> dict[str, Any]:
     """Read and validate ``test.json`` (only the fields the checker uses)."""
-    path = run_dir / "test.json"
-    if not path.is_file():
-        raise InputError(f"{path}: missing (every run directory needs its test.json)")
+    directory = RunDir(run_dir)
+    path = directory.spec_file
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise _spec_error(path, f"not valid JSON ({error})") from None
-    if not isinstance(spec, dict):
-        raise _spec_error(path, "must be a JSON object")
+        spec = directory.read_spec()
+    except SpecFileError as error:
+        raise InputError(str(error)) from None
     if spec.get("schema_version") != TEST_SPEC_VERSION:
         raise _spec_error(
             path,
@@ -89,7 +87,7 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
 
 
 def _history(run_dir: Path, skip_bad_lines: bool) -> tuple[Path, dict[str, str]]:
-    jsonl, parquet = run_dir / "history.jsonl", run_dir / "history.parquet"
+    jsonl, parquet = RunDir(run_dir).history_jsonl, RunDir(run_dir).history_parquet
     stale = parquet.is_file() and jsonl.is_file() and jsonl.stat().st_mtime_ns > parquet.stat().st_mtime_ns
     if not parquet.is_file() or stale:
         if not jsonl.is_file():
@@ -99,10 +97,10 @@ def _history(run_dir: Path, skip_bad_lines: bool) -> tuple[Path, dict[str, str]]
 
 
 def _replicas(run_dir: Path, skip_bad_lines: bool) -> tuple[Path | None, dict[str, str]]:
-    replicas = run_dir / REPLICAS_FILE
-    if not replicas.is_file() or not (run_dir / REPLICA_PARTITIONS_FILE).is_file():
-        dumps = list((run_dir / "nodes").glob(f"*/{DUMP_FILE}")) if (run_dir / "nodes").is_dir() else []
-        if not dumps:
+    directory = RunDir(run_dir)
+    replicas = directory.replicas
+    if not replicas.is_file() or not directory.replica_partitions.is_file():
+        if not directory.dumps():
             return None, {}
         build_replicas(run_dir, skip_bad_dumps=skip_bad_lines)
     return replicas, read_metadata(replicas, "replicas")

@@ -6,10 +6,12 @@ log did lose data) but tags it ``expected: true`` with the rule that permits it,
 reads "lost-write x3, expected: acks=1".  In a safe configuration no rule applies and any
 anomaly is plainly unexpected.
 
-The rules, read from ``test.json`` (faults: the random nemesis's ``nemesis.faults`` plus the
-``scenario_faults`` a scripted scenario injects; missing keys mean Kafka's defaults:
-``acks`` all, ``min.insync.replicas`` 1, unclean election off, no flush policy, truncation
-by leader epoch):
+The rules, read from ``test.json``: ``broker_config`` (the effective settings the test
+spec resolved when the run started, defaults applied, ``acks`` included) and the faults
+(the random nemesis's ``nemesis.faults`` plus the ``scenario_faults`` a scripted scenario
+injects).  No default is assumed here: a rule fires only on a setting the run recorded
+(an external cluster's unstated configuration permits nothing), except that acks falls
+back to the workload's own record for runs stored before ``broker_config`` held it.
 
 ``acks=0`` / ``acks=1``
     The leader acknowledges before (or without) replication; a leader change loses the
@@ -65,10 +67,11 @@ class Rule:
     permits: frozenset[str]
 
 
-def _setting(config: Mapping[str, Any], key: str, default: str) -> str:
+def _setting(config: Mapping[str, Any], key: str) -> str:
+    """A recorded setting as lower-case text ("" when the run did not record it)."""
     value = config.get(key)
     if value is None:
-        return default
+        return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value).strip().lower()
@@ -79,7 +82,7 @@ def unsynced_acks_possible(config: Mapping[str, Any]) -> bool:
 
     ``flush.ms`` alone does not count: it syncs on a timer, after the acknowledgement.
     """
-    return _setting(config, "flush.messages", "") not in ("1",)
+    return _setting(config, "flush.messages") not in ("1",)
 
 
 def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
@@ -89,16 +92,16 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     faults = {str(f) for f in (spec.get("nemesis") or {}).get("faults") or []}
     faults |= {str(f) for f in spec.get("scenario_faults") or []}  # faults a scripted scenario injects
     rules: list[Rule] = []
-    acks = str(workload.get("acks", "all")).strip().lower()
+    acks = str(workload.get("acks", "all")).strip().lower()  # the workload owns acks
     if acks in ("0", "1"):
         rules.append(Rule(f"acks={acks}", frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE})))
-    if _setting(config, "unclean.leader.election.enable", "false") == "true":
+    if _setting(config, "unclean.leader.election.enable") == "true":
         rules.append(Rule("unclean.leader.election.enable=true", _COMMITTED_DATA_LOSS))
     if "power-loss" in faults and unsynced_acks_possible(config):
         rules.append(Rule("flush never + power-loss", _COMMITTED_DATA_LOSS))
-        if _setting(config, "min.insync.replicas", "1") == "1":
+        if _setting(config, "min.insync.replicas") == "1":
             rules.append(Rule("min.insync.replicas=1 + flush never + power-loss", _COMMITTED_DATA_LOSS))
-    if _setting(config, "truncation.mode", "leader-epoch") == "high-watermark":
+    if _setting(config, "truncation.mode") == "high-watermark":
         rules.append(Rule("truncation.mode=high-watermark", _COMMITTED_DATA_LOSS | {REPLICA_DIVERGENCE}))
     return rules
 

@@ -20,6 +20,9 @@ from rich.table import Table
 from checker.definitions import ALL_CHECKS
 from harness.record.history import write_parquet
 
+SUMMARY_FILE = "check-summary.parquet"
+"""The batch summary's file name, beside the runs it covers."""
+
 
 def _column(kind: str) -> str:
     return kind.replace("-", "_")

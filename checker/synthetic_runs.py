@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from harness.record.history import HISTORY_SCHEMA, parquet_metadata, write_parquet
 from harness.record.replicas import REPLICA_PARTITIONS_SCHEMA, REPLICAS_SCHEMA, record_identity
+from harness.record.rundir import RunDir
 
 PARTITIONS = 8
 NODES = ("n1", "n2", "n3")
@@ -126,7 +127,7 @@ def generate_run(run_dir: Path, rows: int, seed: int) -> dict[str, int]:
     history = pa.table(columns, schema=HISTORY_SCHEMA).replace_schema_metadata(
         parquet_metadata(seed + 1, "history", {"skipped_line_count": "0", "skipped_lines": "[]"})
     )
-    write_parquet(history, run_dir / "history.parquet")
+    write_parquet(history, RunDir(run_dir).history_parquet)
 
     # replicas: every node holds the drained log; n3 differs at planted positions
     log_values, log_partition, log_offset = value[d_rows], d_partition, d_offset
@@ -159,7 +160,7 @@ def generate_run(run_dir: Path, rows: int, seed: int) -> dict[str, int]:
     )
     write_parquet(
         replicas.replace_schema_metadata(parquet_metadata(seed + 1, "replicas", meta)),
-        run_dir / "replicas.parquet",
+        RunDir(run_dir).replicas,
     )
     end = int(offset.max() + 1 + planted)
     parts = [
@@ -180,7 +181,7 @@ def generate_run(run_dir: Path, rows: int, seed: int) -> dict[str, int]:
         pa.Table.from_pylist(parts, schema=REPLICA_PARTITIONS_SCHEMA).replace_schema_metadata(
             parquet_metadata(seed + 1, "replica-partitions", meta)
         ),
-        run_dir / "replica_partitions.parquet",
+        RunDir(run_dir).replica_partitions,
     )
     spec = {
         "schema_version": 1,
@@ -192,7 +193,7 @@ def generate_run(run_dir: Path, rows: int, seed: int) -> dict[str, int]:
         "scenario": None,
         "nodes": list(NODES),
     }
-    (run_dir / "test.json").write_text(json.dumps(spec))
+    RunDir(run_dir).spec_file.write_text(json.dumps(spec))
     counts = {
         "lost-write": planted,
         "duplicate": planted,

@@ -45,9 +45,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
-from harness.nodes.remote import CommandFailed, Remote, RemoteError, RemotePathNotFound
+from harness.cluster.protocol import NodeControl, PowerLoss
+from harness.nodes.remote import CommandFailed, RemoteError, RemotePathNotFound
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
@@ -69,8 +70,8 @@ BROKER_DAEMON = "broker"
 """The Remote daemon name of the broker process on every broker node."""
 
 
-class ClusterHandle(Protocol):
-    """What the nemesis needs from a cluster; the harness implements it (Docker or SSH nodes)."""
+class ClusterHandle(NodeControl, Protocol):
+    """What the nemesis needs from a cluster: its node names and :class:`NodeControl`."""
 
     @property
     def brokers(self) -> Sequence[str]:
@@ -80,29 +81,6 @@ class ClusterHandle(Protocol):
     @property
     def controller(self) -> str | None:
         """The controller's node name, or None when the cluster's metadata lives elsewhere."""
-        ...
-
-    def remote(self, node: str) -> Remote: ...
-
-    def ip(self, node: str) -> str:
-        """The node's IPv4 address on the cluster network (the source address its peers see)."""
-        ...
-
-    def start_broker(self, node: str) -> None:
-        """(Re)start the broker daemon :data:`BROKER_DAEMON` on ``node``."""
-        ...
-
-    def leader_of(self, topic: str, partition: int) -> str | None:
-        """The node currently leading ``topic``/``partition``, or None if there is none."""
-        ...
-
-
-@runtime_checkable
-class PowerLossCapable(Protocol):
-    """A cluster whose broker data directories are on the lazy filesystem (optional ability)."""
-
-    def drop_unsynced(self, node: str) -> None:
-        """Discard every write to ``node``'s data directory that was not fsynced (broker is dead)."""
         ...
 
 
@@ -174,7 +152,7 @@ class Nemesis:
             ),
             POWER_LOSS: _NodeFault("start", self._power_loss_one, self._start_one),
         }
-        if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLossCapable):
+        if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLoss):
             raise PlanError("power-loss needs a cluster whose data directories are on the lazy filesystem")
         self._affected: dict[str, set[str]] = {fault: set() for fault in self._node_faults}
 
@@ -440,7 +418,7 @@ class Nemesis:
     def _power_loss_one(self, node: str) -> None:
         self._kill_one(node)  # the process must be gone before the cache is: no write may land after
         cluster = self.cluster
-        assert isinstance(cluster, PowerLossCapable)
+        assert isinstance(cluster, PowerLoss)
         cluster.drop_unsynced(node)
 
     def _start_one(self, node: str) -> None:

@@ -36,11 +36,12 @@ import dataclasses
 import importlib.resources
 import time
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from harness.cluster.kafka_admin import ClusterUnavailable, describe_topic, wait_until
+from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, describe_topic, wait_until
+from harness.cluster.protocol import Cluster
 
 FAULTS = ("kill", "start", "pause", "resume", "power-loss", "partition", "heal")
 WAITS = ("leader-is", "caught-up", "in-isr", "not-in-isr", "answers")
@@ -86,21 +87,9 @@ class Scenario:
     settings: dict[str, str]
     expected: tuple[Expectation, ...]
     steps: tuple[dict[str, Any], ...]
-
-    def apply_defaults(self, spec: Any) -> Any:
-        """The test spec with this scenario's set-up; the user's ``--set`` wins over ours."""
-        from workloads.queue import QueueSpec
-
-        workload = QueueSpec.from_dict({**spec.workload.to_dict(), **self.workload})
-        power_loss = any(step.get("fault") == "power-loss" for step in self.steps)
-        return dataclasses.replace(
-            spec,
-            node_count=self.node_count,
-            workload=workload,
-            scenario=self.name,
-            settings={**self.settings, **spec.settings},
-            power_loss_filesystem=spec.power_loss_filesystem or power_loss,
-        )
+    definition: dict[str, Any]
+    """The parsed TOML this scenario came from, with ``name`` filled in: what ``test.json``
+    embeds, so a run can be repeated after the file is gone."""
 
     def expectation_for(self, settings: Mapping[str, str]) -> Expectation | None:
         for expectation in self.expected:
@@ -112,13 +101,31 @@ class Scenario:
         ScenarioRun(self, context).run()
 
 
+class ScenarioNemesis(Protocol):
+    """The fault verbs a scenario step calls (:class:`nemesis.mechanism.Nemesis` has them)."""
+
+    def kill(self, nodes: Sequence[str]) -> object: ...
+    def start(self, nodes: Sequence[str]) -> object: ...
+    def pause(self, nodes: Sequence[str]) -> object: ...
+    def resume(self, nodes: Sequence[str]) -> object: ...
+    def power_loss(self, nodes: Sequence[str]) -> object: ...
+    def partition(self, grudge: Mapping[str, frozenset[str]], kind: str = ...) -> object: ...
+    def heal_partition(self) -> object: ...
+
+
+class MarkerSender(Protocol):
+    """What a ``produce`` step needs of the workload."""
+
+    def send_marker(self, partition: int) -> object: ...
+
+
 @dataclasses.dataclass
 class ScenarioContext:
     """What a running scenario acts on; built by the runner."""
 
-    cluster: Any  # harness.cluster.bundled.BundledCluster (a nemesis ClusterHandle)
-    nemesis: Any  # nemesis.mechanism.Nemesis
-    workload: Any  # workloads.queue.QueueWorkload
+    cluster: Cluster
+    nemesis: ScenarioNemesis
+    workload: MarkerSender
     topic: str
     log: Callable[[str], None]
 
@@ -238,7 +245,7 @@ class ScenarioRun:
         wait_until(holds, timeout, f"{condition} {node} (partition {partition})")
 
 
-def _partition_info(bootstrap: str, topic: str, partition: int) -> Any:
+def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
     for info in describe_topic(bootstrap, topic):
         if info.partition == partition and info.leader >= 0:
             return info
@@ -303,8 +310,9 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
                 absent=tuple(entry.get("absent", ())),
             )
         )
+    name = str(data.get("name") or Path(source).stem)
     return Scenario(
-        name=str(data.get("name") or Path(source).stem),
+        name=name,
         description=str(data.get("description", "")).strip(),
         source=source,
         node_count=int(data.get("node_count", 3)),
@@ -312,6 +320,7 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
         settings={str(k): _setting_text(v) for k, v in data.get("settings", {}).items()},
         expected=tuple(expected),
         steps=steps,
+        definition={**data, "name": name},
     )
 
 

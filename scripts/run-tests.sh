@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== ruff"; .venv/bin/ruff check harness nemesis workloads checker broker_impl tests bench
+echo "== ruff format --check"; .venv/bin/ruff format --check harness nemesis workloads checker broker_impl tests bench
 echo "== mypy --strict"; .venv/bin/mypy
 echo "== pytest"; exec .venv/bin/pytest -q "$@"

@@ -12,7 +12,8 @@ import argparse
 from pathlib import Path
 
 from harness.cli.check import add_check_options, execute
-from harness.cli.main import UsageError
+from harness.cli.errors import UsageError
+from harness.record.rundir import SPEC_FILE, RunDir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
-    if not (run_dir / "test.json").is_file():
-        raise UsageError(f"{run_dir}: not a run directory (no test.json)")
+    if not RunDir(run_dir).is_run():
+        raise UsageError(f"{run_dir}: not a run directory (no {SPEC_FILE})")
     return execute(args, [run_dir.resolve()])

@@ -13,25 +13,23 @@ Spark for a batch, in one session, one job per question over all runs at once.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import glob
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from checker.api import check_runs, open_engine, resolve_runs
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
-from checker.driver import check_pass, write_results
 from checker.engine import Engine
-from checker.evidence import InputError, RunInput, load_run, split_passes
-from checker.summary import print_summary, summary_rows, write_summary
-from harness.cli.main import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
-
-SUMMARY_FILE = "check-summary.parquet"
+from checker.evidence import InputError, load_run
+from checker.spark.session import DEFAULT_DRIVER_MEMORY
+from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
+from harness.cli.errors import UsageError
+from harness.record.rundir import RunDirectoryError
+from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,30 +72,11 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help=f"campaign summary Parquet (default: {SUMMARY_FILE} in the runs' common parent)",
     )
-    parser.add_argument("--driver-memory", default="3g", help="Spark driver heap for local runs (default 3g)")
-
-
-def _is_run(path: Path) -> bool:
-    return (path / "test.json").is_file()
-
-
-def resolve_runs(arguments: Sequence[str]) -> list[Path]:
-    """Run directories named by the arguments, each once (symlinks such as store/latest resolved)."""
-    found: dict[Path, None] = {}
-    for argument in arguments:
-        matches = [Path(m) for m in sorted(glob.glob(argument, recursive=True))] or [Path(argument)]
-        hit = False
-        for match in matches:
-            if _is_run(match):
-                found[match.resolve()] = None
-                hit = True
-            elif match.is_dir():
-                for spec in sorted(match.rglob("test.json")):
-                    found[spec.parent.resolve()] = None
-                    hit = True
-        if not hit:
-            raise UsageError(f"{argument}: no run directory (a directory holding test.json) found there")
-    return list(found)
+    parser.add_argument(
+        "--driver-memory",
+        default=DEFAULT_DRIVER_MEMORY,
+        help=f"Spark driver heap for local runs (default {DEFAULT_DRIVER_MEMORY})",
+    )
 
 
 def parse_checks(text: str | None) -> tuple[str, ...]:
@@ -110,36 +89,6 @@ def parse_checks(text: str | None) -> tuple[str, ...]:
             f"--checks: unknown check(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(ALL_CHECKS)}"
         )
     return tuple(c for c in ALL_CHECKS if c in chosen)
-
-
-@contextlib.contextmanager
-def open_engine(kind: str, master: str | None, driver_memory: str) -> Iterator[Engine]:
-    if kind == "pandas":
-        from checker.pandas.engine import PandasEngine
-
-        yield PandasEngine()
-        return
-    from checker.spark.engine import SparkEngine
-    from checker.spark.session import DEFAULT_MASTER, spark_session
-
-    with spark_session(master or DEFAULT_MASTER, driver_memory=driver_memory) as session:
-        engine = SparkEngine(session)
-        try:
-            yield engine
-        finally:
-            engine.close()
-
-
-def check_runs(
-    runs: list[RunInput], engine: Engine, checks: Sequence[str], limit: int
-) -> list[dict[str, Any]]:
-    """Results for every run, in input order, writing each run's ``results.json``."""
-    by_dir: dict[Path, dict[str, Any]] = {}
-    for group in split_passes(runs):
-        for run, result in zip(group, check_pass(engine, group, checks, limit), strict=True):
-            write_results(result, run.run_dir)
-            by_dir[run.run_dir] = result
-    return [by_dir[run.run_dir] for run in runs]
 
 
 def exit_code(results: list[dict[str, Any]]) -> int:
@@ -201,4 +150,8 @@ def execute(args: argparse.Namespace, run_dirs: list[Path], session_engine: Engi
 
 
 def run(args: argparse.Namespace) -> int:
-    return execute(args, resolve_runs(args.paths))
+    try:
+        run_dirs = resolve_runs(args.paths)
+    except RunDirectoryError as error:
+        raise UsageError(str(error)) from None
+    return execute(args, run_dirs)

@@ -14,7 +14,8 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from harness.cli.main import EXIT_INTERNAL_ERROR, UsageError
+from harness.cli.errors import UsageError
+from harness.run.exit_codes import EXIT_INTERNAL_ERROR
 
 if TYPE_CHECKING:
     import docker

@@ -13,8 +13,8 @@ import argparse
 import importlib.resources
 from pathlib import Path
 
-from harness.cli.campaign import run_campaign
 from harness.run.campaign import load_campaign
+from harness.run.campaign_run import run_campaign
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

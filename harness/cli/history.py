@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.main import UsageError
+from harness.cli.errors import UsageError
 from harness.record.history import HistoryFormatError, convert_history
-from harness.record.replicas import REPLICA_PARTITIONS_FILE, REPLICAS_FILE, build_replicas
+from harness.record.replicas import build_replicas
+from harness.record.rundir import REPLICA_PARTITIONS_FILE, REPLICAS_FILE, RunDir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _history_paths(path: Path, output: str | None) -> tuple[Path, Path]:
-    source = path / "history.jsonl" if path.is_dir() else path
+    source = RunDir(path).history_jsonl if path.is_dir() else path
     if not source.is_file():
         raise UsageError(f"{source}: no such history file")
     target = Path(output) if output else source.with_suffix(".parquet")

@@ -1,57 +1,64 @@
-"""The ``tidemark`` command line.
+"""The ``tidemark`` command line: the router.
 
-Each subcommand lives in the module that owns its job; this file only routes.  A
-subcommand module exposes two functions:
+Each subcommand is one module of this package exposing two functions:
 
 * ``add_arguments(parser: argparse.ArgumentParser) -> None``
 * ``run(args: argparse.Namespace) -> int`` -- the process exit code.
 
-Exit codes (shared by every subcommand, see DESIGN §8): 0 valid / success,
-1 anomalies found, 2 unknown, 254 bad arguments or bad input, 255 internal error.
-Modules are imported lazily so that ``tidemark --help`` does not start a JVM or import
-the docker SDK.
+Exit codes (:mod:`harness.run.exit_codes`, shared by every subcommand): 0 valid / success,
+1 anomalies found, 2 unknown, 254 bad arguments or bad input (a :class:`UsageError`,
+printed as one line), 255 internal error (a traceback: a bug in Tidemark).  Subcommand
+modules import their heavy dependencies (the docker SDK, PySpark, matplotlib) inside
+their functions, so ``tidemark --help`` starts neither a JVM nor a Docker client.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import traceback
 from collections.abc import Sequence
+from types import ModuleType
 from typing import NoReturn
 
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_UNKNOWN = 2
-EXIT_BAD_ARGUMENTS = 254
-EXIT_INTERNAL_ERROR = 255
+from harness.cli import (
+    analyze,
+    campaign,
+    check,
+    cluster,
+    demo,
+    history,
+    image,
+    report,
+    rerun,
+    run,
+    scenario,
+)
+from harness.cli.errors import UsageError
+from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_INTERNAL_ERROR
 
 # (subcommand, module, one-line help)
-SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
+SUBCOMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
     (
         "demo",
-        "harness.cli.demo",
+        demo,
         "the demo: KIP-101 loss found with HW truncation, absent with leader epochs",
     ),
-    ("run", "harness.cli.run", "run one test (a workload with a nemesis, or a scenario) and check it"),
-    ("campaign", "harness.cli.campaign", "run a matrix of tests from a TOML file and check them together"),
+    ("run", run, "run one test (a workload with a nemesis, or a scenario) and check it"),
+    ("rerun", rerun, "run a stored run again from its own directory (its test.json)"),
+    ("campaign", campaign, "run a matrix of tests from a TOML file and check them together"),
     (
         "check",
-        "harness.cli.check",
+        check,
         "check stored runs for lost writes and replica divergence (Spark or pandas)",
     ),
-    ("analyze", "harness.cli.analyze", "re-run the checker on one stored run"),
-    ("report", "harness.cli.report", "re-render report.html / index.html"),
-    ("history", "harness.cli.history", "history file tools (convert JSON lines to Parquet)"),
-    ("image", "harness.cli.image", "build the container image without a registry"),
-    ("cluster", "harness.cli.cluster", "manage clusters (down --all removes everything Tidemark started)"),
-    ("scenario", "harness.cli.scenario", "list the scripted fault scenarios"),
+    ("analyze", analyze, "re-run the checker on one stored run"),
+    ("report", report, "re-render report.html / index.html"),
+    ("history", history, "history file tools (convert JSON lines to Parquet)"),
+    ("image", image, "build the container image without a registry"),
+    ("cluster", cluster, "manage clusters (down --all removes everything Tidemark started)"),
+    ("scenario", scenario, "list the scripted fault scenarios"),
 )
-
-
-class UsageError(Exception):
-    """Bad arguments or bad input: printed as one line, exit code 254."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,13 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tidemark", description="Fault-injection testing for Kafka-style replicated logs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name, module_name, help_text in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue  # a subcommand whose module has not landed yet is simply absent
+    for name, module, help_text in SUBCOMMANDS:
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_run=module.run)

@@ -19,8 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli.main import EXIT_VALID, UsageError
-from harness.record.stored_run import SPEC_FILE, RunDirectoryError, find_run_directories
+from harness.cli.errors import UsageError
+from harness.record.rundir import SPEC_FILE, RunDirectoryError, find_run_directories
+from harness.run.exit_codes import EXIT_VALID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

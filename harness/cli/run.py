@@ -16,8 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.main import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UsageError
+from harness.cli.errors import UsageError
+from harness.record.rundir import RunDir
+from harness.run.exit_codes import verdict_exit_code
+from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import SpecError, TestSpec
+from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NemesisSpec
 from workloads.queue import QueueSpec
 
@@ -131,37 +135,10 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
         raise UsageError(str(error)) from None
 
 
-def verdict_exit_code(verdict: object) -> int:
-    if verdict is True:
-        return EXIT_VALID
-    if verdict is False:
-        return EXIT_INVALID
-    return EXIT_UNKNOWN
-
-
-def print_verdict(outcome: object) -> None:
-    from harness.run.runner import RunOutcome
-
-    assert isinstance(outcome, RunOutcome)
-    results = outcome.results
-    if results is None:
-        print(f"verdict: not checked ({'; '.join(outcome.problems)})")
-        return
-    word = {True: "valid", False: "INVALID", "unknown": "unknown"}[results["valid"]]
-    print(f"verdict: {word}")
-    for name, anomaly in results["anomalies"].items():
-        note = f"  (expected: {anomaly['rule']})" if anomaly["expected"] else ""
-        print(f"  {name} x{anomaly['count']}{note}")
-    for reason in results.get("incomplete", []):
-        print(f"  incomplete: {reason}")
-    print(f"results: {outcome.run_dir / 'results.json'}")
-
-
-def run(args: argparse.Namespace) -> int:
+def check_spec(spec: TestSpec) -> None:
+    """Refuse, as a usage error, what cannot run (before any container starts)."""
     from harness.cluster.bundled import SettingsError, split_settings
-    from harness.run.runner import run_test
 
-    spec = spec_from_arguments(args)
     if spec.inventory and not spec.bootstrap:
         raise UsageError("--inventory needs --bootstrap")
     if spec.bootstrap and spec.power_loss_filesystem:
@@ -183,36 +160,38 @@ def run(args: argparse.Namespace) -> int:
         split_settings(spec.settings)
     except SettingsError as error:
         raise UsageError(str(error)) from None
-    scenario = None
-    if spec.scenario is not None:
-        from nemesis.scenario import ScenarioError, load_scenario
 
-        try:
-            scenario = load_scenario(spec.scenario)
-        except ScenarioError as error:
-            raise UsageError(str(error)) from None
-        spec = scenario.apply_defaults(spec)
-    outcome = run_test(
-        spec,
-        Path(args.store),
-        engine=args.engine,
-        scenario=scenario.body if scenario else None,
-        out=sys.stderr,
-    )
-    print_verdict(outcome)
-    if scenario is not None and outcome.results is not None:
-        expectation = scenario.expectation_for(effective_settings(spec.settings))
-        if expectation is None:
-            print(f"scenario {scenario.name}: no expectation written for these settings")
-        else:
-            problems = expectation.problems(outcome.results)
-            print(
-                f"scenario {scenario.name}: "
-                + ("as expected" if not problems else "NOT as expected: " + "; ".join(problems))
-            )
+
+def report_outcome(spec: TestSpec, outcome: RunOutcome) -> int:
+    """Print the verdict (and, for a scenario, whether it is the expected one); the exit code."""
+    results = outcome.results
+    if results is None:
+        print(f"verdict: not checked ({'; '.join(outcome.problems)})")
+        return verdict_exit_code(None)
+    word = {True: "valid", False: "INVALID", "unknown": "unknown"}[results["valid"]]
+    print(f"verdict: {word}")
+    for name, anomaly in results["anomalies"].items():
+        note = f"  (expected: {anomaly['rule']})" if anomaly["expected"] else ""
+        print(f"  {name} x{anomaly['count']}{note}")
+    for reason in results.get("incomplete", []):
+        print(f"  incomplete: {reason}")
+    print(f"results: {RunDir(outcome.run_dir).results}")
+    problems = spec.scenario_problems(results)
+    if problems is not None:
+        print(
+            f"scenario {spec.scenario}: "
+            + ("as expected" if not problems else "NOT as expected: " + "; ".join(problems))
+        )
     return verdict_exit_code(outcome.verdict)
 
 
-def effective_settings(settings: dict[str, str]) -> dict[str, str]:
-    """The settings with the bundled broker's defaults for the keys scenarios branch on."""
-    return {"truncation.mode": "leader-epoch", "unclean.leader.election.enable": "false", **settings}
+def run(args: argparse.Namespace) -> int:
+    spec = spec_from_arguments(args)
+    if spec.scenario is not None:
+        try:
+            spec = spec.with_scenario(load_scenario(spec.scenario))
+        except (ScenarioError, SpecError, ValueError) as error:
+            raise UsageError(str(error)) from None
+    check_spec(spec)
+    outcome = run_test(spec, Path(args.store), engine=args.engine, out=sys.stderr)
+    return report_outcome(spec, outcome)

@@ -16,8 +16,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from harness.cli.check import add_check_options, execute, resolve_runs
-from harness.cli.main import EXIT_BAD_ARGUMENTS, EXIT_INTERNAL_ERROR, UsageError
+from checker.api import resolve_runs
+from harness.cli.check import add_check_options, execute
+from harness.cli.errors import UsageError
+from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_INTERNAL_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:

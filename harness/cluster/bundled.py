@@ -3,7 +3,7 @@
 Given one Remote per node -- Docker exec or SSH, the same code either way -- this writes
 the controller's and brokers' properties files, starts them as named daemons
 (``controller``, ``broker``), waits until the cluster answers over the Kafka protocol,
-and offers what the nemesis needs (:class:`nemesis.mechanism.ClusterHandle`): remotes,
+and offers the :mod:`harness.cluster.protocol` abilities the nemesis and runner use: remotes,
 addresses, (re)starting a broker, and who leads a partition.  After a run it stops the
 brokers cleanly, dumps every replica with ``python -m broker_impl.dump`` and fetches
 the logs.
@@ -54,8 +54,47 @@ HARNESS_BROKER_DEFAULTS = {
 HARNESS_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "3000"}
 
 
+NODE_SPECIFIC_KEYS = frozenset(
+    {
+        "node.id",
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "controller.quorum.bootstrap.servers",
+        "metadata.log.dir",
+    }
+)
+"""Keys the harness sets per node; ``--set`` may not change them."""
+
+
 class SettingsError(ValueError):
     """A ``--set`` key or value that neither the controller nor the brokers accept."""
+
+
+def effective_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """Every controller and broker setting in force on a bundled cluster, as text, sorted by key.
+
+    broker_impl's declared defaults (Kafka's, and ``truncation.mode=leader-epoch``), then the
+    harness's failure-detection defaults, then ``settings`` (``--set``) -- the same layering
+    :meth:`BundledCluster.configure` writes into the properties files.  Node-specific keys
+    (addresses, directories, ids) are left out.  This is the one place that knows the
+    defaults the run actually had; the test spec records its answer in ``test.json``, and
+    every later reader (checker expectations, reports, scenario expectations) reads that.
+    Raises :class:`SettingsError` for a key or value neither process accepts.
+    """
+    split_settings(settings)  # reject unknown keys and bad values first
+    values: dict[str, str] = {}
+    for key in (*broker_config.CONTROLLER_KEYS, *broker_config.BROKER_KEYS):
+        if key.name not in NODE_SPECIFIC_KEYS and key.default is not None:
+            values.setdefault(key.name, _setting_text(key.default))
+    values.update(HARNESS_CONTROLLER_DEFAULTS)
+    values.update(HARNESS_BROKER_DEFAULTS)
+    values.update(settings)
+    return dict(sorted(values.items()))
+
+
+def _setting_text(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -75,14 +114,7 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
                     raise SettingsError(str(error)) from None
                 target[key] = value
                 accepted = True
-        if not accepted or key in (
-            "node.id",
-            "listeners",
-            "advertised.listeners",
-            "log.dirs",
-            "controller.quorum.bootstrap.servers",
-            "metadata.log.dir",
-        ):
+        if not accepted or key in NODE_SPECIFIC_KEYS:
             raise SettingsError(
                 f"--set {key}: not a setting the harness lets you change"
                 if accepted
@@ -93,8 +125,6 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
 
 class BundledCluster:
     """broker_impl on ``brokers`` (node names) plus ``controller``, reached through remotes."""
-
-    dumps_replicas = True
 
     def __init__(
         self,
@@ -115,7 +145,7 @@ class BundledCluster:
         self.data_dir = DATA_DIR
         self.power_loss_filesystem = power_loss_filesystem
 
-    # ---- ClusterHandle --------------------------------------------------------------------
+    # ---- NodeControl ----------------------------------------------------------------------
 
     def remote(self, node: str) -> Remote:
         return self._remotes[node]

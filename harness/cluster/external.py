@@ -29,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from harness.cluster.kafka_admin import leader_node, node_named, wait_until
+from harness.nodes.remote import Remote
 
 BROKER_LOG = "/var/log/tidemark/broker.log"
 NODE_KEYS = {"host", "port", "user", "key", "known_hosts", "broker_id", "start", "logs"}
@@ -93,10 +93,11 @@ def load_inventory(path: Path) -> list[InventoryNode]:
 
 
 class ExternalCluster:
-    """A :class:`nemesis.mechanism.ClusterHandle` over an inventory (or none: fault-free)."""
+    """A :class:`~harness.cluster.protocol.Cluster` with :class:`~harness.cluster.protocol.NodeControl`
+    and :class:`~harness.cluster.protocol.LogFiles` over an SSH inventory (or none: fault-free).
 
-    dumps_replicas = False
-    """Replica dumps need the bundled broker's offline tool (see the module docstring)."""
+    No :class:`~harness.cluster.protocol.ReplicaDumps`: dumps need the bundled broker's
+    offline tool (see the module docstring)."""
 
     def __init__(self, bootstrap: str, inventory: list[InventoryNode]) -> None:
         from harness.nodes.ssh_remote import SshRemote
@@ -106,7 +107,7 @@ class ExternalCluster:
         self._nodes = {node.name: node for node in inventory}
         self.brokers = list(self._nodes)
         self.node_ids = {node.name: node.broker_id for node in inventory}
-        self._remotes: dict[str, Any] = {
+        self._remotes: dict[str, Remote] = {
             node.name: SshRemote(
                 node.host,
                 key_path=node.key,
@@ -118,7 +119,7 @@ class ExternalCluster:
             for node in inventory
         }
 
-    def remote(self, node: str) -> Any:
+    def remote(self, node: str) -> Remote:
         return self._remotes[node]
 
     def ip(self, node: str) -> str:
@@ -154,7 +155,7 @@ class ExternalCluster:
         if self.brokers:
             wait_until(lambda: self.answers(self.brokers[0]), 60, "the external cluster to answer")
 
-    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> Any:
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> object:
         from harness.cluster.kafka_admin import all_partitions_led
 
         return wait_until(

@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.record.ops import NEMESIS_PROCESS, OP_TYPES, Op
@@ -600,6 +601,21 @@ def table_to_ops(table: pa.Table) -> list[Op]:
             )
         )
     return ops
+
+
+def read_op_heads(path: Path | str) -> pa.Table:
+    """One row per op of a ``history.parquet`` (an op with records spans one row per record;
+    this keeps its first): ``index, time, process, type`` (the type's name), ``f, error,
+    node, payload``.  For readers that need every op but not the records (the timeline)."""
+    read_metadata(path, "history")
+    columns = ["index", "time", "process", "type", "f_name", "item", "error", "node", "payload"]
+    table = pq.read_table(path, columns=columns)
+    table = table.filter(pc.or_kleene(pc.is_null(table["item"]), pc.equal(table["item"], 0)))
+    type_names = pa.array(OP_TYPES).take(table["type"].cast(pa.int32()))
+    table = table.set_column(table.schema.get_field_index("type"), "type", type_names)
+    return table.drop(["item"]).rename_columns(
+        ["index", "time", "process", "type", "f", "error", "node", "payload"]
+    )
 
 
 def read_history_parquet(path: Path | str) -> list[Op]:

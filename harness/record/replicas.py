@@ -44,10 +44,8 @@ from harness.record.history import (
     parquet_metadata,
     write_parquet,
 )
+from harness.record.rundir import DUMP_FILE, RunDir, SpecFileError
 
-REPLICAS_FILE = "replicas.parquet"
-REPLICA_PARTITIONS_FILE = "replica_partitions.parquet"
-DUMP_FILE = "dump.jsonl"
 DUMP_ERROR_FILE = "dump.error"
 
 REPLICAS_SCHEMA = pa.schema(
@@ -199,16 +197,16 @@ class ReplicaBuildSummary:
 
 def expected_nodes(run_dir: Path) -> list[str]:
     """The nodes whose dumps must be present: ``test.json``'s ``nodes`` or the ``nodes/`` directories."""
-    spec_path = run_dir / "test.json"
-    if spec_path.is_file():
+    directory = RunDir(run_dir)
+    if directory.is_run():
         try:
-            spec = json.loads(spec_path.read_text(encoding="utf-8"))
-        except ValueError as error:
-            raise HistoryFormatError(spec_path, None, f"not valid JSON ({error})") from None
-        nodes = spec.get("nodes") if isinstance(spec, dict) else None
+            spec = directory.read_spec()
+        except SpecFileError as error:
+            raise HistoryFormatError(directory.spec_file, None, str(error)) from None
+        nodes = spec.get("nodes")
         if isinstance(nodes, list) and nodes and all(isinstance(n, str) for n in nodes):
             return list(nodes)
-    node_root = run_dir / "nodes"
+    node_root = directory.nodes
     return sorted(p.name for p in node_root.iterdir() if p.is_dir()) if node_root.is_dir() else []
 
 
@@ -248,8 +246,8 @@ def build_replicas(
     if not node_names:
         missing["*"] = "no nodes listed in test.json and no nodes/<node>/ directories"
     for node in node_names:
-        node_dir = run_dir / "nodes" / node
-        dump_path = node_dir / DUMP_FILE
+        node_dir = RunDir(run_dir).node_dir(node)
+        dump_path = RunDir(run_dir).dump(node)
         error_path = node_dir / DUMP_ERROR_FILE
         if error_path.is_file():
             missing[node] = (
@@ -310,8 +308,8 @@ def build_replicas(
             {"nodes": json.dumps(node_names), "missing_nodes": json.dumps(missing, sort_keys=True)},
         )
     )
-    write_parquet(records_table, run_dir / REPLICAS_FILE)
-    write_parquet(partitions_table, run_dir / REPLICA_PARTITIONS_FILE)
+    write_parquet(records_table, RunDir(run_dir).replicas)
+    write_parquet(partitions_table, RunDir(run_dir).replica_partitions)
     return ReplicaBuildSummary(
         tuple(node_names), records_table.num_rows, partitions_table.num_rows, missing, run_id
     )

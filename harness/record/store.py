@@ -1,4 +1,4 @@
-"""The store: one directory per run, laid out as DESIGN §4.
+"""The store: one directory per run (its files are named in :mod:`harness.record.rundir`).
 
 ``store/<test name>/<UTC timestamp>/`` holds ``test.json`` (the whole spec, seed and
 versions), ``history.jsonl`` (appended and flushed during the run), ``history.parquet``,

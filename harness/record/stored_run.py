@@ -18,9 +18,10 @@ Verdict classes (:func:`verdict_class`):
 * ``unknown`` -- nothing proven, evidence incomplete;
 * ``not-checked`` -- no (readable) ``results.json``.
 
-Key settings (:func:`key_settings`) use the checker's defaults for missing keys (acks
-``all``, ``min.insync.replicas`` 1, unclean election off, no flush policy, truncation by
-leader epoch), so a run that relied on a default and one that spelled it out read alike.
+Key settings (:func:`key_settings`) come from ``test.json``'s ``broker_config``: the
+effective settings the spec resolved when the run started (defaults applied, ``acks``
+included).  Nothing here knows a default: a key the run did not record (an external
+cluster's unstated configuration) reads ``?``.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ import datetime
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal
+
+from harness.record.rundir import RESULTS_FILE, RunDir, RunDirectoryError, SpecFileError
 
 VerdictClass = Literal["valid", "invalid", "expected", "unknown", "not-checked"]
 
@@ -52,21 +55,11 @@ VERDICT_ORDER: Final[dict[str, int]] = {
 }
 """Sort rank: what needs a reader's attention first."""
 
-SPEC_FILE, RESULTS_FILE, HISTORY_FILE, REPORT_FILE = (
-    "test.json",
-    "results.json",
-    "history.jsonl",
-    "report.html",
-)
 _RUN_STAMP = re.compile(r"^\d{8}T\d{6}(\.\d+)?Z$")
 _TAIL_BLOCK = 64 * 1024
 _LINES_TRIED = 5
 _LINE_HEAD_BYTES = 4096
 _TIME_FIELD = re.compile(rb'"time"\s*:\s*(-?\d+)')
-
-
-class RunDirectoryError(ValueError):
-    """The path given is not a run directory (or a directory of runs); the message names it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,10 +87,9 @@ class StoredRun:
         return scenario if isinstance(scenario, str) and scenario else None
 
 
-def _read_json_object(path: Path, problems: list[str], *, required: bool) -> dict[str, Any] | None:
+def _read_json_object(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    """An optional JSON object file (``results.json``): None when missing; problems recorded."""
     if not path.is_file():
-        if required:
-            problems.append(f"{path.name}: missing")
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
@@ -136,8 +128,14 @@ def load_stored_run(run_dir: Path | str) -> StoredRun:
     if not run_dir.is_dir():
         raise RunDirectoryError(f"{run_dir}: not a directory")
     problems: list[str] = []
-    spec = _read_json_object(run_dir / SPEC_FILE, problems, required=True)
-    results = _read_json_object(run_dir / RESULTS_FILE, problems, required=False)
+    directory = RunDir(run_dir)
+    spec: dict[str, Any] | None
+    try:
+        spec = directory.read_spec()
+    except SpecFileError as error:
+        problems.append(str(error))
+        spec = None
+    results = _read_json_object(directory.results, problems)
     if results is not None:
         problem = _results_problem(results)
         if problem is not None:
@@ -157,7 +155,11 @@ def verdict_class(results: Mapping[str, Any] | None) -> VerdictClass:
     return "unknown"
 
 
-def _text(value: Any, default: str) -> str:
+UNKNOWN_SETTING: Final = "?"
+"""How :func:`key_settings` shows a setting the run did not record."""
+
+
+def _text(value: Any, default: str = UNKNOWN_SETTING) -> str:
     if value is None:
         return default
     if isinstance(value, bool):
@@ -165,42 +167,40 @@ def _text(value: Any, default: str) -> str:
     return str(value).strip()
 
 
+NEVER_FLUSH: Final = str(2**63 - 1)
+"""Kafka's ``Long.MAX_VALUE``: ``flush.messages``/``flush.ms`` at this value mean never."""
+
+
 def flush_policy(settings: Mapping[str, Any]) -> str:
     """``never`` (Kafka's default: fsync left to the OS), or the ``flush.*`` settings in force."""
     parts = [
-        f"{key.removeprefix('flush.')}={_text(settings[key], '')}"
+        f"{key.removeprefix('flush.')}={_text(settings[key])}"
         for key in ("flush.messages", "flush.ms")
-        if settings.get(key) is not None
+        if settings.get(key) is not None and _text(settings[key]) != NEVER_FLUSH
     ]
     return " ".join(parts) or "never"
 
 
 def broker_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``broker_config`` (what the runner derived, acks included) overlaid with ``settings`` (what was asked)."""
-    merged: dict[str, Any] = {}
-    for key in ("broker_config", "settings"):
-        if isinstance(spec.get(key), dict):
-            merged.update(spec[key])
-    return merged
+    """``test.json``'s ``broker_config``: the effective settings, ``acks`` included."""
+    config = spec.get("broker_config")
+    return dict(config) if isinstance(config, dict) else {}
 
 
 def key_settings(spec: Mapping[str, Any] | None) -> dict[str, str]:
     """The settings that tell runs of a campaign apart, as display text (see the module docstring)."""
     spec = spec or {}
-    workload = spec.get("workload") if isinstance(spec.get("workload"), dict) else {}
     nemesis = spec.get("nemesis") if isinstance(spec.get("nemesis"), dict) else {}
-    assert isinstance(workload, dict) and isinstance(nemesis, dict)
+    assert isinstance(nemesis, dict)
     settings = broker_settings(spec)
     faults = nemesis.get("faults")
     if not isinstance(faults, list):
         faults = []
     return {
-        "truncation.mode": _text(settings.get("truncation.mode"), "leader-epoch"),
-        "acks": _text(workload.get("acks", settings.get("acks")), "all"),
-        "min.insync.replicas": _text(settings.get("min.insync.replicas"), "1"),
-        "unclean.leader.election.enable": _text(
-            settings.get("unclean.leader.election.enable"), "false"
-        ).lower(),
+        "truncation.mode": _text(settings.get("truncation.mode")),
+        "acks": _text(settings.get("acks")),
+        "min.insync.replicas": _text(settings.get("min.insync.replicas")),
+        "unclean.leader.election.enable": _text(settings.get("unclean.leader.election.enable")).lower(),
         "flush": flush_policy(settings),
         "faults": ",".join(str(f) for f in faults) or "-",
         "scenario": _text(spec.get("scenario"), "-"),
@@ -243,7 +243,7 @@ def started_at(run_dir: Path) -> datetime.datetime | None:
         pattern = "%Y%m%dT%H%M%S.%fZ" if "." in run_dir.name else "%Y%m%dT%H%M%SZ"
         return datetime.datetime.strptime(run_dir.name, pattern).replace(tzinfo=datetime.UTC)
     try:
-        return datetime.datetime.fromtimestamp((run_dir / SPEC_FILE).stat().st_mtime, tz=datetime.UTC)
+        return datetime.datetime.fromtimestamp((RunDir(run_dir).spec_file).stat().st_mtime, tz=datetime.UTC)
     except OSError:
         return None
 
@@ -275,7 +275,7 @@ def history_span_seconds(run_dir: Path) -> float | None:
     megabytes long -- so a campaign of thousands of runs lists quickly.  A torn or garbage
     last line falls back to the line before.  ``None`` without any readable time.
     """
-    path = run_dir / HISTORY_FILE
+    path = RunDir(run_dir).history_jsonl
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -287,24 +287,3 @@ def history_span_seconds(run_dir: Path) -> float | None:
     except OSError:
         return None
     return None
-
-
-def find_run_directories(directory: Path | str) -> list[Path]:
-    """Every run directory (one holding ``test.json``) at or below ``directory``, sorted.
-
-    Symbolic links are not followed (the store's ``latest`` links would list runs twice),
-    hidden directories are skipped, and a run directory's own subdirectories are not searched.
-    """
-    root = Path(directory)
-    if not root.is_dir():
-        raise RunDirectoryError(f"{root}: not a directory")
-    return sorted(_walk_runs(root))
-
-
-def _walk_runs(root: Path) -> Iterator[Path]:
-    for current, subdirectories, files in os.walk(root, followlinks=False):
-        if SPEC_FILE in files:
-            subdirectories.clear()
-            yield Path(current)
-            continue
-        subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]

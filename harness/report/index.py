@@ -24,12 +24,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Final
 
+from harness.record.rundir import REPORT_FILE, find_run_directories
 from harness.record.stored_run import (
-    REPORT_FILE,
     VERDICT_LABELS,
     VERDICT_ORDER,
     StoredRun,
-    find_run_directories,
     history_span_seconds,
     key_settings,
     load_stored_run,

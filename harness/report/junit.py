@@ -39,8 +39,8 @@ from typing import Final, Literal
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from harness.record.rundir import REPORT_FILE
 from harness.record.stored_run import (
-    REPORT_FILE,
     StoredRun,
     anomaly_phrases,
     history_span_seconds,
@@ -49,6 +49,8 @@ from harness.record.stored_run import (
 )
 
 Outcome = Literal["passed", "failure", "error", "skipped"]
+JUNIT_FILE: Final = "junit.xml"
+"""A campaign's JUnit file name, beside its index."""
 MAX_EXAMPLE_TEXT: Final = 600
 
 

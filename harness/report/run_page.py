@@ -32,8 +32,8 @@ from typing import Any, Final
 
 import pyarrow.parquet as pq
 
+from harness.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, RESULTS_FILE, SPEC_FILE, RunDir
 from harness.record.stored_run import (
-    REPORT_FILE,
     VERDICT_LABELS,
     StoredRun,
     anomaly_phrases,
@@ -227,7 +227,7 @@ def _replica_context(
     run: StoredRun, partition: int, offset: int, nodes: list[str]
 ) -> dict[str, dict[int, dict[str, Any]]]:
     """node -> offset -> record around ``offset`` from ``replicas.parquet`` (empty if unreadable)."""
-    path = run.run_dir / "replicas.parquet"
+    path = RunDir(run.run_dir).replicas
     topic = (run.spec or {}).get("topic")
     try:
         table = pq.read_table(
@@ -346,7 +346,7 @@ def _examples_table(examples: list[Any]) -> str:
 def _replica_states(run: StoredRun) -> str:
     """Each replica's high watermark, log end offset and leader-epoch cache (the KIP-101 story)."""
     try:
-        rows = pq.read_table(run.run_dir / "replica_partitions.parquet").to_pylist()
+        rows = pq.read_table(RunDir(run.run_dir).replica_partitions).to_pylist()
     except Exception:  # missing or damaged: the records above still tell the story
         return ""
     shown = [
@@ -495,10 +495,10 @@ def _configuration(run: StoredRun) -> str:
 def _files(run: StoredRun) -> str:
     links = [
         f'<li><a href="{href(name)}">{esc(name)}</a> ({_size(run.run_dir / name)})</li>'
-        for name in ("test.json", "results.json", "history.jsonl", "history.parquet")
+        for name in (SPEC_FILE, RESULTS_FILE, HISTORY_JSONL, HISTORY_PARQUET)
         if (run.run_dir / name).is_file()
     ]
-    nodes_dir = run.run_dir / "nodes"
+    nodes_dir = RunDir(run.run_dir).nodes
     node_items = []
     if nodes_dir.is_dir():
         for node in sorted(p for p in nodes_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):

@@ -32,16 +32,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from harness.record.history import (
     NEMESIS_PROCESS_CODE,
     HistoryFormatError,
     SkippedLine,
     iter_history,
-    read_metadata,
+    read_op_heads,
 )
-from harness.record.ops import NEMESIS_PROCESS, OP_TYPES
+from harness.record.ops import NEMESIS_PROCESS
+from harness.record.rundir import RunDir
 
 NODE_FAULT_HEALS: Final[dict[str, str]] = {"kill": "start", "power-loss": "start", "pause": "resume"}
 PARTITION_FAULT, PARTITION_HEAL = "partition", "heal"
@@ -130,20 +130,8 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
 
 
 def _frame_from_parquet(path: Path) -> tuple[pd.DataFrame, dict[int, Any]]:
-    read_metadata(path, "history")
-    columns = ["index", "time", "process", "type", "f_name", "item", "error", "node", "payload"]
-    table = pq.read_table(path, columns=columns)
-    first_rows = pc.or_kleene(pc.is_null(table["item"]), pc.equal(table["item"], 0))
-    table = table.filter(first_rows)  # an op with records spans one row per record
-    type_names = pa.array(OP_TYPES)
-    table = table.set_column(
-        table.schema.get_field_index("type"), "type", pc.take(type_names, table["type"].cast(pa.int32()))
-    )
-    frame = (
-        table.drop(["item", "payload"])
-        .rename_columns(["index", "time", "process", "type", "f", "error", "node"])
-        .to_pandas()
-    )
+    table = read_op_heads(path)
+    frame = table.drop(["payload"]).to_pandas()
     frame = frame.astype({"index": "int64", "time": "int64", "process": "int64"})
     nemesis = (
         table.filter(pc.equal(table["process"], NEMESIS_PROCESS_CODE))
@@ -161,7 +149,7 @@ def load_ops(run_dir: Path) -> tuple[pd.DataFrame, dict[int, Any], str, list[Ski
 
     Raises :class:`HistoryUnavailable` when neither file gives a history.
     """
-    jsonl, parquet = run_dir / "history.jsonl", run_dir / "history.parquet"
+    jsonl, parquet = RunDir(run_dir).history_jsonl, RunDir(run_dir).history_parquet
     notes: list[str] = []
     skipped: list[SkippedLine] = []
     parquet_fresh = parquet.is_file() and (

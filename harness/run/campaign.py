@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster.bundled import SettingsError, split_settings
+from harness.record.rundir import RunDir
 from harness.run.spec import SpecError, TestSpec
+from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import FAULT_KINDS, NemesisSpec, NemesisSpecError, parse_name_list
 from workloads.queue import QueueSpec
 
@@ -123,7 +125,7 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
             key = _key(chosen, repeat)
             try:
                 spec = _spec_for(name, data, chosen, base_settings, base_workload, base_nemesis, repeat)
-            except (SpecError, NemesisSpecError, SettingsError, ValueError) as error:
+            except (SpecError, NemesisSpecError, SettingsError, ScenarioError, ValueError) as error:
                 raise CampaignError(f"{source}: run {key}: {error}") from None
             runs.append(PlannedRun(key, spec, chosen))
     engine = str(data.get("engine", "spark"))
@@ -170,9 +172,7 @@ def _spec_for(
         scenario=scenario,
     )
     if scenario is not None:
-        from nemesis.scenario import load_scenario
-
-        spec = load_scenario(scenario).apply_defaults(spec)
+        spec = spec.with_scenario(load_scenario(scenario))
     return spec
 
 
@@ -184,7 +184,7 @@ def pending_runs(directory: Path, campaign: Campaign) -> Iterator[tuple[PlannedR
     """(run, its directory) for every run not finished yet; interrupted ones moved aside."""
     for run in campaign.runs:
         run_dir = directory / "runs" / run.key
-        if (run_dir / "run.json").exists():
+        if RunDir(run_dir).finished():
             continue
         if run_dir.exists():
             attempt = 1
@@ -198,5 +198,5 @@ def finished_run_directories(directory: Path, campaign: Campaign) -> list[Path]:
     return [
         directory / "runs" / run.key
         for run in campaign.runs
-        if (directory / "runs" / run.key / "run.json").exists()
+        if RunDir(directory / "runs" / run.key).finished()
     ]

@@ -1,4 +1,4 @@
-"""One test, end to end: the phases of DESIGN §4.
+"""One test, end to end: set-up, main phase, heal, recovery, drain, dumps, logs, check.
 
 set up cluster -> start controller and brokers -> create topic -> main phase (workload
 + nemesis, or a scripted scenario, under a time limit) -> heal every fault -> wait for
@@ -21,18 +21,24 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from checker.api import check_runs, open_engine
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.evidence import InputError, load_run
 from harness.cluster.kafka_admin import create_topic, fully_replicated, wait_until
+from harness.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps
+from harness.nodes.remote import Remote
 from harness.record import store
-from harness.record.history import convert_history
 from harness.record.recorder import Recorder
-from harness.record.replicas import build_replicas
+from harness.record.rundir import RunDir
 from harness.run.progress import ProgressLine
 from harness.run.spec import TestSpec
+from nemesis.mechanism import Nemesis
+from nemesis.scenario import ScenarioContext
 from workloads.queue import QueueWorkload
 
 logger = logging.getLogger(__name__)
@@ -49,21 +55,8 @@ class RunOutcome:
         return None if self.results is None else self.results["valid"]
 
 
-ScenarioBody = Callable[[Any], None]
-"""A scripted main phase, given a :class:`nemesis.scenario.ScenarioContext`."""
-
-
-def scenario_faults(name: str | None) -> set[str]:
-    """Fault kinds a scenario's steps inject (the checker's expectations need them)."""
-    if name is None:
-        return set()
-    from nemesis.scenario import load_scenario
-
-    return {str(step["fault"]) for step in load_scenario(name).steps if "fault" in step}
-
-
 @contextmanager
-def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
+def docker_bundled_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
     """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
     import docker
 
@@ -74,11 +67,11 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -
     client = docker.from_env()
     image = ensure_image(client)
     with DockerCluster(
-        client, image, brokers=spec.node_count, work_dir=run_dir / ".cluster"
+        client, image, brokers=spec.node_count, work_dir=run_dir.cluster_work
     ) as docker_cluster:
         names = docker_cluster.broker_names
         if spec.transport == "ssh":
-            remotes: dict[str, Any] = {n: docker_cluster.ssh_remote(n) for n in docker_cluster.node_names}
+            remotes: dict[str, Remote] = {n: docker_cluster.ssh_remote(n) for n in docker_cluster.node_names}
         else:
             remotes = dict(docker_cluster.remotes())
         bundled = BundledCluster(
@@ -98,7 +91,7 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -
 
 
 @contextmanager
-def external_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iterator[Any]:
+def external_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
     """A cluster the harness did not start; brokers under SSH control if an inventory is given."""
     from harness.cluster.external import ExternalCluster, load_inventory
 
@@ -112,27 +105,28 @@ def external_cluster(spec: TestSpec, run_dir: Path, problems: list[str]) -> Iter
         _collect_logs(cluster, cluster.brokers, run_dir, problems)
 
 
-def _collect_logs(cluster: Any, nodes: list[str], run_dir: Path, problems: list[str]) -> None:
+def _collect_logs(cluster: Cluster, nodes: list[str], run_dir: RunDir, problems: list[str]) -> None:
     """Fetch every node's logs into ``nodes/<node>/``; a node that fails is a problem, not an abort."""
+    if not isinstance(cluster, LogFiles):
+        return
     for node in nodes:
         try:
-            cluster.collect_logs(node, run_dir / "nodes" / node)
+            cluster.collect_logs(node, run_dir.node_dir(node))
         except Exception as error:
             problems.append(f"logs of {node} not collected: {error}")
 
 
-def write_spec(spec: TestSpec, run_dir: Path, node_names: list[str]) -> None:
+def write_spec(spec: TestSpec, run_dir: RunDir, node_names: list[str]) -> None:
+    """``test.json``: the spec with its derived fields, plus what only the runner knows."""
     document = spec.to_dict()
     document.update(
         {
             "nodes": node_names if spec.bootstrap is None else [],
             "replica_evidence": "dumps" if spec.bootstrap is None else "unavailable (external cluster)",
-            "scenario_faults": sorted(scenario_faults(spec.scenario)),
-            "broker_config": {**spec.broker_config(), "acks": spec.workload.acks},
             "versions": store.versions(),
         }
     )
-    store.write_json(run_dir / "test.json", document)
+    store.write_json(run_dir.spec_file, document)
 
 
 def run_test(
@@ -140,63 +134,63 @@ def run_test(
     store_dir: Path,
     *,
     engine: str | None = "pandas",
-    scenario: ScenarioBody | None = None,
-    out: Any = sys.stderr,
+    out: TextIO = sys.stderr,
     run_dir: Path | None = None,
 ) -> RunOutcome:
-    """Run ``spec``; store everything under ``store_dir`` (or exactly in ``run_dir``, which
-    must not exist yet: campaigns name their runs); check it with ``engine`` (None: leave
-    the check to the caller, as a campaign does in one Spark job)."""
+    """Run ``spec`` (its random nemesis, or its embedded scenario); store everything under
+    ``store_dir`` (or exactly in ``run_dir``, which must not exist yet: campaigns name their
+    runs); check it with ``engine`` (None: leave the check to the caller, as a campaign does
+    in one Spark job)."""
     if run_dir is None:
-        run_dir = store.new_run_directory(store_dir, spec.name)
-        store.point_latest(store_dir, run_dir)
+        directory = RunDir(store.new_run_directory(store_dir, spec.name))
+        store.point_latest(store_dir, directory.path)
     else:
-        run_dir.mkdir(parents=True)
-        (run_dir / "nodes").mkdir()
+        directory = RunDir(run_dir)
+        directory.nodes.mkdir(parents=True)
     if spec.bootstrap is None:
         node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
     else:
         from harness.cluster.external import load_inventory
 
         node_names = [node.name for node in load_inventory(Path(spec.inventory))] if spec.inventory else []
-    write_spec(spec, run_dir, node_names)
+    write_spec(spec, directory, node_names)
     problems: list[str] = []
-    print(f"run directory: {run_dir}", file=out)
-    recorder = Recorder(run_dir / "history.jsonl")
+    print(f"run directory: {directory.path}", file=out)
+    recorder = Recorder(directory.history_jsonl)
     try:
         cluster_context = (
-            docker_bundled_cluster(spec, run_dir, problems)
+            docker_bundled_cluster(spec, directory, problems)
             if spec.bootstrap is None
-            else external_cluster(spec, run_dir, problems)
+            else external_cluster(spec, directory, problems)
         )
         with cluster_context as cluster:
-            _run_phases(spec, cluster, recorder, run_dir, scenario, problems, out)
+            _run_phases(spec, cluster, recorder, directory, problems, out)
     finally:
         recorder.close()
-    return finish_run(run_dir, engine, problems, out)
+    return finish_run(directory, engine, problems, out)
 
 
 def _run_phases(
     spec: TestSpec,
-    cluster: Any,
+    cluster: Cluster,
     recorder: Recorder,
-    run_dir: Path,
-    scenario: ScenarioBody | None,
+    run_dir: RunDir,
     problems: list[str],
-    out: Any,
+    out: TextIO,
 ) -> None:
-    from nemesis.mechanism import Nemesis
-
     topic, partitions = spec.topic, spec.workload.partitions
     create_topic(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
     cluster.wait_for_leaders(topic, partitions, 30.0)
     workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
+    scenario = spec.scenario_object()
     # No nodes to act on (an external cluster without an inventory): a fault-free run.
     nemesis = (
         Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
-        if cluster.brokers
+        if isinstance(cluster, ControlledCluster) and cluster.brokers
         else None
     )
+    if scenario is not None and nemesis is None:
+        raise ValueError(f"scenario {scenario.name} needs a cluster whose nodes the harness controls")
     stop = threading.Event()
     progress = ProgressLine(recorder, nemesis.active_faults if nemesis else list, out)
     threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
@@ -206,12 +200,11 @@ def _run_phases(
         thread.start()
     try:
         with progress, _main_phase_problems(problems):
-            if scenario is not None:
-                from nemesis.scenario import ScenarioContext
-
-                scenario(
-                    ScenarioContext(cluster, nemesis, workload, topic, lambda text: print(text, file=out))
+            if scenario is not None and nemesis is not None:
+                context = ScenarioContext(
+                    cluster, nemesis, workload, topic, lambda text: print(text, file=out)
                 )
+                scenario.body(context)
             else:
                 stop.wait(spec.time_limit)
     finally:
@@ -235,11 +228,11 @@ def _run_phases(
     if incomplete:
         problems.append(f"drain incomplete for partitions {incomplete}")
     cluster.stop_brokers()
-    if not cluster.dumps_replicas:
+    if not isinstance(cluster, ReplicaDumps):
         return
     for node in cluster.brokers:
         try:
-            cluster.dump_replica(node, run_dir / "nodes" / node / "dump.jsonl")
+            cluster.dump_replica(node, run_dir.dump(node))
         except Exception as error:
             problems.append(f"dump of {node} failed: {error}")
 
@@ -255,28 +248,23 @@ def _main_phase_problems(problems: list[str]) -> Iterator[None]:
         problems.append(f"main phase: {type(error).__name__}: {error}")
 
 
-def finish_run(run_dir: Path, engine: str | None, problems: list[str], out: Any) -> RunOutcome:
-    """Convert, build replica tables and check a stored run (also after a failed run)."""
-    from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
-    from checker.evidence import InputError, load_run
-    from harness.cli.check import check_runs, open_engine
+def finish_run(run_dir: RunDir, engine: str | None, problems: list[str], out: TextIO) -> RunOutcome:
+    """Make the stored run's evidence whole and check it (also after a failed run).
 
+    :func:`checker.evidence.load_run` is the one place that turns ``history.jsonl`` and the
+    dumps into Parquet; it runs here even when the check is left to the caller (a campaign),
+    so every finished run directory holds its Parquet files.
+    """
     try:
-        convert_history(run_dir / "history.jsonl", run_dir / "history.parquet")
-        if any((run_dir / "nodes").glob("*/dump.jsonl")):
-            build_replicas(run_dir)
-    except Exception as error:
-        problems.append(f"history/replica conversion: {error}")
-    store.write_json(run_dir / "run.json", {"problems": problems, "finished": True})
-    for problem in problems:
-        print(f"problem: {problem}", file=out)
-    if engine is None:
-        return RunOutcome(run_dir, None, problems)
-    try:
-        run = load_run(run_dir)
+        run = load_run(run_dir.path)
     except InputError as error:
         problems.append(f"not checked: {error}")
-        return RunOutcome(run_dir, None, problems)
-    with open_engine(engine, None, "3g") as checker_engine:
+        run = None
+    store.write_json(run_dir.run_file, {"problems": problems, "finished": True})
+    for problem in problems:
+        print(f"problem: {problem}", file=out)
+    if engine is None or run is None:
+        return RunOutcome(run_dir.path, None, problems)
+    with open_engine(engine) as checker_engine:
         results = check_runs([run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
-    return RunOutcome(run_dir, results, problems)
+    return RunOutcome(run_dir.path, results, problems)

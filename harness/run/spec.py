@@ -1,18 +1,32 @@
 """A test is data: :class:`TestSpec`, typed and serialisable (it is ``test.json``).
 
 Everything that decides what a run does is in the spec -- the workload, the nemesis,
-the broker settings, node count, time limits, seed, scenario -- so a stored run can be
-re-run exactly and a campaign is just a list of specs.  ``from_dict`` checks every
-field and names the bad one; unknown fields are errors, not silently ignored.
+the broker settings, node count, time limits, seed, and the scenario's whole definition
+(not just its name or path) -- so a stored run can be re-run exactly from its own
+directory (``tidemark rerun RUN_DIR``) and a campaign is just a list of specs.
+``from_dict`` checks every field and names the bad one; unknown fields are errors, not
+silently ignored.
+
+``test.json`` also carries facts derived from the spec once, here, for every later
+reader: ``broker_config`` (the effective settings: the bundled broker's defaults with
+``--set`` applied, plus the workload's ``acks``) and ``scenario_faults`` (the fault kinds
+the scenario's steps inject).  The checker's expectations, the reports and the scenario
+verdicts read those fields and apply no defaults of their own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
+from harness.cluster import bundled
+from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import NemesisSpec
 from workloads.queue import QueueSpec
+
+DERIVED_FIELDS = ("broker_config", "scenario_faults", "nodes", "replica_evidence", "versions", "run_id")
+"""Fields of ``test.json`` computed from the spec (here or by the runner); ``from_dict`` ignores them."""
 
 SPEC_SCHEMA_VERSION = 1
 
@@ -38,6 +52,9 @@ class TestSpec:
     workload: QueueSpec = dataclasses.field(default_factory=QueueSpec)
     nemesis: NemesisSpec = dataclasses.field(default_factory=NemesisSpec)
     scenario: str | None = None
+    """The scenario's name (display); what runs is :attr:`scenario_definition`."""
+    scenario_definition: dict[str, Any] | None = None
+    """The scenario file's content as parsed TOML (set by :meth:`with_scenario`)."""
     power_loss_filesystem: bool = False
     """Mount every broker's data directory through the lazy filesystem (needed by power-loss)."""
     transport: str = "docker"
@@ -83,6 +100,9 @@ class TestSpec:
             "workload": self.workload.to_dict(),
             "nemesis": self.nemesis.to_dict(),
             "scenario": self.scenario,
+            "scenario_definition": self.scenario_definition,
+            "broker_config": self.broker_config(),
+            "scenario_faults": sorted(self.scenario_faults()),
             "power_loss_filesystem": self.power_loss_filesystem,
             "transport": self.transport,
             "bootstrap": self.bootstrap,
@@ -95,7 +115,7 @@ class TestSpec:
         version = data.pop("schema_version", SPEC_SCHEMA_VERSION)
         if version != SPEC_SCHEMA_VERSION:
             raise SpecError(f"schema_version {version!r}: this Tidemark reads version {SPEC_SCHEMA_VERSION}")
-        for derived in ("broker_config", "nodes", "versions", "run_id"):  # written by the runner
+        for derived in DERIVED_FIELDS:
             data.pop(derived, None)
         known = {field.name for field in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
@@ -112,6 +132,57 @@ class TestSpec:
         except (TypeError, ValueError) as error:
             raise SpecError(str(error)) from None
 
+    def effective_settings(self) -> dict[str, str]:
+        """Broker and controller settings in force: the bundled broker's, defaults applied.
+
+        Against an external cluster only what was asked (``--set``) is known.
+        """
+        return bundled.effective_settings(self.settings) if self.bootstrap is None else dict(self.settings)
+
     def broker_config(self) -> dict[str, str]:
-        """The settings the checker's expectations read (workload acks included)."""
-        return dict(self.settings)
+        """``test.json``'s ``broker_config``: the effective settings plus the workload's acks."""
+        return {**self.effective_settings(), "acks": self.workload.acks}
+
+    def scenario_object(self) -> Scenario | None:
+        """The embedded scenario, parsed again (None for a random-nemesis run)."""
+        if self.scenario_definition is None:
+            return None
+        try:
+            return parse_scenario(
+                self.scenario_definition, f"scenario {self.scenario} (embedded in the test spec)"
+            )
+        except ScenarioError as error:
+            raise SpecError(str(error)) from None
+
+    def scenario_faults(self) -> set[str]:
+        """Fault kinds the scenario's steps inject (the checker's expectations need them)."""
+        scenario = self.scenario_object()
+        return (
+            set() if scenario is None else {str(step["fault"]) for step in scenario.steps if "fault" in step}
+        )
+
+    def with_scenario(self, scenario: Scenario) -> TestSpec:
+        """This spec running ``scenario``: its set-up applied (``--set`` wins over the
+        scenario's settings) and its whole definition embedded."""
+        workload = QueueSpec.from_dict({**self.workload.to_dict(), **scenario.workload})
+        power_loss = any(step.get("fault") == "power-loss" for step in scenario.steps)
+        return dataclasses.replace(
+            self,
+            node_count=scenario.node_count,
+            workload=workload,
+            scenario=scenario.name,
+            scenario_definition=scenario.definition,
+            settings={**scenario.settings, **self.settings},
+            power_loss_filesystem=self.power_loss_filesystem or power_loss,
+        )
+
+    def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:
+        """For a scenario run, what in ``results`` contradicts the scenario's expected verdict
+        under this run's effective settings (``[]``: as expected); None for a random-nemesis run."""
+        scenario = self.scenario_object()
+        if scenario is None:
+            return None
+        expectation = scenario.expectation_for(self.effective_settings())
+        if expectation is None:
+            return ["no expectation written for these settings"]
+        return expectation.problems(results)

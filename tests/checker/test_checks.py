@@ -128,11 +128,12 @@ def test_divergence_example_shows_both_records_of_the_first_divergent_offset(tmp
         ({}, "1", ("kill",), "acks=1"),
         ({"unclean.leader.election.enable": "true"}, "all", ("kill",), "unclean.leader.election.enable=true"),
         (
-            {},
+            {"min.insync.replicas": "1"},  # every run records its effective settings (test.json)
             "all",
             ("power-loss",),
             "flush never + power-loss; min.insync.replicas=1 + flush never + power-loss",
         ),
+        ({}, "all", ("power-loss",), "flush never + power-loss"),  # no recorded min ISR: no default assumed
         (
             {"truncation.mode": "high-watermark", "min.insync.replicas": "2"},
             "all",

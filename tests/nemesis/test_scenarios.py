@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.run import effective_settings
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.scenario import library, load_scenario
@@ -40,11 +39,10 @@ def test_scenario_verdict_matches_its_expectation(
     image: str, tmp_path: Path, name: str, settings: dict[str, str]
 ) -> None:
     scenario = load_scenario(name)
-    spec = scenario.apply_defaults(TestSpec(name=name, settings=settings))
-    expectation = scenario.expectation_for(effective_settings(spec.settings))
-    assert expectation is not None, f"{name} has no expectation for {settings}"
-    outcome = run_test(spec, tmp_path / "store", scenario=scenario.body)
+    spec = TestSpec(name=name, settings=settings).with_scenario(scenario)
+    assert scenario.expectation_for(spec.effective_settings()) is not None, f"{name}: none for {settings}"
+    outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
     assert not [p for p in outcome.problems if p.startswith("main phase")], outcome.problems
-    problems = expectation.problems(outcome.results)
+    problems = spec.scenario_problems(outcome.results)
     assert problems == [], (problems, json.dumps(outcome.results["anomalies"], indent=1)[:3000])

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.record.history import HistoryFormatError, read_metadata
-from harness.record.replicas import REPLICA_PARTITIONS_FILE, REPLICAS_FILE, build_replicas, value_as_int
+from harness.record.replicas import build_replicas, value_as_int
+from harness.record.rundir import REPLICA_PARTITIONS_FILE, REPLICAS_FILE
 
 
 def _dump(run_dir: Path, node: str, lines: list[dict[str, Any]]) -> None:

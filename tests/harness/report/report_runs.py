@@ -21,6 +21,7 @@ from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.driver import check_pass, write_results
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
+from harness.cluster.bundled import effective_settings
 from harness.record.history import HistoryWriter
 from harness.record.ops import Op
 
@@ -239,7 +240,7 @@ def _write_spec(run_dir: Path, shape: RunShape) -> None:
         "bootstrap": None,
         "inventory": None,
         "nodes": list(NODES),
-        "broker_config": {**settings, "acks": shape.acks},
+        "broker_config": {**effective_settings(settings), "acks": shape.acks},  # as TestSpec records it
         "versions": {"python": "3.11", "tidemark": "0.1.0"},
     }
     (run_dir / "test.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.main import EXIT_BAD_ARGUMENTS, EXIT_VALID, main
+from harness.cli.main import main
 from harness.record.history import HistoryWriter
 from harness.record.ops import Op
-from harness.record.stored_run import find_run_directories, history_span_seconds, key_settings
+from harness.record.rundir import find_run_directories
+from harness.record.stored_run import history_span_seconds, key_settings
 from harness.report.index import render_index
+from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_VALID
 from tests.harness.report.browser import Browser, require_chromium
 from tests.harness.report.report_runs import RunShape, make_checked_run, write_run
 
@@ -142,18 +144,26 @@ def test_the_history_span_is_read_from_the_end_even_past_a_huge_or_torn_last_lin
     assert history_span_seconds(tmp_path / "nowhere") is None
 
 
-def test_key_settings_fill_in_kafkas_defaults() -> None:
+def test_key_settings_read_the_recorded_effective_settings_and_know_no_defaults() -> None:
+    # Defaults have one owner (the bundled broker's config, resolved into test.json by the
+    # spec); a run that recorded nothing reads as unknown rather than as Kafka's defaults.
     assert key_settings({}) == {
-        "truncation.mode": "leader-epoch",
-        "acks": "all",
-        "min.insync.replicas": "1",
-        "unclean.leader.election.enable": "false",
+        "truncation.mode": "?",
+        "acks": "?",
+        "min.insync.replicas": "?",
+        "unclean.leader.election.enable": "?",
         "flush": "never",
         "faults": "-",
         "scenario": "-",
     }
     spec = {
-        "broker_config": {"acks": "1", "flush.messages": 1, "unclean.leader.election.enable": True},
+        "broker_config": {
+            "acks": "1",
+            "flush.messages": 1,
+            "flush.ms": "1000",
+            "unclean.leader.election.enable": True,
+            "truncation.mode": "leader-epoch",
+        },
         "settings": {"flush.ms": "1000"},
         "nemesis": {"faults": ["power-loss"]},
         "scenario": "kip101-loss",
@@ -163,9 +173,12 @@ def test_key_settings_fill_in_kafkas_defaults() -> None:
         chosen["acks"],
         chosen["flush"],
         chosen["unclean.leader.election.enable"],
+        chosen["truncation.mode"],
         chosen["faults"],
         chosen["scenario"],
-    ) == ("1", "messages=1 ms=1000", "true", "power-loss", "kip101-loss")
+    ) == ("1", "messages=1 ms=1000", "true", "leader-epoch", "power-loss", "kip101-loss")
+    never = str(2**63 - 1)  # Kafka's Long.MAX_VALUE, as the effective settings record "never"
+    assert key_settings({"broker_config": {"flush.messages": never, "flush.ms": never}})["flush"] == "never"
 
 
 # ----------------------------------------------------------------------------- the CLI

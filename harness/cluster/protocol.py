@@ -1,0 +1,116 @@
+"""What a cluster under test offers: one small role interface and optional abilities.
+
+Every target -- the bundled broker in containers, an external Kafka-compatible cluster with
+or without SSH access -- is a :class:`Cluster`: clients can reach it and it names its
+broker nodes.  What else it can do is an *ability*, a separate protocol checked with
+``isinstance`` where it is used (as Jepsen separates a DB from its optional ``Kill``,
+``Pause`` and ``LogFiles``):
+
+* :class:`NodeControl` -- the nemesis can act on its nodes (remotes, addresses, restarts);
+* :class:`ReplicaDumps` -- every replica's log can be dumped after the run, so the checker
+  can compare replicas (the bundled broker's offline dump tool);
+* :class:`LogFiles` -- node logs can be collected into the run directory;
+* :class:`PowerLoss` -- the data directories sit on the lazy filesystem, so un-fsynced
+  writes can be dropped.
+
+A missing ability is not an error: the runner skips what the target cannot do and the
+checker names the evidence that is therefore missing (no dumps: divergence not checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from harness.nodes.remote import Remote
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """A running cluster that Kafka clients reach at :attr:`bootstrap`."""
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port[,host:port...]`` for Kafka clients."""
+        ...
+
+    @property
+    def brokers(self) -> Sequence[str]:
+        """Broker node names, e.g. ``["n1", "n2", "n3"]`` (empty: nodes not reachable)."""
+        ...
+
+    @property
+    def controller(self) -> str | None:
+        """The controller's node name, or None when the cluster's metadata lives elsewhere."""
+        ...
+
+    @property
+    def node_ids(self) -> Mapping[str, int]:
+        """Broker node name -> Kafka broker id."""
+        ...
+
+    def node_of(self, broker_id: int) -> str | None:
+        """The node name of a Kafka broker id (None if not one of :attr:`brokers`)."""
+        ...
+
+    def answers(self, node: str) -> bool:
+        """Whether ``node``'s broker answers Kafka requests now."""
+        ...
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> object:
+        """Block until every partition of ``topic`` has a leader; TimeoutError after ``timeout`` s."""
+        ...
+
+    def stop_brokers(self) -> None:
+        """Stop the brokers cleanly after the run (a no-op where the harness does not own them)."""
+        ...
+
+
+@runtime_checkable
+class NodeControl(Protocol):
+    """Ability: the nemesis can act on the nodes (the role the nemesis needs)."""
+
+    def remote(self, node: str) -> Remote: ...
+
+    def ip(self, node: str) -> str:
+        """The node's IPv4 address on the cluster network (the source address its peers see)."""
+        ...
+
+    def start_broker(self, node: str) -> None:
+        """(Re)start the broker daemon on ``node`` where it is not running."""
+        ...
+
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        """The node currently leading ``topic``/``partition``, or None if there is none."""
+        ...
+
+
+@runtime_checkable
+class ReplicaDumps(Protocol):
+    """Ability: each broker's log can be dumped offline after :meth:`Cluster.stop_brokers`."""
+
+    def dump_replica(self, node: str, target: Path) -> None:
+        """Write ``node``'s replica dump (JSON lines, see ``harness.record.replicas``) to ``target``."""
+        ...
+
+
+@runtime_checkable
+class LogFiles(Protocol):
+    """Ability: node logs can be copied into the run directory."""
+
+    def collect_logs(self, node: str, target: Path) -> None: ...
+
+
+@runtime_checkable
+class PowerLoss(Protocol):
+    """Ability: broker data directories are on the lazy filesystem."""
+
+    def drop_unsynced(self, node: str) -> None:
+        """Discard every write to ``node``'s data directory that was not fsynced (broker is dead)."""
+        ...
+
+
+@runtime_checkable
+class ControlledCluster(Cluster, NodeControl, Protocol):
+    """A cluster whose nodes the nemesis can act on: what faults and scenarios need."""

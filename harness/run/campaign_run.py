@@ -1,0 +1,147 @@
+"""Running a campaign: its runs one after another (resumable), then one check over all of them.
+
+:func:`run_campaign` runs what :mod:`harness.run.campaign` planned and is not stored yet,
+each run's output going to ``logs/<key>.log``; :func:`check_campaign` checks every finished
+run in one engine session, prints the summary table, and writes each run's report, the
+campaign's index and JUnit file.  A run *passes* when it is valid -- or, for a scenario run,
+when its verdict is the one the scenario expects under that run's settings (a
+high-watermark run of ``kip101-loss`` must lose writes).  The return value is the exit
+code: 0 every run passed, 1 any failed, 2 any unknown (not checked, or incomplete evidence).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from checker.api import check_runs, open_engine
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.evidence import InputError, load_run
+from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
+from harness.record.rundir import RunDirectoryError
+from harness.report.index import render_index
+from harness.report.junit import JUNIT_FILE, write_junit
+from harness.report.run_page import render_run_report
+from harness.run.campaign import Campaign, campaign_directory, finished_run_directories, pending_runs
+from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.run.runner import run_test
+
+
+def run_campaign(
+    campaign: Campaign, store: Path, *, engine: str, master: str | None = None, console: Console | None = None
+) -> int:
+    # Logs and CI consoles are no terminals: give the summary table room anyway.
+    console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    directory = campaign_directory(store, campaign)
+    (directory / "logs").mkdir(parents=True, exist_ok=True)
+    (directory / "campaign.toml").write_text(campaign.source.read_text(encoding="utf-8"), encoding="utf-8")
+    todo = list(pending_runs(directory, campaign))
+    done = len(campaign.runs) - len(todo)
+    console.print(
+        f"campaign [bold]{campaign.name}[/]: {len(campaign.runs)} runs, {done} already stored, "
+        f"{len(todo)} to run -> {directory}"
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("runs", total=len(campaign.runs), completed=done)
+        for planned, run_dir in todo:
+            progress.update(task, description=f"{planned.key[:60]}")
+            started = time.monotonic()
+            with open(directory / "logs" / f"{planned.key}.log", "w", encoding="utf-8") as log:
+                outcome = run_test(planned.spec, store, engine=None, out=log, run_dir=run_dir)
+            note = f" ({'; '.join(outcome.problems)})" if outcome.problems else ""
+            progress.console.print(f"  ran {planned.key} in {time.monotonic() - started:.0f} s{note}")
+            progress.advance(task)
+    return check_campaign(campaign, directory, engine=engine, master=master, console=console)
+
+
+def check_campaign(
+    campaign: Campaign, directory: Path, *, engine: str, master: str | None, console: Console
+) -> int:
+    """One checker pass over every finished run, then summary, reports, index and JUnit."""
+    run_dirs = finished_run_directories(directory, campaign)
+    loaded, unchecked = [], []
+    for run_dir in run_dirs:
+        try:
+            loaded.append(load_run(run_dir))
+        except InputError as error:
+            unchecked.append((run_dir, str(error)))
+    console.print(f"checking {len(loaded)} runs with {engine}" + (f" on {master}" if master else ""))
+    results: list[dict[str, Any]] = []
+    if loaded:
+        with open_engine(engine, master) as checker_engine:
+            results = check_runs(loaded, checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+        rows = summary_rows(results, [str(run.spec.get("name", "")) for run in loaded])
+        write_summary(rows, directory / SUMMARY_FILE)
+        print_summary(rows, results, console)
+    statuses = _statuses(campaign, directory, results)
+    for run_dir, problem in unchecked:
+        statuses[run_dir] = ("unknown", [f"not checked: {problem}"])
+    _render(directory, run_dirs, _scenario_problems(campaign, statuses), console)
+    for run_dir, (status, problems) in sorted(statuses.items()):
+        console.print(
+            f"  {status:7} {run_dir.name}" + (f"  [{'; '.join(problems)}]" if problems else ""), markup=False
+        )
+        console.print(f"          report: {run_dir / 'report.html'}", markup=False)
+    console.print(f"index: {directory / 'index.html'}")
+    values = [status for status, _ in statuses.values()]
+    if "fail" in values:
+        return EXIT_INVALID
+    return EXIT_UNKNOWN if "unknown" in values or not values else EXIT_VALID
+
+
+def _scenario_problems(
+    campaign: Campaign, statuses: dict[Path, tuple[str, list[str]]]
+) -> dict[Path, list[str]]:
+    scenario_keys = {run.key for run in campaign.runs if run.spec.scenario}
+    return {
+        run_dir: problems
+        for run_dir, (status, problems) in statuses.items()
+        if run_dir.name in scenario_keys and status != "unknown"
+    }
+
+
+def _statuses(
+    campaign: Campaign, directory: Path, results: list[dict[str, Any]]
+) -> dict[Path, tuple[str, list[str]]]:
+    by_key = {run.key: run for run in campaign.runs}
+    statuses: dict[Path, tuple[str, list[str]]] = {}
+    for result in results:
+        run_dir = Path(result["run"])
+        planned = by_key.get(run_dir.name)
+        problems = planned.spec.scenario_problems(result) if planned is not None else None
+        if problems is not None:
+            statuses[run_dir] = ("pass" if not problems else "fail", problems)
+        elif result["valid"] is True:
+            statuses[run_dir] = ("pass", [])
+        elif result["valid"] is False:
+            statuses[run_dir] = ("fail", sorted(result["anomalies"]))
+        else:
+            statuses[run_dir] = ("unknown", list(result.get("incomplete", [])))
+    return statuses
+
+
+def _render(
+    directory: Path, run_dirs: list[Path], scenario_problems: dict[Path, list[str]], console: Console
+) -> None:
+    """Reports, index and JUnit; scenario runs pass in JUnit when they came out as expected."""
+    for run_dir in run_dirs:
+        try:
+            render_run_report(run_dir)
+        except (RunDirectoryError, OSError) as error:
+            console.print(f"  report of {run_dir.name} not written: {error}", markup=False)
+    render_index(directory)
+    write_junit(run_dirs, directory / JUNIT_FILE, expectation_problems=scenario_problems)
+    console.print(f"junit: {directory / JUNIT_FILE}")
