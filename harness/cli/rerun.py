@@ -30,7 +30,9 @@ def load_spec(run_dir: Path) -> TestSpec:
     """The spec a stored run ran with; :class:`UsageError` naming the file when it cannot be read."""
     directory = RunDir(run_dir)
     try:
-        return TestSpec.from_dict(directory.read_spec())
+        spec = TestSpec.from_dict(directory.read_spec())
+        spec.scenario_object()  # a damaged embedded scenario fails here, naming the file
+        return spec
     except SpecFileError as error:
         raise UsageError(str(error)) from None
     except SpecError as error:
