@@ -67,7 +67,9 @@ def test_rerun_of_a_directory_without_a_readable_spec_is_a_usage_error(
     damaged = {"schema_version": 1, "scenario": "mine", "scenario_definition": {"step": []}}
     (tmp_path / "test.json").write_text(json.dumps(damaged), encoding="utf-8")
     assert main(["rerun", str(tmp_path)]) == EXIT_BAD_ARGUMENTS
-    assert "test.json: scenario mine (embedded in the test spec): no [[step]] tables" in capsys.readouterr().err
+    assert (
+        "test.json: scenario mine (embedded in the test spec): no [[step]] tables" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.docker
