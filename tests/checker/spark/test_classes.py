@@ -28,7 +28,7 @@ print(json.dumps({"answer": answer, "arguments": arguments}))
 
 def _probe(archive: Path, *java_options: str) -> dict[str, object]:
     """A session's answer and JVM arguments, from a fresh interpreter (and JVM) mapping ``archive``."""
-    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(archive), *java_options],
         capture_output=True,

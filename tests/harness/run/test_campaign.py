@@ -12,7 +12,7 @@ import pytest
 
 from harness.run.campaign import CampaignError, load_campaign, plan_campaign
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def test_matrix_expands_every_combination_times_repeats() -> None:

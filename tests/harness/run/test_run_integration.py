@@ -91,7 +91,7 @@ def test_sigint_mid_run_leaves_nothing_and_keeps_a_readable_history(
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     try:
         deadline = time.monotonic() + 180
