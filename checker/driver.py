@@ -59,6 +59,7 @@ from checker.evidence import RunInput
 from checker.expectations import applicable_rules, expectation
 from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
 from harness.record.rundir import REPLICA_PARTITIONS_FILE, RunDir
+from harness.record.stored_run import NEVER_FLUSH
 
 RESULTS_SCHEMA_VERSION = 1
 MAX_OBSERVATIONS_SHOWN = 10
@@ -127,7 +128,10 @@ _ECHOED_SETTINGS = (
 
 def _recorded(config: dict[str, Any], key: str) -> str | None:
     value = config.get(key)
-    return None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    if value is None:
+        return None
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return "never" if key.startswith("flush.") and text == NEVER_FLUSH else text
 
 
 class _Batch:
