@@ -3,14 +3,24 @@
 ``python -m broker_impl.broker --config FILE``
 
 Start-up: open (recover) every partition directory under ``log.dirs``, load HWs from the
-HW checkpoint, register with the controller under a fresh incarnation id, then follow
-the controller's metadata: become leader or follower of each assigned partition
-whenever its leader epoch moves.  Background duties, each as in Kafka: heartbeats,
-ISR shrink/expand proposals to the controller, the HW checkpoint every
-``replica.high.watermark.checkpoint.interval.ms``, and ``flush.ms`` flushes.
+HW checkpoint, take the clean-shutdown marker (below), register with the controller under
+a fresh incarnation id, then follow the controller's metadata: become leader or follower
+of each assigned partition whenever its leader epoch moves.  Background duties, each as
+in Kafka: heartbeats, ISR shrink/expand proposals to the controller, the HW checkpoint
+every ``replica.high.watermark.checkpoint.interval.ms``, and ``flush.ms`` flushes.
 
-SIGTERM is a clean shutdown (flush logs, write the HW checkpoint); SIGKILL is a crash
-and leaves exactly what the operating system had -- which is the point.
+SIGTERM is a clean shutdown: flush every log, write the HW checkpoint, and only then
+write the clean-shutdown marker :data:`CLEAN_SHUTDOWN_FILE` in ``log.dirs`` (as Kafka's
+``.kafka_cleanshutdown``), durably -- fsync of the file and of the directory.  SIGKILL
+is a crash and power loss loses whatever was not fsynced; both leave exactly what the
+operating system had -- which is the point -- and no marker.  At start-up the broker
+notes whether the marker is there and removes it, durably, *before* it registers; so a
+process that dies at any later moment leaves none, and the next start reports an unclean
+shutdown.  A data directory without any partition (a first start) counts as clean.  The
+registration carries ``clean_shutdown``: with Eligible Leader Replicas the controller
+takes a broker back from an unclean shutdown out of every ISR and ELR, since it may have
+lost records it had acknowledged (KIP-966, KAFKA-15586); its leaders add it back once it
+has caught up.
 """
 
 from __future__ import annotations
@@ -28,16 +38,20 @@ from typing import Any
 
 from . import config as configuration
 from . import wire
-from .checkpoints import HighWatermarkCheckpoint
+from .checkpoints import HighWatermarkCheckpoint, fsync_directory, write_atomically
 from .handlers import Handlers
 from .log import FlushPolicy
 from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
 from .rpc import RpcClient, RpcError
+from .rules import ReplicationRules
 
 logger = logging.getLogger("broker_impl.broker")
 
 PARTITION_DIRECTORY = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+"""The clean-shutdown marker in ``log.dirs``: present only between a clean shutdown and
+the next start-up (Kafka's name)."""
 MAINTENANCE_SECONDS = 0.05
 
 
@@ -52,6 +66,7 @@ class Broker:
         self.log_dir = Path(settings["log.dirs"])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.flush_policy = FlushPolicy(settings["flush.messages"], settings["flush.ms"])
+        self.rules = ReplicationRules.from_settings(settings)
         self.hw_checkpoint = HighWatermarkCheckpoint(self.log_dir)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetchers: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -61,6 +76,29 @@ class Broker:
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()
         self._open_existing_partitions()
+        # Whether the previous process shut down cleanly (sent at registration).
+        self.clean_shutdown = self._take_clean_shutdown_marker()
+
+    # ---- clean-shutdown marker ------------------------------------------------------------
+
+    def _take_clean_shutdown_marker(self) -> bool:
+        """Whether the previous shutdown was clean: the marker exists, or the directory
+        holds no partition at all (a first start).  The marker is removed durably (unlink,
+        fsync the directory) before this returns, so that a crash of this process, even a
+        power loss, is never taken for a clean shutdown."""
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        try:
+            marker.unlink()
+        except FileNotFoundError:
+            clean = not self.partitions
+        else:
+            fsync_directory(self.log_dir)
+            clean = True
+        logger.info("previous shutdown: %s", "clean" if clean else "unclean")
+        return clean
+
+    def _write_clean_shutdown_marker(self) -> None:
+        write_atomically(self.log_dir / CLEAN_SHUTDOWN_FILE, "")
 
     # ---- partitions ---------------------------------------------------------------------
 
@@ -81,6 +119,7 @@ class Broker:
             self.settings["log.segment.bytes"],
             self.flush_policy,
             high_watermark,
+            self.rules,
         )
 
     def metadata_topics(self) -> dict[str, Any]:
@@ -156,6 +195,7 @@ class Broker:
                         "incarnation": self.incarnation,
                         "host": self.advertised[0],
                         "port": self.advertised[1],
+                        "clean_shutdown": self.clean_shutdown,
                     },
                 )
                 self.apply_metadata(reply["metadata"])
@@ -244,7 +284,8 @@ class Broker:
                 if partition.role != "leader":
                     continue
                 shrink = partition.isr_shrink_candidates(lag)
-                grow = partition.isr_expansion_candidates() if key in due or not shrink else []
+                # Expansion follows a follower's fetch (as Kafka's does), never a timer alone.
+                grow = partition.isr_expansion_candidates(fetched_within=lag) if key in due else []
                 if shrink or grow:
                     new_isr = sorted((set(partition.isr) - set(shrink)) | set(grow))
                     await self._propose_isr(partition, new_isr)
@@ -295,9 +336,12 @@ class Broker:
                 partition.log.flush_if_due(now)
 
     def shutdown_cleanly(self) -> None:
+        """Flush every log and write the HW checkpoint, then -- only if both succeeded --
+        the clean-shutdown marker.  Nothing may write to a log after this returns."""
         for partition in self.partitions.values():
             partition.log.flush()
         self.checkpoint_high_watermarks()
+        self._write_clean_shutdown_marker()
 
     # ---- client connections -------------------------------------------------------------
 

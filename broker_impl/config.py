@@ -8,8 +8,24 @@ silently fall back to a default, because a harness that tests the wrong configur
 reports the wrong verdict.
 
 Defaults are Kafka's own (``flush.messages`` never, ``replica.lag.time.max.ms`` 30000,
-HW checkpoint every 5000 ms, ...).  ``truncation.mode`` is Tidemark's switch between the
-pre-0.11 behaviour (``high-watermark``) and KIP-101 (``leader-epoch``, the default).
+HW checkpoint every 5000 ms, ...).
+
+**Bug switches.**  Each rule that fixed a documented Kafka replication bug
+(``../shared/BUG-CATALOGUE.md``, ``docs/bugs.md``) has a key that turns the fix off and brings
+the historical behaviour back.  The default is always the safe, modern rule; a scenario in
+``nemesis/scenarios/`` shows each bug with its switch flipped and its absence without:
+
+=====================================  ==================  ====================  ============
+key                                    safe (default)      historical (buggy)    bug
+=====================================  ==================  ====================  ============
+``truncation.mode``                    ``leader-epoch``    ``high-watermark``    KIP-101
+``leader.epoch.lookup``                ``iterative``       ``single``            KIP-279
+``isr.join.offset``                    ``epoch-start``     ``high-watermark``    KAFKA-7128
+``leader.epoch.fencing.enable``        ``true``            ``false``             KIP-320
+``min.insync.replicas.strict``         ``true``            ``false``             KIP-966
+``eligible.leader.replicas.enable``    ``true``            ``false``             KIP-966
+(controller)
+=====================================  ==================  ====================  ============
 """
 
 from __future__ import annotations
@@ -59,11 +75,14 @@ def _string(text: str) -> str:
     return text.strip()
 
 
-def _truncation_mode(text: str) -> str:
-    value = text.strip()
-    if value not in ("high-watermark", "leader-epoch"):
-        raise ValueError("expected high-watermark or leader-epoch")
-    return value
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value not in allowed:
+            raise ValueError("expected " + " or ".join(allowed))
+        return value
+
+    return parse
 
 
 def _listener(text: str) -> tuple[str, int]:
@@ -110,9 +129,43 @@ BROKER_KEYS: tuple[Key, ...] = (
     Key("default.replication.factor", _positive, 1, "replication factor of auto-created topics"),
     Key(
         "truncation.mode",
-        _truncation_mode,
+        _choice("high-watermark", "leader-epoch"),
         "leader-epoch",
         "high-watermark (pre-0.11) or leader-epoch (KIP-101)",
+    ),
+    Key(
+        "leader.epoch.lookup",
+        _choice("iterative", "single"),
+        "iterative",
+        "iterative: OffsetsForLeaderEpoch answers (largest epoch <= requested, its end offset), the "
+        "follower asks again until the epochs agree, and a new leader records (epoch, LEO) when elected "
+        "(KIP-279, KAFKA-7415); single: one query answered with an end offset only, a new leader records "
+        "its epoch at its first append (KIP-101 as first shipped: divergent lineages after fast failover)",
+    ),
+    Key(
+        "isr.join.offset",
+        _choice("epoch-start", "high-watermark"),
+        "epoch-start",
+        "epoch-start: a follower joins the ISR once its fetch offset reaches the HW and the leader's "
+        "current-epoch start offset (KAFKA-7128); high-watermark: once it reaches the leader's HW, "
+        "which a new leader may hold stale (committed data lost when that follower leads)",
+    ),
+    Key(
+        "leader.epoch.fencing.enable",
+        _boolean,
+        True,
+        "true: followers send CurrentLeaderEpoch in Fetch, OffsetsForLeaderEpoch and ListOffsets and "
+        "the leader answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH to any other epoch (KIP-320); "
+        "false: requests carry no epoch and a replica with stale metadata fetches from and truncates "
+        "against a leader of another epoch (replicas diverge)",
+    ),
+    Key(
+        "min.insync.replicas.strict",
+        _boolean,
+        True,
+        "true: the HW advances only while the ISR has at least min.insync.replicas members "
+        "(KIP-966, KAFKA-15583); false: the HW follows the ISR whatever its size, so a write appended "
+        "under a full ISR is acknowledged after the ISR shrank to the leader alone",
     ),
     Key("cluster.id", _string, "tidemark", "cluster id reported in Metadata"),
 )
@@ -124,6 +177,16 @@ CONTROLLER_KEYS: tuple[Key, ...] = (
     Key("broker.session.timeout.ms", _positive, 9000, "a broker silent for this long is fenced"),
     Key("unclean.leader.election.enable", _boolean, False, "elect an out-of-ISR replica rather than none"),
     Key("min.insync.replicas", _positive, 1, "default for topics (reported to brokers)"),
+    Key(
+        "eligible.leader.replicas.enable",
+        _boolean,
+        True,
+        "true: replicas that left the ISR while it was below min.insync.replicas stay Eligible Leader "
+        "Replicas, election order is ISR, then unfenced ELR, then the last known leader, and a broker "
+        "back from an unclean shutdown leaves the ISR and ELR until it catches up (KIP-966); false: "
+        "election from the ISR only, and the last ISR member is re-elected after an unclean shutdown "
+        "(the 'last replica standing' loss)",
+    ),
     Key("cluster.id", _string, "tidemark", "cluster id"),
 )
 

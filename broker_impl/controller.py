@@ -4,24 +4,57 @@
 
 What it owns (as Kafka's controller does): the broker registry with heartbeats and a
 session timeout (``broker.session.timeout.ms``); topics, replica assignments, and for
-every partition its leader, **leader epoch** (bumped on every leadership change), ISR
-and partition epoch (bumped on every change).  Every change is persisted to
-``metadata.json`` with fsync before it is announced, so a controller restart never
-hands out an epoch twice.
+every partition its leader, **leader epoch** (bumped on every leadership change), ISR,
+ELR (Eligible Leader Replicas), last known leader and partition epoch (bumped on every
+change).  Every change is persisted to ``metadata.json`` with fsync before it is
+announced, so a controller restart never hands out an epoch twice.  A metadata file
+written before the ELR existed loads with ``elr`` empty and the current leader as the
+last known leader.
 
-Elections: a partition's leader is the first replica, in assignment order, that is in
-the ISR and alive; with ``unclean.leader.election.enable`` any alive replica if the ISR
-has none (the ISR then becomes just the new leader -- the documented data loss).
-Without a candidate the partition goes offline (leader -1) and the ISR keeps its last
-member, so that member can be re-elected cleanly when it returns.
+Elections (KIP-966, ``eligible.leader.replicas.enable=true``, the default).  The leader
+is, in this order:
+
+1. the first replica, in assignment order, that is in the ISR and alive (unfenced);
+2. else the first alive ELR member -- the ISR becomes just that leader, and it leaves
+   the ELR;
+3. else, if the ISR and the ELR are both empty, the last known leader if it is alive
+   (Kafka's ``canElectLastKnownLeader``) -- so that a partition whose every replica
+   restarted after an unclean shutdown (all lost power) comes back, each restart having
+   taken its replica out of ISR and ELR; while a (fenced) ELR member remains, it is
+   waited for, since it holds every committed record and the last leader may not;
+4. else, with ``unclean.leader.election.enable``, any alive replica (the ISR becomes just
+   the new leader and the ELR is cleared -- the documented data loss);
+5. else none: the partition is offline (leader -1).
+
+The ELR holds replicas that left the ISR while it was below ``min.insync.replicas``:
+whenever an ISR change (a leader's AlterPartition, a fencing, an election) leaves fewer
+than min ISR members, ELR := (old ELR + old ISR) - new ISR - a replica restarted
+uncleanly, in assignment order; once the ISR has min ISR members again the ELR is empty.
+Because the brokers' high watermark does not advance while ISR < min ISR (strict min
+ISR, KAFKA-15583), such a replica holds everything committed and is safe to elect.
 
 Brokers that stop heartbeating for the session timeout are *fenced*: they lose
-leadership and leave every ISR (unless they are its last member).  A broker that
-re-registers with a new incarnation (it restarted) loses the leaderships it held, but
-keeps its ISR memberships: ISR membership is the leader's call, made from replication
-lag, as when a fast bounce inside the ZooKeeper session did not reach the pre-KRaft
-controller.  That is the window the KIP-101 "loss" scenario needs, and it exists in
-real clusters.
+leadership and leave every ISR -- into the ELR when that leaves the ISR below min ISR --
+except that the last ISR member stays in the ISR, so that it can be re-elected cleanly
+when it returns.  A broker that re-registers with a new incarnation (it restarted) loses
+the leaderships it held.  What else happens depends on how it went down, which the
+broker reports at registration (``clean_shutdown``, from its clean-shutdown marker):
+
+* clean shutdown: it keeps its ISR memberships -- it lost nothing, and ISR membership is
+  the leader's call, made from replication lag;
+* unclean shutdown (SIGKILL, power loss; KAFKA-15586): it leaves every ISR -- even as the
+  last member, the ISR may become empty -- and every ELR, because it may have lost
+  records the others no longer hold.  Its leaders add it back through the normal ISR
+  expansion once it has caught up.  This is what closes KIP-966's "last replica
+  standing" loss: a lossy last ISR member is no longer re-elected ahead of an ELR member
+  that holds every committed record.
+
+With ``eligible.leader.replicas.enable=false`` the historical rules apply: election from
+the ISR only (then unclean, then offline), no ELR (the key stays, always empty, so
+describe output is uniform), and a restarted broker keeps its ISR memberships whatever
+its shutdown -- as a fast bounce inside the ZooKeeper session did not reach the pre-KRaft
+controller.  That is the window the KIP-101 scenarios and the "last replica standing"
+loss need, and it existed in real clusters.
 """
 
 from __future__ import annotations
@@ -48,7 +81,17 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 PRODUCER_ID_BLOCK = 1000
 
 
+NO_LEADER = -1
+
+
 class Controller:
+    """The cluster's metadata and the rules that change it (see the module docstring).
+
+    ``settings`` is a parsed controller configuration (:data:`config.CONTROLLER_KEYS`).
+    The RPC handlers are coroutines for the RPC server, but none of them awaits: each
+    change is applied and committed atomically with respect to the others.
+    """
+
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
         self.directory = Path(settings["metadata.log.dir"])
@@ -56,6 +99,8 @@ class Controller:
         self.path = self.directory / "metadata.json"
         self.session_timeout = settings["broker.session.timeout.ms"] / 1000
         self.unclean = bool(settings["unclean.leader.election.enable"])
+        self.min_isr = int(settings["min.insync.replicas"])
+        self.elr_enabled = bool(settings["eligible.leader.replicas.enable"])
         self.metadata: dict[str, Any] = self._load()
         started = time.monotonic()
         # Liveness is not persisted: after a controller restart every known broker gets
@@ -63,8 +108,17 @@ class Controller:
         self.last_heartbeat: dict[int, float] = {int(node): started for node in self.metadata["brokers"]}
 
     def _load(self) -> dict[str, Any]:
+        """The persisted metadata, or an empty cluster.  Partition states written before
+        the ELR existed get ``elr`` empty and their leader as ``last_known_leader``; with
+        ELR disabled any persisted ELR is dropped (it would never be maintained)."""
         if self.path.exists():
             loaded: dict[str, Any] = json.loads(self.path.read_text())
+            for topic in loaded["topics"].values():
+                for state in topic["partitions"]:
+                    state.setdefault("elr", [])
+                    state.setdefault("last_known_leader", state["leader"])
+                    if not self.elr_enabled:
+                        state["elr"] = []
             return loaded
         return {
             "version": 0,
@@ -94,39 +148,99 @@ class Controller:
             for index, state in enumerate(topic["partitions"])
         ]
 
-    def _elect(self, state: dict[str, Any], excluded: int | None = None) -> bool:
-        """Choose a leader for ``state``; return whether leader or ISR changed."""
-        candidates = [r for r in state["replicas"] if r in state["isr"] and self._alive(r) and r != excluded]
-        if candidates:
-            new_leader, new_isr = candidates[0], state["isr"]
-        elif self.unclean:
-            anyone = [r for r in state["replicas"] if self._alive(r) and r != excluded]
-            if not anyone:
-                new_leader, new_isr = -1, state["isr"]
-            else:
-                new_leader, new_isr = anyone[0], [anyone[0]]
-                logger.warning("unclean election of %d (ISR was %s)", new_leader, state["isr"])
-        else:
-            new_leader, new_isr = -1, state["isr"]
-        if new_leader == state["leader"] and new_isr == state["isr"]:
+    # ---- ISR, ELR and elections ----------------------------------------------------------
+
+    def _elr_after(self, state: dict[str, Any], new_isr: list[int], unclean: int | None = None) -> list[int]:
+        """The ELR once ``state``'s ISR becomes ``new_isr``: empty with ELR disabled or
+        while ``new_isr`` has at least min ISR members; else the old ELR plus the replicas
+        leaving the ISR, minus ``new_isr`` and minus ``unclean`` (a replica back from an
+        unclean shutdown), in assignment order."""
+        if not self.elr_enabled or len(new_isr) >= self.min_isr:
+            return []
+        return [
+            r
+            for r in state["replicas"]
+            if (r in state["elr"] or r in state["isr"]) and r not in new_isr and r != unclean
+        ]
+
+    def _set_isr(self, state: dict[str, Any], new_isr: list[int], unclean: int | None = None) -> bool:
+        """Change ``state``'s ISR (and with it the ELR); bump the partition epoch if
+        anything changed and return whether it did.  The leader is not touched."""
+        new_elr = self._elr_after(state, new_isr, unclean)
+        if new_isr == state["isr"] and new_elr == state["elr"]:
             return False
-        if new_leader != state["leader"]:
-            state["leader_epoch"] += 1
-        state["leader"] = new_leader
         state["isr"] = list(new_isr)
+        state["elr"] = new_elr
         state["partition_epoch"] += 1
         return True
 
+    def _elect(self, state: dict[str, Any], excluded: int | None = None) -> bool:
+        """Choose a leader for ``state`` by the order of the module docstring (``excluded``
+        is never chosen); return whether leader, ISR or ELR changed.  A leadership change
+        bumps the leader epoch; any change bumps the partition epoch."""
+
+        def eligible(replica: int) -> bool:
+            return replica != excluded and self._alive(replica)
+
+        in_isr = [r for r in state["replicas"] if r in state["isr"] and eligible(r)]
+        in_elr = [r for r in state["replicas"] if r in state["elr"] and eligible(r)]
+        anyone = [r for r in state["replicas"] if eligible(r)]
+        last_known = int(state["last_known_leader"])
+        new_isr, new_elr = state["isr"], state["elr"]
+        if in_isr:
+            new_leader = in_isr[0]
+        elif self.elr_enabled and in_elr:
+            new_leader, new_isr = in_elr[0], [in_elr[0]]
+            new_elr = self._elr_after(state, new_isr)
+            logger.info("electing %d from the ELR %s (ISR was %s)", new_leader, state["elr"], state["isr"])
+        elif self.elr_enabled and not state["isr"] and not state["elr"] and eligible(last_known):
+            new_leader, new_isr = last_known, [last_known]
+            logger.warning("ISR and ELR empty: electing the last known leader %d", new_leader)
+        elif self.unclean and anyone:
+            new_leader, new_isr, new_elr = anyone[0], [anyone[0]], []
+            logger.warning("unclean election of %d (ISR was %s)", new_leader, state["isr"])
+        else:
+            new_leader = NO_LEADER
+        if new_leader == state["leader"] and new_isr == state["isr"] and new_elr == state["elr"]:
+            return False
+        if new_leader != state["leader"]:
+            state["leader_epoch"] += 1
+        if new_leader != NO_LEADER:
+            state["last_known_leader"] = new_leader
+        state["leader"] = new_leader
+        state["isr"] = list(new_isr)
+        state["elr"] = list(new_elr)
+        state["partition_epoch"] += 1
+        return True
+
+    def _depose(self, state: dict[str, Any]) -> None:
+        """Take leadership away (leader -1, a new leader epoch); the caller elects next."""
+        state["leader"] = NO_LEADER
+        state["leader_epoch"] += 1
+        state["partition_epoch"] += 1
+
     def _fence(self, node: int, reason: str) -> None:
+        """Session expired: ``node`` leaves every ISR (into the ELR if that leaves the ISR
+        below min ISR) unless it is the ISR's last member, and loses its leaderships."""
         self.metadata["brokers"][str(node)]["fenced"] = True
         for _name, _index, state in self._partitions():
             if node in state["isr"] and len(state["isr"]) > 1:
-                state["isr"] = [r for r in state["isr"] if r != node]
-                state["partition_epoch"] += 1
+                self._set_isr(state, [r for r in state["isr"] if r != node])
             if state["leader"] == node:
                 self._elect(state, excluded=node)
         self._elect_offline()
         self._commit(f"broker {node} fenced: {reason}")
+
+    def _forget_unclean_replica(self, node: int) -> None:
+        """``node`` restarted after an unclean shutdown (ELR enabled): it leaves every ISR
+        -- the ISR may become empty -- and every ELR, and loses its leaderships.  The
+        caller registers it and then elects the leaderless partitions."""
+        for name, index, state in self._partitions():
+            if node in state["isr"] or node in state["elr"]:
+                self._set_isr(state, [r for r in state["isr"] if r != node], unclean=node)
+                logger.info("%s-%d: unclean restart of %d, ISR -> %s", name, index, node, state["isr"])
+            if state["leader"] == node:
+                self._depose(state)
 
     def _elect_offline(self) -> bool:
         changed = False
@@ -135,28 +249,43 @@ class Controller:
                 changed |= self._elect(state)
         return changed
 
+    def expire_sessions(self, now: float) -> None:
+        """Fence every unfenced broker whose last heartbeat is older than the session
+        timeout at ``now`` (a ``time.monotonic()`` reading)."""
+        for node_text, broker in list(self.metadata["brokers"].items()):
+            node = int(node_text)
+            if not broker["fenced"] and now - self.last_heartbeat.get(node, 0) > self.session_timeout:
+                self._fence(node, "session timed out")
+
     async def tick_forever(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            now = time.monotonic()
-            for node_text, broker in list(self.metadata["brokers"].items()):
-                node = int(node_text)
-                if not broker["fenced"] and now - self.last_heartbeat.get(node, 0) > self.session_timeout:
-                    self._fence(node, "session timed out")
+            self.expire_sessions(time.monotonic())
 
     # ---- RPC handlers -------------------------------------------------------------------
 
     async def register(self, params: dict[str, Any]) -> dict[str, Any]:
+        """BrokerRegistration: ``node_id``, ``incarnation`` (new at every process start),
+        ``host``, ``port`` and ``clean_shutdown`` (whether the previous process shut down
+        cleanly; a broker that does not send it is taken as clean, the historical
+        behaviour).  A new incarnation is a restart, handled as the module docstring
+        says; the same incarnation again (the broker lost its session) changes nothing
+        but liveness."""
         node = int(params["node_id"])
         incarnation = str(params["incarnation"])
+        clean_shutdown = bool(params.get("clean_shutdown", True))
         known = self.metadata["brokers"].get(str(node))
         self.last_heartbeat[node] = time.monotonic()
         if known is not None and known["incarnation"] != incarnation:
-            # A restart: the new process knows nothing of its old leaderships.
-            for _name, _index, state in self._partitions():
-                if state["leader"] == node and not self._elect(state, excluded=node):
-                    state["leader_epoch"] += 1  # it stays leader, in a new epoch
-                    state["partition_epoch"] += 1
+            if self.elr_enabled and not clean_shutdown:
+                logger.warning("broker %d restarted after an unclean shutdown", node)
+                self._forget_unclean_replica(node)
+            else:
+                # A restart: the new process knows nothing of its old leaderships.
+                for _name, _index, state in self._partitions():
+                    if state["leader"] == node and not self._elect(state, excluded=node):
+                        state["leader_epoch"] += 1  # it stays leader, in a new epoch
+                        state["partition_epoch"] += 1
         self.metadata["brokers"][str(node)] = {
             "host": params["host"],
             "port": int(params["port"]),
@@ -164,7 +293,8 @@ class Controller:
             "fenced": False,
         }
         self._elect_offline()
-        self._commit(f"broker {node} registered ({incarnation})")
+        shutdown = "clean" if clean_shutdown else "unclean"
+        self._commit(f"broker {node} registered ({incarnation}, after a {shutdown} shutdown)")
         return {"version": self.metadata["version"], "metadata": self.metadata}
 
     async def heartbeat(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -199,9 +329,9 @@ class Controller:
         added = [r for r in new_isr if r not in state["isr"]]
         if any(not self._alive(r) for r in added):
             return {"error": "ineligible replica", "state": state, "version": self.metadata["version"]}
-        state["isr"] = new_isr
-        state["partition_epoch"] += 1
-        self._commit(f"{params['topic']}-{params['partition']} ISR -> {new_isr}")
+        if not self._set_isr(state, new_isr):
+            state["partition_epoch"] += 1  # every accepted AlterPartition is a new partition epoch
+        self._commit(f"{params['topic']}-{params['partition']} ISR -> {new_isr}, ELR {state['elr']}")
         return {"state": state, "version": self.metadata["version"]}
 
     async def create_topic(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -228,6 +358,8 @@ class Controller:
                     "leader": replicas[0],
                     "leader_epoch": 0,
                     "isr": list(replicas),
+                    "elr": [],
+                    "last_known_leader": replicas[0],
                     "partition_epoch": 0,
                 }
                 for replicas in assignment

@@ -2,7 +2,8 @@
 
 Error behaviour follows Kafka: NOT_LEADER_OR_FOLLOWER from a non-leader,
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the request's leader epoch is older /
-newer than ours, NOT_ENOUGH_REPLICAS when ``acks=all`` meets an ISR smaller than
+newer than ours (KIP-320; with ``leader.epoch.fencing.enable=false`` the request's epoch
+is ignored, as by brokers before Kafka 2.1), NOT_ENOUGH_REPLICAS when ``acks=all`` meets an ISR smaller than
 ``min.insync.replicas``, REQUEST_TIMED_OUT when ``acks=all`` waits past the request's
 timeout, OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.  Transactions are not
 supported (InitProducerId with a transactional id is refused with INVALID_REQUEST).
@@ -41,7 +42,7 @@ class Handlers:
             if known is None or index >= len(known["partitions"]):
                 return wire.UNKNOWN_TOPIC_OR_PARTITION, None
             return wire.NOT_LEADER_OR_FOLLOWER, None
-        if current_leader_epoch >= 0:
+        if current_leader_epoch >= 0 and partition.rules.epoch_fencing:
             if current_leader_epoch < partition.leader_epoch:
                 return wire.FENCED_LEADER_EPOCH, None
             if current_leader_epoch > partition.leader_epoch:
@@ -195,7 +196,7 @@ class Handlers:
         error, partition = self._lookup(topic, index)
         if partition is None:
             return topic, index, error, -1, -1
-        min_insync = self.broker.settings["min.insync.replicas"]
+        min_insync = partition.rules.min_insync_replicas
         if acks == -1 and len(partition.isr) < min_insync:
             return topic, index, wire.NOT_ENOUGH_REPLICAS, -1, -1
         buffer = bytearray(data or b"")

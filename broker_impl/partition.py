@@ -13,7 +13,14 @@ The rules are Kafka's replication rules (its Partition and ReplicaFetcherThread)
   changes go through the controller; until it confirms, the HW is computed over the
   larger of the old and proposed ISR (KIP-497), so a shrink that the controller never
   saw cannot advance the HW.
+* The HW does not advance while the ISR has fewer than ``min.insync.replicas`` members
+  (strict min ISR, KIP-966): what the HW covers is then on at least min ISR replicas,
+  which is what makes the controller's Eligible Leader Replicas safe to elect.
 * ``acks=all`` completes when the HW passes the batch.
+
+Three of these rules can be switched back to their historical, buggy form through
+:class:`~broker_impl.rules.ReplicationRules` (KAFKA-7415's epoch record on election,
+KAFKA-7128's ISR join, KIP-966's strict min ISR); the defaults are the safe rules.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import time
 from pathlib import Path
 
 from .log import FlushPolicy, PartitionLog
+from .rules import SAFE_RULES, ReplicationRules
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +81,10 @@ class Partition:
         segment_bytes: int,
         flush_policy: FlushPolicy,
         checkpointed_high_watermark: int,
+        rules: ReplicationRules = SAFE_RULES,
     ) -> None:
         self.topic = topic
+        self.rules = rules
         self.index = index
         self.node_id = node_id
         self.log = PartitionLog(directory, segment_bytes, flush_policy)
@@ -114,7 +124,10 @@ class Partition:
         self.remote = {
             r: RemoteReplica(last_caught_up=now, last_fetch=now) for r in replicas if r != self.node_id
         }
-        self.log.epochs.assign(epoch, self.log.log_end_offset)
+        if self.rules.record_epoch_on_election:
+            # KAFKA-7415: without this entry a leader that has not appended yet answers
+            # OffsetsForLeaderEpoch from an older epoch's end, and followers truncate wrongly.
+            self.log.epochs.assign(epoch, self.log.log_end_offset)
         logger.info(
             "%s: leader in epoch %d, LEO %d, HW %d, ISR %s",
             self.name,
@@ -170,8 +183,14 @@ class Partition:
             return self.isr
         return sorted(set(self.isr) | set(self.pending_isr))
 
+    def under_min_isr(self) -> bool:
+        """Whether the controller-confirmed ISR is smaller than ``min.insync.replicas``."""
+        return len(self.isr) < self.rules.min_insync_replicas
+
     def maybe_increment_high_watermark(self) -> bool:
         if self.role != "leader":
+            return False
+        if self.rules.strict_min_isr and self.under_min_isr():
             return False
         ends = [self.log_end_offset]
         for replica in self._isr_for_high_watermark():
@@ -220,15 +239,26 @@ class Partition:
         remote.leader_end_at_last_fetch = leader_end
         self.maybe_increment_high_watermark()
 
-    def isr_expansion_candidates(self) -> list[int]:
-        """Followers outside the ISR that caught up to the HW and to this epoch's start."""
+    def isr_expansion_candidates(self, fetched_within: float = float("inf")) -> list[int]:
+        """Followers outside the ISR that caught up to the HW and to this epoch's start.
+
+        With ``isr.join.offset=high-watermark`` (KAFKA-7128 unfixed) reaching the HW is
+        enough -- and a new leader's HW may be stale, so the follower can join without
+        records the previous leader had already committed.  Only followers that fetched in
+        the last ``fetched_within`` seconds count: the LEO the leader remembers of a follower
+        that stopped fetching is old news (with strict min ISR the HW stops when that
+        follower leaves, so its old LEO would otherwise re-qualify it at once, and the ISR
+        would flap while the follower is cut off).
+        """
         if self.role != "leader" or self.pending_isr is not None:
             return []
-        epoch_start = self._current_epoch_start()
+        epoch_start = self._current_epoch_start() if self.rules.isr_join_needs_epoch_start else 0
+        now = time.monotonic()
         return [
             replica
             for replica, remote in self.remote.items()
             if replica not in self.isr
+            and now - remote.last_fetch <= fetched_within
             and remote.log_end_offset >= self.high_watermark
             and remote.log_end_offset >= epoch_start
         ]

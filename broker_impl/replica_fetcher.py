@@ -8,11 +8,18 @@ One task per followed partition.  On becoming follower the broker first truncate
   ``OffsetsForLeaderEpoch(latest local epoch)`` and truncates to the answer; if the
   leader answers with an older epoch the follower does not hold, it truncates to its
   own end of that older epoch and asks again.  If the leader cannot be reached the
-  follower does **not** truncate; it retries until it can ask.
+  follower does **not** truncate; it retries until it can ask.  With
+  ``leader.epoch.lookup=single`` (KIP-101 as first shipped) the follower asks once and
+  truncates to ``min(answered end offset, own LEO)``, whatever epoch the answer names:
+  after fast back-to-back leader changes the two logs then keep different lineages
+  below that offset (KAFKA-6361).
 
-Then it fetches from its LEO with the real Fetch API (``replica_id`` = its node id,
-``current_leader_epoch`` in leader-epoch mode), appends what it gets and sets its HW to
-``min(leader HW, own LEO)``.
+Then it fetches from its LEO with the real Fetch API (``replica_id`` = its node id),
+appends what it gets and sets its HW to ``min(leader HW, own LEO)``.  With epoch fencing
+(KIP-320, ``leader.epoch.fencing.enable``) every Fetch, OffsetsForLeaderEpoch and
+ListOffsets carries the follower's ``current_leader_epoch``, so a leader of another
+epoch refuses it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) instead of serving a
+replica whose metadata is stale; without it they carry -1.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import logging
 from typing import Any
 
 from . import wire
-from .checkpoints import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from .checkpoints import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
 from .partition import Partition
 from .records import CorruptBatch
 
@@ -40,6 +47,42 @@ RETRIABLE_LEADERSHIP_ERRORS = (
 )
 
 
+def truncation_step(
+    epochs: LeaderEpochCache,
+    log_end_offset: int,
+    high_watermark: int,
+    answer_epoch: int,
+    answer_end_offset: int,
+    *,
+    iterative: bool,
+) -> tuple[int, bool]:
+    """Where a follower truncates after one OffsetsForLeaderEpoch answer, and whether it is done.
+
+    ``epochs`` and ``log_end_offset`` are the follower's; the answer is the leader's reply to
+    a query for the follower's latest epoch.  Pure, so the rule is tested against the
+    divergence cases of the TLA+ description without a network:
+
+    * undefined answer (the leader knows no such epoch, or has none) -> the follower's HW,
+      done -- KIP-101's fallback;
+    * ``iterative=False`` (KIP-101 as first shipped) -> ``min(answered end, own LEO)``, done,
+      whatever epoch the answer names;
+    * the follower holds the answered epoch -> ``min(own end of it, answered end, LEO)``, done;
+    * it holds an older epoch only -> its own end of that older epoch, **not** done: ask again
+      with the new latest epoch (KIP-279);
+    * it holds nothing at or below the answered epoch -> ``min(answered end, LEO)``, done.
+    """
+    if answer_end_offset == UNDEFINED_OFFSET or answer_epoch == UNDEFINED_EPOCH:
+        return high_watermark, True
+    if not iterative:
+        return min(answer_end_offset, log_end_offset), True
+    own_epoch, own_end = epochs.end_offset_for(answer_epoch, log_end_offset)
+    if own_epoch == UNDEFINED_EPOCH:
+        return min(answer_end_offset, log_end_offset), True
+    if own_epoch != answer_epoch:
+        return min(own_end, log_end_offset), False
+    return min(own_end, answer_end_offset, log_end_offset), True
+
+
 class ReplicaFetcher:
     def __init__(
         self, partition: Partition, node_id: int, leader_address: tuple[str, int], settings: dict[str, Any]
@@ -47,6 +90,7 @@ class ReplicaFetcher:
         self.partition = partition
         self.node_id = node_id
         self.epoch_mode = settings["truncation.mode"] == "leader-epoch"
+        self.rules = partition.rules
         self.wait_ms = settings["replica.fetch.wait.max.ms"]
         self.max_bytes = settings["replica.fetch.max.bytes"]
         self.backoff = settings["replica.fetch.backoff.ms"] / 1000
@@ -84,7 +128,7 @@ class ReplicaFetcher:
 
     @property
     def _request_epoch(self) -> int:
-        return self.epoch if self.epoch_mode else -1
+        return self.epoch if self.rules.epoch_fencing else -1
 
     # ---- KIP-101 truncation -----------------------------------------------------------
 
@@ -108,7 +152,7 @@ class ReplicaFetcher:
                     partitions=[
                         partition_class(
                             partition=self.partition.index,
-                            current_leader_epoch=self.epoch,
+                            current_leader_epoch=self._request_epoch,
                             leader_epoch=latest,
                         )
                     ],
@@ -122,16 +166,14 @@ class ReplicaFetcher:
         if answer.error_code != wire.NONE:
             logger.info("%s: OffsetsForLeaderEpoch error %d", self.partition.name, answer.error_code)
             return False
-        if answer.end_offset == UNDEFINED_OFFSET or answer.leader_epoch == UNDEFINED_EPOCH:
-            target, complete = self.partition.high_watermark, True
-        else:
-            own_epoch, own_end = log.epochs.end_offset_for(answer.leader_epoch, log.log_end_offset)
-            if own_epoch == UNDEFINED_EPOCH:
-                target, complete = min(answer.end_offset, log.log_end_offset), True
-            elif own_epoch != answer.leader_epoch:
-                target, complete = min(own_end, log.log_end_offset), False
-            else:
-                target, complete = min(own_end, answer.end_offset, log.log_end_offset), True
+        target, complete = truncation_step(
+            log.epochs,
+            log.log_end_offset,
+            self.partition.high_watermark,
+            answer.leader_epoch,
+            answer.end_offset,
+            iterative=self.rules.iterative_epoch_lookup,
+        )
         logger.info(
             "%s: epoch %d -> leader says (epoch %d, end %d); truncating to %d",
             self.partition.name,

@@ -1,15 +1,24 @@
-"""The controller with real broker processes: liveness, elections, epochs, min ISR, timeouts.
+"""The controller: its election rules driven directly, then with real broker processes.
 
-Each test starts its own local cluster (always torn down by the ``start_cluster`` fixture),
-injects a real fault -- SIGSTOP, SIGKILL, restart -- and waits on the condition it
-expects, read from the controller's metadata and from real clients (kafka-python and
-confluent-kafka), never on a fixed sleep.
+The first part builds a :class:`~broker_impl.controller.Controller` on a temporary
+metadata directory and calls its RPC handlers and its session expiry directly -- no
+process, no socket -- to pin the KIP-966 rules: when replicas join and leave the Eligible
+Leader Replicas, and the election order ISR -> ELR -> unclean -> offline.  Unclean
+shutdowns, and the last-known-leader election they can lead to, are in
+``test_unclean_shutdown.py``.
+
+The rest starts its own local cluster per test (always torn down by the
+``start_cluster`` fixture), injects a real fault -- SIGSTOP, SIGKILL, restart -- and waits
+on the condition it expects, read from the controller's metadata and from real clients
+(kafka-python and confluent-kafka), never on a fixed sleep.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +28,8 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaProducer
 from kafka.errors import NotEnoughReplicasError
 
+from broker_impl.config import CONTROLLER_KEYS
+from broker_impl.controller import Controller
 from broker_impl.localcluster import LocalCluster
 
 from .client_support import (
@@ -46,6 +57,209 @@ def fenced(cluster: LocalCluster, node: str) -> bool:
 
 def values(prefix: str, count: int) -> list[bytes]:
     return [f"{prefix}-{number}".encode() for number in range(count)]
+
+
+# ---- the election rules, driven directly ------------------------------------------------------
+
+
+class DirectController:
+    """A Controller on ``directory`` with brokers 0..brokers-1 registered and a topic
+    ``events`` of ``partitions`` partitions at replication factor 3 (partition p has
+    replicas [p, p+1, p+2] mod 3, led by p)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        settings: Mapping[str, Any] | None = None,
+        brokers: int = 3,
+        partitions: int = 1,
+    ) -> None:
+        self.settings = {key.name: key.default for key in CONTROLLER_KEYS}
+        self.settings.update({"listeners": ("127.0.0.1", 0), "metadata.log.dir": str(directory)})
+        self.settings.update(settings or {})
+        self.controller = Controller(self.settings)
+        self.incarnations: dict[int, int] = {}
+        for node in range(brokers):
+            self.register(node)
+        reply = self.call("create_topic", {"name": TOPIC, "partitions": partitions, "replication_factor": 3})
+        assert "error" not in reply, reply
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = asyncio.run(getattr(self.controller, method)(params))
+        return reply
+
+    def register(self, node: int, clean_shutdown: bool = True) -> None:
+        """Start (or restart, with a new incarnation) broker ``node``."""
+        self.incarnations[node] = self.incarnations.get(node, -1) + 1
+        self.call(
+            "register",
+            {
+                "node_id": node,
+                "incarnation": f"{node}-{self.incarnations[node]}",
+                "host": "127.0.0.1",
+                "port": 9092,
+                "clean_shutdown": clean_shutdown,
+            },
+        )
+
+    def heartbeat(self, node: int) -> None:
+        """A heartbeat of the current incarnation (unfences a fenced broker)."""
+        incarnation = f"{node}-{self.incarnations[node]}"
+        self.call("heartbeat", {"node_id": node, "incarnation": incarnation, "version": -1})
+
+    def expire(self, node: int) -> None:
+        """Let ``node``'s session time out (the others heartbeated just now)."""
+        now = time.monotonic()
+        self.controller.last_heartbeat[node] = now - 2 * self.controller.session_timeout
+        self.controller.expire_sessions(now)
+        assert self.controller.metadata["brokers"][str(node)]["fenced"]
+
+    def alter_isr(self, isr: list[int], partition: int = 0) -> dict[str, Any]:
+        """The current leader's AlterPartition to ``isr``."""
+        state = self.state(partition)
+        return self.call(
+            "alter_partition",
+            {
+                "topic": TOPIC,
+                "partition": partition,
+                "leader": state["leader"],
+                "leader_epoch": state["leader_epoch"],
+                "partition_epoch": state["partition_epoch"],
+                "isr": isr,
+            },
+        )
+
+    def state(self, partition: int = 0) -> dict[str, Any]:
+        state: dict[str, Any] = self.controller.metadata["topics"][TOPIC]["partitions"][partition]
+        return state
+
+    def persisted(self, partition: int = 0) -> dict[str, Any]:
+        loaded = json.loads((Path(self.settings["metadata.log.dir"]) / "metadata.json").read_text())
+        state: dict[str, Any] = loaded["topics"][TOPIC]["partitions"][partition]
+        return state
+
+
+def leader_isr_elr(direct: DirectController, partition: int = 0) -> tuple[int, list[int], list[int]]:
+    state = direct.state(partition)
+    return state["leader"], state["isr"], state["elr"]
+
+
+def test_a_new_partition_has_an_empty_elr_and_its_leader_as_last_known_leader(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path)
+    state = direct.state()
+    assert (state["replicas"], state["leader"], state["isr"]) == ([0, 1, 2], 0, [0, 1, 2])
+    assert (state["elr"], state["last_known_leader"]) == ([], 0)
+    assert direct.call("describe", {})["topics"][TOPIC]["partitions"][0]["elr"] == []
+
+
+def test_replicas_leaving_an_isr_below_min_isr_join_the_elr(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2})
+    direct.alter_isr([0, 1])
+    assert leader_isr_elr(direct) == (0, [0, 1], [])  # still at min ISR: 2 may lack committed data
+    epoch = direct.state()["partition_epoch"]
+    direct.alter_isr([0])
+    assert leader_isr_elr(direct) == (0, [0], [1])  # below min ISR: the HW stops, 1 holds all of it
+    assert direct.state()["partition_epoch"] == epoch + 1
+    assert direct.persisted() == direct.state()
+
+
+def test_all_replicas_removed_at_once_below_min_isr_join_the_elr(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2})
+    direct.alter_isr([0])
+    assert leader_isr_elr(direct) == (0, [0], [1, 2])
+
+
+def test_the_elr_is_cleared_when_the_isr_is_back_at_min_isr(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 3})
+    direct.alter_isr([0])
+    assert leader_isr_elr(direct) == (0, [0], [1, 2])
+    direct.alter_isr([0, 1])  # a replica that re-enters the ISR leaves the ELR
+    assert leader_isr_elr(direct) == (0, [0, 1], [2])
+    direct.alter_isr([0, 1, 2])
+    assert leader_isr_elr(direct) == (0, [0, 1, 2], [])
+
+
+def test_without_elr_the_elr_stays_empty(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2, "eligible.leader.replicas.enable": False})
+    direct.alter_isr([0])
+    assert leader_isr_elr(direct) == (0, [0], [])
+    direct.expire(0)
+    assert leader_isr_elr(direct) == (-1, [0], [])
+
+
+def test_fencing_moves_a_replica_into_the_elr_only_below_min_isr_and_keeps_the_last_isr_member(
+    tmp_path: Path,
+) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2})
+    direct.expire(2)
+    assert leader_isr_elr(direct) == (0, [0, 1], [])
+    direct.expire(1)
+    assert leader_isr_elr(direct) == (0, [0], [1])
+    epoch = direct.state()["leader_epoch"]
+    direct.expire(0)  # the last ISR member stays in the ISR; nobody alive to elect
+    assert leader_isr_elr(direct) == (-1, [0], [1])
+    assert direct.state()["leader_epoch"] == epoch + 1
+    assert direct.state()["last_known_leader"] == 0
+    # The ELR member comes back: it is elected, and the fenced last ISR member, which
+    # held every committed record too, becomes eligible in its turn.
+    direct.heartbeat(1)
+    assert leader_isr_elr(direct) == (1, [1], [0])
+    assert direct.state()["leader_epoch"] == epoch + 2
+    assert direct.state()["last_known_leader"] == 1
+
+
+def test_an_alive_isr_member_is_elected_before_an_elr_member(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 3})
+    direct.alter_isr([0, 2])
+    assert leader_isr_elr(direct) == (0, [0, 2], [1])
+    direct.expire(0)  # 1 is alive, in the ELR and first in assignment order; 2 is in the ISR
+    assert leader_isr_elr(direct) == (2, [2], [0, 1])
+
+
+def test_an_alive_elr_member_is_elected_before_an_unclean_candidate(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2, "unclean.leader.election.enable": True})
+    direct.alter_isr([0, 2])  # 1 leaves at min ISR: not eligible
+    direct.alter_isr([0])  # 2 leaves below it: eligible
+    assert leader_isr_elr(direct) == (0, [0], [2])
+    direct.expire(0)
+    assert leader_isr_elr(direct) == (2, [2], [0])
+
+
+def test_a_fenced_elr_member_is_not_elected_and_unclean_election_clears_the_elr(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2, "unclean.leader.election.enable": True})
+    direct.alter_isr([0, 1])
+    direct.alter_isr([0])
+    assert leader_isr_elr(direct) == (0, [0], [1])
+    direct.expire(1)
+    assert leader_isr_elr(direct) == (0, [0], [1])  # a fenced ELR member stays eligible
+    direct.expire(0)
+    assert leader_isr_elr(direct) == (2, [2], [])  # unclean: the documented loss, ELR cleared
+
+
+def test_without_any_candidate_the_partition_goes_offline(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2})
+    direct.alter_isr([0, 1])
+    direct.alter_isr([0])
+    direct.expire(1)
+    direct.expire(0)
+    assert leader_isr_elr(direct) == (-1, [0], [1])  # 2 is alive but was never eligible
+    direct.heartbeat(1)
+    assert leader_isr_elr(direct) == (1, [1], [0])
+
+
+def test_metadata_written_before_the_elr_loads_with_an_empty_elr(tmp_path: Path) -> None:
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2})
+    path = Path(direct.settings["metadata.log.dir"]) / "metadata.json"
+    old = json.loads(path.read_text())
+    for state in old["topics"][TOPIC]["partitions"]:
+        del state["elr"], state["last_known_leader"]
+    path.write_text(json.dumps(old))
+    reloaded = Controller(direct.settings)
+    state = reloaded.metadata["topics"][TOPIC]["partitions"][0]
+    assert (state["elr"], state["last_known_leader"]) == ([], 0)
+    direct.controller = reloaded
+    direct.alter_isr([0])
+    assert leader_isr_elr(direct) == (0, [0], [1, 2])
 
 
 # ---- liveness and elections ------------------------------------------------------------------

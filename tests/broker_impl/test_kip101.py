@@ -41,6 +41,9 @@ SETTINGS = {
     "broker.session.timeout.ms": 6000,
     "replica.lag.time.max.ms": 30000,
     "min.insync.replicas": 1,
+    # Pre-0.11 Kafka had no Eligible Leader Replicas: a replica restarted after a crash kept
+    # its ISR membership and could be elected -- the window both scenarios need.
+    "eligible.leader.replicas.enable": False,
 }
 
 
