@@ -1,10 +1,15 @@
 """Pure translation of a grudge into the iptables commands each node runs, and of a heal.
 
-Every rule the nemesis adds lives in one dedicated chain, :data:`CHAIN` (``TIDEMARK``), reached
-by a single jump from ``INPUT``. That is what makes healing safe on any host -- a container we
-own or a user's machine over SSH: a heal flushes *our* chain and nothing else, so rules that
-Docker, a host firewall or an operator put in ``INPUT`` are never touched, and a heal can run
-any number of times.
+Every rule the nemesis adds lives in a chain of its own, reached by a single jump from ``INPUT``:
+
+* :data:`CHAIN` (``TIDEMARK``) -- network partitions (:mod:`nemesis.plan`'s grudges);
+* :data:`METADATA_CHAIN` (``TIDEMARK-META``) -- the ``metadata-delay`` fault: a broker drops
+  every packet from the controller, so it stops learning metadata while replication goes on.
+
+That is what makes healing safe on any host -- a container we own or a user's machine over SSH:
+a heal flushes *one of our* chains and nothing else, so rules that Docker, a host firewall or an
+operator put in ``INPUT`` are never touched, a partition and its heal never undo a metadata delay
+(nor the other way round), and a heal can run any number of times.
 
 * :func:`partition_script` -- make sure the chain exists and ``INPUT`` jumps to it, empty it,
   then ``DROP`` every packet whose source is one of the given addresses. Applying a partition
@@ -12,27 +17,40 @@ any number of times.
 * :func:`heal_script` -- empty the chain if it exists (the jump stays; an empty chain matches
   nothing). Fails loudly if iptables itself cannot run (no ``NET_ADMIN``), so a heal that did
   nothing is never reported as done.
-* :func:`remove_script` -- heal, then delete the jump and the chain: the node is left exactly
-  as before the first partition (used by heal-all at the end of a run).
+* :func:`metadata_delay_script` / :func:`metadata_heal_script` -- the same two, on
+  :data:`METADATA_CHAIN`, with the controller's address as the one dropped source.
+* :func:`remove_script` -- heal, then delete the jump and the chain, for *every* nemesis chain
+  (:data:`CHAINS`): the node is left exactly as before the first fault (used by heal-all at the
+  end of a run).
 
-Each script is one ``/bin/sh`` program per node (``set -eu``), so a partition costs one remote
+Each script is one ``/bin/sh`` program per node (``set -eu``), so a fault costs one remote
 round trip per node and a failing step stops the script with iptables' own error message.
 Only INPUT is filtered (as Jepsen does): dropping one direction already stops TCP both ways, and
 the grudges of :mod:`nemesis.plan` are symmetric so both sides drop anyway. ``-w`` waits for the
 xtables lock instead of failing when another iptables runs at the same moment. IPv4 only: the
 cluster networks the harness creates are IPv4, and an IPv6 address is refused with a clear error
-rather than silently not partitioned.
+rather than silently not partitioned. Example (``metadata_delay_script("10.9.0.4")``)::
+
+    set -eu
+    iptables -w 10 -N TIDEMARK-META 2>/dev/null || iptables -w 10 -F TIDEMARK-META
+    iptables -w 10 -C INPUT -j TIDEMARK-META 2>/dev/null || iptables -w 10 -I INPUT 1 -j TIDEMARK-META
+    iptables -w 10 -A TIDEMARK-META -s 10.9.0.4/32 -j DROP
 """
 
 from __future__ import annotations
 
 import ipaddress
 import shlex
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from nemesis.plan import Grudge
 
 CHAIN = "TIDEMARK"
+"""The chain of network partitions (the default of every function here)."""
+METADATA_CHAIN = "TIDEMARK-META"
+"""The chain of the ``metadata-delay`` fault: drops from the controller only."""
+CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN)
+"""Every chain the nemesis may create; :func:`remove_script` removes them all."""
 IPTABLES = "iptables"
 LOCK_WAIT_SECONDS = 10
 
@@ -42,37 +60,41 @@ def iptables_command(*arguments: str) -> str:
     return shlex.join([IPTABLES, "-w", str(LOCK_WAIT_SECONDS), *arguments])
 
 
-def drop_rule(source: str) -> str:
-    """The command appending ``DROP`` of every packet from ``source`` (an IPv4 address) to the chain."""
-    return iptables_command("-A", CHAIN, "-s", f"{checked_ipv4(source)}/32", "-j", "DROP")
+def drop_rule(source: str, chain: str = CHAIN) -> str:
+    """The command appending ``DROP`` of every packet from ``source`` (an IPv4 address) to ``chain``."""
+    return iptables_command("-A", chain, "-s", f"{checked_ipv4(source)}/32", "-j", "DROP")
 
 
-def partition_commands(sources: Collection[str]) -> list[str]:
-    """Commands that leave the node dropping exactly the traffic from ``sources`` (sorted, deduplicated)."""
+def partition_commands(sources: Collection[str], chain: str = CHAIN) -> list[str]:
+    """Commands that leave ``chain`` dropping exactly the traffic from ``sources`` (sorted, deduplicated)."""
     return [
         # Create the chain, or empty it if it exists (only -N's "already exists" is silenced:
         # if iptables cannot run at all, -F fails too and reports why).
-        f"{iptables_command('-N', CHAIN)} 2>/dev/null || {iptables_command('-F', CHAIN)}",
-        f"{iptables_command('-C', 'INPUT', '-j', CHAIN)} 2>/dev/null || {iptables_command('-I', 'INPUT', '1', '-j', CHAIN)}",
-        *(drop_rule(source) for source in sorted({checked_ipv4(source) for source in sources})),
+        f"{iptables_command('-N', chain)} 2>/dev/null || {iptables_command('-F', chain)}",
+        f"{iptables_command('-C', 'INPUT', '-j', chain)} 2>/dev/null || {iptables_command('-I', 'INPUT', '1', '-j', chain)}",
+        *(drop_rule(source, chain) for source in sorted({checked_ipv4(source) for source in sources})),
     ]
 
 
-def heal_commands() -> list[str]:
-    """Commands that stop all nemesis drops on a node; idempotent; fail if iptables cannot run."""
-    return [
-        f"{iptables_command('-S', 'INPUT')} >/dev/null",
-        f"if {iptables_command('-S', CHAIN)} >/dev/null 2>&1; then {iptables_command('-F', CHAIN)}; fi",
-    ]
+def heal_commands(chain: str = CHAIN) -> list[str]:
+    """Commands that stop every drop of ``chain`` on a node; idempotent; fail if iptables cannot run."""
+    return [f"{iptables_command('-S', 'INPUT')} >/dev/null", _flush_if_exists(chain)]
 
 
-def remove_commands() -> list[str]:
-    """Commands that heal and then delete the chain and every jump to it; idempotent."""
-    return [
-        *heal_commands(),
-        f"while {iptables_command('-D', 'INPUT', '-j', CHAIN)} 2>/dev/null; do :; done",
-        f"if {iptables_command('-S', CHAIN)} >/dev/null 2>&1; then {iptables_command('-X', CHAIN)}; fi",
-    ]
+def remove_commands(chains: Sequence[str] = CHAINS) -> list[str]:
+    """Commands that heal, then delete every jump to and each of ``chains``; idempotent."""
+    commands = [f"{iptables_command('-S', 'INPUT')} >/dev/null"]
+    for chain in chains:
+        commands += [
+            _flush_if_exists(chain),
+            f"while {iptables_command('-D', 'INPUT', '-j', chain)} 2>/dev/null; do :; done",
+            f"if {iptables_command('-S', chain)} >/dev/null 2>&1; then {iptables_command('-X', chain)}; fi",
+        ]
+    return commands
+
+
+def _flush_if_exists(chain: str) -> str:
+    return f"if {iptables_command('-S', chain)} >/dev/null 2>&1; then {iptables_command('-F', chain)}; fi"
 
 
 def script(commands: list[str]) -> str:
@@ -80,16 +102,29 @@ def script(commands: list[str]) -> str:
     return "\n".join(["set -eu", *commands]) + "\n"
 
 
-def partition_script(sources: Collection[str]) -> str:
-    return script(partition_commands(sources))
+def partition_script(sources: Collection[str], chain: str = CHAIN) -> str:
+    """One node's program: ``chain`` drops exactly the traffic from ``sources`` (replacing what it dropped)."""
+    return script(partition_commands(sources, chain))
 
 
-def heal_script() -> str:
-    return script(heal_commands())
+def heal_script(chain: str = CHAIN) -> str:
+    """One node's program: ``chain`` drops nothing any more (other chains untouched)."""
+    return script(heal_commands(chain))
 
 
-def remove_script() -> str:
-    return script(remove_commands())
+def remove_script(chains: Sequence[str] = CHAINS) -> str:
+    """One node's program: no nemesis chain (by default: none of :data:`CHAINS`) nor jump to it is left."""
+    return script(remove_commands(chains))
+
+
+def metadata_delay_script(controller: str) -> str:
+    """One broker's program: drop every packet from ``controller`` (an IPv4 address), in :data:`METADATA_CHAIN`."""
+    return partition_script([controller], METADATA_CHAIN)
+
+
+def metadata_heal_script() -> str:
+    """One broker's program: stop the metadata delay (flush :data:`METADATA_CHAIN`); partitions untouched."""
+    return heal_script(METADATA_CHAIN)
 
 
 def partition_scripts(grudge: Grudge, ip_of: Callable[[str], str]) -> dict[str, str]:
@@ -103,17 +138,21 @@ def partition_scripts(grudge: Grudge, ip_of: Callable[[str], str]) -> dict[str, 
 
     def address(node: str) -> str:
         if node not in addresses:
-            raw = ip_of(node)
-            try:
-                addresses[node] = checked_ipv4(raw)
-            except ValueError as error:
-                raise ValueError(f"address of node {node}: {error}") from None
+            addresses[node] = node_ipv4(node, ip_of)
         return addresses[node]
 
     return {
         node: partition_script([address(source) for source in sorted(grudge[node])])
         for node in sorted(grudge)
     }
+
+
+def node_ipv4(node: str, ip_of: Callable[[str], str]) -> str:
+    """``ip_of(node)`` checked to be IPv4 (normalised); ValueError naming the node otherwise."""
+    try:
+        return checked_ipv4(ip_of(node))
+    except ValueError as error:
+        raise ValueError(f"address of node {node}: {error}") from None
 
 
 def checked_ipv4(text: str) -> str:

@@ -20,9 +20,13 @@ Ops emitted (``value`` of the invoke; the completion repeats it and adds ``"erro
 ``partition``  ``{"kind": "halves", "grudge": {"n1": ["n2", "n3"], "n2": ["n1"], ...}}`` --
                node -> the nodes it drops traffic from (iptables, chain ``TIDEMARK``)
 ``heal``       ``{"nodes": [...]}`` -- heal of ``partition``: flush the chain on those nodes
+``metadata-``  ``{"nodes": [...], "target": "one"}`` -- ``metadata-delay``: the brokers drop every
+``delay``      packet from the controller (chain ``TIDEMARK-META``, :mod:`nemesis.metadata_delay`)
+``metadata-``  ``{"nodes": [...]}`` -- heal of ``metadata-delay``: flush ``TIDEMARK-META`` on those
+``heal``       brokers (partitions stay)
 =============  ========================================================================
 
-``target`` is present on kill/pause when the random schedule chose the nodes (absent for direct
+``target`` is present on node faults when the random schedule chose the nodes (absent for direct
 calls); steps that follow a leader (``leader``, ``followers``, ``isolate-leader``) also carry
 ``"leader_of": {"topic": t, "partition": p}``.
 
@@ -32,7 +36,7 @@ leader was known); ``info`` -- anything else (a timeout, a lost connection, some
 
 Concurrency: one fault action at a time (an ``RLock``); a partition is applied on all nodes in
 parallel so the cut lands at nearly the same moment everywhere. :meth:`Nemesis.heal_all` is
-blind and idempotent -- it flushes and removes the chain on every node, SIGCONTs every broker
+blind and idempotent -- it flushes and removes both chains on every node, SIGCONTs every broker
 and starts every broker that is down -- so it is right even when the tracked state is not (a
 fault in flight when the harness was interrupted); it starts no threads, so it can run on the
 teardown path of a signal handler.
@@ -52,6 +56,7 @@ from harness.nodes.remote import CommandFailed, RemoteError, RemotePathNotFound
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
+from nemesis.metadata_delay import MetadataDelay
 from nemesis.plan import (
     Grudge,
     Layout,
@@ -61,10 +66,11 @@ from nemesis.plan import (
     check_plan,
     describe_grudge,
     grudge_to_json,
+    metadata_source,
     resolve_leader_step,
     schedule,
 )
-from nemesis.spec import KILL, PARTITION, PAUSE, POWER_LOSS, NemesisSpec
+from nemesis.spec import HEALS, KILL, METADATA_DELAY, PARTITION, PAUSE, POWER_LOSS, NemesisSpec
 
 BROKER_DAEMON = "broker"
 """The Remote daemon name of the broker process on every broker node."""
@@ -143,6 +149,7 @@ class Nemesis:
         self._dirty = False  # something may need healing since the last heal_all
         self._schedule_stopped = False
         self._run_stop_events: list[threading.Event] = []
+        self._metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
         self._node_faults: dict[str, _NodeFault] = {
             KILL: _NodeFault("start", self._kill_one, self._start_one),
             PAUSE: _NodeFault(
@@ -151,6 +158,7 @@ class Nemesis:
                 lambda node: self._signal_broker(node, signal.SIGCONT),
             ),
             POWER_LOSS: _NodeFault("start", self._power_loss_one, self._start_one),
+            METADATA_DELAY: _NodeFault(HEALS[METADATA_DELAY], self._metadata.inject, self._metadata.heal),
         }
         if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLoss):
             raise PlanError("power-loss needs a cluster whose data directories are on the lazy filesystem")
@@ -259,6 +267,16 @@ class Nemesis:
         """SIGCONT the broker on ``nodes``."""
         return self._node_heal(PAUSE, nodes)
 
+    def metadata_delay(self, nodes: Sequence[str]) -> Op:
+        """Make the brokers ``nodes`` drop every packet from the controller: they stop learning
+        metadata until :meth:`heal_metadata_delay`. PlanError, recording nothing, without a controller."""
+        metadata_source(self.layout)
+        return self._node_fault(METADATA_DELAY, nodes, {})
+
+    def heal_metadata_delay(self, nodes: Sequence[str] = ()) -> Op:
+        """Let ``nodes`` (default: every broker) hear from the controller again; partitions stay."""
+        return self._node_heal(METADATA_DELAY, nodes or self.layout.brokers)
+
     def partition(
         self, grudge: Grudge, kind: str = "custom", *, extra: Mapping[str, Any] | None = None
     ) -> Op:
@@ -311,10 +329,11 @@ class Nemesis:
     def heal_all(self) -> list[Op]:
         """Undo every fault on every node, blindly; stop the schedule for good. Idempotent; returns the ops recorded.
 
-        Removes the nemesis chain (flush, unhook, delete) on every node, SIGCONTs every broker,
-        starts every broker that is not running. Waits up to ``heal_all_wait`` for a fault action
-        in flight, then heals anyway. Returns ``[]`` without touching anything when no fault was
-        injected since the last heal_all; a heal_all whose ops did not all succeed stays due.
+        Heals (``metadata-heal``) the brokers that may carry a metadata delay, removes both nemesis
+        chains (flush, unhook, delete) on every node, SIGCONTs every broker, starts every broker
+        that is not running. Waits up to ``heal_all_wait`` for a fault action in flight, then
+        heals anyway. Returns ``[]`` without touching anything when no fault was injected since
+        the last heal_all; a heal_all whose ops did not all succeed stays due.
         """
         with self._state_lock:
             self._schedule_stopped = True
@@ -327,16 +346,21 @@ class Nemesis:
                     return []
                 self._dirty = False
                 killed = set().union(*(self._affected[fault] for fault in self._stopping_faults()))
+                delayed = [node for node in self.layout.brokers if node in self._affected[METADATA_DELAY]]
             nodes = list(self.layout.all_nodes)
             brokers = list(self.layout.brokers)
-            ops = [
+            ops: list[Op] = []
+            if delayed:  # the chain removal below undoes it too; this op closes its window in the history
+                ops.append(self._act(HEALS[METADATA_DELAY], {"nodes": delayed}, delayed, self._metadata.heal))
+            ops.append(
                 self._act(
                     "heal", {"nodes": nodes}, nodes, lambda node: self._exec(node, iptables.remove_script())
                 )
-            ]
+            )
             if ops[-1].type == "ok":
                 with self._state_lock:
                     self._partition = None
+                    self._affected[METADATA_DELAY].clear()
             ops.append(self._act("resume", {"nodes": brokers}, brokers, self._resume_if_running))
             if ops[-1].type == "ok":
                 with self._state_lock:
@@ -466,7 +490,7 @@ class Nemesis:
         def attempt(node: str) -> None:
             try:
                 action(node)
-            except (_Refused, CommandFailed, RemotePathNotFound) as error:
+            except (_Refused, PlanError, CommandFailed, RemotePathNotFound) as error:
                 failures[node] = _Failure(True, str(error))
             except Exception as error:  # RemoteTimeout, lost connection, anything unforeseen: effect unknown
                 failures[node] = _Failure(False, f"{type(error).__name__}: {error}")

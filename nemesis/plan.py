@@ -4,10 +4,11 @@ Nothing here touches a node, a clock or global randomness: every function takes 
 (and a ``random.Random`` where it chooses), so the whole plan of a run follows from its seed and
 is unit-tested without containers. :mod:`nemesis.mechanism` carries the plan out.
 
-**Node targets** (``kill``/``pause``): ``one`` random broker; ``minority`` -- the largest random set
-whose loss still leaves a majority (``(n - 1) // 2`` nodes: 1 of 3, 1 of 4, 2 of 5); ``majority``
-(``n // 2 + 1``); ``all``; ``leader``; ``followers`` (every broker but the leader). A target that
-would select nobody for the cluster size (a minority of 2) is not applicable.
+**Node targets** (``kill``/``pause``/``power-loss``/``metadata-delay``): ``one`` random broker;
+``minority`` -- the largest random set whose loss still leaves a majority (``(n - 1) // 2`` nodes:
+1 of 3, 1 of 4, 2 of 5); ``majority`` (``n // 2 + 1``); ``all``; ``leader``; ``followers`` (every
+broker but the leader). A target that would select nobody for the cluster size (a minority of 2)
+is not applicable.
 
 **Grudges.** A grudge maps each node to the set of nodes it drops traffic *from* (Jepsen's
 term); :mod:`nemesis.iptables` turns it into ``DROP`` rules on the INPUT side of each node. One
@@ -24,11 +25,19 @@ shapes below are symmetric anyway, so "a sees b" and "b sees a" always agree:
 
 The partition universe is the brokers, plus the controller when the scope is ``all``.
 
+**Metadata delay.** ``metadata-delay`` is a node fault: the brokers its target selects drop every
+packet from :func:`metadata_source` -- the controller node -- in a chain of their own (see
+:mod:`nemesis.iptables`), so partitions and their heals neither undo it nor are undone by it, and
+broker<->broker replication goes on. A cluster without a controller node (an external one whose
+metadata lives elsewhere) cannot have it: :func:`check_plan` refuses the spec.
+
 **Schedule.** :func:`schedule` yields :class:`PlannedStep` s forever: quiet for about
 ``interval_seconds``, one fault for about ``fault_seconds``, its heal, quiet again... One fault at
 a time, so every heal undoes exactly one fault and the history's fault windows never overlap.
 Targets that depend on the leader are chosen at plan time but resolved when the fault starts
-(:func:`resolve_leader_step`), because only then is the leader known.
+(:func:`resolve_leader_step`), because only then is the leader known. A step's heal is the op
+:attr:`PlannedStep.heal_f` (``nemesis.spec.HEALS``: ``kill`` -> ``start``, ``metadata-delay`` ->
+``metadata-heal``, ...).
 """
 
 from __future__ import annotations
@@ -38,7 +47,9 @@ import random
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from nemesis.spec import (
+    HEALS,
     LEADER_DEPENDENT,
+    METADATA_DELAY,
     NODE_FAULT_KINDS,
     NODE_TARGETS,
     PARTITION,
@@ -103,6 +114,21 @@ class Layout:
     def all_nodes(self) -> tuple[str, ...]:
         """Every node that may carry firewall rules (heal-all flushes them all, whatever the scope)."""
         return (*self.brokers, *([self.controller] if self.controller is not None else []))
+
+
+def metadata_source(layout: Layout) -> str:
+    """The node whose packets a ``metadata-delay`` drops on the chosen brokers: the controller.
+
+    The bundled brokers learn leadership and ISR changes only from the controller, so cutting
+    that one source (and nothing else) makes a broker act on stale metadata. PlanError, saying
+    why, when the cluster has no controller node.
+    """
+    if layout.controller is None:
+        raise PlanError(
+            f"{METADATA_DELAY} drops the controller's packets on the chosen brokers, and this cluster "
+            "has no controller node (its metadata lives elsewhere)"
+        )
+    return layout.controller
 
 
 # --------------------------------------------------------------------------- node targets
@@ -295,6 +321,11 @@ class PlannedStep:
     def needs_leader(self) -> bool:
         return self.leader_of is not None and not self.nodes and self.grudge is None
 
+    @property
+    def heal_f(self) -> str:
+        """The ``f`` of the nemesis op that heals this step's fault (``start``, ``metadata-heal``, ...)."""
+        return HEALS[self.fault]
+
 
 def applicable_targets(spec: NemesisSpec, layout: Layout) -> tuple[str, ...]:
     """The node targets the schedule draws from; explicit ones that cannot apply raise PlanError."""
@@ -329,6 +360,8 @@ def check_plan(spec: NemesisSpec, layout: Layout, leader_partitions: Sequence[To
         raise PlanError(f"no partition shape fits {len(layout.partition_nodes)} node(s)")
     if not leader_partitions and LEADER_DEPENDENT & {*targets, *kinds}:
         raise PlanError("targets that follow the leader need a topic partition to ask for its leader")
+    if METADATA_DELAY in spec.faults:
+        metadata_source(layout)
 
 
 def schedule(

@@ -9,15 +9,20 @@ the CLI turns that into one line and exit code 254.
 Fields:
 
 * ``faults`` -- the fault mix, drawn uniformly per step: ``kill`` (SIGKILL the broker, restart it
-  when the fault ends), ``pause`` (SIGSTOP, SIGCONT when it ends), ``partition`` (iptables DROP
-  between nodes, flushed when it ends). Empty: no faults at all.
+  when the fault ends), ``pause`` (SIGSTOP, SIGCONT when it ends), ``power-loss`` (SIGKILL and drop
+  the un-fsynced writes, restart when it ends), ``metadata-delay`` (the broker drops every packet
+  from the controller, so leadership and ISR changes reach it late -- when the fault ends -- while
+  the rest of the cluster moves on: KIP-320's zombie replica; needs a controller node),
+  ``partition`` (iptables DROP between nodes, flushed when it ends). Empty: no faults at all.
+  :data:`HEALS` names the op that ends each fault.
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
   lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
   uniformly from ``[1 - j, 1 + j]`` times its mean, so faults land in different phases of the
   protocol (election, ISR shrink, catch-up) from run to run; ``jitter=0`` is strictly periodic.
-* ``targets`` -- for ``kill``/``pause``: which brokers, one of ``one``, ``minority`` (the largest
-  set whose loss leaves a majority), ``majority``, ``all``, ``leader``, ``followers`` (of a
-  partition of the workload's topic). ``None``: every target that makes sense for the cluster size.
+* ``targets`` -- for the node faults (``kill``, ``pause``, ``power-loss``, ``metadata-delay``):
+  which brokers, one of ``one``, ``minority`` (the largest set whose loss leaves a majority),
+  ``majority``, ``all``, ``leader``, ``followers`` (of a partition of the workload's topic).
+  ``None``: every target that makes sense for the cluster size.
 * ``partitions`` -- the partition shapes: ``isolate-one``, ``isolate-leader``, ``halves``,
   ``bridge``, ``majorities-ring``. ``None``: every shape that makes sense for the cluster size.
 * ``partition_scope`` -- ``brokers``: only broker<->broker traffic is cut (every broker still
@@ -31,16 +36,22 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 KILL = "kill"
 PAUSE = "pause"
 PARTITION = "partition"
 POWER_LOSS = "power-loss"
+METADATA_DELAY = "metadata-delay"
 
-NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS)
+NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS, METADATA_DELAY)
 """Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
 FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, PARTITION)
+HEALS: Mapping[str, str] = MappingProxyType(
+    {KILL: "start", PAUSE: "resume", POWER_LOSS: "start", METADATA_DELAY: "metadata-heal", PARTITION: "heal"}
+)
+"""Fault -> the ``f`` of the nemesis op that heals it (kill and power loss are both healed by ``start``)."""
 
 NODE_TARGETS: tuple[str, ...] = ("one", "minority", "majority", "all", "leader", "followers")
 PARTITION_KINDS: tuple[str, ...] = ("isolate-one", "isolate-leader", "halves", "bridge", "majorities-ring")

@@ -22,7 +22,7 @@ from harness.run.exit_codes import verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import SpecError, TestSpec
 from nemesis.scenario import ScenarioError, load_scenario
-from nemesis.spec import NemesisSpec
+from nemesis.spec import FAULT_KINDS, NemesisSpec
 from workloads.queue import QueueSpec
 
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--nodes", type=int, default=3, help="brokers (plus one controller)")
     parser.add_argument(
-        "--nemesis", default="", metavar="FAULTS", help="comma-separated: kill,pause,partition,power-loss"
+        "--nemesis", default="", metavar="FAULTS", help="comma-separated: " + ",".join(FAULT_KINDS)
     )
     parser.add_argument("--nemesis-interval", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument(

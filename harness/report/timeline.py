@@ -42,9 +42,11 @@ from harness.record.history import (
 )
 from harness.record.ops import NEMESIS_PROCESS
 from harness.record.rundir import RunDir
+from nemesis.spec import HEALS, PARTITION
 
-NODE_FAULT_HEALS: Final[dict[str, str]] = {"kill": "start", "power-loss": "start", "pause": "resume"}
-PARTITION_FAULT, PARTITION_HEAL = "partition", "heal"
+PARTITION_FAULT = PARTITION
+PARTITION_HEAL = HEALS[PARTITION]
+NODE_FAULT_HEALS: Final[dict[str, str]] = {f: heal for f, heal in HEALS.items() if f != PARTITION}
 FAULT_KINDS: Final[tuple[str, ...]] = (*NODE_FAULT_HEALS, PARTITION_FAULT)
 HEAL_KINDS: Final[frozenset[str]] = frozenset({*NODE_FAULT_HEALS.values(), PARTITION_HEAL})
 _NICE_BIN_SECONDS: Final[tuple[float, ...]] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)

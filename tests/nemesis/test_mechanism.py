@@ -24,8 +24,8 @@ from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
 from nemesis.mechanism import Nemesis
-from nemesis.plan import PlannedStep, complete_grudge, isolate
-from nemesis.spec import NemesisSpec
+from nemesis.plan import PlanError, PlannedStep, complete_grudge, isolate
+from nemesis.spec import HEALS, NemesisSpec
 from tests.nemesis.netns import ECHO_PORT, ECHO_SERVER, PROBE, NetnsCluster, namespaces_available
 
 # --------------------------------------------------------------------------- in-memory cluster
@@ -327,6 +327,118 @@ def test_heal_all_is_reentrant_from_a_signal_handler(recorded: tuple[Recorder, l
     assert cluster.starts == ["n1"]
 
 
+# --------------------------------------------------------------------------- metadata delay (fake cluster)
+
+
+def test_metadata_delay_and_its_heal_are_nemesis_ops_on_the_metadata_chain(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, ops = make(recorded)
+    done = nemesis.metadata_delay(["n3", "n1"])
+    assert (done.f, done.type, done.value) == ("metadata-delay", "ok", {"nodes": ["n1", "n3"]})
+    controller_ip = cluster.addresses["c"]
+    assert cluster.remotes["n1"].scripts == [iptables.metadata_delay_script(controller_ip)]
+    assert "-A TIDEMARK-META -s 10.9.0.4/32 -j DROP" in cluster.remotes["n3"].scripts[0]
+    assert cluster.remotes["n2"].scripts == cluster.remotes["c"].scripts == []
+    assert nemesis.active_faults() == ["metadata-delay n1,n3"]
+
+    nemesis.partition(isolate(["n1", "n2", "n3"], "n2"), "isolate-one")
+    nemesis.heal_partition()
+    assert nemesis.active_faults() == ["metadata-delay n1,n3"], "a partition heal leaves the delay"
+    assert iptables.metadata_heal_script() not in cluster.remotes["n1"].scripts
+
+    healed = nemesis.heal_metadata_delay(["n1"])
+    assert (healed.f, healed.type, healed.value) == ("metadata-heal", "ok", {"nodes": ["n1"]})
+    assert cluster.remotes["n1"].scripts[-1] == iptables.metadata_heal_script()
+    assert nemesis.active_faults() == ["metadata-delay n3"]
+    everywhere = nemesis.heal_metadata_delay()
+    assert everywhere.value == {"nodes": ["n1", "n2", "n3"]} and nemesis.active_faults() == []
+    assert [(op.f, op.type) for op in ops] == [
+        ("metadata-delay", "invoke"),
+        ("metadata-delay", "ok"),
+        ("partition", "invoke"),
+        ("partition", "ok"),
+        ("heal", "invoke"),
+        ("heal", "ok"),
+        ("metadata-heal", "invoke"),
+        ("metadata-heal", "ok"),
+        ("metadata-heal", "invoke"),
+        ("metadata-heal", "ok"),
+    ]
+    assert all(op.process == NEMESIS_PROCESS for op in ops)
+
+
+def test_scheduled_metadata_delay_follows_the_leader_and_heals(recorded: tuple[Recorder, list[Op]]) -> None:
+    nemesis, cluster, _ = make(recorded, NemesisSpec(faults=("metadata-delay",)))
+    step = PlannedStep(0, 1, "metadata-delay", "followers", leader_of=("queue", 0))
+    completion, resolved = nemesis.execute_step(step)
+    assert completion is not None and (completion.f, completion.type) == ("metadata-delay", "ok")
+    assert completion.value == {
+        "nodes": ["n1", "n3"],
+        "target": "followers",
+        "leader_of": {"topic": "queue", "partition": 0},
+    }
+    assert cluster.remotes["n2"].scripts == [], "the leader keeps hearing from the controller"
+    healed = nemesis.heal_step(resolved)
+    assert healed is not None and (healed.f, healed.type, healed.value) == (
+        "metadata-heal",
+        "ok",
+        {"nodes": ["n1", "n3"]},
+    )
+    assert resolved.heal_f == "metadata-heal"
+
+
+def test_heal_all_closes_a_metadata_delay_and_removes_both_chains(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, _ = make(recorded)
+    nemesis.metadata_delay(["n2"])
+    healed = nemesis.heal_all()
+    assert [(op.f, op.type, op.value) for op in healed] == [
+        ("metadata-heal", "ok", {"nodes": ["n2"]}),
+        ("heal", "ok", {"nodes": ["n1", "n2", "n3", "c"]}),
+        ("resume", "ok", {"nodes": ["n1", "n2", "n3"]}),
+    ]
+    assert cluster.remotes["n2"].scripts[-2:] == [iptables.metadata_heal_script(), iptables.remove_script()]
+    assert "-X TIDEMARK-META" in iptables.remove_script() and "-X TIDEMARK;" in iptables.remove_script()
+    assert nemesis.active_faults() == [] and nemesis.heal_all() == []
+
+    nemesis.metadata_delay(["n1"])
+    cluster.remotes["n1"].errors["exec"] = RemoteTimeout("n1", "exec", 10)  # the metadata heal times out
+    first_try = nemesis.heal_all()
+    assert [(op.f, op.type) for op in first_try] == [
+        ("metadata-heal", "info"),
+        ("heal", "ok"),
+        ("resume", "ok"),
+    ]
+    assert nemesis.active_faults() == [], "the chain removal healed it anyway"
+    assert [op.f for op in nemesis.heal_all()] == ["heal", "resume"], "an info op leaves heal-all due"
+
+
+def test_metadata_delay_is_refused_without_a_controller_node(recorded: tuple[Recorder, list[Op]]) -> None:
+    recorder, ops = recorded
+    external = FakeCluster(controller=None)
+    with pytest.raises(PlanError, match=r"metadata-delay drops the controller's packets.*no controller node"):
+        Nemesis(
+            NemesisSpec(faults=("kill", "metadata-delay")), external, recorder, leader_partitions=[("q", 0)]
+        )
+    nemesis, cluster, _ = make(recorded, NemesisSpec(faults=("kill",)), external)
+    with pytest.raises(PlanError, match="no controller node"):
+        nemesis.metadata_delay(["n1"])
+    assert ops == [] and cluster.calls() == 0, "refused before anything was recorded or touched"
+    assert nemesis.heal_metadata_delay(["n1"]).type == "ok", "healing is harmless anywhere"
+
+
+def test_a_bad_controller_address_fails_the_delay_without_touching_a_node(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, _ = make(recorded)
+    cluster.addresses["c"] = "fd00::9"
+    failed = nemesis.metadata_delay(["n1"])
+    assert failed.type == "fail" and "address of node c: 'fd00::9' is IPv6" in str(failed.error)
+    assert cluster.remotes["n1"].scripts == [] and nemesis.active_faults() == []
+
+
 def run_in_thread(nemesis: Nemesis, stop: threading.Event) -> threading.Thread:
     thread = threading.Thread(target=nemesis.run, args=(stop,), daemon=True)
     thread.start()
@@ -401,6 +513,24 @@ def test_run_returns_at_once_when_stopped_or_when_heal_all_took_over(
     assert not thread.is_alive(), "heal_all stops the schedule: run returns without any stop event"
     assert [op.f for op in healed] == ["heal", "resume", "start"]
     assert all(remote.state == "running" for remote in cluster.remotes.values())
+
+
+def test_run_heals_every_scheduled_metadata_delay(recorded: tuple[Recorder, list[Op]]) -> None:
+    spec = NemesisSpec(
+        faults=("metadata-delay", "partition"), interval_seconds=0.01, fault_seconds=0.01, seed=5
+    )
+    nemesis, _, ops = make(recorded, spec)
+    stop = threading.Event()
+    thread = run_in_thread(nemesis, stop)
+    wait_for_ops(ops, 16)
+    stop.set()
+    thread.join(5)
+    completions = [op for op in ops if op.type != "invoke"][:8]
+    assert "metadata-delay" in {op.f for op in completions}
+    for fault, heal in zip(completions[0::2], completions[1::2], strict=True):
+        assert heal.f == HEALS[fault.f]
+        if fault.f == "metadata-delay":
+            assert heal.value["nodes"] == fault.value["nodes"]
 
 
 # --------------------------------------------------------------------------- real: network namespaces
@@ -490,6 +620,38 @@ def test_real_schedule_then_heal_all_leaves_the_nodes_as_they_were(
     assert {
         node: netns.remote(node).exec(["iptables", "-S"]).stdout_text for node in netns.nodes
     } == rules_before
+
+
+def test_real_metadata_delay_outlives_a_partition_heal_and_heal_all_removes_it(
+    netns: NetnsCluster, recorded: tuple[Recorder, list[Op]]
+) -> None:
+    """The controller "c" runs no echo server, so "n1 hears from c" is probed from c's side."""
+    recorder, ops = recorded
+    rules_before = {node: netns.remote(node).exec(["iptables", "-S"]).stdout_text for node in netns.nodes}
+    nemesis = Nemesis(
+        NemesisSpec(faults=("metadata-delay", "partition")), netns, recorder, leader_partitions=[("q", 0)]
+    )
+    netns.wait_for(lambda: all_reach(netns) and netns.reachable("c", "n1"), "echo servers up")
+
+    assert nemesis.metadata_delay(["n1"]).type == "ok"
+    assert not netns.reachable("c", "n1") and netns.reachable("c", "n2")
+    assert all_reach(netns), "broker<->broker traffic is untouched"
+    assert nemesis.partition(isolate(["n1", "n2", "n3"], "n3"), "isolate-one").type == "ok"
+    assert nemesis.heal_partition().type == "ok"
+    netns.wait_for(lambda: all_reach(netns), "brokers reach each other after the partition heal")
+    assert not netns.reachable("c", "n1"), "the partition heal left the metadata delay in place"
+    assert nemesis.heal_metadata_delay(["n1"]).type == "ok"
+    netns.wait_for(lambda: netns.reachable("c", "n1"), "c reaches n1 after the metadata heal")
+
+    assert nemesis.metadata_delay(["n2", "n3"]).type == "ok" and not netns.reachable("c", "n3")
+    assert [op.f for op in nemesis.heal_all()] == ["metadata-heal", "heal", "resume"]
+    netns.wait_for(
+        lambda: netns.reachable("c", "n2") and netns.reachable("c", "n3"), "c reaches every broker"
+    )
+    assert {
+        node: netns.remote(node).exec(["iptables", "-S"]).stdout_text for node in netns.nodes
+    } == rules_before
+    assert all(op.type in ("invoke", "ok") for op in ops)
 
 
 # --------------------------------------------------------------------------- real: containers of the node image

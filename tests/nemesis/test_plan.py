@@ -24,6 +24,7 @@ from nemesis.plan import (
     isolate_one,
     majorities_ring,
     majority,
+    metadata_source,
     minority_size,
     resolve_leader_step,
     schedule,
@@ -324,3 +325,49 @@ def test_majorities_ring_joins_the_default_mix_when_the_controller_makes_four() 
 
 def test_no_faults_means_an_empty_schedule() -> None:
     assert list(schedule(NemesisSpec(), LAYOUT3)) == []
+
+
+# --------------------------------------------------------------------------- metadata delay
+
+
+def test_metadata_delay_is_planned_like_the_node_faults_with_its_heal() -> None:
+    spec = NemesisSpec(faults=("metadata-delay", "partition"), seed=17)
+    steps = first(spec, count=300)
+    assert first(spec, count=300) == steps, "seeded"
+    delays = [step for step in steps if step.fault == "metadata-delay"]
+    assert delays and {step.heal_f for step in delays} == {"metadata-heal"}
+    assert {step.heal_f for step in steps if step.fault == "partition"} == {"heal"}
+    assert {step.target for step in delays} == {"one", "minority", "majority", "all", "leader", "followers"}
+    for step in delays:
+        assert step.heal_at_seconds > step.at_seconds and step.grudge is None
+        if step.target in ("leader", "followers"):
+            assert step.needs_leader and step.leader_of in TOPIC
+        else:
+            assert step.nodes and set(step.nodes) <= {"n1", "n2", "n3"}, "brokers only, never the controller"
+    followers = next(step for step in delays if step.target == "followers")
+    assert resolve_leader_step(followers, LAYOUT3, "n2").nodes == ("n1", "n3")
+    leader = next(step for step in delays if step.target == "leader")
+    assert resolve_leader_step(leader, LAYOUT3, "n3").nodes == ("n3",)
+
+
+def test_metadata_delay_draws_its_brokers_like_any_node_fault_and_only_when_asked_for() -> None:
+    assert "metadata-delay" not in {
+        step.fault for step in first(NemesisSpec(faults=("kill", "pause"), seed=3))
+    }
+    assert [
+        step.nodes for step in first(NemesisSpec(faults=("metadata-delay",), targets=("one",), seed=3))
+    ] == [step.nodes for step in first(NemesisSpec(faults=("kill",), targets=("one",), seed=3))], (
+        "the same draws as any node fault"
+    )
+
+
+def test_metadata_delay_needs_a_controller_node() -> None:
+    assert metadata_source(LAYOUT3) == "c"
+    external = Layout(("n1", "n2", "n3"))
+    with pytest.raises(
+        PlanError, match=r"metadata-delay drops the controller's packets .* no controller node"
+    ):
+        metadata_source(external)
+    with pytest.raises(PlanError, match="no controller node"):
+        next(schedule(NemesisSpec(faults=("kill", "metadata-delay")), external, TOPIC))
+    assert next(schedule(NemesisSpec(faults=("kill",)), external, TOPIC)).fault == "kill"

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from nemesis.spec import FAULT_KINDS, NemesisSpec, NemesisSpecError, parse_name_list
+from nemesis.spec import (
+    FAULT_KINDS,
+    HEALS,
+    METADATA_DELAY,
+    NODE_FAULT_KINDS,
+    NemesisSpec,
+    NemesisSpecError,
+    parse_name_list,
+)
 
 
 def test_round_trip_through_json_keeps_every_field() -> None:
@@ -72,6 +80,40 @@ def test_cli_lists() -> None:
     assert parse_name_list("none", FAULT_KINDS, "--nemesis") == ()
     with pytest.raises(
         NemesisSpecError,
-        match=r"--nemesis\[1\]: unknown name 'crash' \(known: kill, pause, power-loss, partition\)",
+        match=r"--nemesis\[1\]: unknown name 'crash' \(known: kill, pause, power-loss, metadata-delay, partition\)",
     ):
         parse_name_list("kill,crash", FAULT_KINDS, "--nemesis")
+
+
+def test_metadata_delay_is_a_node_fault_with_its_own_heal() -> None:
+    assert parse_name_list("metadata-delay", FAULT_KINDS, "--nemesis") == (METADATA_DELAY,)
+    assert METADATA_DELAY == "metadata-delay" and METADATA_DELAY in NODE_FAULT_KINDS
+    assert HEALS[METADATA_DELAY] == "metadata-heal"
+    assert set(HEALS) == set(FAULT_KINDS), "every fault has its heal"
+    spec = NemesisSpec.from_dict({"faults": ["metadata-delay", "kill"], "targets": ["leader", "followers"]})
+    assert spec.faults == ("metadata-delay", "kill")
+    assert NemesisSpec.from_dict(spec.to_dict()) == spec
+    assert NemesisSpec().faults == (), "the default mix is unchanged: no faults unless asked for"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"faults": ["metadata_delay"]}, "run.json: nemesis.faults[0]: unknown name 'metadata_delay'"),
+        ({"faults": ["metadata-heal"]}, "run.json: nemesis.faults[0]: unknown name 'metadata-heal'"),
+        (
+            {"faults": ["metadata-delay", "metadata-delay"]},
+            "run.json: nemesis.faults[1]: 'metadata-delay' is listed twice",
+        ),
+        (
+            {"faults": ["metadata-delay"], "targets": ["controller"]},
+            "run.json: nemesis.targets[0]: unknown name 'controller'",
+        ),
+    ],
+)
+def test_bad_metadata_delay_names_name_the_field(data: Any, message: str) -> None:
+    with pytest.raises(NemesisSpecError) as caught:
+        NemesisSpec.from_dict(data, where="run.json: nemesis")
+    assert str(caught.value).startswith(message), str(caught.value)
+    with pytest.raises(NemesisSpecError, match=r"--nemesis\[0\]: unknown name 'metadata'"):
+        parse_name_list("metadata", FAULT_KINDS, "--nemesis")
