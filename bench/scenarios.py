@@ -24,15 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
-from nemesis.scenario import load_scenario
+from nemesis.scenario import Scenario, library, load_scenario
 
-MODES = {
-    "kip101-loss": ["truncation.mode=high-watermark", "truncation.mode=leader-epoch"],
-    "kip101-divergence": ["truncation.mode=high-watermark", "truncation.mode=leader-epoch"],
-    "unclean-election-loss": ["unclean.leader.election.enable=true", "unclean.leader.election.enable=false"],
-    "power-loss-no-fsync": ["truncation.mode=leader-epoch"],
-    "power-loss-fsync": ["truncation.mode=leader-epoch"],
-}
+
+def modes(scenario: Scenario) -> list[dict[str, str]]:
+    """The settings to run a scenario under: one per expectation it states (its ``when``)."""
+    return [dict(expectation.when) for expectation in scenario.expected] or [{}]
 
 
 def main() -> None:
@@ -40,15 +37,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     args = parser.parse_args()
-    chosen = [name for name in MODES if not args.only or name in args.only.split(",")]
+    chosen = [name for name in sorted(library()) if not args.only or name in args.only.split(",")]
     rows = []
     for name in chosen:
         scenario = load_scenario(name)
-        for setting in MODES[name]:
-            key, _, value = setting.partition("=")
+        for settings in modes(scenario):
+            setting = ",".join(f"{key}={value}" for key, value in settings.items()) or "(defaults)"
             matched, anomalous, times = 0, 0, []
             for repeat in range(args.repeats):
-                spec = TestSpec(name=name, seed=repeat, settings={key: value}).with_scenario(scenario)
+                spec = TestSpec(name=name, seed=repeat, settings=settings).with_scenario(scenario)
                 expectation = scenario.expectation_for(spec.effective_settings())
                 assert expectation is not None
                 with tempfile.TemporaryDirectory() as store, open("/dev/null", "w") as quiet:
@@ -73,11 +70,11 @@ def main() -> None:
             rows.append((name, setting, matched, anomalous, statistics.median(times), max(times)))
     print()
     print(
-        f"{'scenario':24} {'setting':38} {'as expected':>12} {'anomaly seen':>13} {'median s':>9} {'max s':>6}"
+        f"{'scenario':30} {'setting':60} {'as expected':>12} {'anomaly seen':>13} {'median s':>9} {'max s':>6}"
     )
     for name, setting, matched, anomalous, median, worst in rows:
         print(
-            f"{name:24} {setting:38} {matched:>5}/{args.repeats:<6} {anomalous:>6}/{args.repeats:<6} "
+            f"{name:30} {setting:60} {matched:>5}/{args.repeats:<6} {anomalous:>6}/{args.repeats:<6} "
             f"{median:9.0f} {worst:6.0f}"
         )
 

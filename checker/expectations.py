@@ -33,6 +33,24 @@ back to the workload's own record for runs stored before ``broker_config`` held 
     Pre-KIP-101 truncation to the follower's own high watermark (Kafka < 0.11): the
     documented loss and the documented divergence.  Permits lost-write, lost-read,
     inconsistent-offsets, replica-divergence, poll-skip, nonmonotonic-poll, duplicate.
+``leader.epoch.lookup=single``
+    KIP-101's one-shot OffsetsForLeaderEpoch (before KIP-279): after fast leader changes a
+    follower keeps records of another lineage.  Permits replica-divergence and, since
+    consumers may have read either lineage, the committed-data-loss set.
+``isr.join.offset=high-watermark``
+    KAFKA-7128 unfixed: a follower may join the ISR below records a previous leader
+    committed, then lead without them.  Permits the committed-data-loss set.
+``leader.epoch.fencing.enable=false``
+    No KIP-320 fencing: a replica with stale metadata replicates from, or truncates against,
+    a leader of another epoch.  Permits replica-divergence and the committed-data-loss set.
+``min.insync.replicas.strict=false``
+    The HW (and with it acks=all) may advance over an ISR smaller than min ISR, so an
+    acknowledged write may live on the leader alone (before KAFKA-15583).  Permits the
+    committed-data-loss set.
+``eligible.leader.replicas.enable=false + flush never + power-loss``
+    Election from the ISR only re-elects a last ISR member that lost power with unsynced
+    writes (KIP-966's "last replica standing").  Never permits more than the power-loss
+    rule; named so the reader knows why one power-cycled node was enough.
 
 Never permitted by any rule: aborted-read (a definite failure that took effect) and
 unexpected (a value nobody sent) -- those are bugs in any configuration.
@@ -101,8 +119,20 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
         rules.append(Rule("flush never + power-loss", _COMMITTED_DATA_LOSS))
         if _setting(config, "min.insync.replicas") == "1":
             rules.append(Rule("min.insync.replicas=1 + flush never + power-loss", _COMMITTED_DATA_LOSS))
-    if _setting(config, "truncation.mode") == "high-watermark":
-        rules.append(Rule("truncation.mode=high-watermark", _COMMITTED_DATA_LOSS | {REPLICA_DIVERGENCE}))
+        if _setting(config, "eligible.leader.replicas.enable") == "false":
+            rules.append(
+                Rule("eligible.leader.replicas.enable=false + flush never + power-loss", _COMMITTED_DATA_LOSS)
+            )
+    diverging = _COMMITTED_DATA_LOSS | {REPLICA_DIVERGENCE}
+    for key, value, permits in (
+        ("truncation.mode", "high-watermark", diverging),
+        ("leader.epoch.lookup", "single", diverging),
+        ("isr.join.offset", "high-watermark", _COMMITTED_DATA_LOSS),
+        ("leader.epoch.fencing.enable", "false", diverging),
+        ("min.insync.replicas.strict", "false", _COMMITTED_DATA_LOSS),
+    ):
+        if _setting(config, key) == value:
+            rules.append(Rule(f"{key}={value}", permits))
     return rules
 
 

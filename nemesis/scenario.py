@@ -1,9 +1,11 @@
 """Scripted scenarios: a timeline of faults, heals, waits and markers, with expected verdicts.
 
 A scenario is a TOML file (the library lives in ``nemesis/scenarios/``; users pass a
-path to their own).  Its top level sets up the test (``node_count``, ``[workload]``,
-``[settings]`` -- broker/controller settings the user's ``--set`` may override) and says
-what the checker must find, per configuration::
+path to their own).  Its top level names it (``name``, ``description``; optionally ``bug``,
+the bug it reproduces, e.g. ``"KIP-279 (KAFKA-6361)"``, and ``switch``, the ``KEY=VALUE``
+setting that turns that bug on, e.g. ``"leader.epoch.lookup=single"``), sets up the test
+(``node_count``, ``[workload]``, ``[settings]`` -- broker/controller settings the user's
+``--set`` may override) and says what the checker must find, per configuration::
 
     [[expected]]
     when = { "truncation.mode" = "high-watermark" }
@@ -16,13 +18,21 @@ what the checker must find, per configuration::
 Then ``[[step]]`` tables run in order while the queue workload keeps producing and
 consuming in the background.  Each step has exactly one verb:
 
-* ``bind = { A = "leader-of:0", B = "follower-of:0" }`` -- name nodes by role, now;
-* ``fault = "kill" | "start" | "pause" | "resume" | "power-loss" | "partition" | "heal"``
-  with ``node = "B"`` / ``nodes = [...]`` (a bound name, a node name, or a role), or
-  ``grudge = { A = ["B"], B = ["A"] }`` for ``partition``;
-* ``wait = "leader-is" | "caught-up" | "in-isr" | "not-in-isr" | "answers"`` with
-  ``node``, ``partition`` (default 0) and ``timeout`` seconds (default 30) -- a
-  condition polled until true; a timeout fails the run loudly;
+* ``bind = { A = "leader-of:0", B = "follower-of:0" }`` -- name nodes by role, now.  Roles:
+  ``leader-of:P`` (the leader of partition P), ``follower-of:P`` (its first follower) and
+  ``follower-of:P#N`` (its N-th follower, 1-based, in replica-assignment order without the
+  leader); ``controller`` names the controller node;
+* ``fault = "kill" | "start" | "pause" | "resume" | "power-loss" | "partition" | "heal"
+  | "metadata-delay" | "metadata-heal"`` with ``node = "B"`` / ``nodes = [...]`` (a bound
+  name, a node name, a role or ``controller``), or ``grudge = { A = ["B"], B = ["A"] }`` for
+  ``partition``.  ``metadata-delay`` makes the brokers drop every packet from the controller
+  (they keep acting on stale leadership and ISR -- KIP-320's zombie replica) until a
+  ``metadata-heal`` on them (no ``node``/``nodes``: on every broker); ``heal`` ends a
+  partition only and leaves a metadata delay in place;
+* ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
+  with ``node``, ``partition`` (default 0) and ``timeout`` seconds (default 30) -- a
+  condition polled until true (``leader-is-not``: the partition has a leader, another node);
+  a timeout fails the run loudly;
 * ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send;
 * ``sleep = 5`` with ``why = "..."`` -- only where time itself is the point (letting
   acknowledged writes pile up past a checkpoint, for example).
@@ -40,11 +50,26 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, describe_topic, wait_until
+from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, freshest_partition_info, wait_until
 from harness.cluster.protocol import Cluster
 
-FAULTS = ("kill", "start", "pause", "resume", "power-loss", "partition", "heal")
-WAITS = ("leader-is", "caught-up", "in-isr", "not-in-isr", "answers")
+FAULTS = (
+    "kill",
+    "start",
+    "pause",
+    "resume",
+    "power-loss",
+    "partition",
+    "heal",
+    "metadata-delay",
+    "metadata-heal",
+)
+NODELESS_FAULTS = ("partition", "heal", "metadata-heal")
+"""Faults whose step may omit ``node``/``nodes``."""
+ROLES = ("leader-of", "follower-of")
+CONTROLLER = "controller"
+"""The name that always means the cluster's controller node."""
+WAITS = ("leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "answers")
 VERBS = ("bind", "fault", "wait", "produce", "sleep")
 
 
@@ -54,6 +79,62 @@ class ScenarioError(ValueError):
 
 class ScenarioFailed(RuntimeError):
     """A step could not be carried out (a wait timed out, a role had no node)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """A node named by what it is for a partition: ``leader-of:P``, ``follower-of:P[#N]``."""
+
+    name: str
+    """As written in the scenario (for messages)."""
+    kind: str
+    partition: int
+    index: int = 1
+    """follower-of only: which follower, 1-based, in replica-assignment order without the leader."""
+
+
+def parse_role(name: str) -> Role:
+    """``name`` (``leader-of:0``, ``follower-of:0``, ``follower-of:0#2``) as a Role.
+
+    ValueError naming the role and what is wrong with it (unknown kind, a partition or N that
+    is not a whole number, N < 1, ``#N`` on ``leader-of``).
+    """
+    kind, _, rest = name.partition(":")
+    if kind not in ROLES:
+        raise ValueError(f"role {name!r}: {kind!r} is not one of {', '.join(ROLES)}")
+    partition_text, hash_sign, index_text = rest.partition("#")
+    if not _whole_number(partition_text):
+        raise ValueError(f"role {name!r}: the partition must be a whole number, not {partition_text!r}")
+    if not hash_sign:
+        return Role(name, kind, int(partition_text))
+    if kind != "follower-of":
+        raise ValueError(f"role {name!r}: only follower-of takes #N (a partition has one leader)")
+    if not _whole_number(index_text) or int(index_text) < 1:
+        raise ValueError(f"role {name!r}: N in #N must be a whole number >= 1 (1: the first follower)")
+    return Role(name, kind, int(partition_text), int(index_text))
+
+
+def role_node(role: Role, info: PartitionInfo, node_of: Callable[[int], str | None]) -> str:
+    """The node ``role`` names in partition ``info``; ScenarioFailed naming the role when none does."""
+    name = role.name
+    if role.kind == "leader-of":
+        broker_id = info.leader
+    else:
+        followers = [replica for replica in info.replicas if replica != info.leader]
+        if role.index > len(followers):
+            raise ScenarioFailed(
+                f"role {name!r}: partition {role.partition} has {len(followers)} follower(s) "
+                f"(replicas {list(info.replicas)}, leader {info.leader}), no follower #{role.index}"
+            )
+        broker_id = followers[role.index - 1]
+    node = node_of(broker_id)
+    if node is None:
+        raise ScenarioFailed(f"role {name!r}: broker id {broker_id} is none of this cluster's nodes")
+    return node
+
+
+def _whole_number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +171,18 @@ class Scenario:
     definition: dict[str, Any]
     """The parsed TOML this scenario came from, with ``name`` filled in: what ``test.json``
     embeds, so a run can be repeated after the file is gone."""
+    bug: str = ""
+    """The bug the scenario reproduces, e.g. ``"KIP-279 (KAFKA-6361)"`` (empty: not said)."""
+    switch: str = ""
+    """``KEY=VALUE``: the setting that turns the bug on, e.g. ``"leader.epoch.lookup=single"`` (empty: not said)."""
+
+    @property
+    def switch_setting(self) -> tuple[str, str] | None:
+        """:attr:`switch` as ``(key, value)``, or None when the scenario names no switch."""
+        if not self.switch:
+            return None
+        key, _, value = self.switch.partition("=")
+        return key, value
 
     def expectation_for(self, settings: Mapping[str, str]) -> Expectation | None:
         for expectation in self.expected:
@@ -111,6 +204,13 @@ class ScenarioNemesis(Protocol):
     def power_loss(self, nodes: Sequence[str]) -> object: ...
     def partition(self, grudge: Mapping[str, frozenset[str]], kind: str = ...) -> object: ...
     def heal_partition(self) -> object: ...
+    def metadata_delay(self, nodes: Sequence[str]) -> object:
+        """The brokers ``nodes`` drop every packet from the controller until healed."""
+        ...
+
+    def heal_metadata_delay(self, nodes: Sequence[str] = ...) -> object:
+        """Undo :meth:`metadata_delay` on ``nodes`` (empty: on every broker)."""
+        ...
 
 
 class MarkerSender(Protocol):
@@ -142,35 +242,38 @@ class ScenarioRun:
             self.context.log(f"{where}: {describe_step(step)}")
             try:
                 self._run_step(step)
-            except (TimeoutError, ClusterUnavailable) as error:
+            except (TimeoutError, ClusterUnavailable, ValueError) as error:  # ValueError: the nemesis refused
                 raise ScenarioFailed(f"{where}: {error}") from None
 
     # ---- node names -------------------------------------------------------------------
 
     def resolve(self, name: str) -> str:
+        """The node ``name`` means now: a bound alias, a role, ``controller``, or a node name."""
         if name in self.bound:
             return self.bound[name]
         if ":" in name:
-            role, _, partition_text = name.partition(":")
-            return self._role(role, int(partition_text))
-        if name in self.context.cluster.brokers or name == self.context.cluster.controller:
+            try:
+                role = parse_role(name)
+            except ValueError as error:
+                raise ScenarioFailed(str(error)) from None
+            return self._role(role)
+        cluster = self.context.cluster
+        if name == CONTROLLER and name not in cluster.brokers:
+            if cluster.controller is None:
+                raise ScenarioFailed(f"{CONTROLLER!r} names the controller node, and this cluster has none")
+            return cluster.controller
+        if name in cluster.brokers or name == cluster.controller:
             return name
         raise ScenarioFailed(f"unknown node {name!r} (bound: {', '.join(self.bound) or 'none'})")
 
-    def _role(self, role: str, partition: int) -> str:
+    def _role(self, role: Role) -> str:
         cluster = self.context.cluster
         info = wait_until(
-            lambda: _partition_info(cluster.bootstrap, self.context.topic, partition),
+            lambda: _partition_info(cluster.bootstrap, self.context.topic, role.partition),
             30,
-            f"a leader of partition {partition}",
+            f"a leader of partition {role.partition}",
         )
-        leader = cluster.node_of(info.leader)
-        if role == "leader-of":
-            return str(leader)
-        followers = [cluster.node_of(r) for r in info.replicas if r != info.leader]
-        if role == "follower-of" and followers:
-            return str(followers[0])
-        raise ScenarioFailed(f"no {role} for partition {partition}")
+        return role_node(role, info, cluster.node_of)
 
     def _nodes(self, step: dict[str, Any]) -> list[str]:
         names = step.get("nodes") or ([step["node"]] if "node" in step else [])
@@ -194,6 +297,8 @@ class ScenarioRun:
                 nemesis.partition(grudge, kind=str(step.get("kind", "scenario")))
             elif fault == "heal":
                 nemesis.heal_partition()
+            elif fault == "metadata-heal":
+                nemesis.heal_metadata_delay(self._nodes(step))  # no node(s): every broker
             else:
                 method_name = {
                     "kill": "kill",
@@ -201,6 +306,7 @@ class ScenarioRun:
                     "pause": "pause",
                     "resume": "resume",
                     "power-loss": "power_loss",
+                    "metadata-delay": "metadata_delay",
                 }[fault]
                 getattr(nemesis, method_name)(self._nodes(step))
         elif "wait" in step:
@@ -238,6 +344,8 @@ class ScenarioRun:
                 return False
             if condition == "leader-is":
                 return bool(info.leader == node_id)
+            if condition == "leader-is-not":
+                return bool(info.leader != node_id)
             if condition == "in-isr":
                 return node_id in info.isr
             return node_id not in info.isr
@@ -246,10 +354,8 @@ class ScenarioRun:
 
 
 def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
-    for info in describe_topic(bootstrap, topic):
-        if info.partition == partition and info.leader >= 0:
-            return info
-    return None
+    """The freshest view any broker holds: a zombie's stale belief must not satisfy a wait."""
+    return freshest_partition_info(bootstrap, topic, partition)
 
 
 def describe_step(step: Mapping[str, Any]) -> str:
@@ -289,7 +395,8 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 
 def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
-    known = {"name", "description", "node_count", "workload", "settings", "expected", "step"}
+    """The scenario ``data`` (parsed TOML) describes; ScenarioError naming ``source`` and the key or step."""
+    known = {"name", "description", "bug", "switch", "node_count", "workload", "settings", "expected", "step"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ScenarioError(f"{source}: unknown keys {', '.join(unknown)}")
@@ -311,6 +418,9 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
             )
         )
     name = str(data.get("name") or Path(source).stem)
+    bug = data.get("bug", "")
+    if "bug" in data and (not isinstance(bug, str) or not bug.strip()):
+        raise ScenarioError(f'{source}: bug: expected a name such as "KIP-279 (KAFKA-6361)", not {bug!r}')
     return Scenario(
         name=name,
         description=str(data.get("description", "")).strip(),
@@ -321,7 +431,23 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
         expected=tuple(expected),
         steps=steps,
         definition={**data, "name": name},
+        bug=bug.strip(),
+        switch=_switch(data, source),
     )
+
+
+def _switch(data: Mapping[str, Any], source: str) -> str:
+    """The ``switch`` key as ``KEY=VALUE`` (stripped), ``""`` when absent; ScenarioError otherwise."""
+    if "switch" not in data:
+        return ""
+    switch = data["switch"]
+    key, separator, value = switch.partition("=") if isinstance(switch, str) else ("", "", "")
+    if not separator or not key.strip() or not value.strip() or len(key.split()) != 1:
+        raise ScenarioError(
+            f"{source}: switch: expected KEY=VALUE, the setting that turns the bug on "
+            f'(e.g. "leader.epoch.lookup=single"), not {switch!r}'
+        )
+    return f"{key.strip()}={value.strip()}"
 
 
 def _setting_text(value: Any) -> str:
@@ -340,7 +466,7 @@ def _check_step(step: Any, where: str) -> None:
             raise ScenarioError(f"{where}: fault {step['fault']!r} is not one of {', '.join(FAULTS)}")
         if step["fault"] == "partition" and not isinstance(step.get("grudge"), dict):
             raise ScenarioError(f"{where}: partition needs grudge = {{ NODE = [NODES...] }}")
-        if step["fault"] not in ("partition", "heal") and "node" not in step and "nodes" not in step:
+        if step["fault"] not in NODELESS_FAULTS and "node" not in step and "nodes" not in step:
             raise ScenarioError(f"{where}: {step['fault']} needs node or nodes")
     if verb == "wait":
         if step["wait"] not in WAITS:
@@ -351,3 +477,22 @@ def _check_step(step: Any, where: str) -> None:
         raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
     if verb == "bind" and not isinstance(step["bind"], dict):
         raise ScenarioError(f'{where}: bind = {{ NAME = "leader-of:0", ... }}')
+    for name in _names(step):
+        if ":" in name:
+            try:
+                parse_role(name)
+            except ValueError as error:
+                raise ScenarioError(f"{where}: {error}") from None
+
+
+def _names(step: Mapping[str, Any]) -> list[str]:
+    """Every node name a step gives (``node``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
+    names: list[Any] = [step["node"]] if "node" in step else []
+    if isinstance(step.get("nodes"), list):
+        names += step["nodes"]
+    if isinstance(step.get("bind"), dict):
+        names += step["bind"].values()
+    if isinstance(step.get("grudge"), dict):
+        for node, others in step["grudge"].items():
+            names += [node, *(others if isinstance(others, list) else [])]
+    return [name for name in names if isinstance(name, str)]

@@ -9,11 +9,12 @@ hang the harness.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -131,3 +132,88 @@ def leader_node(bootstrap: str, node_ids: dict[str, int], topic: str, partition:
     except ClusterUnavailable:
         return None
     return next((node_named(node_ids, i.leader) for i in infos if i.partition == partition), None)
+
+
+METADATA_VERSION = 9
+"""Metadata v9: the first with leader epochs and flexible fields, answered by Kafka >= 2.4."""
+
+
+def describe_topic_at(address: str, topic: str, timeout: float = 5.0) -> list[PartitionInfo]:
+    """What the one broker at ``address`` (``host:port``) believes about ``topic``.
+
+    Unlike :func:`describe_topic`, whose admin client asks whichever broker it likes, this
+    asks exactly one broker on one connection, so the answer is that broker's own metadata
+    cache -- which is what tells a broker that lags behind the controller (a zombie with
+    stale leadership) from the rest.  Raises :class:`ClusterUnavailable` when the broker
+    cannot be reached or does not know the topic.
+    """
+    from broker_impl import wire
+
+    host, _, port = address.rpartition(":")
+    api = wire.APIS[3]
+    topic_class = wire.nested(api.request, "MetadataRequestTopic")
+    request = api.request(
+        version=METADATA_VERSION,
+        topics=[topic_class(name=topic)],
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+    async def ask() -> Any:
+        connection = wire.KafkaConnection(host, int(port), client_id="tidemark-describe", timeout=timeout)
+        try:
+            return await connection.call(request, api.response, METADATA_VERSION)
+        finally:
+            connection.close()
+
+    try:
+        response = asyncio.run(ask())
+    except (ConnectionError, TimeoutError, OSError) as error:
+        raise ClusterUnavailable(f"describe {topic} at {address}: {type(error).__name__}: {error}") from None
+    found = [entry for entry in response.topics if entry.name == topic]
+    if not found or found[0].error_code:
+        code = found[0].error_code if found else "no such topic"
+        raise ClusterUnavailable(f"describe {topic} at {address}: error {code}")
+    return sorted(
+        (
+            PartitionInfo(
+                p.partition_index,
+                p.leader_id,
+                p.leader_epoch,
+                tuple(p.replica_nodes),
+                tuple(p.isr_nodes),
+            )
+            for p in found[0].partitions
+        ),
+        key=lambda info: info.partition,
+    )
+
+
+def freshest_partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
+    """The most recent view of one partition that any broker of ``bootstrap`` holds.
+
+    Each broker is asked on its own (:func:`describe_topic_at`); answers without a leader,
+    and brokers that do not answer, are skipped.  The highest leader epoch wins -- a broker
+    whose metadata is stale (cut off from the controller, say) reports an older epoch.
+    Among answers of that epoch the most common one wins (a single zombie is outvoted on an
+    ISR change that did not bump the epoch).  ``None`` when no broker knows a leader.
+    Scenario waits use this so a zombie's stale belief cannot satisfy them.
+    """
+    answers: dict[str, PartitionInfo] = {}
+    for address in (entry.strip() for entry in bootstrap.split(",") if entry.strip()):
+        try:
+            infos = describe_topic_at(address, topic, timeout=2.0)
+        except ClusterUnavailable:
+            continue
+        for info in infos:
+            if info.partition == partition and info.leader >= 0:
+                answers[address] = info
+    if not answers:
+        return None
+    newest = max(info.leader_epoch for info in answers.values())
+    current = [info for info in answers.values() if info.leader_epoch == newest]
+    votes: dict[PartitionInfo, int] = {}
+    for info in current:
+        votes[info] = votes.get(info, 0) + 1
+    return max(votes, key=lambda info: votes[info])

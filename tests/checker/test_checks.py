@@ -140,6 +140,21 @@ def test_divergence_example_shows_both_records_of_the_first_divergent_offset(tmp
             ("kill",),
             "truncation.mode=high-watermark",
         ),
+        ({"leader.epoch.lookup": "single"}, "all", ("kill",), "leader.epoch.lookup=single"),
+        ({"isr.join.offset": "high-watermark"}, "all", ("kill",), "isr.join.offset=high-watermark"),
+        (
+            {"leader.epoch.fencing.enable": "false"},
+            "all",
+            ("metadata-delay",),
+            "leader.epoch.fencing.enable=false",
+        ),
+        ({"min.insync.replicas.strict": "false"}, "all", ("kill",), "min.insync.replicas.strict=false"),
+        (
+            {"eligible.leader.replicas.enable": "false", "min.insync.replicas": "2"},
+            "all",
+            ("power-loss",),
+            "flush never + power-loss; eligible.leader.replicas.enable=false + flush never + power-loss",
+        ),
     ],
 )
 def test_lost_write_is_expected_only_where_the_config_permits_it(
@@ -160,6 +175,27 @@ def test_lost_write_is_expected_only_where_the_config_permits_it(
         result["anomalies"][LOST_WRITE]["expected"] is True
         and result["anomalies"][LOST_WRITE]["rule"] == rule
     )
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {
+            "leader.epoch.lookup": "iterative",
+            "isr.join.offset": "epoch-start",
+            "leader.epoch.fencing.enable": "true",
+            "min.insync.replicas.strict": "true",
+            "eligible.leader.replicas.enable": "true",
+            "truncation.mode": "leader-epoch",
+        },
+        {"leader.epoch.lookup": "single"},  # permits divergence and loss, not aborted reads
+    ],
+)
+def test_safe_switch_settings_expect_no_divergence(tmp_path: Path, config: dict[str, str]) -> None:
+    plan = Plan(seed=8, partitions=1, plant=((REPLICA_DIVERGENCE, 1),), broker_config=tuple(config.items()))
+    write_run(tmp_path, plan)
+    anomaly = check(tmp_path)["anomalies"][REPLICA_DIVERGENCE]
+    assert anomaly["expected"] is (config.get("leader.epoch.lookup") == "single")
 
 
 def test_power_loss_with_fsync_per_message_expects_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,73 @@
+"""Per-broker metadata (``describe_topic_at``) and the freshest view across brokers.
+
+A broker cut off from the controller keeps answering Metadata from its stale cache: the
+scenario waits must not believe it.  The vote is tested on planted answers; the per-broker
+request against real broker processes on 127.0.0.x.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker_impl.localcluster import LocalCluster
+from harness.cluster import kafka_admin
+from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, describe_topic_at
+
+FRESH = PartitionInfo(0, leader=2, leader_epoch=4, replicas=(1, 2, 3), isr=(1, 2))
+ZOMBIE = PartitionInfo(0, leader=1, leader_epoch=3, replicas=(1, 2, 3), isr=(1, 2, 3))
+SAME_EPOCH_STALE_ISR = PartitionInfo(0, leader=2, leader_epoch=4, replicas=(1, 2, 3), isr=(1, 2, 3))
+
+
+def plant(monkeypatch: pytest.MonkeyPatch, answers: dict[str, PartitionInfo | None]) -> None:
+    def fake(address: str, topic: str, timeout: float = 5.0) -> list[PartitionInfo]:
+        answer = answers[address]
+        if answer is None:
+            raise ClusterUnavailable(f"{address}: down")
+        return [answer]
+
+    monkeypatch.setattr(kafka_admin, "describe_topic_at", fake)
+
+
+def test_a_stale_epoch_loses_even_when_it_is_the_majority(monkeypatch: pytest.MonkeyPatch) -> None:
+    plant(monkeypatch, {"a:1": ZOMBIE, "b:1": ZOMBIE, "c:1": FRESH})
+    assert kafka_admin.freshest_partition_info("a:1,b:1,c:1", "t", 0) == FRESH
+
+
+def test_within_one_epoch_the_majority_outvotes_a_stale_isr(monkeypatch: pytest.MonkeyPatch) -> None:
+    plant(monkeypatch, {"a:1": SAME_EPOCH_STALE_ISR, "b:1": FRESH, "c:1": FRESH})
+    assert kafka_admin.freshest_partition_info("a:1,b:1,c:1", "t", 0) == FRESH
+
+
+def test_silent_and_leaderless_brokers_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    leaderless = PartitionInfo(0, leader=-1, leader_epoch=9, replicas=(1, 2, 3), isr=())
+    plant(monkeypatch, {"a:1": None, "b:1": leaderless, "c:1": FRESH})
+    assert kafka_admin.freshest_partition_info("a:1,b:1,c:1", "t", 0) == FRESH
+    plant(monkeypatch, {"a:1": None, "b:1": leaderless})
+    assert kafka_admin.freshest_partition_info("a:1,b:1", "t", 0) is None
+
+
+def test_describe_topic_at_asks_one_real_broker(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path)
+    try:
+        cluster.up(2)
+        cluster.create_topic("t", 2, 2)
+        addresses = cluster.bootstrap().split(",")
+
+        def everyone_knows() -> bool:
+            try:
+                return all(len(describe_topic_at(address, "t")) == 2 for address in addresses)
+            except ClusterUnavailable:
+                return False
+
+        cluster.wait_for(everyone_knows, 15, "both brokers to know topic t")
+        infos = describe_topic_at(addresses[0], "t")
+        assert [info.partition for info in infos] == [0, 1]
+        assert all(set(info.isr) == {1, 2} and info.leader_epoch == 0 for info in infos)
+        with pytest.raises(ClusterUnavailable, match="error 3"):
+            describe_topic_at(addresses[0], "no-such-topic")
+    finally:
+        cluster.down()
+    with pytest.raises(ClusterUnavailable, match=addresses[0]):
+        describe_topic_at(addresses[0], "t", timeout=1.0)
