@@ -75,6 +75,7 @@ def _up(client: docker.DockerClient, args: argparse.Namespace) -> int:
             brokers=args.brokers,
             run_id=run_id,
             work_dir=cache_directory() / "clusters" / run_id,
+            owned=False,  # meant to outlive this process: never taken for a dead run's leftovers
         )
     except ValueError as error:
         raise UsageError(f"--run-id: {error}") from error

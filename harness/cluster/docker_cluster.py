@@ -12,6 +12,10 @@ Contracts:
   ``tidemark.node=<node>`` (containers) and ``tidemark.role``. Teardown removes by label, not by the
   ids it remembers, so a container created just as an interrupt arrived is removed too, and
   ``remove_all`` (``tidemark cluster down --all``) finds whatever a killed harness left behind.
+* A cluster owned by its process (every run's; not ``tidemark cluster up``'s) also carries
+  ``tidemark.owner=<host>:<pid>``. Starting a cluster first removes every run whose owner process on
+  this host is gone (:func:`remove_orphans`): a harness killed with SIGKILL, or by the OOM killer,
+  cannot tear down, so the next run does it.
 * Capabilities: Docker's defaults plus NET_ADMIN (iptables partitions) and SYS_ADMIN with
   ``/dev/fuse`` (the FUSE power-loss filesystem); ``apparmor=unconfined`` only on AppArmor hosts. Never
   ``--privileged``.
@@ -30,10 +34,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
+import os
 import re
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -58,6 +65,9 @@ LABEL = "tidemark"
 LABEL_RUN = "tidemark.run"
 LABEL_NODE = "tidemark.node"
 LABEL_ROLE = "tidemark.role"
+LABEL_OWNER = "tidemark.owner"
+
+logger = logging.getLogger(__name__)
 CAPABILITIES = ("NET_ADMIN", "SYS_ADMIN")
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,47}$")
 _SSH_READY_SCRIPT = "while [ ! -s /run/sshd.pid ]; do sleep 0.02; done; cat /etc/ssh/ssh_host_ed25519_key.pub"
@@ -188,6 +198,45 @@ def remove_run(client: docker.DockerClient, run_id: str) -> tuple[int, int]:
     return _remove_labelled(client, f"{LABEL_RUN}={run_id}")
 
 
+def owner_label() -> str:
+    """The ``tidemark.owner`` value of clusters this process creates: ``<host>:<pid>``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_is_gone(owner: str) -> bool:
+    """Whether the process named by an owner label was on this host and no longer exists."""
+    host, _, pid_text = owner.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another machine's process, or a label we did not write: not ours to judge
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
+
+
+def remove_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove every run whose owner process on this host is gone; return their run ids.
+
+    Runs without an owner label (``tidemark cluster up``'s, meant to outlive their process) and
+    runs owned on other hosts are left alone.
+    """
+    orphans: set[str] = set()
+    for listing in (
+        client.containers.list(all=True, filters={"label": [f"{LABEL}=1", LABEL_OWNER]}, sparse=True),
+        client.networks.list(filters={"label": [f"{LABEL}=1", LABEL_OWNER]}),
+    ):
+        for item in listing:
+            labels = item.attrs.get("Labels") or {}
+            if LABEL_RUN in labels and _owner_is_gone(labels.get(LABEL_OWNER, "")):
+                orphans.add(labels[LABEL_RUN])
+    for run_id in sorted(orphans):
+        remove_run(client, run_id)
+    return sorted(orphans)
+
+
 def remove_all(client: docker.DockerClient) -> tuple[int, int]:
     """Remove every container and network labelled ``tidemark=1`` (any run, any process)."""
     return _remove_labelled(client, f"{LABEL}=1")
@@ -219,6 +268,7 @@ class DockerCluster:
         ready_timeout: float = 60.0,
         fuse: bool = True,
         work_dir: Path | None = None,
+        owned: bool = True,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, not {brokers}")
@@ -236,6 +286,7 @@ class DockerCluster:
         self._ready_timeout = ready_timeout
         self._fuse = fuse
         self._given_work_dir = work_dir
+        self._labels = {LABEL: "1", LABEL_RUN: self.run_id, **({LABEL_OWNER: owner_label()} if owned else {})}
         self._work_dir: Path | None = None
         self._ssh_key: SshKeyPair | None = None
         self._ssh_remotes: list[SshRemote] = []
@@ -303,6 +354,13 @@ class DockerCluster:
         if self._state != "new":
             raise ClusterError(f"cluster {self.run_id} was already started")
         self._state = "starting"
+        try:
+            removed = remove_orphans(self._client)
+        except _DOCKER_ERRORS as error:  # cleaning up after others must not stop this run
+            logger.warning("could not look for clusters left by dead harness processes: %s", error)
+        else:
+            if removed:
+                logger.warning("removed clusters left by dead harness processes: %s", ", ".join(removed))
         _register(self)
         try:
             self._work_dir = self._given_work_dir or Path(tempfile.mkdtemp(prefix=f"tidemark-{self.run_id}-"))
@@ -314,7 +372,7 @@ class DockerCluster:
                 self._client.networks.create(
                     self.network_name,
                     driver="bridge",
-                    labels={LABEL: "1", LABEL_RUN: self.run_id},
+                    labels=self._labels,
                     check_duplicate=True,
                 )
             options = self._container_options()
@@ -386,7 +444,7 @@ class DockerCluster:
             self.image,
             name=f"{self.network_name}-{name}",
             hostname=name,
-            labels={LABEL: "1", LABEL_RUN: self.run_id, LABEL_NODE: name, LABEL_ROLE: role},
+            labels={**self._labels, LABEL_NODE: name, LABEL_ROLE: role},
             networking_config={
                 self.network_name: docker.types.EndpointConfig(self._client.api.api_version, aliases=[name])
             },

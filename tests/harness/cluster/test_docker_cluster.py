@@ -14,7 +14,15 @@ import docker
 import pytest
 from docker.models.networks import NetworkCollection
 
-from harness.cluster.docker_cluster import CONTROLLER, ClusterError, DockerCluster, new_run_id, remove_run
+from harness.cluster.docker_cluster import (
+    CONTROLLER,
+    ClusterError,
+    DockerCluster,
+    new_run_id,
+    owner_label,
+    remove_orphans,
+    remove_run,
+)
 from harness.cluster.image import IMAGE_PYTHON, source_root
 from tests.harness.nodes.remote_contract import wait_until
 
@@ -49,7 +57,11 @@ def test_nodes_are_a_controller_and_n_brokers_labelled_with_the_run(
         assert container.labels["tidemark.node"] == name
         assert container.attrs["Config"]["Hostname"] == name
     network = docker_client.networks.get(cluster.network_name)
-    assert network.attrs["Labels"] == {"tidemark": "1", "tidemark.run": cluster.run_id}
+    assert network.attrs["Labels"] == {
+        "tidemark": "1",
+        "tidemark.run": cluster.run_id,
+        "tidemark.owner": owner_label(),
+    }
 
 
 def test_containers_get_only_the_capabilities_they_need_and_never_privileged(
@@ -147,15 +159,24 @@ HARNESS = """
 import sys, threading
 from harness.cluster.docker_cluster import DockerCluster
 from harness.nodes.docker_remote import connect_docker
-with DockerCluster(connect_docker(), sys.argv[1], brokers=int(sys.argv[2]), run_id=sys.argv[3]):
+owned = len(sys.argv) < 5 or sys.argv[4] == "owned"
+with DockerCluster(connect_docker(), sys.argv[1], brokers=int(sys.argv[2]), run_id=sys.argv[3], owned=owned):
     print("READY", flush=True)
     threading.Event().wait()
 """
 
 
-def start_harness(image: str, brokers: int, run_id: str) -> subprocess.Popen[str]:
+def start_harness(image: str, brokers: int, run_id: str, *, owned: bool = True) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(HARNESS), image, str(brokers), run_id],
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(HARNESS),
+            image,
+            str(brokers),
+            run_id,
+            "owned" if owned else "detached",
+        ],
         cwd=source_root(),
         env={**os.environ, "PYTHONPATH": str(source_root())},
         stdout=subprocess.PIPE,
@@ -265,3 +286,25 @@ def test_a_killed_harness_leaves_a_cluster_that_cluster_down_removes(
     )
     assert down.stdout.strip() == "removed 2 containers and 1 networks"
     assert leftovers(docker_client, run_id) == []
+
+
+def test_the_cluster_of_a_sigkilled_harness_is_removed_by_the_next_start(
+    docker_client: docker.DockerClient, image: str, run_id: str
+) -> None:
+    """SIGKILL (or the OOM killer) leaves the harness no chance to tear down: the next cluster
+    start finds the run by its owner label, sees the owner process gone, and removes it -- and
+    leaves alone a cluster meant to outlive its process (``tidemark cluster up``)."""
+    detached_run = new_run_id()
+    try:
+        for chosen, owned in ((run_id, True), (detached_run, False)):
+            harness = start_harness(image, 1, chosen, owned=owned)
+            assert harness.stdout is not None and harness.stdout.readline() == "READY\n"
+            harness.kill()
+            harness.communicate(timeout=30)  # reaped: its pid is gone
+            assert len(leftovers(docker_client, chosen)) == 3
+        with DockerCluster(docker_client, image, brokers=1):
+            assert leftovers(docker_client, run_id) == []
+            assert len(leftovers(docker_client, detached_run)) == 3
+        assert remove_orphans(docker_client) == []
+    finally:
+        remove_run(docker_client, detached_run)
