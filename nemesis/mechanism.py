@@ -24,15 +24,15 @@ Ops emitted (``value`` of the invoke; the completion repeats it and adds ``"erro
 ``delay``      packet from the controller (chain ``TIDEMARK-META``, :mod:`nemesis.metadata_delay`)
 ``metadata-``  ``{"nodes": [...]}`` -- heal of ``metadata-delay``: flush ``TIDEMARK-META`` on those
 ``heal``       brokers (partitions stay)
+``package``    a fault package around the ops of its steps (:mod:`nemesis.package_run`)
 =============  ========================================================================
 
 ``target`` is present on node faults when the random schedule chose the nodes (absent for direct
 calls); steps that follow a leader (``leader``, ``followers``, ``isolate-leader``) also carry
 ``"leader_of": {"topic": t, "partition": p}``.
 
-Completion types follow the op model: ``ok`` -- every node did it; ``fail`` -- certainly nothing
-happened (every node refused definitely: a command exited non-zero, the broker was not running, no
-leader was known); ``info`` -- anything else (a timeout, a lost connection, some nodes done only).
+Completion types follow the op model (:mod:`nemesis.outcomes`): ``ok``, ``fail`` only when certainly
+nothing happened, ``info`` otherwise.
 
 Concurrency: one fault action at a time (an ``RLock``); a partition is applied on all nodes in
 parallel so the cut lands at nearly the same moment everywhere. :meth:`Nemesis.heal_all` is
@@ -51,12 +51,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from harness.cluster.protocol import NodeControl, PowerLoss
-from harness.nodes.remote import CommandFailed, RemoteError, RemotePathNotFound
+from harness.cluster.protocol import Cluster, NodeControl, PowerLoss
+from harness.nodes.remote import RemoteError
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
 from nemesis.metadata_delay import MetadataDelay
+from nemesis.outcomes import Refused, complete, on_nodes
+from nemesis.package_run import run_package
+from nemesis.packages import PackageContext
 from nemesis.plan import (
     Grudge,
     Layout,
@@ -88,16 +91,6 @@ class ClusterHandle(NodeControl, Protocol):
     def controller(self) -> str | None:
         """The controller's node name, or None when the cluster's metadata lives elsewhere."""
         ...
-
-
-class _Refused(Exception):
-    """A node definitely did not do its part (e.g. the broker was not running to be signalled)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Failure:
-    definite: bool
-    message: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,13 +126,28 @@ class Nemesis:
         remote_timeout: float = 10.0,
         settle_timeout: float = 10.0,
         heal_all_wait: float = 30.0,
+        package_cluster: Cluster | None = None,
+        replication_factor: int | None = None,
     ) -> None:
         self.spec = spec
         self.cluster = cluster
         self.recorder = recorder
         self.layout = Layout(tuple(cluster.brokers), cluster.controller, spec.partition_scope)
         self.leader_partitions = tuple(leader_partitions)
-        check_plan(spec, self.layout, self.leader_partitions)
+        self.package_cluster = package_cluster
+        self.packages = (
+            PackageContext(
+                brokers=self.layout.brokers,
+                partitions=len(self.leader_partitions),
+                replication_factor=replication_factor or len(self.layout.brokers),
+                power_loss=isinstance(cluster, PowerLoss),
+                metadata_delay=cluster.controller is not None,
+                quiet_seconds=spec.interval_seconds,
+            )
+            if package_cluster is not None and self.leader_partitions
+            else None
+        )
+        check_plan(spec, self.layout, self.leader_partitions, self.packages)
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.heal_all_wait = heal_all_wait
@@ -168,7 +176,7 @@ class Nemesis:
 
     def plan(self) -> Iterator[PlannedStep]:
         """The seeded schedule this nemesis follows (infinite; pure)."""
-        return schedule(self.spec, self.layout, self.leader_partitions)
+        return schedule(self.spec, self.layout, self.leader_partitions, self.packages)
 
     def run(self, stop_event: threading.Event) -> None:
         """Follow the schedule until ``stop_event`` is set; run it in a thread of its own.
@@ -185,6 +193,10 @@ class Nemesis:
         for step in self.plan():
             if not _wait_until(started + step.at_seconds, stop_event):
                 return
+            if step.is_package:
+                assert self.package_cluster is not None  # check_plan refused packages otherwise
+                run_package(self, step, self.package_cluster, self.leader_partitions[0][0], stop_event)
+                continue
             completion, resolved = self.execute_step(step, from_schedule=True)
             if completion is None:
                 return
@@ -303,26 +315,22 @@ class Nemesis:
                 with self._state_lock:
                     self._partition = None
                 return self.recorder.complete(invocation, "fail", value, error=f"no rules applied: {error}")
-            failures = self._on_nodes(
-                sorted(full), lambda node: self._exec(node, scripts[node]), parallel=True
-            )
+            failures = on_nodes(sorted(full), lambda node: self._exec(node, scripts[node]), parallel=True)
             if len(failures) == len(full) and all(failure.definite for failure in failures.values()):
                 with self._state_lock:
                     self._partition = None
-            return self._complete(invocation, value, failures, len(full))
+            return complete(self.recorder, invocation, value, failures, len(full))
 
     def heal_partition(self) -> Op:
         """Flush the nemesis chain on every node of the partition universe."""
         nodes = list(self.layout.partition_nodes)
         with self._action_lock:
             invocation = self.recorder.invoke(NEMESIS_PROCESS, "heal", {"nodes": nodes})
-            failures = self._on_nodes(
-                nodes, lambda node: self._exec(node, iptables.heal_script()), parallel=True
-            )
+            failures = on_nodes(nodes, lambda node: self._exec(node, iptables.heal_script()), parallel=True)
             if not failures:
                 with self._state_lock:
                     self._partition = None
-            return self._complete(invocation, {"nodes": nodes}, failures, len(nodes))
+            return complete(self.recorder, invocation, {"nodes": nodes}, failures, len(nodes))
 
     # ----------------------------------------------------------------- heal-all and progress
 
@@ -382,6 +390,18 @@ class Nemesis:
             if acquired:
                 self._action_lock.release()
 
+    def heal_in_effect(self) -> list[Op]:
+        """Heal exactly what is in effect now (a fault package that stopped half-way), unlike
+        :meth:`heal_all` leaving the schedule running; one op per heal kind, returned."""
+        with self._state_lock:
+            partitioned = self._partition is not None
+            by_heal: dict[str, tuple[str, set[str]]] = {}
+            for fault, nodes in self._affected.items():
+                if nodes:
+                    by_heal.setdefault(self._node_faults[fault].heal_f, (fault, set()))[1].update(nodes)
+        ops = [self.heal_partition()] if partitioned else []
+        return ops + [self._node_heal(fault, sorted(nodes)) for fault, nodes in by_heal.values()]
+
     def _stopping_faults(self) -> list[str]:
         """The node faults that leave the broker down until a ``start`` (kill; later power loss)."""
         return [fault for fault, actions in self._node_faults.items() if actions.heal_f == "start"]
@@ -405,17 +425,17 @@ class Nemesis:
                 self._affected[fault] |= set(nodes)  # before acting: heal_all must see a fault in flight
                 self._dirty = True
             invocation = self.recorder.invoke(NEMESIS_PROCESS, fault, value)
-            failures = self._on_nodes(nodes, self._node_faults[fault].inject, parallel=True)
+            failures = on_nodes(nodes, self._node_faults[fault].inject, parallel=True)
             with self._state_lock:
                 self._affected[fault] -= {node for node, failure in failures.items() if failure.definite}
-            return self._complete(invocation, value, failures, len(nodes))
+            return complete(self.recorder, invocation, value, failures, len(nodes))
 
     def _node_heal(self, fault: str, nodes: Sequence[str]) -> Op:
         nodes = self._brokers(nodes)
         value = {"nodes": nodes}
         with self._action_lock:
             invocation = self.recorder.invoke(NEMESIS_PROCESS, self._node_faults[fault].heal_f, value)
-            failures = self._on_nodes(nodes, self._node_faults[fault].heal, parallel=True)
+            failures = on_nodes(nodes, self._node_faults[fault].heal, parallel=True)
             heal_f = self._node_faults[fault].heal_f
             with self._state_lock:
                 for kind, actions in self._node_faults.items():
@@ -426,7 +446,7 @@ class Nemesis:
                         for node in nodes
                         if node not in failures or (kind == PAUSE and failures[node].definite)
                     }
-            return self._complete(invocation, value, failures, len(nodes))
+            return complete(self.recorder, invocation, value, failures, len(nodes))
 
     def _kill_one(self, node: str) -> None:
         self._signal_broker(node, signal.SIGKILL)
@@ -451,7 +471,7 @@ class Nemesis:
 
     def _signal_broker(self, node: str, sig: signal.Signals) -> None:
         if not self.cluster.remote(node).signal(BROKER_DAEMON, sig, timeout=self.remote_timeout):
-            raise _Refused("broker not running")
+            raise Refused("broker not running")
 
     def _resume_if_running(self, node: str) -> None:
         self.cluster.remote(node).signal(BROKER_DAEMON, signal.SIGCONT, timeout=self.remote_timeout)
@@ -478,48 +498,8 @@ class Nemesis:
     def _act(self, f: str, value: dict[str, Any], nodes: Sequence[str], action: Callable[[str], None]) -> Op:
         """Record ``f``, run ``action`` on each node in turn (no threads: heal-all's path), complete it."""
         invocation = self.recorder.invoke(NEMESIS_PROCESS, f, value)
-        failures = self._on_nodes(nodes, action, parallel=False)
-        return self._complete(invocation, value, failures, len(nodes))
-
-    def _on_nodes(
-        self, nodes: Sequence[str], action: Callable[[str], None], *, parallel: bool
-    ) -> dict[str, _Failure]:
-        """Run ``action`` on every node; returns the nodes that did not do their part, and how sure that is."""
-        failures: dict[str, _Failure] = {}
-
-        def attempt(node: str) -> None:
-            try:
-                action(node)
-            except (_Refused, PlanError, CommandFailed, RemotePathNotFound) as error:
-                failures[node] = _Failure(True, str(error))
-            except Exception as error:  # RemoteTimeout, lost connection, anything unforeseen: effect unknown
-                failures[node] = _Failure(False, f"{type(error).__name__}: {error}")
-
-        if not parallel or len(nodes) == 1:
-            for node in nodes:
-                attempt(node)
-            return failures
-        threads = [
-            threading.Thread(target=attempt, args=(node,), name=f"nemesis-{node}", daemon=True)
-            for node in nodes
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()  # every action is bounded by remote timeouts
-        return failures
-
-    def _complete(
-        self, invocation: Op, value: dict[str, Any], failures: Mapping[str, _Failure], count: int
-    ) -> Op:
-        if not failures:
-            return self.recorder.complete(invocation, "ok", value)
-        errors = {node: failures[node].message for node in sorted(failures)}
-        certain = len(failures) == count and all(failure.definite for failure in failures.values())
-        summary = "; ".join(f"{node}: {message}" for node, message in errors.items())
-        return self.recorder.complete(
-            invocation, "fail" if certain else "info", {**value, "errors": errors}, error=summary
-        )
+        failures = on_nodes(nodes, action, parallel=False)
+        return complete(self.recorder, invocation, value, failures, len(nodes))
 
 
 def _wait_until(deadline: float, stop_event: threading.Event) -> bool:

@@ -45,13 +45,16 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
+from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
     HEALS,
     LEADER_DEPENDENT,
     METADATA_DELAY,
     NODE_FAULT_KINDS,
     NODE_TARGETS,
+    PACKAGE_KINDS,
     PARTITION,
     PARTITION_KINDS,
     NemesisSpec,
@@ -316,6 +319,12 @@ class PlannedStep:
     nodes: tuple[str, ...] = ()
     grudge: Grudge | None = None
     leader_of: TopicPartition | None = None
+    steps: tuple[dict[str, Any], ...] = ()
+    """A fault package's scenario steps (``fault`` is then the package's name); it heals itself."""
+
+    @property
+    def is_package(self) -> bool:
+        return self.fault in PACKAGE_KINDS
 
     @property
     def needs_leader(self) -> bool:
@@ -323,7 +332,11 @@ class PlannedStep:
 
     @property
     def heal_f(self) -> str:
-        """The ``f`` of the nemesis op that heals this step's fault (``start``, ``metadata-heal``, ...)."""
+        """The ``f`` of the nemesis op that heals this step's fault (``start``, ``metadata-heal``, ...).
+
+        A package has none of its own: its steps heal what they inject."""
+        if self.is_package:
+            raise ValueError(f"fault package {self.fault} heals itself; it has no heal op")
         return HEALS[self.fault]
 
 
@@ -352,8 +365,23 @@ def applicable_partitions(spec: NemesisSpec, layout: Layout) -> tuple[str, ...]:
     return spec.partitions
 
 
-def check_plan(spec: NemesisSpec, layout: Layout, leader_partitions: Sequence[TopicPartition]) -> None:
+def check_plan(
+    spec: NemesisSpec,
+    layout: Layout,
+    leader_partitions: Sequence[TopicPartition],
+    packages: PackageContext | None = None,
+) -> None:
     """Raise PlanError now if the schedule could ever ask for something this cluster cannot give."""
+    named_packages = tuple(name for name in spec.faults if name in PACKAGE_KINDS)
+    if named_packages:
+        if packages is None:
+            raise PlanError(
+                f"fault packages ({', '.join(named_packages)}) need a cluster that answers Kafka metadata"
+            )
+        try:
+            check_packages(named_packages, packages)
+        except PackageError as error:
+            raise PlanError(str(error)) from None
     targets = applicable_targets(spec, layout) if any(f in NODE_FAULT_KINDS for f in spec.faults) else ()
     kinds = applicable_partitions(spec, layout) if PARTITION in spec.faults else ()
     if PARTITION in spec.faults and not kinds:
@@ -365,15 +393,21 @@ def check_plan(spec: NemesisSpec, layout: Layout, leader_partitions: Sequence[To
 
 
 def schedule(
-    spec: NemesisSpec, layout: Layout, leader_partitions: Sequence[TopicPartition] = ()
+    spec: NemesisSpec,
+    layout: Layout,
+    leader_partitions: Sequence[TopicPartition] = (),
+    packages: PackageContext | None = None,
 ) -> Iterator[PlannedStep]:
     """The run's faults in time order, forever (stop consuming when the run ends).
 
     Each step: wait ``interval_seconds`` (jittered), draw a fault from the mix, its target or
     shape, and, for leader-dependent ones, which of ``leader_partitions`` to follow; the heal
-    comes ``fault_seconds`` (jittered) later and the next quiet period starts after it.
+    comes ``fault_seconds`` (jittered) later and the next quiet period starts after it.  A drawn
+    fault package is planned whole (:func:`nemesis.packages.plan_package`, from this schedule's
+    random stream) and carries its own heals: its step has ``heal_at_seconds == at_seconds``,
+    and the next quiet period starts once it has run.
     """
-    check_plan(spec, layout, leader_partitions)
+    check_plan(spec, layout, leader_partitions, packages)
     if not spec.faults:
         return
     rng = random.Random(spec.seed)
@@ -383,6 +417,10 @@ def schedule(
     while True:
         now += _jittered(spec.interval_seconds, spec.jitter, rng)
         fault = rng.choice(spec.faults)
+        if fault in PACKAGE_KINDS:
+            assert packages is not None  # check_plan refused the spec otherwise
+            yield PlannedStep(now, now, fault, "package", steps=plan_package(fault, rng, packages))
+            continue
         duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng)
         target = rng.choice(kinds if fault == PARTITION else targets)
         step = PlannedStep(now, now + duration, fault, target)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -228,6 +229,8 @@ class ScenarioContext:
     workload: MarkerSender
     topic: str
     log: Callable[[str], None]
+    stop: threading.Event | None = None
+    """Set: the run is ending -- no further step starts, and a ``sleep`` step ends early."""
 
 
 class ScenarioRun:
@@ -238,6 +241,8 @@ class ScenarioRun:
 
     def run(self) -> None:
         for number, step in enumerate(self.scenario.steps, start=1):
+            if self.context.stop is not None and self.context.stop.is_set():
+                return
             where = f"{self.scenario.source}: step {number}"
             self.context.log(f"{where}: {describe_step(step)}")
             try:
@@ -314,7 +319,11 @@ class ScenarioRun:
         elif "produce" in step:
             self.context.workload.send_marker(int(step.get("partition", 0)))
         elif "sleep" in step:
-            time.sleep(float(step["sleep"]))  # the scenario says why: time itself is the point
+            seconds = float(step["sleep"])  # the scenario says why: time itself is the point
+            if self.context.stop is not None:
+                self.context.stop.wait(seconds)
+            else:
+                time.sleep(seconds)
 
     def _wait(self, step: dict[str, Any]) -> None:
         cluster = self.context.cluster

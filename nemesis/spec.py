@@ -13,7 +13,9 @@ Fields:
   the un-fsynced writes, restart when it ends), ``metadata-delay`` (the broker drops every packet
   from the controller, so leadership and ISR changes reach it late -- when the fault ends -- while
   the rest of the cluster moves on: KIP-320's zombie replica; needs a controller node),
-  ``partition`` (iptables DROP between nodes, flushed when it ends). Empty: no faults at all.
+  ``partition`` (iptables DROP between nodes, flushed when it ends); or a fault package
+  (:data:`PACKAGE_KINDS`, planned by :mod:`nemesis.packages`: a choreography of several faults that
+  heals itself, drawn like a single fault). Empty: no faults at all.
   :data:`HEALS` names the op that ends each fault.
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
   lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
@@ -48,6 +50,42 @@ METADATA_DELAY = "metadata-delay"
 NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS, METADATA_DELAY)
 """Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
 FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, PARTITION)
+
+FOLLOWER_RESTART_LEADER_CRASH = "follower-restart-leader-crash"
+LEADER_CRASH_STORM = "leader-crash-storm"
+ISOLATE_FOLLOWERS_LOSE_LEADER = "isolate-followers-lose-leader"
+POWER_LOSS_FOLLOWER_LEADER_CRASH = "power-loss-follower-leader-crash"
+METADATA_DELAY_LEADER_MOVES = "metadata-delay-leader-moves"
+ROLLING_RESTART = "rolling-restart"
+OVERLAPPING_FAULTS = "overlapping-faults"
+QUIET = "quiet"
+PACKAGE_KINDS: tuple[str, ...] = (
+    FOLLOWER_RESTART_LEADER_CRASH,
+    LEADER_CRASH_STORM,
+    ISOLATE_FOLLOWERS_LOSE_LEADER,
+    POWER_LOSS_FOLLOWER_LEADER_CRASH,
+    METADATA_DELAY_LEADER_MOVES,
+    ROLLING_RESTART,
+    OVERLAPPING_FAULTS,
+    QUIET,
+)
+"""Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
+NEMESIS_CHOICES: tuple[str, ...] = (*FAULT_KINDS, *PACKAGE_KINDS)
+"""What ``faults`` (``--nemesis``) may name: single faults and packages."""
+PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        FOLLOWER_RESTART_LEADER_CRASH: frozenset({KILL, PARTITION}),
+        LEADER_CRASH_STORM: frozenset({KILL}),
+        ISOLATE_FOLLOWERS_LOSE_LEADER: frozenset({PARTITION, KILL}),
+        POWER_LOSS_FOLLOWER_LEADER_CRASH: frozenset({POWER_LOSS, KILL}),
+        METADATA_DELAY_LEADER_MOVES: frozenset({METADATA_DELAY, KILL}),
+        ROLLING_RESTART: frozenset({KILL}),
+        OVERLAPPING_FAULTS: frozenset({PAUSE, KILL, PARTITION, METADATA_DELAY}),
+        QUIET: frozenset(),
+    }
+)
+"""The single faults each package may inject (what the checker's expectations and the power-loss
+filesystem must know of a mix that names packages)."""
 HEALS: Mapping[str, str] = MappingProxyType(
     {KILL: "start", PAUSE: "resume", POWER_LOSS: "start", METADATA_DELAY: "metadata-heal", PARTITION: "heal"}
 )
@@ -80,7 +118,7 @@ class NemesisSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_names(self.faults, FAULT_KINDS, "nemesis.faults", allow_empty=True)
+        _check_names(self.faults, NEMESIS_CHOICES, "nemesis.faults", allow_empty=True)
         _check_positive(self.interval_seconds, "nemesis.interval_seconds")
         if self.fault_seconds is not None:
             _check_positive(self.fault_seconds, "nemesis.fault_seconds")
@@ -105,6 +143,12 @@ class NemesisSpec:
     def mean_fault_seconds(self) -> float:
         """How long a fault lasts on average (``fault_seconds``, else the interval)."""
         return self.fault_seconds if self.fault_seconds is not None else self.interval_seconds
+
+    def injected_faults(self) -> frozenset[str]:
+        """The single faults this mix may inject: its faults, with packages expanded."""
+        return frozenset(
+            fault for name in self.faults for fault in PACKAGE_FAULTS.get(name, frozenset({name}))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``from_dict(to_dict())`` gives an equal spec."""

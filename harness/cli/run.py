@@ -22,7 +22,7 @@ from harness.run.exit_codes import verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import SpecError, TestSpec
 from nemesis.scenario import ScenarioError, load_scenario
-from nemesis.spec import FAULT_KINDS, NemesisSpec
+from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from workloads.queue import QueueSpec
 
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--nodes", type=int, default=3, help="brokers (plus one controller)")
     parser.add_argument(
-        "--nemesis", default="", metavar="FAULTS", help="comma-separated: " + ",".join(FAULT_KINDS)
+        "--nemesis", default="", metavar="FAULTS", help="comma-separated: " + ",".join(NEMESIS_CHOICES)
     )
     parser.add_argument("--nemesis-interval", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument(
@@ -94,10 +94,10 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
-    from nemesis.spec import FAULT_KINDS, NemesisSpecError, parse_name_list
+    from nemesis.spec import NEMESIS_CHOICES, NemesisSpecError, parse_name_list
 
     try:
-        faults = parse_name_list(args.nemesis, FAULT_KINDS, "--nemesis") if args.nemesis else ()
+        faults = parse_name_list(args.nemesis, NEMESIS_CHOICES, "--nemesis") if args.nemesis else ()
     except NemesisSpecError as error:
         raise UsageError(str(error)) from None
     targets = tuple(t for t in args.nemesis_targets.split(",") if t) if args.nemesis_targets else None

@@ -185,7 +185,14 @@ def _run_phases(
     scenario = spec.scenario_object()
     # No nodes to act on (an external cluster without an inventory): a fault-free run.
     nemesis = (
-        Nemesis(spec.nemesis, cluster, recorder, leader_partitions=[(topic, p) for p in range(partitions)])
+        Nemesis(
+            spec.nemesis,
+            cluster,
+            recorder,
+            leader_partitions=[(topic, p) for p in range(partitions)],
+            package_cluster=cluster,
+            replication_factor=spec.workload.replication_factor,
+        )
         if isinstance(cluster, ControlledCluster) and cluster.brokers
         else None
     )

@@ -10,7 +10,7 @@ silently ignored.
 ``test.json`` also carries facts derived from the spec once, here, for every later
 reader: ``broker_config`` (the effective settings: the bundled broker's defaults with
 ``--set`` applied, plus the workload's ``acks``) and ``scenario_faults`` (the fault kinds
-the scenario's steps inject).  The checker's expectations, the reports and the scenario
+injected through scenario steps: a scripted scenario's, and the nemesis's fault packages').  The checker's expectations, the reports and the scenario
 verdicts read those fields and apply no defaults of their own.
 """
 
@@ -81,7 +81,7 @@ class TestSpec:
                 problems.append(f"{field} must be > 0")
         if self.transport not in ("docker", "ssh"):
             problems.append(f"transport must be docker or ssh, not {self.transport!r}")
-        if "power-loss" in self.nemesis.faults and not self.power_loss_filesystem:
+        if "power-loss" in self.nemesis.injected_faults() and not self.power_loss_filesystem:
             object.__setattr__(self, "power_loss_filesystem", True)
         if problems:
             raise SpecError("; ".join(problems))
@@ -155,11 +155,14 @@ class TestSpec:
             raise SpecError(str(error)) from None
 
     def scenario_faults(self) -> set[str]:
-        """Fault kinds the scenario's steps inject (the checker's expectations need them)."""
+        """Fault kinds injected through scenario steps -- the scripted scenario's, and those
+        the nemesis mix's fault packages may inject (the checker's expectations need them)."""
         scenario = self.scenario_object()
-        return (
+        scripted = (
             set() if scenario is None else {str(step["fault"]) for step in scenario.steps if "fault" in step}
         )
+        packaged = set(self.nemesis.injected_faults()) - set(self.nemesis.faults)
+        return scripted | packaged
 
     def with_scenario(self, scenario: Scenario) -> TestSpec:
         """This spec running ``scenario``: its set-up applied (``--set`` wins over the

@@ -1,0 +1,77 @@
+"""Running one fault package: its planned steps through the scenario runner, framed by an op.
+
+A package (:mod:`nemesis.packages`) is planned as scenario steps; this module carries them out
+with :class:`nemesis.scenario.ScenarioRun` against the same :class:`~nemesis.mechanism.Nemesis`
+the schedule uses, so each fault and heal inside it is recorded exactly as a single fault's is.
+Around them it records one op of its own, so a reader of the history (and a shrinker) knows
+which choreography the faults belonged to:
+
+=============  ========================================================================
+``f``          ``value``
+=============  ========================================================================
+``package``    ``{"package": "leader-crash-storm", "steps": [...]}`` -- the planned steps, in
+               the scenario file's vocabulary; completed ``ok`` when every step ran, ``info``
+               with ``"error"`` when one could not (a wait timed out) or the run ended first
+=============  ========================================================================
+
+Whatever the package leaves in effect -- because a step failed, or because a role had no node
+-- is healed before the schedule goes on (:meth:`Nemesis.heal_in_effect`); when the run is
+ending, :meth:`Nemesis.heal_all` does that instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from harness.cluster.protocol import Cluster
+from harness.record.ops import NEMESIS_PROCESS
+from nemesis.plan import PlannedStep
+from nemesis.scenario import ScenarioContext, ScenarioError, ScenarioFailed, ScenarioRun, parse_scenario
+
+if TYPE_CHECKING:
+    from nemesis.mechanism import Nemesis
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_OP = "package"
+
+
+class _NoMarkers:
+    """Packages never ``produce``: a marker step is refused by construction."""
+
+    def send_marker(self, partition: int) -> object:
+        raise ScenarioFailed("fault packages do not send markers")
+
+
+def run_package(
+    nemesis: Nemesis, step: PlannedStep, cluster: Cluster, topic: str, stop_event: threading.Event
+) -> None:
+    """Run the package ``step`` on ``cluster`` (``topic`` is the workload's), recording it."""
+    steps = [dict(planned) for planned in step.steps]
+    value = {"package": step.fault, "steps": steps}
+    invocation = nemesis.recorder.invoke(NEMESIS_PROCESS, PACKAGE_OP, value)
+    problem: str | None = None
+    try:
+        scenario = parse_scenario({"name": step.fault, "step": steps}, f"fault package {step.fault}")
+        context = ScenarioContext(
+            cluster=cluster,
+            nemesis=nemesis,
+            workload=_NoMarkers(),
+            topic=topic,
+            log=logger.info,
+            stop=stop_event,
+        )
+        ScenarioRun(scenario, context).run()
+        if stop_event.is_set():
+            problem = "the run ended before the package did"
+    except (ScenarioFailed, ScenarioError) as error:
+        problem = str(error)
+        logger.info("fault package %s stopped: %s", step.fault, error)
+    if problem is None:
+        nemesis.recorder.complete(invocation, "ok", value)
+    else:
+        nemesis.recorder.complete(invocation, "info", value, error=problem)
+    if not stop_event.is_set():
+        nemesis.heal_in_effect()

@@ -1,0 +1,259 @@
+"""Fault packages: seeded random choreographies of several faults, each a pure plan.
+
+The random nemesis flips one fault on and off at a time, and many replication bugs need a
+*sequence*: KIP-101's loss needs a follower restart followed, inside its re-fetch window, by a
+leader crash; Jepsen's 2013 loss needs the leader cut off from its followers and then lost. A
+package is such a choreography with its timing and targets drawn from a ``random.Random``, so a
+run's packages follow from its seed like the rest of its schedule.
+
+A package plans **scenario steps** -- the vocabulary of :mod:`nemesis.scenario` (``bind`` nodes
+by role, ``fault``, ``wait`` on a condition, ``sleep`` with a ``why``) -- so that what the
+nemesis did is one format whether it was scripted or drawn: the mechanism runs the steps with
+the scenario runner, every fault lands in the history as an op, and a failing run's packages can
+be written back as a scenario file. Roles (``leader-of:P``, ``follower-of:P#N``) are resolved
+when the step runs, from the freshest metadata; names are bound per package, so two packages
+never share a binding.
+
+Contract, tested for every package over many seeds: the steps parse as a scenario, and every
+fault a package injects is healed by its own later steps (kill and power loss by ``start``,
+pause by ``resume``, partition by ``heal``, metadata-delay by ``metadata-heal``). If a step
+fails at run time (a wait times out), the mechanism heals what is still in effect.
+
+Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
+
+* ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within
+  0-2 s; half the draws hold the window open by cutting the two apart while the follower restarts;
+* ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor
+  leads (fast failover, KIP-279), then all restarted;
+* ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the
+  controller) long enough for the ISR to shrink, then it is killed;
+* ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and
+  restarts, then the leader crashes (needs the lazy filesystem);
+* ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the
+  leader is killed and restarted; then it hears again (needs a controller node);
+* ``rolling-restart`` -- every broker killed and restarted in turn, each time waiting until the
+  partition is fully replicated again;
+* ``overlapping-faults`` -- two different faults on different brokers whose windows overlap;
+* ``quiet`` -- nothing for a while: recovery is tested too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any
+
+from nemesis.spec import (
+    FOLLOWER_RESTART_LEADER_CRASH,
+    ISOLATE_FOLLOWERS_LOSE_LEADER,
+    LEADER_CRASH_STORM,
+    METADATA_DELAY_LEADER_MOVES,
+    OVERLAPPING_FAULTS,
+    POWER_LOSS_FOLLOWER_LEADER_CRASH,
+    QUIET,
+    ROLLING_RESTART,
+)
+
+Step = dict[str, Any]
+
+
+class PackageError(ValueError):
+    """A package that cannot be planned for this cluster; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PackageContext:
+    """What a package may use: the brokers, the workload's partitions and replication factor,
+    and whether power loss (the lazy filesystem) and metadata delay (a controller node) exist."""
+
+    brokers: tuple[str, ...]
+    partitions: int
+    replication_factor: int
+    power_loss: bool = False
+    metadata_delay: bool = False
+    quiet_seconds: float = 10.0
+
+
+def _sleep(rng: random.Random, low: float, high: float, why: str) -> Step:
+    return {"sleep": round(rng.uniform(low, high), 2), "why": why}
+
+
+def _partition_of(rng: random.Random, context: PackageContext) -> int:
+    return rng.randrange(context.partitions)
+
+
+def follower_restart_leader_crash(rng: random.Random, context: PackageContext) -> list[Step]:
+    p = _partition_of(rng, context)
+    hold_window = rng.random() < 0.5
+    steps: list[Step] = [
+        {"bind": {"A": f"leader-of:{p}", "B": f"follower-of:{p}"}},
+        {"fault": "kill", "node": "B"},
+    ]
+    if hold_window:
+        steps.append({"fault": "partition", "grudge": {"A": ["B"], "B": ["A"]}, "kind": "leader-follower"})
+    steps += [
+        {"fault": "start", "node": "B"},
+        {"wait": "answers", "node": "B", "timeout": 20},
+        _sleep(rng, 0.0, 2.0, "the leader crashes inside the restarted follower's re-fetch window"),
+        {"fault": "kill", "node": "A"},
+        _sleep(rng, 3.0, 6.0, "the controller fences the dead leader and elects"),
+    ]
+    if hold_window:
+        steps.append({"fault": "heal"})
+    steps.append({"fault": "start", "node": "A"})
+    return steps
+
+
+def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step]:
+    p = _partition_of(rng, context)
+    crashes = rng.randint(2, min(4, max(2, context.replication_factor)))
+    steps: list[Step] = []
+    names = []
+    for number in range(1, crashes + 1):
+        name = f"K{number}"
+        names.append(name)
+        steps += [
+            {"bind": {name: f"leader-of:{p}"}},
+            {"fault": "kill", "node": name},
+            _sleep(rng, 0.0, 1.0, "the next crash follows the failover closely"),
+        ]
+        if number < crashes:
+            steps.append({"wait": "leader-is-not", "node": name, "timeout": 20})
+    steps.append({"fault": "start", "nodes": names})
+    return steps
+
+
+def isolate_followers_lose_leader(rng: random.Random, context: PackageContext) -> list[Step]:
+    p = _partition_of(rng, context)
+    followers = [f"F{n}" for n in range(1, context.replication_factor)]
+    if not followers:
+        raise PackageError("isolate-followers-lose-leader needs a replication factor of at least 2")
+    binding = {"L": f"leader-of:{p}", **{name: f"follower-of:{p}#{n}" for n, name in enumerate(followers, 1)}}
+    grudge = {"L": followers, **{name: ["L"] for name in followers}}
+    return [
+        {"bind": binding},
+        {"fault": "partition", "grudge": grudge, "kind": "isolate-leader-from-followers"},
+        _sleep(rng, 2.0, 8.0, "the leader shrinks the ISR and acknowledges alone if min ISR allows"),
+        {"fault": "kill", "node": "L"},
+        _sleep(rng, 3.0, 6.0, "the controller fences the dead leader and elects, if anyone is eligible"),
+        {"fault": "heal"},
+        {"fault": "start", "node": "L"},
+    ]
+
+
+def power_loss_follower_leader_crash(rng: random.Random, context: PackageContext) -> list[Step]:
+    if not context.power_loss:
+        raise PackageError("power-loss-follower-leader-crash needs the lazy filesystem (power loss)")
+    p = _partition_of(rng, context)
+    return [
+        {"bind": {"A": f"leader-of:{p}", "B": f"follower-of:{p}"}},
+        {"fault": "power-loss", "node": "B"},
+        {"fault": "start", "node": "B"},
+        {"wait": "answers", "node": "B", "timeout": 20},
+        _sleep(rng, 0.0, 2.0, "the leader crashes while the follower recovers"),
+        {"fault": "kill", "node": "A"},
+        _sleep(rng, 3.0, 6.0, "the controller fences the dead leader and elects"),
+        {"fault": "start", "node": "A"},
+    ]
+
+
+def metadata_delay_leader_moves(rng: random.Random, context: PackageContext) -> list[Step]:
+    if not context.metadata_delay:
+        raise PackageError("metadata-delay-leader-moves needs a controller node")
+    p = _partition_of(rng, context)
+    follower = rng.randint(1, max(1, context.replication_factor - 1))
+    return [
+        {"bind": {"L": f"leader-of:{p}", "G": f"follower-of:{p}#{follower}"}},
+        {"fault": "metadata-delay", "node": "G"},
+        _sleep(rng, 1.0, 5.0, "the zombie may be fenced before the leadership moves, or not"),
+        {"fault": "kill", "node": "L"},
+        _sleep(rng, 3.0, 6.0, "the controller fences the dead leader and elects"),
+        {"fault": "start", "node": "L"},
+        _sleep(rng, 0.0, 4.0, "the zombie keeps acting on its old metadata"),
+        {"fault": "metadata-heal", "node": "G"},
+    ]
+
+
+def rolling_restart(rng: random.Random, context: PackageContext) -> list[Step]:
+    p = _partition_of(rng, context)
+    order = list(context.brokers)
+    rng.shuffle(order)
+    steps: list[Step] = []
+    for node in order:
+        steps += [
+            {"fault": "kill", "node": node},
+            {"fault": "start", "node": node},
+            {"wait": "answers", "node": node, "timeout": 20},
+            {"wait": "caught-up", "partition": p, "timeout": 60},
+        ]
+    return steps
+
+
+def overlapping_faults(rng: random.Random, context: PackageContext) -> list[Step]:
+    if len(context.brokers) < 2:
+        raise PackageError("overlapping-faults needs two brokers")
+    kinds = ["pause", "kill", "isolate"] + (["metadata-delay"] if context.metadata_delay else [])
+    first, second = rng.sample(kinds, 2)
+    nodes = rng.sample(list(context.brokers), 2)
+    injections = {
+        "pause": ({"fault": "pause"}, {"fault": "resume"}),
+        "kill": ({"fault": "kill"}, {"fault": "start"}),
+        "metadata-delay": ({"fault": "metadata-delay"}, {"fault": "metadata-heal"}),
+    }
+
+    def inject(kind: str, node: str) -> tuple[Step, Step]:
+        if kind == "isolate":
+            others = [other for other in context.brokers if other != node]
+            grudge = {node: others, **{other: [node] for other in others}}
+            return {"fault": "partition", "grudge": grudge, "kind": "isolate-one"}, {"fault": "heal"}
+        start, stop = injections[kind]
+        return {**start, "node": node}, {**stop, "node": node}
+
+    first_on, first_off = inject(first, nodes[0])
+    second_on, second_off = inject(second, nodes[1])
+    return [
+        first_on,
+        _sleep(rng, 0.5, 3.0, "the first fault settles before the second starts"),
+        second_on,
+        _sleep(rng, 1.0, 5.0, "both faults in effect"),
+        first_off,
+        _sleep(rng, 0.0, 3.0, "the second fault outlasts the first"),
+        second_off,
+    ]
+
+
+def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
+    mean = context.quiet_seconds
+    return [_sleep(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
+
+
+PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
+    FOLLOWER_RESTART_LEADER_CRASH: follower_restart_leader_crash,
+    LEADER_CRASH_STORM: leader_crash_storm,
+    ISOLATE_FOLLOWERS_LOSE_LEADER: isolate_followers_lose_leader,
+    POWER_LOSS_FOLLOWER_LEADER_CRASH: power_loss_follower_leader_crash,
+    METADATA_DELAY_LEADER_MOVES: metadata_delay_leader_moves,
+    ROLLING_RESTART: rolling_restart,
+    OVERLAPPING_FAULTS: overlapping_faults,
+    QUIET: quiet,
+}
+
+
+def plan_package(name: str, rng: random.Random, context: PackageContext) -> tuple[Step, ...]:
+    """One seeded draw of package ``name``: its scenario steps (see the module docstring).
+
+    Raises :class:`PackageError` when the package cannot apply to ``context`` (no controller
+    node for a metadata delay, no lazy filesystem for power loss, replication factor 1).
+    """
+    if name not in PLANNERS:
+        raise PackageError(f"no fault package {name!r}; known: {', '.join(PLANNERS)}")
+    if context.partitions < 1:
+        raise PackageError(f"{name} needs a topic partition to follow")
+    return tuple(PLANNERS[name](rng, context))
+
+
+def check_packages(names: tuple[str, ...], context: PackageContext) -> None:
+    """Raise :class:`PackageError` now if any of ``names`` cannot apply to ``context``."""
+    for name in names:
+        plan_package(name, random.Random(0), context)

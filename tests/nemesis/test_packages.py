@@ -1,0 +1,241 @@
+"""Fault packages: pure seeded plans that heal everything they inject, and their run.
+
+The plans are checked over many seeds and cluster shapes without containers; the run goes
+through the real :class:`Nemesis` and scenario runner against the fake cluster of
+``test_mechanism`` (roles answered by a planted metadata view).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nemesis.scenario as scenario_module
+from harness.cluster.kafka_admin import PartitionInfo
+from harness.record.ops import Op
+from harness.record.recorder import Recorder
+from nemesis.mechanism import Nemesis
+from nemesis.package_run import run_package
+from nemesis.packages import PLANNERS, PackageContext, PackageError, plan_package
+from nemesis.plan import Layout, PlanError, PlannedStep, schedule
+from nemesis.scenario import parse_scenario
+from nemesis.spec import HEALS, PACKAGE_FAULTS, PACKAGE_KINDS, NemesisSpec
+
+from .test_mechanism import FakeCluster
+
+CONTEXTS = [
+    PackageContext(("n1", "n2", "n3"), 3, 3, power_loss=True, metadata_delay=True),
+    PackageContext(("n1", "n2", "n3"), 1, 2, power_loss=False, metadata_delay=True),
+    PackageContext(("n1", "n2"), 2, 2, power_loss=True, metadata_delay=False),
+]
+OPENS = {"kill": "start", "power-loss": "start", "pause": "resume", "metadata-delay": "metadata-heal"}
+
+
+def applicable(name: str, context: PackageContext) -> bool:
+    try:
+        plan_package(name, random.Random(0), context)
+    except PackageError:
+        return False
+    return True
+
+
+def in_effect_after(steps: tuple[dict[str, Any], ...]) -> set[str]:
+    """Simulate the steps: the faults still in effect at the end (by name and node)."""
+    active: set[str] = set()
+    for step in steps:
+        fault = step.get("fault")
+        if fault is None:
+            continue
+        nodes = step.get("nodes") or ([step["node"]] if "node" in step else ["*"])
+        if fault == "partition":
+            active.add("partition")
+        elif fault == "heal":
+            active.discard("partition")
+        elif fault in OPENS:
+            active |= {f"{OPENS[fault]}:{node}" for node in nodes}
+        else:
+            healed = {f"{fault}:{node}" for node in nodes}
+            assert healed & active, f"{fault} of {nodes} heals nothing in effect: {steps}"
+            active -= healed
+    return active
+
+
+def test_every_package_kind_has_a_planner_and_a_fault_list() -> None:
+    assert set(PLANNERS) == set(PACKAGE_KINDS) == set(PACKAGE_FAULTS)
+
+
+APPLICABLE = [
+    pytest.param(name, context, id=f"{name}-{shape}")
+    for name in PACKAGE_KINDS
+    for context, shape in zip(CONTEXTS, ["3x3", "3x2-one-partition", "2x2-no-controller"], strict=True)
+    if applicable(name, context)  # the others are refused with a reason (tested below)
+]
+
+
+@pytest.mark.parametrize(("name", "context"), APPLICABLE)
+def test_plans_parse_stay_in_their_fault_list_and_heal_what_they_inject(
+    name: str, context: PackageContext
+) -> None:
+    allowed = PACKAGE_FAULTS[name] | {HEALS[fault] for fault in PACKAGE_FAULTS[name]}
+    for seed in range(60):
+        steps = plan_package(name, random.Random(seed), context)
+        parse_scenario({"name": name, "step": list(steps)}, f"package {name} seed {seed}")
+        assert {step["fault"] for step in steps if "fault" in step} <= allowed
+        assert in_effect_after(steps) == set(), (name, seed, steps)
+        assert all("why" in step for step in steps if "sleep" in step)
+
+
+def test_plans_are_seeded() -> None:
+    context = CONTEXTS[0]
+    for name in PACKAGE_KINDS:
+        assert plan_package(name, random.Random(7), context) == plan_package(name, random.Random(7), context)
+    draws = {repr(plan_package("leader-crash-storm", random.Random(seed), context)) for seed in range(20)}
+    assert len(draws) > 1
+
+
+@pytest.mark.parametrize(
+    ("name", "context", "reason"),
+    [
+        ("power-loss-follower-leader-crash", CONTEXTS[1], "lazy filesystem"),
+        ("metadata-delay-leader-moves", CONTEXTS[2], "controller node"),
+        ("isolate-followers-lose-leader", PackageContext(("n1",), 1, 1), "replication factor"),
+        ("leader-crash-storm", PackageContext(("n1", "n2"), 0, 2), "topic partition"),
+    ],
+)
+def test_packages_that_cannot_apply_say_why(name: str, context: PackageContext, reason: str) -> None:
+    with pytest.raises(PackageError, match=reason):
+        plan_package(name, random.Random(0), context)
+
+
+def test_schedule_draws_packages_with_their_steps_and_no_separate_heal() -> None:
+    spec = NemesisSpec(faults=("kill", "leader-crash-storm", "quiet"), seed=3)
+    layout = Layout(("n1", "n2", "n3"), "c", "brokers")
+    steps = list(itertools.islice(schedule(spec, layout, [("t", 0)], CONTEXTS[0]), 30))
+    packages = [step for step in steps if step.is_package]
+    assert packages and all(step.steps and step.heal_at_seconds == step.at_seconds for step in packages)
+    assert {step.fault for step in steps} == {"kill", "leader-crash-storm", "quiet"}
+    with pytest.raises(ValueError, match="heals itself"):
+        _ = packages[0].heal_f
+    with pytest.raises(PlanError, match="Kafka metadata"):
+        next(schedule(spec, layout, [("t", 0)], None))
+
+
+def test_injected_faults_expand_packages() -> None:
+    spec = NemesisSpec(faults=("pause", "power-loss-follower-leader-crash"))
+    assert spec.injected_faults() == {"pause", "power-loss", "kill"}
+
+
+# ---- running a package -----------------------------------------------------------------------
+
+
+class PackageCluster(FakeCluster):
+    """The fake cluster with the few Kafka-side answers a scenario step asks for."""
+
+    bootstrap = "fake:9092"
+    node_ids = {"n1": 1, "n2": 2, "n3": 3}
+
+    def node_of(self, broker_id: int) -> str | None:
+        return f"n{broker_id}"
+
+    def answers(self, node: str) -> bool:
+        return True
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> object:
+        return None
+
+    def stop_brokers(self) -> None:
+        pass
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Any:
+    recorder = Recorder(tmp_path / "history.jsonl")
+    ops: list[Op] = []
+    recorder.listeners.append(ops.append)
+    yield recorder, ops
+    recorder.close()
+
+
+def test_a_package_runs_as_ops_inside_a_package_op(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader = {"id": 2}
+    monkeypatch.setattr(
+        scenario_module,
+        "_partition_info",
+        lambda bootstrap, topic, partition: PartitionInfo(0, leader["id"], 1, (1, 2, 3), (1, 2, 3)),
+    )
+    recorder, ops = recorded
+    cluster = PackageCluster()
+    nemesis = Nemesis(
+        NemesisSpec(faults=("follower-restart-leader-crash",)),
+        cluster,
+        recorder,
+        leader_partitions=[("queue", 0)],
+        settle_timeout=1,
+        package_cluster=cluster,
+        replication_factor=3,
+    )
+    assert nemesis.packages is not None and nemesis.packages.power_loss is False
+    steps = tuple(
+        step if "sleep" not in step else {**step, "sleep": 0}
+        for step in plan_package("follower-restart-leader-crash", random.Random(1), nemesis.packages)
+    )
+    run_package(
+        nemesis,
+        PlannedStep(0, 0, "follower-restart-leader-crash", "package", steps=steps),
+        cluster,
+        "queue",
+        threading.Event(),
+    )
+    completed = [(op.f, op.type) for op in ops if op.type != "invoke"]
+    assert completed[0] == ("kill", "ok") and completed[-1] == ("package", "ok")
+    assert ("start", "ok") in completed
+    kills = [op.value["nodes"] for op in ops if op.f == "kill" and op.type == "ok"]
+    assert kills == [["n1"], ["n2"]]  # the follower first, then the leader (n2)
+    assert nemesis.active_faults() == []
+
+
+def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        scenario_module,
+        "_partition_info",
+        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
+    )
+    recorder, ops = recorded
+    cluster = PackageCluster()
+    nemesis = Nemesis(
+        NemesisSpec(faults=("leader-crash-storm",)),
+        cluster,
+        recorder,
+        leader_partitions=[("queue", 0)],
+        settle_timeout=1,
+        package_cluster=cluster,
+        replication_factor=3,
+    )
+    # The leader never changes in the planted view: "leader-is-not" times out.
+    steps = (
+        {"bind": {"K1": "leader-of:0"}},
+        {"fault": "kill", "node": "K1"},
+        {"wait": "leader-is-not", "node": "K1", "timeout": 0.3},
+        {"fault": "start", "node": "K1"},
+    )
+    run_package(
+        nemesis,
+        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
+        cluster,
+        "queue",
+        threading.Event(),
+    )
+    package = [op for op in ops if op.f == "package" and op.type != "invoke"]
+    assert package[0].type == "info" and "timed out" in str(package[0].error)
+    completed = [(op.f, op.type, op.value) for op in ops if op.type != "invoke"]
+    assert completed[-1] == ("start", "ok", {"nodes": ["n2"]})  # healed after the package gave up
+    assert nemesis.active_faults() == []
