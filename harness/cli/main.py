@@ -28,11 +28,13 @@ from harness.cli import (
     cluster,
     demo,
     history,
+    hunt,
     image,
     report,
     rerun,
     run,
     scenario,
+    shrink,
 )
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_INTERNAL_ERROR
@@ -46,6 +48,8 @@ SUBCOMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
     ),
     ("run", run, "run one test (a workload with a nemesis, or a scenario) and check it"),
     ("rerun", rerun, "run a stored run again from its own directory (its test.json)"),
+    ("hunt", hunt, "random tests back to back under a time budget until one finds an anomaly"),
+    ("shrink", shrink, "turn a failing run into the smallest scenario that still reproduces it"),
     ("campaign", campaign, "run a matrix of tests from a TOML file and check them together"),
     (
         "check",

@@ -17,6 +17,14 @@ File format (``tidemark campaign FILE``)::
     [workload]               # fixed queue-workload settings (partitions, rate, client, ...)
     [nemesis]                # fixed nemesis settings (interval_seconds, targets, ...)
 
+    [[hunt]]                 # a budget of random runs (``tidemark hunt``), after the matrix
+    name = "hw-truncation"
+    budget = "10m"
+    nemesis = "follower-restart-leader-crash,kill"   # faults and fault packages
+    settings = { "truncation.mode" = "high-watermark" }   # on top of [settings]
+    expect_anomaly = true    # a known bug: finding nothing is the failure (default false)
+    keep_going = false
+
 Runs are stored in ``<store>/<campaign name>/runs/<run key>`` where the key spells the
 axes' values, so a second invocation finds them: a run whose ``run.json`` says it
 finished is skipped (resume after Ctrl-C); a run that was interrupted is moved aside to
@@ -37,9 +45,10 @@ from typing import Any
 
 from harness.cluster.bundled import SettingsError, split_settings
 from harness.record.rundir import RunDir
+from harness.run.hunt import parse_duration
 from harness.run.spec import SpecError, TestSpec
 from nemesis.scenario import ScenarioError, load_scenario
-from nemesis.spec import FAULT_KINDS, NemesisSpec, NemesisSpecError, parse_name_list
+from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
 from workloads.queue import QueueSpec
 
 WORKLOAD_AXES = {"acks", "client", "partitions", "replication_factor", "rate", "producers", "consumers"}
@@ -55,6 +64,17 @@ TOP_LEVEL = {
     "workload",
     "nemesis",
     "engine",
+    "hunt",
+}
+HUNT_KEYS = {
+    "name",
+    "budget",
+    "nemesis",
+    "settings",
+    "workload",
+    "expect_anomaly",
+    "keep_going",
+    "time_limit",
 }
 
 
@@ -70,11 +90,21 @@ class PlannedRun:
 
 
 @dataclasses.dataclass(frozen=True)
+class PlannedHunt:
+    key: str
+    spec: TestSpec
+    budget_seconds: float
+    expect_anomaly: bool
+    keep_going: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class Campaign:
     name: str
     source: Path
     runs: tuple[PlannedRun, ...]
     engine: str
+    hunts: tuple[PlannedHunt, ...] = ()
 
 
 def _text(value: Any) -> str:
@@ -119,7 +149,11 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
     base_nemesis = dict(data.get("nemesis", {}))
     runs = []
     names = [axis for axis, _ in axes]
-    for combination in itertools.product(*[values for _, values in axes]) if axes else [()]:
+    # Without a matrix a campaign is one set-up run -- unless it is there for its hunts alone.
+    combinations = (
+        itertools.product(*[values for _, values in axes]) if axes else [] if "hunt" in data else [()]
+    )
+    for combination in combinations:
         chosen = dict(zip(names, combination, strict=True))
         for repeat in range(repeats):
             key = _key(chosen, repeat)
@@ -131,7 +165,56 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
     engine = str(data.get("engine", "spark"))
     if engine not in ("spark", "pandas"):
         raise CampaignError(f"{source}: engine must be spark or pandas")
-    return Campaign(name, source, tuple(runs), engine)
+    hunts = tuple(
+        _plan_hunt(name, data, entry, number, source, base_settings, base_workload, base_nemesis)
+        for number, entry in enumerate(_hunt_tables(data, source), start=1)
+    )
+    return Campaign(name, source, tuple(runs), engine, hunts)
+
+
+def _hunt_tables(data: dict[str, Any], source: Path) -> list[dict[str, Any]]:
+    tables = data.get("hunt", [])
+    if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
+        raise CampaignError(f"{source}: hunts are [[hunt]] tables")
+    return tables
+
+
+def _plan_hunt(
+    campaign_name: str,
+    data: dict[str, Any],
+    entry: dict[str, Any],
+    number: int,
+    source: Path,
+    base_settings: dict[str, str],
+    base_workload: dict[str, Any],
+    base_nemesis: dict[str, Any],
+) -> PlannedHunt:
+    key = re.sub(r"[^A-Za-z0-9_.=,-]+", "-", str(entry.get("name") or f"hunt{number}"))
+    where = f"{source}: hunt {key}"
+    unknown = sorted(set(entry) - HUNT_KEYS)
+    if unknown:
+        raise CampaignError(f"{where}: unknown keys {', '.join(unknown)}")
+    try:
+        budget = parse_duration(entry.get("budget", ""))
+        settings = {**base_settings, **{str(k): _text(v) for k, v in entry.get("settings", {}).items()}}
+        split_settings(settings)
+        nemesis = dict(base_nemesis)
+        nemesis["faults"] = list(parse_name_list(str(entry.get("nemesis", "")), NEMESIS_CHOICES, "nemesis"))
+        if not nemesis["faults"]:
+            raise ValueError("nemesis: a hunt needs faults to draw")
+        spec = TestSpec(
+            name=f"{campaign_name}-{key}",
+            node_count=int(data.get("nodes", 3)),
+            time_limit=float(entry.get("time_limit", data.get("time_limit", 30))),
+            settings=settings,
+            workload=QueueSpec.from_dict({**base_workload, **dict(entry.get("workload", {}))}),
+            nemesis=NemesisSpec.from_dict(nemesis, where="hunt nemesis"),
+        )
+    except (SpecError, NemesisSpecError, SettingsError, ValueError) as error:
+        raise CampaignError(f"{where}: {error}") from None
+    return PlannedHunt(
+        key, spec, budget, bool(entry.get("expect_anomaly", False)), bool(entry.get("keep_going", False))
+    )
 
 
 def _spec_for(
@@ -151,7 +234,7 @@ def _spec_for(
         if axis == "scenario":
             scenario = value
         elif axis == "nemesis":
-            nemesis["faults"] = list(parse_name_list(value, FAULT_KINDS, "matrix.nemesis"))
+            nemesis["faults"] = list(parse_name_list(value, NEMESIS_CHOICES, "matrix.nemesis"))
         elif axis in WORKLOAD_AXES:
             workload[axis] = (
                 value if axis in ("acks", "client") else float(value) if axis == "rate" else int(value)

@@ -5,12 +5,16 @@ each run's output going to ``logs/<key>.log``; :func:`check_campaign` checks eve
 run in one engine session, prints the summary table, and writes each run's report, the
 campaign's index and JUnit file.  A run *passes* when it is valid -- or, for a scenario run,
 when its verdict is the one the scenario expects under that run's settings (a
-high-watermark run of ``kip101-loss`` must lose writes).  The return value is the exit
-code: 0 every run passed, 1 any failed, 2 any unknown (not checked, or incomplete evidence).
+high-watermark run of ``kip101-loss`` must lose writes).  The campaign's hunts
+(``[[hunt]]``) run after the matrix, each into ``hunts/<key>/`` (a finished hunt is not run
+again); a hunt passes when it finds an anomaly exactly when it ``expect_anomaly``.  The return
+value is the exit code: 0 every run and hunt passed, 1 any failed, 2 any unknown (not
+checked, or incomplete evidence).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -27,8 +31,15 @@ from harness.record.rundir import RunDirectoryError
 from harness.report.index import render_index
 from harness.report.junit import JUNIT_FILE, write_junit
 from harness.report.run_page import render_run_report
-from harness.run.campaign import Campaign, campaign_directory, finished_run_directories, pending_runs
+from harness.run.campaign import (
+    Campaign,
+    PlannedHunt,
+    campaign_directory,
+    finished_run_directories,
+    pending_runs,
+)
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.run.hunt import HUNT_FILE, hunt
 from harness.run.runner import run_test
 
 
@@ -64,7 +75,50 @@ def run_campaign(
             note = f" ({'; '.join(outcome.problems)})" if outcome.problems else ""
             progress.console.print(f"  ran {planned.key} in {time.monotonic() - started:.0f} s{note}")
             progress.advance(task)
-    return check_campaign(campaign, directory, engine=engine, master=master, console=console)
+    code = (
+        check_campaign(campaign, directory, engine=engine, master=master, console=console)
+        if campaign.runs
+        else EXIT_VALID
+    )
+    hunt_statuses = [run_campaign_hunt(planned, directory, console) for planned in campaign.hunts]
+    if "fail" in hunt_statuses:
+        return EXIT_INVALID
+    return code
+
+
+def run_campaign_hunt(planned: PlannedHunt, directory: Path, console: Console) -> str:
+    """Run one ``[[hunt]]`` (unless a finished record exists); its status, pass or fail."""
+    hunt_store = directory / "hunts" / planned.key
+    finished = [
+        record
+        for path in sorted(hunt_store.glob(f"*/hunt-*/{HUNT_FILE}"))
+        if (record := json.loads(path.read_text(encoding="utf-8"))).get("finished")
+    ]
+    if finished:
+        record = finished[-1]
+        console.print(f"hunt {planned.key}: already done", markup=False)
+    else:
+        console.print(
+            f"hunt {planned.key}: {planned.budget_seconds / 60:g} min of {', '.join(planned.spec.nemesis.faults)}"
+        )
+        with open(directory / "logs" / f"hunt-{planned.key}.log", "w", encoding="utf-8") as log:
+            result = hunt(
+                planned.spec, hunt_store, planned.budget_seconds, keep_going=planned.keep_going, out=log
+            )
+        record = result.to_dict()
+    found = record["first_invalid"] is not None
+    status = "pass" if found == planned.expect_anomaly else "fail"
+    when = (
+        f"first anomaly after {record['seconds_to_first_anomaly'] / 60:.1f} min: {record['first_invalid']}"
+        if found
+        else f"no anomaly in {record['elapsed_seconds'] / 60:.1f} min"
+    )
+    console.print(
+        f"  {status:7} hunt {planned.key}: {when} ({len(record['runs'])} runs, "
+        f"{record['faults_injected']} faults; anomaly {'expected' if planned.expect_anomaly else 'not expected'})",
+        markup=False,
+    )
+    return status
 
 
 def check_campaign(

@@ -1,0 +1,94 @@
+"""``tidemark hunt``: random tests back to back under a time budget until one finds an anomaly.
+
+Takes every option of ``tidemark run`` (settings, workload, ``--nemesis`` with single faults and
+fault packages) except ``--scenario``, plus the budget.  Each run draws a fresh seed; with
+``--seed N`` the seeds come from a generator seeded with N, so the same hunt can be repeated.  Prints a line per run and, at the end, the time to the first anomaly, the runs, the
+faults injected and the failing run's directory.  Exit codes: 1 when a run was invalid, 0 when
+the budget ran out with every run valid, 2 when no run gave a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import sys
+from pathlib import Path
+
+from harness.cli import run as run_cli
+from harness.cli.errors import UsageError
+from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.run.hunt import hunt
+from harness.run.hunt import parse_duration as run_duration
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """A duration flag's value in seconds; :class:`UsageError` naming ``flag`` when it is not one."""
+    try:
+        return run_duration(text)
+    except ValueError as error:
+        raise UsageError(f"{flag} {error}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    run_cli.add_arguments(parser)
+    parser.set_defaults(seed=None)  # a hunt's default is fresh randomness, not run's seed 0
+    parser.add_argument("--budget", required=True, metavar="DURATION", help="e.g. 10m: start no run after it")
+    parser.add_argument(
+        "--keep-going", action="store_true", help="spend the whole budget, do not stop at the first anomaly"
+    )
+    parser.add_argument(
+        "--run-timeout",
+        metavar="DURATION",
+        help="stop a run that takes longer and record it unknown (default: from the time limit)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.scenario:
+        raise UsageError("--scenario: a hunt draws random faults; run a scenario with tidemark run")
+    budget = parse_duration(args.budget, "--budget")
+    run_timeout = parse_duration(args.run_timeout, "--run-timeout") if args.run_timeout else None
+    base_seed = args.seed
+    args.seed = 0 if base_seed is None else base_seed
+    spec = run_cli.spec_from_arguments(args)
+    if args.name is None:
+        spec = dataclasses.replace(spec, name="hunt")
+    run_cli.check_spec(spec)
+    seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
+    if not spec.nemesis.faults:
+        raise UsageError("--nemesis: a hunt needs faults to draw (single faults or packages)")
+    print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)
+    result = hunt(
+        spec,
+        Path(args.store),
+        budget,
+        keep_going=args.keep_going,
+        run_timeout=run_timeout,
+        seeds=lambda: seeds.randrange(2**31),
+    )
+    runs = result.runs
+    counts = {
+        word: sum(1 for r in runs if r.verdict is value)
+        for word, value in (("valid", True), ("invalid", False))
+    }
+    unknown = len(runs) - counts["valid"] - counts["invalid"]
+    faults = sum(run.faults for run in runs)
+    if result.first_invalid is not None and result.seconds_to_first_anomaly is not None:
+        first = result.first_invalid
+        found = ", ".join(f"{name} x{count}" for name, count in first.anomalies.items())
+        print(
+            f"first anomaly after {result.seconds_to_first_anomaly / 60:.1f} min "
+            f"(run {runs.index(first) + 1}, seed {first.seed}): {found}"
+        )
+        print(f"failing run: {first.run_dir}")
+    else:
+        print(f"no anomaly in {result.elapsed_seconds / 60:.1f} min")
+    print(
+        f"runs: {len(runs)} ({counts['valid']} valid, {counts['invalid']} invalid, {unknown} unknown); "
+        f"faults injected: {faults}"
+    )
+    print(f"hunt record: {result.directory / 'hunt.json'}")
+    if counts["invalid"]:
+        return EXIT_INVALID
+    return EXIT_VALID if counts["valid"] else EXIT_UNKNOWN

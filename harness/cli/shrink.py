@@ -1,0 +1,53 @@
+"""``tidemark shrink RUN_DIR``: the smallest scenario that still reproduces a failing run's anomaly.
+
+Replays candidate scenarios (each a real run) and writes ``RUN_DIR/shrunk.toml`` (or ``--out``),
+which ``tidemark run --scenario FILE`` runs like any other scenario.  See
+:mod:`harness.run.shrink_run` for the oracle and :mod:`nemesis.shrink` for the moves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli.errors import UsageError
+from harness.record.rundir import RunDir, SpecFileError
+from harness.run.shrink_run import ShrinkError, shrink_run
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a stored invalid run")
+    parser.add_argument("--replays", type=int, default=5, help="replays per candidate (default 5)")
+    parser.add_argument(
+        "--threshold", type=float, default=0.8, help="share of replays that must reproduce (default 0.8)"
+    )
+    parser.add_argument("--out", metavar="FILE", help="where the scenario goes (default RUN_DIR/shrunk.toml)")
+    parser.add_argument("--store", default="store", metavar="DIR", help="where the replays are stored")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.replays < 1:
+        raise UsageError(f"--replays {args.replays}: need at least 1")
+    if not 0 < args.threshold <= 1:
+        raise UsageError(f"--threshold {args.threshold}: expected a share in (0, 1]")
+    run_dir = Path(args.run_dir)
+    if not RunDir(run_dir).spec_file.is_file():
+        raise UsageError(f"{run_dir}: not a run directory (no {RunDir(run_dir).spec_file.name})")
+    try:
+        outcome = shrink_run(
+            run_dir,
+            Path(args.store),
+            replays=args.replays,
+            threshold=args.threshold,
+            out_path=Path(args.out) if args.out else None,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except (ShrinkError, SpecFileError) as error:
+        raise UsageError(str(error)) from None
+    print(
+        f"{outcome.original_faults} faults -> {outcome.faults}; reproduced in {outcome.reproduced} of "
+        f"{outcome.replays} replays ({outcome.candidates} candidates tried)"
+    )
+    print(f"scenario: {outcome.scenario_path}  (run it: tidemark run --scenario {outcome.scenario_path})")
+    return 0

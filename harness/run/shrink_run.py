@@ -1,0 +1,143 @@
+"""Shrinking a stored failing run by replaying candidate scenarios (``tidemark shrink``).
+
+:mod:`nemesis.shrink` turns the run's recorded fault timeline into scenario steps and removes
+what the anomaly does not need; this module is its oracle and its output.  A candidate
+*reproduces* when at least ``threshold`` of ``replays`` replays report every anomaly the
+original run reported -- replays stop early once the answer is certain either way, so a
+hopeless candidate costs two runs, not five.  Every replay is a real run of the scenario
+(stored under ``<store>/shrink-<name>/``), checked by the pandas engine.
+
+The result is a scenario file that ``tidemark run --scenario FILE`` runs like any other, with
+the settings and workload of the original run, an expectation of the original anomalies, and
+its measured reproduction rate in the description.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from harness.record.history import read_history
+from harness.record.rundir import RunDir
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
+from nemesis.scenario import parse_scenario
+from nemesis.shrink import Step, fault_count, shrink, timeline_steps
+from nemesis.spec import NemesisSpec
+
+
+class ShrinkError(ValueError):
+    """A run that cannot be shrunk (not invalid, no faults, unreadable); the message says why."""
+
+
+@dataclasses.dataclass
+class ShrinkOutcome:
+    scenario_path: Path
+    original_faults: int
+    faults: int
+    reproduced: int
+    replays: int
+    candidates: int
+
+
+def scenario_definition(spec: TestSpec, steps: list[Step], anomalies: list[str], note: str) -> dict[str, Any]:
+    """A scenario file's content: the run's set-up, ``steps``, and the anomalies it must show."""
+    return {
+        "name": f"shrunk-{spec.name}",
+        "description": note,
+        "node_count": spec.node_count,
+        "workload": {k: v for k, v in spec.workload.to_dict().items() if k != "name" and v is not None},
+        "settings": dict(spec.settings),
+        "expected": [{"valid": False, "anomalies": anomalies}],
+        "step": steps,
+    }
+
+
+def shrink_run(
+    run_dir: Path,
+    store_dir: Path,
+    *,
+    replays: int = 5,
+    threshold: float = 0.8,
+    out_path: Path | None = None,
+    log: Callable[[str], None] = print,
+    replay: Callable[[TestSpec, Path], set[str]] | None = None,
+) -> ShrinkOutcome:
+    """Shrink the failing run in ``run_dir`` and write the smallest reproducing scenario.
+
+    ``replay(spec, store)`` runs one candidate and returns the anomalies it found (default:
+    :func:`replay_once`; tests plant one).  Raises :class:`ShrinkError` when the run is not
+    invalid, has no faults, or its original timeline does not reproduce.
+    """
+    directory = RunDir(run_dir)
+    spec = TestSpec.from_dict(directory.read_spec())
+    try:
+        results = json.loads(directory.results.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ShrinkError(f"{directory.results}: cannot read the run's verdict: {error}") from None
+    if results.get("valid") is not False:
+        raise ShrinkError(
+            f"{run_dir}: the run is not invalid (verdict {results.get('valid')!r}): nothing to shrink"
+        )
+    target = sorted(results.get("anomalies", {}))
+    ops, _ = read_history(directory.history_jsonl, skip_bad_lines=True)
+    steps = timeline_steps(ops)
+    if fault_count(steps) == 0:
+        raise ShrinkError(
+            f"{run_dir}: the run injected no faults (a scripted scenario? shrink its file instead)"
+        )
+    replay = replay or replay_once
+    shrink_store = store_dir / f"shrink-{spec.name}"
+    needed = math.ceil(threshold * replays)
+    candidates = 0
+
+    def successes(candidate: list[Step], *, early: bool) -> tuple[int, int]:
+        definition = scenario_definition(spec, candidate, target, "candidate")
+        scenario = parse_scenario(definition, f"shrink candidate of {run_dir}")
+        replay_spec = dataclasses.replace(spec, nemesis=NemesisSpec()).with_scenario(scenario)
+        good = runs = 0
+        for _ in range(replays):
+            runs += 1
+            good += set(target) <= replay(replay_spec, shrink_store)
+            if early and (good >= needed or runs - good > replays - needed):
+                break
+        return good, runs
+
+    def reproduces(candidate: list[Step]) -> bool:
+        nonlocal candidates
+        candidates += 1
+        good, runs = successes(candidate, early=True)
+        log(f"  candidate {candidates}: {fault_count(candidate)} faults, reproduced {good}/{runs}")
+        return good >= needed
+
+    log(f"shrinking {run_dir}: {fault_count(steps)} faults, anomalies {', '.join(target)}")
+    if not reproduces(steps):
+        raise ShrinkError(
+            f"{run_dir}: its fault timeline, replayed as a scenario, does not reproduce "
+            f"{', '.join(target)} in {needed} of {replays} replays: the anomaly depends on more than "
+            "the faults (timing, load); nothing written"
+        )
+    result = shrink(steps, reproduces, log=log)
+    good, runs = successes(result.steps, early=False)
+    note = (
+        f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
+        f"{fault_count(result.steps)}); reproduced {', '.join(target)} in {good} of {runs} replays."
+    )
+    path = out_path or run_dir / "shrunk.toml"
+    definition = scenario_definition(spec, result.steps, target, note)
+    parse_scenario(definition, str(path))  # what is written must load
+    path.write_text(tomli_w.dumps(definition), encoding="utf-8")
+    return ShrinkOutcome(path, fault_count(steps), fault_count(result.steps), good, runs, candidates)
+
+
+def replay_once(spec: TestSpec, store_dir: Path) -> set[str]:
+    """Run ``spec`` once (a scenario run, checked with pandas); the anomalies it found."""
+    outcome = run_test(spec, store_dir, engine="pandas", out=io.StringIO())
+    return set((outcome.results or {}).get("anomalies", {}))

@@ -1,0 +1,260 @@
+"""Shrinking a failing run: its fault timeline as scenario steps, then the fewest that still fail.
+
+Two pure halves; the replays that judge a candidate are the caller's (``harness.run.shrink_run``):
+
+1. :func:`timeline_steps` turns the nemesis ops of a run's history into scenario steps -- the
+   vocabulary of :mod:`nemesis.scenario`.  A fault whose target followed a partition's leader
+   (``leader_of`` recorded) becomes ``bind = {U3 = "leader-of:P"}`` and a fault on ``U3``, so
+   the replay hits whoever leads then, as the original did; other faults name the nodes
+   recorded.  A fault package contributes the steps it planned (recorded in its ``package``
+   op), its aliases renamed apart; the ops inside it are not repeated.  The gaps between faults
+   become ``sleep`` steps of the recorded length, a restart is followed by a wait until the
+   broker answers, and faults that certainly did nothing (``fail``) are left out.
+2. :func:`shrink` removes whole *units* -- a fault with its heal and the waits on its nodes --
+   while an oracle says the anomaly still reproduces, last unit first; then it halves sleeps,
+   longest first, while it still does.  Binds and the rest are kept; a unit's removal merges
+   the sleeps around it, so the surviving faults keep their spacing.
+
+:func:`units_of` is the grouping: a fault opens a unit on its nodes; the heal that names one of
+them (``start`` after ``kill`` or ``power-loss``, ``resume`` after ``pause``, ``heal`` after
+``partition``, ``metadata-heal`` after ``metadata-delay``) joins that unit; a heal of several
+open units merges them (one step cannot be split).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from harness.record.ops import NEMESIS_PROCESS, Op
+
+Step = dict[str, Any]
+
+OPENERS = {"kill": "start", "power-loss": "start", "pause": "resume", "metadata-delay": "metadata-heal"}
+PARTITION, PARTITION_HEAL, PACKAGE = "partition", "heal", "package"
+HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}
+MIN_SLEEP_SECONDS = 0.25
+
+
+def timeline_steps(ops: Iterable[Op]) -> list[Step]:
+    """The nemesis part of a history as scenario steps (see the module docstring)."""
+    nemesis_ops = [op for op in ops if op.process == NEMESIS_PROCESS]
+    completions: dict[int, Op] = {}
+    open_invokes: list[Op] = []
+    for op in nemesis_ops:  # pair invokes with completions (a package nests around its faults)
+        if op.type == "invoke":
+            open_invokes.append(op)
+        elif open_invokes:
+            completions[id(_pop_matching(open_invokes, op.f))] = op
+    steps: list[Step] = []
+    last_time: int | None = 0  # the run's start: the first gap is the workload's warm-up
+    aliases = 0
+    alias_of_node: dict[str, str] = {}  # a leader-targeted fault's node -> its alias, until healed
+    package_depth = 0
+    for op in nemesis_ops:
+        if op.type != "invoke":
+            package_depth -= op.f == PACKAGE
+            continue
+        completion = completions.get(id(op))
+        if op.f == PACKAGE:
+            if package_depth == 0:
+                steps += _gap(op.time - last_time) if last_time is not None else []
+                aliases += 1
+                steps += _renamed(list(op.value.get("steps", [])), f"P{aliases}")
+                last_time = completion.time if completion is not None else op.time
+            package_depth += 1
+            continue
+        if package_depth or completion is None or completion.type == "fail":
+            continue
+        steps += _gap(op.time - last_time) if last_time is not None else []
+        last_time = completion.time
+        value = op.value if isinstance(op.value, dict) else {}
+        nodes = [str(node) for node in value.get("nodes", [])]
+        if op.f == PARTITION:
+            grudge = {str(k): [str(v) for v in vs] for k, vs in value.get("grudge", {}).items() if vs}
+            steps.append({"fault": PARTITION, "grudge": grudge, "kind": str(value.get("kind", "recorded"))})
+        elif op.f == PARTITION_HEAL:
+            steps.append({"fault": PARTITION_HEAL})
+        elif op.f in OPENERS and value.get("target") == "leader" and "leader_of" in value and len(nodes) == 1:
+            aliases += 1
+            alias = alias_of_node[nodes[0]] = f"U{aliases}"
+            steps.append({"bind": {alias: f"leader-of:{value['leader_of']['partition']}"}})
+            steps.append({"fault": op.f, "node": alias})
+        elif nodes:
+            names = [alias_of_node.pop(node, node) if op.f in HEAL_STEPS else node for node in nodes]
+            steps.append(
+                {"fault": op.f, "node": names[0]} if len(names) == 1 else {"fault": op.f, "nodes": names}
+            )
+            if op.f == "start":
+                steps += [{"wait": "answers", "node": name, "timeout": 30} for name in names]
+    return steps
+
+
+def _pop_matching(stack: list[Op], f: str) -> Op:
+    for position in range(len(stack) - 1, -1, -1):
+        if stack[position].f == f:
+            return stack.pop(position)
+    return stack.pop()
+
+
+def _gap(nanoseconds: int) -> list[Step]:
+    seconds = round(nanoseconds / 1e9, 2)
+    return [{"sleep": seconds, "why": "the gap the failing run had"}] if seconds >= MIN_SLEEP_SECONDS else []
+
+
+def _renamed(steps: list[Step], prefix: str) -> list[Step]:
+    """A package's steps with its bound aliases made unique (``A`` -> ``P2A``)."""
+    aliases = {alias for step in steps if "bind" in step for alias in step["bind"]}
+
+    def name(value: Any) -> Any:
+        if isinstance(value, str) and value in aliases:
+            return prefix + value
+        if isinstance(value, list):
+            return [name(item) for item in value]
+        return value
+
+    renamed = []
+    for step in steps:
+        copy: Step = {}
+        for key, value in step.items():
+            if key == "bind":
+                copy[key] = {prefix + alias: role for alias, role in value.items()}
+            elif key == "grudge":
+                copy[key] = {name(node): name(list(others)) for node, others in value.items()}
+            elif key in ("node", "nodes"):
+                copy[key] = name(value)
+            else:
+                copy[key] = value
+        renamed.append(copy)
+    return renamed
+
+
+# ---- units --------------------------------------------------------------------------------------
+
+
+def _nodes_of(step: Step) -> list[str]:
+    if "grudge" in step:
+        return [PARTITION]
+    if step.get("fault") == PARTITION_HEAL:
+        return [PARTITION]
+    return [str(n) for n in step.get("nodes") or ([step["node"]] if "node" in step else [])]
+
+
+def units_of(steps: Sequence[Step]) -> list[int | None]:
+    """For each step, the unit it belongs to (None: kept whatever is removed)."""
+    parent: dict[int, int] = {}
+
+    def find(unit: int) -> int:
+        while parent.get(unit, unit) != unit:
+            unit = parent[unit]
+        return unit
+
+    labels: list[int | None] = []
+    open_units: dict[tuple[str, str], int] = {}  # (heal step kind, node) -> unit
+    last_unit_of_node: dict[str, int] = {}
+    next_unit = 0
+    for step in steps:
+        fault = step.get("fault")
+        nodes = _nodes_of(step)
+        if fault in OPENERS or fault == PARTITION:
+            unit = next_unit
+            next_unit += 1
+            heal = OPENERS.get(str(fault), PARTITION_HEAL)
+            for node in nodes:
+                open_units[(heal, node)] = unit
+                last_unit_of_node[node] = unit
+            labels.append(unit)
+        elif fault in HEAL_STEPS:
+            closed = [
+                open_units.pop((str(fault), node)) for node in nodes if (str(fault), node) in open_units
+            ]
+            if not closed:
+                labels.append(None)
+                continue
+            root = find(closed[0])
+            for other in closed[1:]:
+                parent[find(other)] = root
+            labels.append(root)
+        elif "wait" in step and "node" in step and step["node"] in last_unit_of_node:
+            labels.append(last_unit_of_node[str(step["node"])])
+        else:
+            labels.append(None)
+    return [None if label is None else find(label) for label in labels]
+
+
+def fault_count(steps: Sequence[Step]) -> int:
+    """How many steps inject a fault (heals not counted)."""
+    return sum(1 for step in steps if step.get("fault") in OPENERS or step.get("fault") == PARTITION)
+
+
+def without_unit(steps: Sequence[Step], unit: int) -> list[Step]:
+    """``steps`` without ``unit``'s steps; sleeps left adjacent are merged into one."""
+    labels = units_of(steps)
+    kept = [step for step, label in zip(steps, labels, strict=True) if label != unit]
+    merged: list[Step] = []
+    for step in kept:
+        if "sleep" in step and merged and "sleep" in merged[-1]:
+            merged[-1] = {**merged[-1], "sleep": round(float(merged[-1]["sleep"]) + float(step["sleep"]), 2)}
+        else:
+            merged.append(dict(step))
+    return merged
+
+
+@dataclasses.dataclass
+class ShrinkResult:
+    steps: list[Step]
+    tried: int
+    """Candidates judged by the oracle."""
+
+
+Oracle = Callable[[list[Step]], bool]
+
+
+def shrink(
+    steps: Sequence[Step], reproduces: Oracle, *, log: Callable[[str], None] = lambda _: None
+) -> ShrinkResult:
+    """The smallest steps :func:`shrink`'s moves reach for which ``reproduces`` still holds.
+
+    ``steps`` is assumed to reproduce (the caller checks it first).  Heal steps that close no
+    fault are dropped without asking (heal-all's blanket ``resume``).  Units are tried last to
+    first, each removal kept if the oracle agrees; then every sleep is halved, longest first,
+    as long as the oracle agrees and it is above :data:`MIN_SLEEP_SECONDS`.
+    """
+    labels = units_of(steps)
+    # Heals that close nothing (heal-all's blanket resume at the end of a run) go first: no oracle.
+    current = [
+        dict(step)
+        for step, label in zip(steps, labels, strict=True)
+        if not (label is None and step.get("fault") in HEAL_STEPS)
+    ]
+    tried = 0
+    units = sorted({label for label in units_of(current) if label is not None}, reverse=True)
+    for unit in units:
+        if unit not in units_of(current):
+            continue
+        candidate = without_unit(current, unit)
+        tried += 1
+        if reproduces(candidate):
+            log(f"without unit {unit}: still reproduces ({fault_count(candidate)} faults)")
+            current = candidate
+        else:
+            log(f"without unit {unit}: does not reproduce; kept")
+    changed = True
+    while changed:
+        changed = False
+        order = sorted(
+            (position for position, step in enumerate(current) if "sleep" in step),
+            key=lambda position: -float(current[position]["sleep"]),
+        )
+        for position in order:
+            seconds = float(current[position]["sleep"])
+            if seconds / 2 < MIN_SLEEP_SECONDS:
+                continue
+            candidate = [dict(step) for step in current]
+            candidate[position]["sleep"] = round(seconds / 2, 2)
+            tried += 1
+            if reproduces(candidate):
+                log(f"sleep {seconds:g} s -> {seconds / 2:g} s: still reproduces")
+                current, changed = candidate, True
+    return ShrinkResult(current, tried)

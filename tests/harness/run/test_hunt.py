@@ -1,0 +1,135 @@
+"""The hunt loop on a planted launcher (no containers), and the isolation of a run in a child.
+
+The loop's contract: fresh seeds, stop at the first invalid verdict unless told to keep going,
+a run that could not finish recorded ``unknown``, and ``hunt.json`` rewritten after every run.
+The isolation's: a child that outlives its timeout is stopped with its whole process group.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli.errors import UsageError
+from harness.cli.hunt import parse_duration
+from harness.record.rundir import RunDir
+from harness.run import hunt as hunt_module
+from harness.run.hunt import HUNT_FILE, hunt, launch_isolated
+from harness.run.spec import TestSpec
+from nemesis.spec import NemesisSpec
+
+SPEC = TestSpec(name="h", nemesis=NemesisSpec(faults=("kill",)))
+
+
+class PlantedLauncher:
+    """Writes what a run would leave: results.json with the next planted verdict, a history."""
+
+    def __init__(self, verdicts: list[bool | str | None]) -> None:
+        self.verdicts = list(verdicts)
+        self.seeds: list[int] = []
+
+    def __call__(self, spec: TestSpec, run_dir: Path, timeout: float, log_path: Path) -> str | None:
+        self.seeds.append(spec.nemesis.seed)
+        assert spec.seed == spec.nemesis.seed
+        verdict = self.verdicts.pop(0)
+        directory = RunDir(run_dir)
+        directory.nodes.mkdir(parents=True)
+        ops = [
+            {"process": "nemesis", "type": "invoke", "f": "kill", "value": {"nodes": ["n1"]}},
+            {"process": "nemesis", "type": "ok", "f": "kill", "value": {"nodes": ["n1"]}},
+            {"process": "nemesis", "type": "invoke", "f": "start", "value": {"nodes": ["n1"]}},
+        ]
+        directory.history_jsonl.write_text("".join(json.dumps(op) + "\n" for op in ops))
+        if verdict is None:
+            return "timed out after 1 s"
+        anomalies = {} if verdict is not False else {"lost-write": {"count": 3}}
+        directory.results.write_text(json.dumps({"valid": verdict, "anomalies": anomalies}))
+        return None
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every reading advances 10 s: a budget of 100 s allows a handful of runs, deterministically."""
+    now = [0.0]
+
+    def monotonic() -> float:
+        now[0] += 10.0
+        return now[0]
+
+    monkeypatch.setattr(hunt_module, "_clock", monotonic)
+    return now
+
+
+def test_hunt_stops_at_the_first_invalid_run(tmp_path: Path, fake_clock: list[float]) -> None:
+    launcher = PlantedLauncher([True, "unknown", False, True])
+    seeds = iter([11, 22, 33, 44])
+    result = hunt(SPEC, tmp_path, 1000, launch=launcher, seeds=lambda: next(seeds), out=io.StringIO())
+    assert [run.verdict for run in result.runs] == [True, "unknown", False]
+    assert launcher.seeds == [11, 22, 33]
+    assert result.first_invalid is result.runs[2] and result.first_invalid.anomalies == {"lost-write": 3}
+    assert result.seconds_to_first_anomaly is not None and result.seconds_to_first_anomaly > 0
+    assert all(run.faults == 1 for run in result.runs)  # the kill invoke; its start is a heal
+    record = json.loads((result.directory / HUNT_FILE).read_text())
+    assert record["first_invalid"] == result.runs[2].run_dir and record["faults_injected"] == 3
+    assert len({run.run_dir for run in result.runs}) == 3
+
+
+def test_keep_going_spends_the_budget_and_a_stopped_run_is_unknown(
+    tmp_path: Path, fake_clock: list[float]
+) -> None:
+    launcher = PlantedLauncher([False, None, True, True, True, True, True, True, True, True])
+    result = hunt(SPEC, tmp_path, 100, keep_going=True, launch=launcher, out=io.StringIO())
+    assert 2 < len(result.runs) < 10 and result.runs[0].verdict is False
+    assert result.runs[1].verdict == "unknown" and "timed out" in str(result.runs[1].problem)
+    assert len({run.seed for run in result.runs}) == len(result.runs)  # fresh seeds
+
+
+def test_a_run_that_hangs_is_stopped_with_its_process_group(tmp_path: Path) -> None:
+    script = tmp_path / "hang.py"
+    pid_file = tmp_path / "grandchild.pid"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    started = time.monotonic()
+    problem = launch_isolated(
+        SPEC, tmp_path / "run", 2.0, tmp_path / "run.log", worker=(sys.executable, str(script))
+    )
+    assert problem is not None and problem.startswith("timed out after 2 s")
+    assert time.monotonic() - started < hunt_module.TERMINATE_GRACE_SECONDS  # SIGTERM was enough
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)  # polling a condition with a deadline
+    else:
+        pytest.fail("the run's own child outlived the stop")
+
+
+def test_a_run_that_finishes_leaves_no_problem(tmp_path: Path) -> None:
+    problem = launch_isolated(
+        SPEC, tmp_path / "run", 30.0, tmp_path / "run.log", worker=(sys.executable, "-c", "pass")
+    )
+    assert problem is None
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("10m", 600.0), ("1.5h", 5400.0)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text, "--budget") == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "-5m", "0", "m"])
+def test_bad_durations_name_the_flag(text: str) -> None:
+    with pytest.raises(UsageError, match="--budget"):
+        parse_duration(text, "--budget")

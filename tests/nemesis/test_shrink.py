@@ -1,0 +1,151 @@
+"""The shrinker's pure halves: a history's fault timeline as scenario steps, and the moves that
+remove what an anomaly does not need, judged by a planted oracle (no containers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.record.ops import NEMESIS_PROCESS, Op
+from nemesis.scenario import parse_scenario
+from nemesis.shrink import Step, fault_count, shrink, timeline_steps, units_of, without_unit
+
+SECOND = 1_000_000_000
+
+
+class History:
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def pair(self, at: float, f: str, value: Any, outcome: str = "ok", took: float = 0.1) -> None:
+        for time, kind in ((at, "invoke"), (at + took, outcome)):
+            self.ops.append(Op(len(self.ops), int(time * SECOND), NEMESIS_PROCESS, kind, f, value))  # type: ignore[arg-type]
+
+    def client(self, at: float) -> None:
+        self.ops.append(Op(len(self.ops), int(at * SECOND), 0, "invoke", "send", {"partition": 0}))
+
+
+def test_a_leader_targeted_fault_binds_the_role_and_its_heal_uses_the_alias() -> None:
+    history = History()
+    history.client(1.0)
+    history.pair(
+        10.0, "kill", {"nodes": ["n2"], "target": "leader", "leader_of": {"topic": "t", "partition": 1}}
+    )
+    history.pair(15.0, "start", {"nodes": ["n2"]})
+    history.pair(20.0, "pause", {"nodes": ["n1"], "target": "one"}, outcome="fail")  # did nothing
+    history.pair(25.0, "partition", {"kind": "halves", "grudge": {"n1": ["n3"], "n3": ["n1"], "n2": []}})
+    history.pair(30.0, "heal", {"nodes": ["n1", "n2", "n3"]})
+    steps = timeline_steps(history.ops)
+    assert steps == [
+        {"sleep": 10.0, "why": "the gap the failing run had"},
+        {"bind": {"U1": "leader-of:1"}},
+        {"fault": "kill", "node": "U1"},
+        {"sleep": 4.9, "why": "the gap the failing run had"},
+        {"fault": "start", "node": "U1"},
+        {"wait": "answers", "node": "U1", "timeout": 30},
+        {"sleep": 9.9, "why": "the gap the failing run had"},
+        {"fault": "partition", "grudge": {"n1": ["n3"], "n3": ["n1"]}, "kind": "halves"},
+        {"sleep": 4.9, "why": "the gap the failing run had"},
+        {"fault": "heal"},
+    ]
+    parse_scenario({"name": "x", "step": steps}, "test")  # a valid scenario
+
+
+def test_a_package_contributes_its_planned_steps_renamed_and_not_its_inner_ops() -> None:
+    planned = [
+        {"bind": {"A": "leader-of:0", "B": "follower-of:0"}},
+        {"fault": "kill", "node": "B"},
+        {"fault": "partition", "grudge": {"A": ["B"], "B": ["A"]}, "kind": "leader-follower"},
+        {"fault": "start", "node": "B"},
+        {"fault": "kill", "node": "A"},
+        {"fault": "heal"},
+        {"fault": "start", "node": "A"},
+    ]
+    history = History()
+    history.ops.append(
+        Op(0, 5 * SECOND, NEMESIS_PROCESS, "invoke", "package", {"package": "p", "steps": planned})
+    )
+    history.pair(5.1, "kill", {"nodes": ["n2"]})
+    history.pair(5.3, "start", {"nodes": ["n2"]})
+    history.ops.append(Op(len(history.ops), 9 * SECOND, NEMESIS_PROCESS, "ok", "package", {"package": "p"}))
+    history.pair(12.0, "pause", {"nodes": ["n3"], "target": "one"})
+    steps = timeline_steps(history.ops)
+    assert steps[1] == {"bind": {"P1A": "leader-of:0", "P1B": "follower-of:0"}}
+    assert steps[3] == {
+        "fault": "partition",
+        "grudge": {"P1A": ["P1B"], "P1B": ["P1A"]},
+        "kind": "leader-follower",
+    }
+    assert [step.get("fault") for step in steps if "fault" in step] == [
+        "kill",
+        "partition",
+        "start",
+        "kill",
+        "heal",
+        "start",
+        "pause",
+    ]
+    assert steps[-2] == {"sleep": 3.0, "why": "the gap the failing run had"}
+
+
+STEPS: list[Step] = [
+    {"sleep": 8.0, "why": "w"},
+    {"fault": "pause", "node": "n3"},  # unit: pause n3 + resume
+    {"sleep": 1.0, "why": "w"},
+    {"bind": {"U1": "leader-of:0"}},
+    {"fault": "kill", "node": "U1"},  # unit: kill U1 + start U1 + wait
+    {"fault": "resume", "node": "n3"},
+    {"sleep": 2.0, "why": "w"},
+    {"fault": "partition", "grudge": {"n1": ["n2"], "n2": ["n1"]}, "kind": "k"},  # unit
+    {"fault": "start", "node": "U1"},
+    {"wait": "answers", "node": "U1"},
+    {"sleep": 4.0, "why": "w"},
+    {"fault": "heal"},
+    {"fault": "resume", "nodes": ["n1", "n2", "n3"]},  # heal-all's blanket resume: closes nothing
+]
+
+
+def test_units_group_each_fault_with_its_heal_and_waits() -> None:
+    labels = units_of(STEPS)
+    by_unit: dict[Any, list[int]] = {}
+    for position, label in enumerate(labels):
+        by_unit.setdefault(label, []).append(position)
+    assert by_unit[labels[1]] == [1, 5]
+    assert by_unit[labels[4]] == [4, 8, 9]
+    assert by_unit[labels[7]] == [7, 11]
+    assert labels[12] is None and labels[3] is None
+    pause_unit = labels[1]
+    assert pause_unit is not None
+    assert without_unit(STEPS, pause_unit)[:2] == [
+        {"sleep": 9.0, "why": "w"},  # the sleeps around the removed pause merged
+        {"bind": {"U1": "leader-of:0"}},
+    ]
+
+
+def test_shrink_keeps_only_what_the_oracle_needs_and_halves_sleeps() -> None:
+    judged: list[list[Step]] = []
+
+    def reproduces(candidate: list[Step]) -> bool:
+        """The planted bug: a leader kill after at least 3 s of warm-up."""
+        judged.append(candidate)
+        warm_up = 0.0
+        for step in candidate:
+            if step.get("fault") == "kill":
+                return warm_up >= 3.0
+            warm_up += float(step.get("sleep", 0))
+        return False
+
+    result = shrink(STEPS, reproduces)
+    assert fault_count(result.steps) == 1
+    assert [step.get("fault") for step in result.steps if "fault" in step] == ["kill", "start"]
+    assert result.steps[0] == {"sleep": 4.5, "why": "w"}  # 9 -> 4.5; 2.25 would lose the bug
+    assert result.tried == len(judged)
+    assert all(step.get("fault") != "resume" for step in result.steps)
+
+
+def test_shrink_keeps_everything_when_everything_is_needed() -> None:
+    def reproduces(candidate: list[Step]) -> bool:
+        return fault_count(candidate) == 3 and sum(float(s.get("sleep", 0)) for s in candidate) >= 15
+
+    result = shrink(STEPS, reproduces)
+    assert fault_count(result.steps) == 3
+    assert sum(float(step.get("sleep", 0)) for step in result.steps) == 15
