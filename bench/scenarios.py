@@ -7,12 +7,15 @@ For each (scenario, setting) it runs the scenario ``--repeats`` times through th
 harness and checker and prints how often the run matched the scenario's expectation (the
 anomaly found in the buggy mode; none of it in the fixed mode), how many runs reported the
 scenario's anomaly, and the median / max wall time per run.  Targets (issue 5): >= 95 %
-reproduction in the buggy mode, 0 anomalies in the fixed mode, <= 90 s per run.
+reproduction in the buggy mode, 0 anomalies in the fixed mode, <= 90 s per run.  The run
+directory of every run that missed its expectation is kept under
+``$TMPDIR/tidemark-bench-misses/`` for reading.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -25,6 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.scenario import Scenario, library, load_scenario
+
+KEEP_DIRECTORY = Path(tempfile.gettempdir()) / "tidemark-bench-misses"
+"""Where the run directories of runs that missed their expectation are copied for reading."""
 
 
 def modes(scenario: Scenario) -> list[dict[str, str]]:
@@ -52,8 +58,12 @@ def main() -> None:
                     started = time.monotonic()
                     outcome = run_test(spec, Path(store), out=quiet)
                     times.append(time.monotonic() - started)
-                results = outcome.results or {}
-                ok = outcome.results is not None and not expectation.problems(results)
+                    results = outcome.results or {}
+                    ok = outcome.results is not None and not expectation.problems(results)
+                    if not ok:  # keep the evidence of every run that missed its expectation
+                        kept = KEEP_DIRECTORY / f"{name}-{repeat}-{int(time.time())}"
+                        shutil.copytree(outcome.run_dir, kept)
+                        print(f"  kept {kept}", flush=True)
                 matched += ok
                 found = set(results.get("anomalies", {}))
                 if expectation.anomalies:  # buggy mode: the scenario's anomaly reported?

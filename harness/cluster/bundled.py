@@ -50,6 +50,11 @@ HARNESS_BROKER_DEFAULTS = {
     "replica.lag.time.max.ms": "5000",
     "replica.fetch.backoff.ms": "200",
     "replica.socket.timeout.ms": "5000",
+    # The harness creates its topic with the workload's partitions and replication factor.  A
+    # stray client (a producer of an earlier run in the same process, retrying against an
+    # address Docker has since given to this cluster) must not auto-create it first with one
+    # replica -- seen once in 140 benchmark runs.
+    "auto.create.topics.enable": "false",
 }
 HARNESS_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "3000"}
 

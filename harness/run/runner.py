@@ -29,7 +29,13 @@ from typing import Any, TextIO
 from checker.api import check_runs, open_engine
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.evidence import InputError, load_run
-from harness.cluster.kafka_admin import create_topic, fully_replicated, wait_until
+from harness.cluster.kafka_admin import (
+    ClusterUnavailable,
+    create_topic,
+    describe_topic,
+    fully_replicated,
+    wait_until,
+)
 from harness.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps
 from harness.nodes.remote import Remote
 from harness.record import store
@@ -116,6 +122,18 @@ def _collect_logs(cluster: Cluster, nodes: list[str], run_dir: RunDir, problems:
             problems.append(f"logs of {node} not collected: {error}")
 
 
+def _check_topic_layout(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
+    """Refuse to run on a topic the harness did not shape: one that already existed (a run
+    before this one left it, or a stray client auto-created it) tests the wrong replication."""
+    layout = {info.partition: len(info.replicas) for info in describe_topic(bootstrap, topic)}
+    expected = {partition: replication_factor for partition in range(partitions)}
+    if layout != expected:
+        raise ClusterUnavailable(
+            f"topic {topic} has partitions -> replicas {layout}, not {expected}: it existed before "
+            "the harness created it; delete it or run on a fresh cluster"
+        )
+
+
 def write_spec(spec: TestSpec, run_dir: RunDir, node_names: list[str]) -> None:
     """``test.json``: the spec with its derived fields, plus what only the runner knows."""
     document = spec.to_dict()
@@ -181,6 +199,7 @@ def _run_phases(
     topic, partitions = spec.topic, spec.workload.partitions
     create_topic(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
     cluster.wait_for_leaders(topic, partitions, 30.0)
+    _check_topic_layout(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
     workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
     scenario = spec.scenario_object()
     # No nodes to act on (an external cluster without an inventory): a fault-free run.
