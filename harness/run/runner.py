@@ -125,7 +125,11 @@ def _collect_logs(cluster: Cluster, nodes: list[str], run_dir: RunDir, problems:
 def _check_topic_layout(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
     """Refuse to run on a topic the harness did not shape: one that already existed (a run
     before this one left it, or a stray client auto-created it) tests the wrong replication."""
-    layout = {info.partition: len(info.replicas) for info in describe_topic(bootstrap, topic)}
+    layout: dict[int, int] = wait_until(  # a broker may not know the new topic yet: ask again
+        lambda: {info.partition: len(info.replicas) for info in describe_topic(bootstrap, topic)},
+        30.0,
+        f"the layout of topic {topic}",
+    )
     expected = {partition: replication_factor for partition in range(partitions)}
     if layout != expected:
         raise ClusterUnavailable(

@@ -1,0 +1,35 @@
+"""A run refuses a topic it did not shape (auto-created, or left by an earlier run)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo
+from harness.run import runner
+
+
+def planted(answers: list[list[PartitionInfo] | None]) -> object:
+    def describe(bootstrap: str, topic: str) -> list[PartitionInfo]:
+        answer = answers.pop(0)
+        if answer is None:
+            raise ClusterUnavailable("describe tidemark: error 3")  # a broker not told yet
+        return answer
+
+    return describe
+
+
+def info(partition: int, replicas: tuple[int, ...]) -> PartitionInfo:
+    return PartitionInfo(partition, replicas[0], 0, replicas, replicas)
+
+
+def test_a_topic_of_the_requested_shape_passes_after_a_broker_caught_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner, "describe_topic", planted([None, [info(0, (1, 2, 3)), info(1, (2, 3, 1))]]))
+    runner._check_topic_layout("b:9092", "tidemark", 2, 3)
+
+
+def test_an_auto_created_topic_with_one_replica_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "describe_topic", planted([[info(0, (1,))]]))
+    with pytest.raises(ClusterUnavailable, match="existed before the harness created it"):
+        runner._check_topic_layout("b:9092", "tidemark", 1, 3)
