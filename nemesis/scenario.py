@@ -13,7 +13,7 @@ setting that turns that bug on, e.g. ``"leader.epoch.lookup=single"``), sets up 
     anomalies = ["lost-write"]          # must be reported
     [[expected]]
     when = { "truncation.mode" = "leader-epoch" }
-    valid = true
+    valid = true                        # or false, "unknown", or "nothing-unexpected"
 
 Then ``[[step]]`` tables run in order while the queue workload keeps producing and
 consuming in the background.  Each step has exactly one verb:
@@ -71,6 +71,9 @@ ROLES = ("leader-of", "follower-of")
 CONTROLLER = "controller"
 """The name that always means the cluster's controller node."""
 WAITS = ("leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "answers")
+NOTHING_UNEXPECTED = "nothing-unexpected"
+"""An expectation's ``valid`` when the configuration permits an anomaly it does not force: the
+run may be valid or invalid, but every anomaly must be one the configuration permits."""
 VERBS = ("bind", "fault", "wait", "produce", "sleep")
 
 
@@ -152,7 +155,15 @@ class Expectation:
         """What in ``results`` contradicts this expectation (empty: as expected)."""
         found = set(results.get("anomalies", {}))
         problems = []
-        if results.get("valid") != self.valid:
+        if self.valid == NOTHING_UNEXPECTED:  # loss the configuration permits may or may not happen
+            if results.get("valid") not in (True, False):
+                problems.append(f"verdict {results.get('valid')!r}, expected a verdict")
+            problems += [
+                f"{name} reported, which the configuration does not permit"
+                for name, anomaly in results.get("anomalies", {}).items()
+                if not anomaly.get("expected")
+            ]
+        elif results.get("valid") != self.valid:
             problems.append(f"verdict {results.get('valid')!r}, expected {self.valid!r}")
         problems += [f"{name} not reported" for name in self.anomalies if name not in found]
         problems += [f"{name} reported" for name in self.absent if name in found]
@@ -418,6 +429,11 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
     for number, entry in enumerate(data.get("expected", []), start=1):
         if "valid" not in entry:
             raise ScenarioError(f"{source}: expected {number}: 'valid' is required")
+        if entry["valid"] not in (True, False, "unknown", NOTHING_UNEXPECTED):
+            raise ScenarioError(
+                f'{source}: expected {number}: valid must be true, false, "unknown" or '
+                f'"{NOTHING_UNEXPECTED}", not {entry["valid"]!r}'
+            )
         expected.append(
             Expectation(
                 when={str(k): _setting_text(v) for k, v in entry.get("when", {}).items()},

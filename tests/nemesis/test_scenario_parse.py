@@ -331,3 +331,25 @@ def test_every_switch_scenario_states_both_modes() -> None:
             key, _, buggy = scenario.switch.partition("=")
             values = {expectation.when.get(key) for expectation in scenario.expected}
             assert buggy in values and len(values - {None}) >= 2, (name, values)
+
+
+def test_nothing_unexpected_accepts_permitted_loss_or_none_but_nothing_else() -> None:
+    from nemesis.scenario import NOTHING_UNEXPECTED, Expectation
+
+    expectation = Expectation(when={}, valid=NOTHING_UNEXPECTED, anomalies=(), absent=("replica-divergence",))
+    permitted = {"lost-write": {"expected": True}}
+    assert expectation.problems({"valid": True, "anomalies": {}}) == []
+    assert expectation.problems({"valid": False, "anomalies": permitted}) == []
+    assert expectation.problems(
+        {"valid": False, "anomalies": {**permitted, "duplicate": {"expected": False}}}
+    ) == ["duplicate reported, which the configuration does not permit"]
+    assert expectation.problems({"valid": "unknown", "anomalies": {}}) == [
+        "verdict 'unknown', expected a verdict"
+    ]
+    divergence = {"replica-divergence": {"expected": True}}
+    assert expectation.problems({"valid": False, "anomalies": divergence}) == ["replica-divergence reported"]
+
+
+def test_an_expectation_with_an_unknown_valid_is_refused() -> None:
+    with pytest.raises(ScenarioError, match="valid must be true, false"):
+        parse_scenario({"expected": [{"valid": "maybe"}], "step": [{"sleep": 1, "why": "w"}]}, "s.toml")
