@@ -28,11 +28,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from harness.record.ops import NEMESIS_PROCESS, Op
+from nemesis.package_run import PACKAGE_OP
+from nemesis.spec import HEALS, PARTITION
 
 Step = dict[str, Any]
 
-OPENERS = {"kill": "start", "power-loss": "start", "pause": "resume", "metadata-delay": "metadata-heal"}
-PARTITION, PARTITION_HEAL, PACKAGE = "partition", "heal", "package"
+OPENERS = {fault: heal for fault, heal in HEALS.items() if fault != PARTITION}
+"""Node faults and the heal op that ends each (``nemesis.spec.HEALS`` owns the pairs)."""
+PARTITION_HEAL = HEALS[PARTITION]
+PACKAGE = PACKAGE_OP
 HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}
 MIN_SLEEP_SECONDS = 0.25
 
