@@ -8,6 +8,15 @@ Examples::
 
 Prints the run directory, a live progress line, and the verdict; exit codes as
 ``tidemark check`` (0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal).
+
+With ``--bootstrap`` the cluster is probed before the run starts
+(:mod:`harness.cluster.external_probe`): a malformed address, or partitions or a
+replication factor the cluster refuses, exits 254; an unreachable cluster, one that does
+not speak Kafka or a version the clients can use, or refuses the topic, exits 2 (unknown:
+nothing was tested).  Either is one line on stderr naming the address, and no run
+directory is created.  A set-up that fails after the probe passed (a leftover topic of
+another shape; with ``--inventory``, brokers that do not answer once started) is one
+line and exit 2 as well, its run directory kept as far as it got.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from pathlib import Path
 
 from harness.cli.errors import UsageError
 from harness.record.rundir import RunDir
-from harness.run.exit_codes import verdict_exit_code
+from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import SpecError, TestSpec
 from nemesis.scenario import ScenarioError, load_scenario
@@ -141,6 +150,13 @@ def check_spec(spec: TestSpec) -> None:
 
     if spec.inventory and not spec.bootstrap:
         raise UsageError("--inventory needs --bootstrap")
+    if spec.bootstrap is not None:
+        from harness.cluster.external_probe import BootstrapAddressError, parse_bootstrap
+
+        try:
+            parse_bootstrap(spec.bootstrap)
+        except BootstrapAddressError as error:
+            raise UsageError(str(error)) from None
     if spec.bootstrap and spec.power_loss_filesystem:
         raise UsageError(
             "power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap"
@@ -193,5 +209,37 @@ def run(args: argparse.Namespace) -> int:
         except (ScenarioError, SpecError, ValueError) as error:
             raise UsageError(str(error)) from None
     check_spec(spec)
-    outcome = run_test(spec, Path(args.store), engine=args.engine, out=sys.stderr)
+    return run_and_report(spec, Path(args.store), args.engine)
+
+
+def run_and_report(spec: TestSpec, store: Path, engine: str) -> int:
+    """Run ``spec`` and report its verdict; the exit code.
+
+    An external cluster is probed first; one that cannot be tested is a single line on
+    stderr and exit 2 (254 when the arguments do not fit it), not a traceback.
+    """
+    if spec.bootstrap is None:
+        outcome = run_test(spec, store, engine=engine, out=sys.stderr)
+        return report_outcome(spec, outcome)
+    from harness.cluster.external_probe import ClusterMismatch, ExternalClusterError, probe_cluster
+    from harness.cluster.kafka_admin import ClusterUnavailable
+
+    try:
+        if not spec.inventory:  # with one, the brokers are probed once the harness has started them
+            probe_cluster(
+                spec.bootstrap, spec.topic, spec.workload.partitions, spec.workload.replication_factor
+            )
+        outcome = run_test(spec, store, engine=engine, out=sys.stderr)
+    except ClusterMismatch as error:
+        raise UsageError(str(error)) from None
+    except ExternalClusterError as error:
+        return cannot_test(str(error))
+    except (ClusterUnavailable, TimeoutError) as error:  # set-up failed after the probe passed
+        return cannot_test(f"--bootstrap {spec.bootstrap}: {error}")
     return report_outcome(spec, outcome)
+
+
+def cannot_test(reason: str) -> int:
+    """The external cluster could not be tested: one line on stderr, verdict unknown."""
+    print(f"tidemark run: error: {' '.join(reason.split())}", file=sys.stderr)
+    return EXIT_UNKNOWN

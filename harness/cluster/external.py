@@ -10,7 +10,10 @@ iptables (root and iptables on the nodes).  Without one the run is fault-free.
 
 Replica dumps need the bundled broker's offline dump tool, so a run against an external
 cluster has no replica evidence: the divergence check cannot run and the verdict says so
-(it is at best ``unknown``).  Inventory format::
+(it is at best ``unknown``).  A cluster that cannot be tested at all -- unreachable, not
+Kafka, protocol versions the clients cannot use, refusing the run's topic -- is found by
+:mod:`harness.cluster.external_probe` before the run starts and reported in one line.
+Inventory format::
 
     [defaults]                       # any node key, applied to every node
     user = "root"
@@ -34,6 +37,8 @@ from harness.cluster.kafka_admin import leader_node, node_named, wait_until
 from harness.nodes.remote import Remote
 
 BROKER_LOG = "/var/log/tidemark/broker.log"
+BROKER_START_TIMEOUT = 60.0
+"""Seconds the inventory's brokers may take to answer Kafka requests once started."""
 NODE_KEYS = {"host", "port", "user", "key", "known_hosts", "broker_id", "start", "logs"}
 
 
@@ -149,11 +154,17 @@ class ExternalCluster:
     # ---- lifecycle used by the runner ---------------------------------------------------
 
     def start(self) -> None:
-        """Make sure every inventory broker runs under the harness's control."""
+        """Make sure every inventory broker runs under the harness's control, and answers.
+
+        Raises :class:`~harness.cluster.external_probe.ExternalClusterError` (one line naming
+        the address) when no broker answers Kafka within a minute of being started, or one
+        answers with protocol versions the clients cannot use."""
+        from harness.cluster.external_probe import probe_cluster
+
         for node in self.brokers:
             self.start_broker(node)
         if self.brokers:
-            wait_until(lambda: self.answers(self.brokers[0]), 60, "the external cluster to answer")
+            probe_cluster(self.bootstrap, wait=BROKER_START_TIMEOUT)
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> object:
         from harness.cluster.kafka_admin import all_partitions_led
