@@ -15,11 +15,13 @@ import random
 import sys
 from pathlib import Path
 
+from checker.definitions import ALL_CHECKS
 from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.hunt import hunt
 from harness.run.hunt import parse_duration as run_duration
+from nemesis.spec import HUNT_MIX, NemesisSpecError, parse_name_list
 
 
 def parse_duration(text: str, flag: str) -> float:
@@ -30,12 +32,26 @@ def parse_duration(text: str, flag: str) -> float:
         raise UsageError(f"{flag} {error}") from None
 
 
+def parse_stop_on(text: str) -> frozenset[str]:
+    """``--stop-on``'s anomaly names; :class:`UsageError` naming the flag and the known names."""
+    try:
+        return frozenset(parse_name_list(text, ALL_CHECKS, "--stop-on"))
+    except NemesisSpecError as error:
+        raise UsageError(str(error)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_cli.add_arguments(parser)
     parser.set_defaults(seed=None)  # a hunt's default is fresh randomness, not run's seed 0
     parser.add_argument("--budget", required=True, metavar="DURATION", help="e.g. 10m: start no run after it")
     parser.add_argument(
         "--keep-going", action="store_true", help="spend the whole budget, do not stop at the first anomaly"
+    )
+    parser.add_argument(
+        "--stop-on",
+        metavar="ANOMALIES",
+        help="comma-separated anomaly names: only a run reporting one of them ends the hunt "
+        "(default: any invalid run)",
     )
     parser.add_argument(
         "--run-timeout",
@@ -54,10 +70,11 @@ def run(args: argparse.Namespace) -> int:
     spec = run_cli.spec_from_arguments(args)
     if args.name is None:
         spec = dataclasses.replace(spec, name="hunt")
+    if not spec.nemesis.faults:  # no --nemesis: the measured default mix
+        spec = dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=HUNT_MIX))
     run_cli.check_spec(spec)
+    stop_on = parse_stop_on(args.stop_on) if args.stop_on else frozenset()
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
-    if not spec.nemesis.faults:
-        raise UsageError("--nemesis: a hunt needs faults to draw (single faults or packages)")
     print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)
     result = hunt(
         spec,
@@ -66,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         keep_going=args.keep_going,
         run_timeout=run_timeout,
         seeds=lambda: seeds.randrange(2**31),
+        stop_on=stop_on,
     )
     runs = result.runs
     counts = {

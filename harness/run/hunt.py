@@ -113,8 +113,13 @@ def hunt(
     out: TextIO = sys.stderr,
     launch: RunLauncher | None = None,
     seeds: Callable[[], int] = lambda: secrets.randbelow(2**31),
+    stop_on: frozenset[str] = frozenset(),
 ) -> HuntResult:
     """Run ``spec`` with fresh seeds until an invalid verdict or the end of ``budget_seconds``.
+
+    With ``stop_on`` (anomaly names) only a run reporting one of those counts as the find: a
+    hunt for ``lost-write`` under a configuration that also permits, say, ``duplicate`` goes on
+    past runs that show only the permitted anomaly.
 
     Runs are stored as ``store_dir/<spec.name>/<timestamp>``; the hunt's own record goes to
     ``store_dir/<spec.name>/hunt-<timestamp>/hunt.json``, rewritten after every run so a
@@ -136,12 +141,13 @@ def hunt(
         run = read_run(run_dir, seed, _clock() - run_started, problem)
         result.runs.append(run)
         result.elapsed_seconds = _clock() - started
-        if run.verdict is False and result.first_invalid is None:
+        found = run.verdict is False and (not stop_on or bool(stop_on & set(run.anomalies)))
+        if found and result.first_invalid is None:
             result.first_invalid = run
             result.seconds_to_first_anomaly = result.elapsed_seconds
         store.write_json(directory / HUNT_FILE, result.to_dict())
         print(_describe(len(result.runs), run, result.elapsed_seconds), file=out, flush=True)
-        if run.verdict is False and not keep_going:
+        if found and not keep_going:
             break
     result.elapsed_seconds = _clock() - started
     result.finished = True

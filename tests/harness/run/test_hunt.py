@@ -30,8 +30,9 @@ SPEC = TestSpec(name="h", nemesis=NemesisSpec(faults=("kill",)))
 class PlantedLauncher:
     """Writes what a run would leave: results.json with the next planted verdict, a history."""
 
-    def __init__(self, verdicts: list[bool | str | None]) -> None:
+    def __init__(self, verdicts: list[bool | str | None], anomaly: str = "lost-write") -> None:
         self.verdicts = list(verdicts)
+        self.anomaly = anomaly
         self.seeds: list[int] = []
 
     def __call__(self, spec: TestSpec, run_dir: Path, timeout: float, log_path: Path) -> str | None:
@@ -48,7 +49,7 @@ class PlantedLauncher:
         directory.history_jsonl.write_text("".join(json.dumps(op) + "\n" for op in ops))
         if verdict is None:
             return "timed out after 1 s"
-        anomalies = {} if verdict is not False else {"lost-write": {"count": 3}}
+        anomalies = {} if verdict is not False else {self.anomaly: {"count": 3}}
         directory.results.write_text(json.dumps({"valid": verdict, "anomalies": anomalies}))
         return None
 
@@ -133,3 +134,40 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations_name_the_flag(text: str) -> None:
     with pytest.raises(UsageError, match="--budget"):
         parse_duration(text, "--budget")
+
+
+def test_a_hunt_with_stop_on_goes_past_invalid_runs_without_those_anomalies(
+    tmp_path: Path, fake_clock: list[float]
+) -> None:
+    launcher = PlantedLauncher([False] * 9, anomaly="duplicate")
+    seeds = iter(range(9))
+    result = hunt(
+        SPEC,
+        tmp_path,
+        75,
+        launch=launcher,
+        seeds=lambda: next(seeds),
+        out=io.StringIO(),
+        stop_on=frozenset({"lost-write"}),
+    )
+    assert len(result.runs) >= 2 and all(run.verdict is False for run in result.runs)  # the budget ended it
+    assert result.first_invalid is None and result.seconds_to_first_anomaly is None
+    launcher = PlantedLauncher([False], anomaly="lost-write")
+    found = hunt(
+        SPEC,
+        tmp_path,
+        35,
+        launch=launcher,
+        seeds=lambda: 9,
+        out=io.StringIO(),
+        stop_on=frozenset({"lost-write"}),
+    )
+    assert found.first_invalid is found.runs[0]
+
+
+def test_the_stop_on_flag_names_unknown_anomalies() -> None:
+    from harness.cli.hunt import parse_stop_on
+
+    assert parse_stop_on("lost-write,duplicate") == {"lost-write", "duplicate"}
+    with pytest.raises(UsageError, match=r"--stop-on\[0\]: unknown name 'lost'"):
+        parse_stop_on("lost")

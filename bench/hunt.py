@@ -1,0 +1,176 @@
+"""Time to first anomaly of the random nemesis (no scenario) for every buggy setting of the
+catalogue, and the same nemesis with every switch safe as the baseline.
+
+    .venv/bin/python bench/hunt.py [--hunts 3] [--budget 10m] [--only kip101-loss,...]
+                                   [--baseline-share 1.0] [--json FILE]
+
+The catalogue is the scenario library: every scenario that names a ``switch`` (the setting
+that turns its bug on) gives one *mode*.  Per mode it runs ``--hunts`` hunts
+(:func:`harness.run.hunt.hunt`, each run fresh-seeded, the default mix
+:data:`nemesis.spec.HUNT_MIX`, no scripted steps) under the scenario's own set-up -- its
+cluster size, workload and settings (the era the bug lived in: e.g. no ELR for KIP-101) -- with
+the switch on.  A hunt stops at the first run that reports the scenario's anomaly (its buggy
+expectation's ``anomalies``); the figure is the time from the hunt's start to the end of that
+run.  Two scenarios with the same switch are one mode (the one whose anomaly is ``lost-write``).
+
+The baseline then spends ``--baseline-share`` x the mode's total hunting time on the same
+set-up with **every** switch of the catalogue safe (the value the scenarios' valid
+expectations name, so also ``unclean.leader.election.enable=false`` and
+``min.insync.replicas=2``), going on to the end of its budget; it counts runs with an
+anomaly the configuration does not permit (``expected`` false in ``results.json``).  Targets
+(issue 16): median time to first anomaly <= 10 min over >= 3 hunts per mode, 0 unexpected
+anomalies in the baseline.  Every run directory stays under ``--store`` (default a directory
+in ``$TMPDIR`` printed at the start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# The repository first: bench/checker.py would otherwise shadow the checker package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.run.hunt import HuntResult, hunt, parse_duration
+from harness.run.spec import TestSpec
+from nemesis.scenario import Scenario, library, load_scenario
+from nemesis.spec import HUNT_MIX, NemesisSpec
+from workloads.queue import QueueSpec
+
+
+def catalogue() -> dict[str, Scenario]:
+    """Switch (``key=value``) -> the scenario that stands for it."""
+    chosen: dict[str, Scenario] = {}
+    for name in sorted(library()):
+        scenario = load_scenario(name)
+        if not scenario.switch:
+            continue
+        current = chosen.get(scenario.switch)
+        if current is None or "lost-write" in target_anomalies(scenario):
+            chosen[scenario.switch] = scenario
+    return chosen
+
+
+def target_anomalies(scenario: Scenario) -> frozenset[str]:
+    """The anomalies the scenario's buggy expectation names (what counts as finding the bug)."""
+    switch = scenario.switch_setting
+    assert switch is not None
+    for expectation in scenario.expected:
+        if dict(expectation.when).get(switch[0]) == switch[1]:
+            return frozenset(expectation.anomalies)
+    raise SystemExit(f"{scenario.name}: no expectation for its switch {scenario.switch}")
+
+
+def safe_settings(scenarios: dict[str, Scenario]) -> dict[str, str]:
+    """Every switch at the value the scenario's valid expectation names."""
+    safe: dict[str, str] = {}
+    for scenario in scenarios.values():
+        switch = scenario.switch_setting
+        assert switch is not None
+        for expectation in scenario.expected:
+            value = dict(expectation.when).get(switch[0])
+            if expectation.valid is True and value is not None and value != switch[1]:
+                safe[switch[0]] = str(value)
+    return safe
+
+
+def spec_for(scenario: Scenario, settings: dict[str, str], time_limit: float, interval: float) -> TestSpec:
+    return TestSpec(
+        name=f"hunt-{scenario.name}",
+        node_count=scenario.node_count,
+        time_limit=time_limit,
+        settings={**scenario.settings, **settings},
+        workload=QueueSpec.from_dict(scenario.workload),
+        nemesis=NemesisSpec(faults=HUNT_MIX, interval_seconds=interval),
+    )
+
+
+def unexpected_runs(result: HuntResult) -> list[str]:
+    """Runs of a hunt whose results name an anomaly the configuration does not permit."""
+    found = []
+    for run in result.runs:
+        try:
+            results = json.loads((Path(run.run_dir) / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        names = [name for name, entry in results.get("anomalies", {}).items() if not entry.get("expected")]
+        if names and results.get("valid") is False:
+            found.append(f"{run.run_dir} ({', '.join(names)})")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hunts", type=int, default=3)
+    parser.add_argument("--budget", default="10m", help="per hunt")
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="seconds of faults per run")
+    parser.add_argument("--interval", type=float, default=5.0, help="mean quiet time before a fault")
+    parser.add_argument("--baseline-share", type=float, default=1.0)
+    parser.add_argument("--store", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    budget = parse_duration(args.budget)
+    store = args.store or Path(tempfile.mkdtemp(prefix="tidemark-bench-hunt-"))
+    print(f"store: {store}; mix: {','.join(HUNT_MIX)}", flush=True)
+    scenarios = catalogue()
+    safe = safe_settings(scenarios)
+    rows: list[dict[str, Any]] = []
+    for switch, scenario in scenarios.items():
+        if args.only and scenario.name not in args.only.split(","):
+            continue
+        key, value = switch.split("=", 1)
+        targets = target_anomalies(scenario)
+        times: list[float | None] = []
+        spent = 0.0
+        for number in range(args.hunts):
+            spec = spec_for(scenario, {key: value}, args.time_limit, args.interval)
+            print(f"{scenario.name} {switch} hunt {number + 1}:", flush=True)
+            result = hunt(spec, store, budget, stop_on=targets, out=sys.stdout)
+            spent += result.elapsed_seconds
+            times.append(result.seconds_to_first_anomaly)
+        baseline_spec = spec_for(scenario, safe, args.time_limit, args.interval)
+        print(f"{scenario.name} baseline (every switch safe) for {spent * args.baseline_share / 60:.1f} min:")
+        baseline = hunt(baseline_spec, store, spent * args.baseline_share, keep_going=True, out=sys.stdout)
+        found = [t for t in times if t is not None]
+        rows.append(
+            {
+                "scenario": scenario.name,
+                "switch": switch,
+                "targets": sorted(targets),
+                "found": len(found),
+                "hunts": len(times),
+                "minutes_to_first_anomaly": [None if t is None else round(t / 60, 1) for t in times],
+                "median_minutes": (
+                    round(statistics.median([t if t is not None else float("inf") for t in times]) / 60, 1)
+                    if times
+                    else None
+                ),
+                "baseline_minutes": round(baseline.elapsed_seconds / 60, 1),
+                "baseline_runs": len(baseline.runs),
+                "baseline_unexpected": unexpected_runs(baseline),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    print()
+    print(
+        f"{'switch':42} {'anomaly':22} {'found':>6} {'min to first (each)':28} {'median':>7} {'baseline':>18}"
+    )
+    for row in rows:
+        each = ", ".join("-" if t is None else f"{t:g}" for t in row["minutes_to_first_anomaly"])
+        base = f"{len(row['baseline_unexpected'])} bad/{row['baseline_runs']} runs"
+        print(
+            f"{row['switch']:42} {','.join(row['targets']):22} {row['found']:>2}/{row['hunts']:<3} "
+            f"{each:28} {row['median_minutes']!s:>7} {base:>18}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""``tidemark hunt``'s arguments: the default mix, ``--stop-on``, and what it refuses (no containers:
+the hunt loop itself is replaced by one that records what it was given)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import hunt as hunt_cli
+from harness.cli.main import main
+from harness.run.hunt import HuntResult
+from nemesis.spec import HUNT_MIX
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+
+    def fake_hunt(spec: Any, store: Path, budget: float, **options: Any) -> HuntResult:
+        seen.append({"spec": spec, "budget": budget, **options})
+        return HuntResult(tmp_path, [], 0.0, None, None, finished=True)
+
+    monkeypatch.setattr(hunt_cli, "hunt", fake_hunt)
+    return seen
+
+
+def test_without_nemesis_a_hunt_draws_the_default_mix(calls: list[dict[str, Any]], tmp_path: Path) -> None:
+    main(["hunt", "--budget", "2m", "--store", str(tmp_path)])
+    assert calls[0]["spec"].nemesis.faults == HUNT_MIX
+    assert calls[0]["budget"] == 120.0 and calls[0]["stop_on"] == frozenset()
+
+
+def test_stop_on_and_an_explicit_mix_are_passed_on(calls: list[dict[str, Any]], tmp_path: Path) -> None:
+    main(["hunt", "--budget", "1m", "--nemesis", "kill", "--stop-on", "lost-write", "--store", str(tmp_path)])
+    assert calls[0]["spec"].nemesis.faults == ("kill",)
+    assert calls[0]["stop_on"] == frozenset({"lost-write"})
+
+
+def test_an_unknown_stop_on_name_is_a_bad_argument(
+    calls: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["hunt", "--budget", "1m", "--stop-on", "lost", "--store", str(tmp_path)])
+    assert code == 254 and not calls
+    assert "--stop-on[0]: unknown name 'lost'" in capsys.readouterr().err
