@@ -96,12 +96,24 @@ class KafkaPythonProducer:
 
     def close(self) -> None:
         """Never raises: every send's outcome is already recorded, so a flush that does not end
-        within 2 s (a leader that died with the batch) only abandons what is still in flight."""
+        within 2 s (a leader that died with the batch) only abandons what is still in flight.
+
+        kafka-python's ``close`` flushes first and, when the flush times out, raises before it
+        has closed anything: the sender thread keeps running and the producer's ``__del__``
+        tries again later and prints a traceback.  So after a failed close the sender is
+        force-closed (pending batches are dropped, as Kafka's ``close(Duration.ZERO)`` does) and
+        the producer marked closed.
+        """
         try:
             self._producer.close(timeout=2)
         except Exception:
             with contextlib.suppress(Exception):
-                self._producer.close(timeout=0)
+                sender = getattr(self._producer, "_sender", None)
+                if sender is not None:
+                    sender.force_close()
+                    sender.join(2)
+            with contextlib.suppress(Exception):
+                self._producer._closed = True
 
 
 class KafkaPythonConsumer:
