@@ -221,22 +221,35 @@ def run_and_report(spec: TestSpec, store: Path, engine: str) -> int:
     if spec.bootstrap is None:
         outcome = run_test(spec, store, engine=engine, out=sys.stderr)
         return report_outcome(spec, outcome)
-    from harness.cluster.external_probe import ClusterMismatch, ExternalClusterError, probe_cluster
+    from harness.cluster.external_probe import ExternalClusterError
     from harness.cluster.kafka_admin import ClusterUnavailable
 
+    code = probe_external(spec)
+    if code is not None:
+        return code
     try:
-        if not spec.inventory:  # with one, the brokers are probed once the harness has started them
-            probe_cluster(
-                spec.bootstrap, spec.topic, spec.workload.partitions, spec.workload.replication_factor
-            )
         outcome = run_test(spec, store, engine=engine, out=sys.stderr)
-    except ClusterMismatch as error:
-        raise UsageError(str(error)) from None
-    except ExternalClusterError as error:
+    except ExternalClusterError as error:  # with an inventory: its brokers, once started
         return cannot_test(str(error))
     except (ClusterUnavailable, TimeoutError) as error:  # set-up failed after the probe passed
         return cannot_test(f"--bootstrap {spec.bootstrap}: {error}")
     return report_outcome(spec, outcome)
+
+
+def probe_external(spec: TestSpec) -> int | None:
+    """Probe ``spec``'s external cluster before anything runs: None when it can be tested, else
+    the exit code after one line on stderr (:class:`UsageError` when the arguments do not fit)."""
+    from harness.cluster.external_probe import ClusterMismatch, ExternalClusterError, probe_cluster
+
+    if spec.bootstrap is None or spec.inventory:  # with one, probed once the harness started them
+        return None
+    try:
+        probe_cluster(spec.bootstrap, spec.topic, spec.workload.partitions, spec.workload.replication_factor)
+    except ClusterMismatch as error:
+        raise UsageError(str(error)) from None
+    except ExternalClusterError as error:
+        return cannot_test(str(error))
+    return None
 
 
 def cannot_test(reason: str) -> int:
