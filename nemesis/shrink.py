@@ -210,20 +210,29 @@ class ShrinkResult:
     steps: list[Step]
     tried: int
     """Candidates judged by the oracle."""
+    complete: bool = True
+    """False when the caller's time ran out before every move was tried."""
 
 
 Oracle = Callable[[list[Step]], bool]
 
 
 def shrink(
-    steps: Sequence[Step], reproduces: Oracle, *, log: Callable[[str], None] = lambda _: None
+    steps: Sequence[Step],
+    reproduces: Oracle,
+    *,
+    log: Callable[[str], None] = lambda _: None,
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> ShrinkResult:
     """The smallest steps :func:`shrink`'s moves reach for which ``reproduces`` still holds.
 
     ``steps`` is assumed to reproduce (the caller checks it first).  Heal steps that close no
     fault are dropped without asking (heal-all's blanket ``resume``).  Units are tried last to
     first, each removal kept if the oracle agrees; then every sleep is halved, longest first,
-    as long as the oracle agrees and it is above :data:`MIN_SLEEP_SECONDS`.
+    as long as the oracle agrees and it is above :data:`MIN_SLEEP_SECONDS`; a sleep whose
+    halving did not reproduce is not tried again.  Each oracle call is a batch of real runs,
+    so ``out_of_time()`` is asked before every candidate: when it says so, the smallest steps
+    found so far are the result (``complete`` False).
     """
     labels = units_of(steps)
     # Heals that close nothing (heal-all's blanket resume at the end of a run) go first: no oracle.
@@ -237,6 +246,8 @@ def shrink(
     for unit in units:
         if unit not in units_of(current):
             continue
+        if out_of_time():
+            return ShrinkResult(current, tried, complete=False)
         candidate = without_unit(current, unit)
         tried += 1
         if reproduces(candidate):
@@ -244,21 +255,31 @@ def shrink(
             current = candidate
         else:
             log(f"without unit {unit}: does not reproduce; kept")
+    settled: set[int] = set()  # positions of sleeps whose halving did not reproduce
     changed = True
     while changed:
         changed = False
         order = sorted(
-            (position for position, step in enumerate(current) if "sleep" in step),
+            (
+                position
+                for position, step in enumerate(current)
+                if "sleep" in step and position not in settled
+            ),
             key=lambda position: -float(current[position]["sleep"]),
         )
         for position in order:
             seconds = float(current[position]["sleep"])
             if seconds / 2 < MIN_SLEEP_SECONDS:
                 continue
+            if out_of_time():
+                return ShrinkResult(current, tried, complete=False)
             candidate = [dict(step) for step in current]
             candidate[position]["sleep"] = round(seconds / 2, 2)
             tried += 1
             if reproduces(candidate):
                 log(f"sleep {seconds:g} s -> {seconds / 2:g} s: still reproduces")
                 current, changed = candidate, True
+            else:
+                log(f"sleep {seconds:g} s -> {seconds / 2:g} s: does not reproduce; kept")
+                settled.add(position)
     return ShrinkResult(current, tried)

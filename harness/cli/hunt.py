@@ -32,10 +32,10 @@ def parse_duration(text: str, flag: str) -> float:
         raise UsageError(f"{flag} {error}") from None
 
 
-def parse_stop_on(text: str) -> frozenset[str]:
-    """``--stop-on``'s anomaly names; :class:`UsageError` naming the flag and the known names."""
+def parse_stop_on(text: str, flag: str = "--stop-on") -> frozenset[str]:
+    """A flag's anomaly names; :class:`UsageError` naming the flag and the known names."""
     try:
-        return frozenset(parse_name_list(text, ALL_CHECKS, "--stop-on"))
+        return frozenset(parse_name_list(text, ALL_CHECKS, flag))
     except NemesisSpecError as error:
         raise UsageError(str(error)) from None
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.errors import UsageError
+from harness.cli.hunt import parse_duration, parse_stop_on
 from harness.record.rundir import RunDir, SpecFileError
 from harness.run.shrink_run import ShrinkError, shrink_run
 
@@ -24,6 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", metavar="FILE", help="where the scenario goes (default RUN_DIR/shrunk.toml)")
     parser.add_argument("--store", default="store", metavar="DIR", help="where the replays are stored")
+    parser.add_argument(
+        "--budget",
+        default="30m",
+        metavar="DURATION",
+        help="try no new candidate after this long; keep the smallest found (default 30m)",
+    )
+    parser.add_argument(
+        "--anomaly",
+        metavar="NAMES",
+        help="comma-separated: the anomalies a replay must show (default: every one the run reported)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--replays {args.replays}: need at least 1")
     if not 0 < args.threshold <= 1:
         raise UsageError(f"--threshold {args.threshold}: expected a share in (0, 1]")
+    budget = parse_duration(args.budget, "--budget")
+    anomalies = parse_stop_on(args.anomaly, "--anomaly") if args.anomaly else None
     run_dir = Path(args.run_dir)
     if not RunDir(run_dir).spec_file.is_file():
         raise UsageError(f"{run_dir}: not a run directory (no {RunDir(run_dir).spec_file.name})")
@@ -42,12 +56,16 @@ def run(args: argparse.Namespace) -> int:
             threshold=args.threshold,
             out_path=Path(args.out) if args.out else None,
             log=lambda line: print(line, file=sys.stderr, flush=True),
+            budget_seconds=budget,
+            anomalies=sorted(anomalies) if anomalies is not None else None,
         )
     except (ShrinkError, SpecFileError) as error:
         raise UsageError(str(error)) from None
     print(
         f"{outcome.original_faults} faults -> {outcome.faults}; reproduced in {outcome.reproduced} of "
-        f"{outcome.replays} replays ({outcome.candidates} candidates tried)"
+        f"{outcome.replays} replays ({outcome.candidates} candidates tried"
+        + ("" if outcome.complete else "; the budget ended the search")
+        + ")"
     )
     print(f"scenario: {outcome.scenario_path}  (run it: tidemark run --scenario {outcome.scenario_path})")
     return 0

@@ -18,6 +18,7 @@ import dataclasses
 import io
 import json
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ class ShrinkOutcome:
     reproduced: int
     replays: int
     candidates: int
+    complete: bool = True
+    """False when the budget ended the shrink before every move was tried."""
 
 
 def scenario_definition(spec: TestSpec, steps: list[Step], anomalies: list[str], note: str) -> dict[str, Any]:
@@ -69,13 +72,20 @@ def shrink_run(
     out_path: Path | None = None,
     log: Callable[[str], None] = print,
     replay: Callable[[TestSpec, Path], set[str]] | None = None,
+    budget_seconds: float | None = None,
+    anomalies: list[str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ShrinkOutcome:
     """Shrink the failing run in ``run_dir`` and write the smallest reproducing scenario.
 
     ``replay(spec, store)`` runs one candidate and returns the anomalies it found (default:
     :func:`replay_once`; tests plant one).  Raises :class:`ShrinkError` when the run is not
-    invalid, has no faults, or its original timeline does not reproduce.
+    invalid, has no faults, or its original timeline does not reproduce.  With
+    ``budget_seconds`` no new candidate is tried after that long: the smallest scenario found
+    so far is written (every candidate is a batch of real runs, so an unbounded shrink of a
+    long timeline can take hours).
     """
+    started = clock()
     directory = RunDir(run_dir)
     spec = TestSpec.from_dict(directory.read_spec())
     try:
@@ -87,6 +97,13 @@ def shrink_run(
             f"{run_dir}: the run is not invalid (verdict {results.get('valid')!r}): nothing to shrink"
         )
     target = sorted(results.get("anomalies", {}))
+    if anomalies is not None:
+        missing = sorted(set(anomalies) - set(target))
+        if missing:
+            raise ShrinkError(
+                f"{run_dir}: the run did not report {', '.join(missing)} (it reported {', '.join(target)})"
+            )
+        target = sorted(anomalies)
     ops, _ = read_history(directory.history_jsonl, skip_bad_lines=True)
     steps = timeline_steps(ops)
     if fault_count(steps) == 0:
@@ -124,7 +141,14 @@ def shrink_run(
             f"{', '.join(target)} in {needed} of {replays} replays: the anomaly depends on more than "
             "the faults (timing, load); nothing written"
         )
-    result = shrink(steps, reproduces, log=log)
+    result = shrink(
+        steps,
+        reproduces,
+        log=log,
+        out_of_time=lambda: budget_seconds is not None and clock() - started > budget_seconds,
+    )
+    if not result.complete:
+        log(f"budget of {budget_seconds:g} s spent: keeping the smallest scenario found so far")
     good, runs = successes(result.steps, early=False)
     note = (
         f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
@@ -134,7 +158,9 @@ def shrink_run(
     definition = scenario_definition(spec, result.steps, target, note)
     parse_scenario(definition, str(path))  # what is written must load
     path.write_text(tomli_w.dumps(definition), encoding="utf-8")
-    return ShrinkOutcome(path, fault_count(steps), fault_count(result.steps), good, runs, candidates)
+    return ShrinkOutcome(
+        path, fault_count(steps), fault_count(result.steps), good, runs, candidates, result.complete
+    )
 
 
 def replay_once(spec: TestSpec, store_dir: Path) -> set[str]:

@@ -149,3 +149,29 @@ def test_shrink_keeps_everything_when_everything_is_needed() -> None:
     result = shrink(STEPS, reproduces)
     assert fault_count(result.steps) == 3
     assert sum(float(step.get("sleep", 0)) for step in result.steps) == 15
+
+
+def test_a_sleep_whose_halving_failed_is_not_tried_again_and_time_can_run_out() -> None:
+    judged: list[list[Step]] = []
+
+    def reproduces(candidate: list[Step]) -> bool:
+        """Every fault, and at least 10.5 s of the 15 s of sleeps (8, 1, 2, 4)."""
+        judged.append(candidate)
+        return fault_count(candidate) == 3 and sum(float(s.get("sleep", 0)) for s in candidate) >= 10.5
+
+    result = shrink(STEPS, reproduces)
+    assert sorted(float(s["sleep"]) for s in result.steps if "sleep" in s) == [0.5, 2.0, 4.0, 4.0]
+    halvings = [c for c in judged if fault_count(c) == 3]
+    # Pass 1: 8->4 yes, 4->2 no, 2->1 no, 1->0.5 yes; pass 2: (the new) 4->2 no, 0.5->0.25 no.
+    # The sleeps that failed in pass 1 are not tried again in pass 2.
+    assert len(halvings) == 6
+
+    calls = [0]
+
+    def out_of_time() -> bool:
+        calls[0] += 1
+        return calls[0] > 2  # two candidates, then the time is up
+
+    result = shrink(STEPS, lambda candidate: True, out_of_time=out_of_time)
+    assert not result.complete and result.tried == 2
+    assert fault_count(result.steps) == fault_count(STEPS) - 2  # the two removals it had time for

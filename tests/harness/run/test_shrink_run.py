@@ -79,3 +79,22 @@ def test_a_run_whose_timeline_does_not_reproduce_is_refused_after_two_replays(tm
 def test_a_valid_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ShrinkError, match="not invalid"):
         shrink_run(stored_run(tmp_path, verdict=True), tmp_path / "store", log=lambda _: None)
+
+
+def test_the_target_can_be_one_of_the_run_s_anomalies_and_a_budget_ends_the_search(tmp_path: Path) -> None:
+    run_dir = stored_run(tmp_path)
+    _seen, replay = planted_replay({"lost-write"})
+    ticks = iter(range(0, 10_000, 100))
+    outcome = shrink_run(
+        run_dir,
+        tmp_path / "store",
+        log=lambda _: None,
+        replay=replay,  # type: ignore[arg-type]
+        anomalies=["lost-write"],
+        budget_seconds=1.0,
+        clock=lambda: float(next(ticks)),
+    )
+    assert not outcome.complete and outcome.faults == outcome.original_faults == 2
+    assert outcome.reproduced == 5  # what is written was still measured
+    with pytest.raises(ShrinkError, match="did not report duplicate"):
+        shrink_run(run_dir, tmp_path / "store", log=lambda _: None, anomalies=["duplicate"])
