@@ -8,11 +8,13 @@ answers into ``results.json``.
 Modules:
 
 * ``api`` -- what the rest of Tidemark calls: find runs, open an engine, check runs;
-* ``definitions`` -- the anomalies (lost-write, duplicate, replica divergence, ...), defined once;
+* ``definitions`` -- the anomalies (lost-write, duplicate, replica divergence, the order checks
+  such as realtime-order and stale-read, ...), defined once, with the list of their names;
 * ``expectations`` -- which anomalies a run's own configuration permits;
 * ``evidence`` -- locating and validating a run's files before any engine touches them;
 * ``engine`` -- the contract between the driver and its engines;
 * ``driver`` -- runs the checks through an engine, decides verdicts, writes ``results.json``;
+* ``examples`` -- the examples of ``results.json``, built from the rows an engine names;
 * ``fetch`` -- the few stored rows that examples show, read straight from Parquet;
 * ``summary`` -- the campaign summary table (Parquet and printed);
 * ``synthetic_runs`` -- synthetic stored runs with planted anomalies, for benchmarks and warm-up;

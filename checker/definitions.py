@@ -24,9 +24,48 @@ the final read of partition 0 after every fault healed, up to its high watermark
   ``drain p0 [@0..@4] complete`` (v=8 nowhere).
 * **unexpected** -- a read value that no one sent to that partition (including values that
   are not integers).  ``drain p0 [@0 v=99]`` with no send of 99 to p0.
-* **poll-skip** -- one consumer process's successive reads of a partition jump forward by
-  more than one offset.  ``poll p0 [@3]``, then ``poll p0 [@5]`` -> 4 skipped.
-* **nonmonotonic-poll** -- they do not move forward.  ``poll p0 [@5]``, then ``poll p0 [@3]``.
+* **poll-skip** -- between two successive polls of a partition by one consumer process, the
+  offsets jump forward by more than one: the first record of the partition in the later poll
+  is more than one past the last record of the partition in the earlier poll.  ``poll p0
+  [@3]``, then ``poll p0 [@5]`` -> 4 skipped.
+* **nonmonotonic-poll** -- between two such polls, the offsets do not move forward.  ``poll
+  p0 [@5]``, then ``poll p0 [@3]`` (or ``[@5]`` again).
+* **int-poll-skip** -- inside one poll, two consecutive records of a partition are more than
+  one offset apart.  ``poll p0 [@3, @5]`` -> 4 skipped.  In Kafka a gap can be legitimate:
+  transaction markers (control records) and compaction consume offsets that no consumer
+  sees.  Not here: the bundled broker refuses transactional producers and neither compacts
+  nor deletes, and the workload sends one plain record per send, so every offset below the
+  high watermark holds one data record and a gap is a record the consumer never got.
+* **int-nonmonotonic-poll** -- inside one poll, a record's offset is not above that of the
+  partition's record before it.  ``poll p0 [@5, @3]``.
+* **stale-read** -- a read (an ``ok`` poll, or an ``ok`` chunk of the final drain) returned a
+  record of a partition at or below the highest offset of that partition that *earlier* reads of the
+  same consumer process had returned: below the position they had already shown committed
+  (a consumer is served only records below the high watermark, so every record it reads is
+  committed; the one after the highest is where its position stands).  ``poll p0 [@5]``,
+  ``poll p0 [@3]``, ``poll p0 [@4]`` -> both later polls are stale (3 and 4 are at or below
+  5), though only the second went backwards.  A process id is one consumer assignment: the
+  workload assigns a consumer once per process and continues under a fresh id after an
+  error.  Counted once per (read op, partition); each example is the op's first stale
+  record and the earliest read that had returned the highest offset.  Every
+  nonmonotonic-poll is also a stale-read (of its later poll); a stale-read counts every read that stays below,
+  such as the polls that re-read committed data after a consumer reset to the log start.
+* **nonmonotonic-send** -- one producer process's successive acknowledged sends to a
+  partition got offsets that do not increase.  ``send p0 v=7 ok @5``, then (same process)
+  ``send p0 v=8 ok @4``.
+* **realtime-order** -- a send invoked after another send to the same partition had been
+  acknowledged got an offset at or below that send's.  ``send p0 v=7 ok @5`` completes;
+  later any process invokes ``send p0 v=8``, acknowledged ``@3``.  "After" is history order:
+  the recorder numbers and timestamps ops under one lock, so an op's ``index`` orders it in
+  real time.  Each late send counts once, against the highest offset acknowledged before its
+  invoke (the example shows the first send acknowledged with that offset, and the late
+  send's invoke).  A process's sends are sequential, so every nonmonotonic-send is also a
+  realtime-order.
+
+  Both send checks read only acknowledgements that carry an offset >= 0 (an ``acks=0``
+  producer is answered offset -1: none known) and a send completion's own partition; a
+  completion whose invoke is not the process's previous send op takes part only as an
+  earlier send.
 * **unseen** -- acknowledged but never read by anyone, in a partition whose drain is not
   complete: loss cannot be proven there.  A *warning*: it never makes a run invalid (the
   incomplete drain already makes it at best unknown).
@@ -48,6 +87,11 @@ LOST_READ: Final = "lost-read"
 UNEXPECTED: Final = "unexpected"
 POLL_SKIP: Final = "poll-skip"
 NONMONOTONIC_POLL: Final = "nonmonotonic-poll"
+INT_POLL_SKIP: Final = "int-poll-skip"
+INT_NONMONOTONIC_POLL: Final = "int-nonmonotonic-poll"
+STALE_READ: Final = "stale-read"
+NONMONOTONIC_SEND: Final = "nonmonotonic-send"
+REALTIME_ORDER: Final = "realtime-order"
 UNSEEN: Final = "unseen"
 
 ALL_CHECKS: Final[tuple[str, ...]] = (
@@ -60,8 +104,14 @@ ALL_CHECKS: Final[tuple[str, ...]] = (
     UNEXPECTED,
     POLL_SKIP,
     NONMONOTONIC_POLL,
+    INT_POLL_SKIP,
+    INT_NONMONOTONIC_POLL,
+    STALE_READ,
+    NONMONOTONIC_SEND,
+    REALTIME_ORDER,
     UNSEEN,
 )
+"""Every anomaly the checker knows, in the order ``results.json``, the summary and ``--checks`` list them."""
 CORE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, REPLICA_DIVERGENCE, DUPLICATE)
 """The three checks ``bench/checker.py`` compares against DuckDB."""
 
@@ -70,7 +120,18 @@ WARNINGS: Final[frozenset[str]] = frozenset({UNSEEN})
 
 VALUE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, UNSEEN, ABORTED_READ, LOST_READ, UNEXPECTED, DUPLICATE)
 """Answered together by one aggregation grouped by (run, partition, value)."""
-POLL_CHECKS: Final[tuple[str, ...]] = (POLL_SKIP, NONMONOTONIC_POLL)
+POLL_CHECKS: Final[tuple[str, ...]] = (
+    POLL_SKIP,
+    NONMONOTONIC_POLL,
+    INT_POLL_SKIP,
+    INT_NONMONOTONIC_POLL,
+    STALE_READ,
+)
+"""Order checks on the records consumers read."""
+SEND_CHECKS: Final[tuple[str, ...]] = (NONMONOTONIC_SEND, REALTIME_ORDER)
+"""Order checks on the offsets sends were acknowledged with."""
+ORDER_CHECKS: Final[tuple[str, ...]] = (*POLL_CHECKS, *SEND_CHECKS)
+"""Answered together by one engine question (``Engine.order_anomalies``)."""
 
 DEFAULT_EXAMPLE_LIMIT: Final = 5
 
@@ -88,7 +149,7 @@ VALUE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 """Columns every engine returns for each value-check example, ordered by (partition, value, value_text)."""
 
 OFFSET_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "offset", "observations")
-POLL_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
+ORDER_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "process",
     "partition",
     "index",
@@ -96,7 +157,13 @@ POLL_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "prev_index",
     "prev_offset",
     "offset",
+    "invoke_index",
 )
+"""Columns every engine returns for each order-check example, ordered by (process, partition, index, item).
+
+``index``/``item``/``offset``: the late record (or the late send's completion, ``item`` null);
+``prev_index``/``prev_offset``: the read or send it is compared with; ``invoke_index``: the
+late send's invoke (realtime-order only, else null)."""
 DIVERGENCE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "node_a", "node_b", "offset", "positions")
 
 # Integer codes shared with harness.record.history (kept here as plain ints for engine expressions).

@@ -1,7 +1,8 @@
 """Runs the checks of one batch through an engine and turns the answers into ``results.json``.
 
 Everything after the aggregations happens here, once for both engines: completeness of
-the evidence, verdicts, config-aware expectations, examples with their operations.
+the evidence, verdicts, config-aware expectations, examples with their operations (built
+by :mod:`checker.examples` from the rows fetched here).
 
 **Verdict.** ``false`` (invalid) when any non-warning anomaly was found -- an anomaly
 proven on the evidence present stays proven when other evidence is missing.  Otherwise
@@ -23,7 +24,8 @@ run.  ``true`` (valid) only when every check ran on complete evidence and found 
                "partitions": {P: {"drain_complete", "end_offset", "drained_records"}},
                "replicas": {"nodes", "missing", "records": {NODE: n}}}}
 
-Only anomalies with a count above zero appear.
+Only anomalies with a count above zero appear; ``NAME`` is one of
+:data:`checker.definitions.ALL_CHECKS`, and ``checks`` lists those that ran in that order.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,29 +43,23 @@ import pyarrow.parquet as pq
 
 from checker import fetch
 from checker.definitions import (
-    ABORTED_READ,
     ALL_CHECKS,
-    DUPLICATE,
     INCONSISTENT_OFFSETS,
-    LOST_READ,
-    LOST_WRITE,
-    POLL_CHECKS,
+    ORDER_CHECKS,
     REPLICA_DIVERGENCE,
-    UNEXPECTED,
-    UNSEEN,
     VALUE_CHECKS,
     WARNINGS,
 )
 from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
+from checker.examples import divergence_example, offset_example, order_example, value_example
 from checker.expectations import applicable_rules, expectation
 from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
+from harness.record.ops import OP_TYPES
 from harness.record.rundir import REPLICA_PARTITIONS_FILE, RunDir
 from harness.record.stored_run import NEVER_FLUSH
 
 RESULTS_SCHEMA_VERSION = 1
-MAX_OBSERVATIONS_SHOWN = 10
-_TYPE_NAMES = ("invoke", "ok", "fail", "info")
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -80,29 +76,6 @@ def _ops_from_rows(frame: pd.DataFrame) -> dict[tuple[int, int], dict[str, Any]]
         for op in table_to_ops(table):
             ops[(int(str(run_id)), op.index)] = op.to_dict()
     return ops
-
-
-def _trim(
-    op: dict[str, Any] | None, partition: int, keep: Callable[[dict[str, Any]], bool]
-) -> dict[str, Any] | None:
-    """An example op with only the records that matter to this example.
-
-    Engines already return only the records some example needs (a drain op may hold
-    millions); this drops those that belong to another example of the same op.
-    """
-    if op is None:
-        return None
-    value = op.get("value")
-    if isinstance(value, list):
-        return {
-            **op,
-            "value": [
-                r for r in value if isinstance(r, dict) and r.get("partition") == partition and keep(r)
-            ],
-        }
-    if isinstance(value, dict) and isinstance(value.get("records"), list):
-        return {**op, "value": {**value, "records": [r for r in value["records"] if keep(r)]}}
-    return op
 
 
 def _config(spec: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +131,7 @@ class _Batch:
         # assembly quadratic in the runs of a pass (2.7 s of pandas indexing at 50 runs).
         self.values_of = _by_key(self.values, "run_id")
         self.offsets_of = _by_key(self.offsets, "run_id")
-        self.polls_of = _by_key(self.polls, "run_id")
+        self.orders_of = _by_key(self.orders, "run_id")
         self.divergence_of = _by_key(self.divergence, "run_id")
         self.row_counts_of = _by_key(self.row_counts, "run_id")
         self.drains_of = _by_key(self.drains, "run_id")
@@ -180,10 +153,10 @@ class _Batch:
             engine.value_anomalies(runs, complete, checks, limit) if checks & set(VALUE_CHECKS) else empty
         )
         self.offsets = engine.offset_anomalies(runs, limit) if INCONSISTENT_OFFSETS in checks else empty
-        self.polls = engine.poll_anomalies(runs, checks, limit) if checks & set(POLL_CHECKS) else empty
+        self.orders = engine.order_anomalies(runs, checks, limit) if checks & set(ORDER_CHECKS) else empty
         self.ops = (
             _ops_from_rows(engine.fetch_ops(runs, self._op_keys()))
-            if not (self.values.empty and self.polls.empty)
+            if not (self.values.empty and self.orders.empty)
             else {}
         )
         self.observations = pd.DataFrame()
@@ -209,92 +182,11 @@ class _Batch:
 
     def _op_keys(self) -> pd.DataFrame:
         """Which ops, and which of their records, the examples show (see ``Engine.fetch_ops``)."""
-        return fetch.example_op_keys(self.values, self.polls)
+        return fetch.example_op_keys(self.values, self.orders)
 
     def op(self, run_id: int, index: Any) -> dict[str, Any] | None:
         index = plain_value(index)
         return None if index is None else self.ops.get((run_id, int(index)))
-
-
-def _value_example(kind: str, row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
-    partition = row["partition"]
-    value = row["value"] if row["value"] is not None else row["value_text"]
-
-    def same_value(record: dict[str, Any]) -> bool:
-        return bool(record.get("value") == value)
-
-    send = batch.op(run_id, row["send_index"])
-    read = _trim(batch.op(run_id, row["read_index"]), partition, same_value)
-    example: dict[str, Any] = {"partition": partition, "value": value}
-    if kind == LOST_WRITE:
-        example.update(offset=row["ack_offset"], send=send)
-    elif kind == UNSEEN:
-        example.update(send=send)
-    elif kind == ABORTED_READ:
-        example.update(send=send, read=read)
-    elif kind == LOST_READ:
-        example.update(offset=row["poll_offset"], read=read)
-    elif kind == UNEXPECTED:
-        example.update(offset=row["read_min_offset"], read=read)
-    elif kind == DUPLICATE:
-        example.update(offsets=[row["read_min_offset"], row["read_max_offset"]], read=read)
-    return example
-
-
-def _nulls_first(*values: Any) -> tuple[tuple[bool, Any], ...]:
-    """A sort key ordering each value ascending with missing values first (as pandas' ``na_position``)."""
-    return tuple((value is not None, 0 if value is None else value) for value in values)
-
-
-def _offset_example(row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
-    rows = batch.observations_at.get((run_id, row["partition"], row["offset"]), [])
-    shown = []
-    for obs in sorted(rows, key=lambda obs: _nulls_first(obs["index"], obs["item"]))[:MAX_OBSERVATIONS_SHOWN]:
-        f = {F_SEND: "send", F_POLL: "poll", F_DRAIN: "drain"}[obs["f"]]
-        value = obs["value"] if obs["value"] is not None else obs["value_text"]
-        shown.append(
-            {
-                "index": obs["index"],
-                "process": obs["process"],
-                "f": f,
-                "type": _TYPE_NAMES[obs["type"]],
-                "value": value,
-            }
-        )
-    return {
-        "partition": row["partition"],
-        "offset": row["offset"],
-        "observations": row["observations"],
-        "seen": shown,
-    }
-
-
-def _poll_example(row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
-    partition = row["partition"]
-    offsets = {row["prev_offset"], row["offset"]}
-
-    def relevant(record: dict[str, Any]) -> bool:
-        return record.get("offset") in offsets
-
-    return {
-        "process": row["process"],
-        "partition": partition,
-        "prev_offset": row["prev_offset"],
-        "offset": row["offset"],
-        "prev_poll": _trim(batch.op(run_id, row["prev_index"]), partition, relevant),
-        "poll": _trim(batch.op(run_id, row["index"]), partition, relevant),
-    }
-
-
-def _divergence_example(row: dict[str, Any], batch: _Batch, run_id: int) -> dict[str, Any]:
-    at = batch.replica_records_at.get((run_id, row["partition"], row["offset"]), [])
-    by_node = {r["node"]: {k: r[k] for k in ("offset", "leader_epoch", "key", "value")} for r in at}
-    return {
-        "partition": row["partition"],
-        "offset": row["offset"],
-        "positions": row["positions"],
-        "replicas": {row["node_a"]: by_node.get(row["node_a"]), row["node_b"]: by_node.get(row["node_b"])},
-    }
 
 
 def _by_key(frame: pd.DataFrame, *columns: str) -> dict[Any, list[dict[str, Any]]]:
@@ -357,7 +249,7 @@ def _stats(run: RunInput, batch: _Batch) -> dict[str, Any]:
     }
     return {
         "history_rows": sum(int(row["rows"]) for row in counts),
-        "sends": {name: rows_where(F_SEND, kind=code) for code, name in enumerate(_TYPE_NAMES)},
+        "sends": {name: rows_where(F_SEND, kind=code) for code, name in enumerate(OP_TYPES)},
         "poll_records": rows_where(F_POLL, record=True),
         "drain_records": rows_where(F_DRAIN, record=True),
         "nemesis_ops": rows_where(F_NEMESIS),
@@ -376,16 +268,16 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
     found: dict[str, tuple[int, list[dict[str, Any]]]] = {}
     for kind in VALUE_CHECKS:
         total, rows = _examples(batch.values_of, hid, kind)
-        found[kind] = (total, [_value_example(kind, r, batch, hid) for r in rows])
+        found[kind] = (total, [value_example(kind, r, batch, hid) for r in rows])
     total, rows = _examples(batch.offsets_of, hid, None)
-    found[INCONSISTENT_OFFSETS] = (total, [_offset_example(r, batch, hid) for r in rows])
-    for kind in POLL_CHECKS:
-        total, rows = _examples(batch.polls_of, hid, kind)
-        found[kind] = (total, [_poll_example(r, batch, hid) for r in rows])
+    found[INCONSISTENT_OFFSETS] = (total, [offset_example(r, batch, hid) for r in rows])
+    for kind in ORDER_CHECKS:
+        total, rows = _examples(batch.orders_of, hid, kind)
+        found[kind] = (total, [order_example(kind, r, batch, hid) for r in rows])
     total, rows = _examples(batch.divergence_of, rid, None)
     found[REPLICA_DIVERGENCE] = (
         total,
-        [_divergence_example(r, batch, rid) for r in rows] if rid is not None else [],
+        [divergence_example(r, batch, rid) for r in rows] if rid is not None else [],
     )
 
     rules = applicable_rules(run.spec)

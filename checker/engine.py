@@ -12,7 +12,7 @@ ascending, nulls first):
 
 * value checks: ``partition, value, value_text``
 * inconsistent-offsets: ``partition, offset``
-* poll checks: ``process, partition, index, item``
+* order checks: ``process, partition, index, item``
 * replica-divergence: ``partition, node_a, node_b``
 """
 
@@ -54,8 +54,13 @@ class Engine(Protocol):
     def offset_anomalies(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         """``run_id, total`` + :data:`checker.definitions.OFFSET_EXAMPLE_COLUMNS`."""
 
-    def poll_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
-        """``run_id, kind, total`` + :data:`checker.definitions.POLL_EXAMPLE_COLUMNS`."""
+    def order_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """``run_id, kind, total`` + :data:`checker.definitions.ORDER_EXAMPLE_COLUMNS`.
+
+        The order checks (:data:`checker.definitions.ORDER_CHECKS`) among ``checks``: the poll
+        family on ``ok`` poll records (stale-read on drain records too), the send family on
+        every send row (a completion's invoke is its process's previous send row).
+        """
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         """``run_id, total`` + :data:`checker.definitions.DIVERGENCE_EXAMPLE_COLUMNS`."""

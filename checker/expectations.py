@@ -16,23 +16,33 @@ back to the workload's own record for runs stored before ``broker_config`` held 
 ``acks=0`` / ``acks=1``
     The leader acknowledges before (or without) replication; a leader change loses the
     acknowledged tail and reuses its offsets, and producer retries are not idempotent.
-    Permits lost-write, inconsistent-offsets, duplicate.
+    Permits lost-write, inconsistent-offsets, duplicate -- and, since the offsets of the lost
+    tail are handed out again, a send invoked after an acknowledgement may land at or below
+    its offset, in the same process or another: nonmonotonic-send, realtime-order.  Not the
+    poll checks: consumers are served only records below the high watermark, which the ISR
+    holds, so a clean leader change keeps everything a consumer could have read.
 ``unclean.leader.election.enable=true``
     An out-of-sync replica may become leader and the others truncate to it: committed data
     (already read by consumers) vanishes and consumers are reset; a producer's retry of a
     vanished write lands again at a new offset.  Permits lost-write, lost-read,
-    inconsistent-offsets, poll-skip, nonmonotonic-poll, duplicate.
+    inconsistent-offsets, duplicate, and every order check: offsets already acknowledged are
+    handed out again (nonmonotonic-send, realtime-order); a consumer whose position fell off
+    the shorter log is reset to its start and re-reads what it had read (nonmonotonic-poll,
+    stale-read), or reads a log rewritten under it, inside one poll too (poll-skip,
+    int-poll-skip, int-nonmonotonic-poll).  This set is called the *committed-data-loss set*
+    below.
 ``flush never + power-loss``
     No ``flush.messages=1``, so acknowledged data may live only in page caches; the nemesis
-    cuts power, which drops them.  Permits the same set as unclean election.
+    cuts power, which drops them.  Permits the same set as unclean election, for the same
+    reasons: committed data vanishes.
 ``min.insync.replicas=1 + flush never + power-loss``
     The ISR may shrink to the leader alone, so one node's power loss suffices.  It never
     permits more than the previous rule; it is named so the reader knows why a single
     power-cycled node was enough.
 ``truncation.mode=high-watermark``
     Pre-KIP-101 truncation to the follower's own high watermark (Kafka < 0.11): the
-    documented loss and the documented divergence.  Permits lost-write, lost-read,
-    inconsistent-offsets, replica-divergence, poll-skip, nonmonotonic-poll, duplicate.
+    documented loss and the documented divergence.  Permits replica-divergence and the
+    committed-data-loss set.
 ``leader.epoch.lookup=single``
     KIP-101's one-shot OffsetsForLeaderEpoch (before KIP-279): after fast leader changes a
     follower keeps records of another lineage.  Permits replica-divergence and, since
@@ -67,16 +77,18 @@ from checker.definitions import (
     INCONSISTENT_OFFSETS,
     LOST_READ,
     LOST_WRITE,
-    NONMONOTONIC_POLL,
-    POLL_SKIP,
+    POLL_CHECKS,
     REPLICA_DIVERGENCE,
+    SEND_CHECKS,
 )
 
+# Acknowledged data can vanish and its offsets be handed out again: whoever sends after an
+# acknowledgement may land at or below its offset (the send order checks).
+_ACKED_DATA_LOSS = frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE, *SEND_CHECKS})
 # When committed data can vanish, a producer's retry of a write that vanished from the log
-# but had been read (or acknowledged) before can land again at another offset: a duplicate.
-_COMMITTED_DATA_LOSS = frozenset(
-    {LOST_WRITE, LOST_READ, INCONSISTENT_OFFSETS, POLL_SKIP, NONMONOTONIC_POLL, DUPLICATE}
-)
+# but had been read (or acknowledged) before can land again at another offset: a duplicate;
+# consumers are reset or read a rewritten log: every poll order check.
+_COMMITTED_DATA_LOSS = _ACKED_DATA_LOSS | {LOST_READ, *POLL_CHECKS}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,7 +124,7 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     rules: list[Rule] = []
     acks = str(workload.get("acks", "all")).strip().lower()  # the workload owns acks
     if acks in ("0", "1"):
-        rules.append(Rule(f"acks={acks}", frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE})))
+        rules.append(Rule(f"acks={acks}", _ACKED_DATA_LOSS))
     if _setting(config, "unclean.leader.election.enable") == "true":
         rules.append(Rule("unclean.leader.election.enable=true", _COMMITTED_DATA_LOSS))
     if "power-loss" in faults and unsynced_acks_possible(config):

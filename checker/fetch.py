@@ -219,13 +219,14 @@ OP_KEY_TYPES = {
 }
 
 
-def example_op_keys(values: pd.DataFrame, polls: pd.DataFrame | None = None) -> pd.DataFrame:
+def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) -> pd.DataFrame:
     """Which ops, and which of their records, examples show (the keys of ``Engine.fetch_ops``).
 
     A value-check example (``values``: ``run_id, send_index, read_index, partition, value,
-    value_text``) shows its send and the records of its value in its first read; a poll
-    example (``polls``: ``run_id, index, prev_index, partition, offset, prev_offset``) the
-    records at both offsets in both polls.
+    value_text``) shows its send and the records of its value in its first read; an order
+    example (``orders``: ``run_id, index, prev_index, partition, offset, prev_offset,
+    invoke_index``) the records at both offsets in both reads (a send op is record-less:
+    all of it), and the invoke at ``invoke_index`` when there is one.
     """
     missing = pd.NA
     parts = []
@@ -246,18 +247,23 @@ def example_op_keys(values: pd.DataFrame, polls: pd.DataFrame | None = None) -> 
                 }
             ).assign(offset=missing)
         )
-    if polls is not None and not polls.empty:
+    if orders is not None and not orders.empty:
         for index, offset in (("index", "offset"), ("prev_index", "prev_offset")):
             parts.append(
                 pd.DataFrame(
                     {
-                        "run_id": polls["run_id"],
-                        "index": polls[index],
-                        "partition": polls["partition"],
-                        "offset": polls[offset],
+                        "run_id": orders["run_id"],
+                        "index": orders[index],
+                        "partition": orders["partition"],
+                        "offset": orders[offset],
                     }
                 ).assign(value=missing, value_text=None)
             )
+        parts.append(
+            pd.DataFrame({"run_id": orders["run_id"], "index": orders["invoke_index"]}).assign(
+                partition=missing, value=missing, value_text=None, offset=missing
+            )
+        )
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in OP_KEY_TYPES.items()})
     # Typed before the concatenation: all-missing columns then keep their type.

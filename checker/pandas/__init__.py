@@ -6,6 +6,7 @@ It is written for clarity first, since the Spark engine is tested against it: ea
 Modules:
 
 * ``engine`` -- :class:`PandasEngine`: the checks of ``checker.definitions`` on pandas frames;
+* ``order`` -- the order checks (poll, read and send order) on pandas frames;
 * ``candidates`` -- narrowing a pass's rows to the groups that could hold an anomaly, with numpy.
 
 May import: ``harness.record`` and the top-level ``checker`` modules -- never ``checker.spark``

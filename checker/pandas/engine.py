@@ -36,10 +36,11 @@ from checker.definitions import (
     DUPLICATE,
     LOST_READ,
     LOST_WRITE,
-    NONMONOTONIC_POLL,
     OFFSET_EXAMPLE_COLUMNS,
-    POLL_EXAMPLE_COLUMNS,
-    POLL_SKIP,
+    ORDER_EXAMPLE_COLUMNS,
+    POLL_CHECKS,
+    SEND_CHECKS,
+    STALE_READ,
     TYPE_FAIL,
     TYPE_INVOKE,
     TYPE_OK,
@@ -49,7 +50,7 @@ from checker.definitions import (
 )
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS
 from checker.evidence import RunInput
-from checker.pandas import candidates
+from checker.pandas import candidates, order
 from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 
@@ -391,24 +392,21 @@ class PandasEngine:
             ["run_id", "total", *OFFSET_EXAMPLE_COLUMNS]
         ]
 
-    def poll_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+    def order_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """The order checks (:mod:`checker.pandas.order`) on the reads and sends they take."""
         columns = self._columns(runs)
-        reads = self._rows(
-            runs,
-            (columns.ints("f") == F_POLL) & (columns.ints("type") == TYPE_OK) & columns.valid("item"),
-            ["run_id", "process", "partition", "index", "item", "offset"],
-        )
-        reads = reads.sort_values(["run_id", "process", "partition", "index", "item"], kind="stable")
-        previous = reads.groupby(["run_id", "process", "partition"], sort=False)[["index", "offset"]].shift(1)
-        reads = reads.assign(prev_index=previous["index"], prev_offset=previous["offset"])
-        reads = reads[reads["prev_offset"].notna()]
-        delta = reads["offset"] - reads["prev_offset"]
+        f = columns.ints("f")
         parts = []
-        if POLL_SKIP in checks:
-            parts.append(reads[(delta > 1).astype(bool)].assign(kind=POLL_SKIP))
-        if NONMONOTONIC_POLL in checks:
-            parts.append(reads[(delta < 1).astype(bool)].assign(kind=NONMONOTONIC_POLL))
-        output = ["run_id", "kind", "total", *POLL_EXAMPLE_COLUMNS]
+        if checks & set(POLL_CHECKS):
+            read = (f == F_POLL) | (f == F_DRAIN) if STALE_READ in checks else f == F_POLL
+            placed = columns.valid("item") & columns.valid("partition") & columns.valid("offset")
+            ok = columns.ints("type") == TYPE_OK
+            reads = self._rows(runs, read & ok & placed & columns.valid("process"), order.READ_COLUMNS)
+            parts.append(order.poll_order(reads, checks))
+        if checks & set(SEND_CHECKS):
+            sends = self._rows(runs, (f == F_SEND) & columns.valid("process"), order.SEND_COLUMNS)
+            parts.append(order.send_order(sends, checks))
+        output = ["run_id", "kind", "total", *ORDER_EXAMPLE_COLUMNS]
         found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=output)
         return _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit)[output]
 

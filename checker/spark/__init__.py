@@ -6,6 +6,7 @@ Each check is one DataFrame aggregation on integer keys (no Python UDFs), run in
 Modules:
 
 * ``engine`` -- :class:`SparkEngine`: the checks of ``checker.definitions`` with the DataFrame API;
+* ``order`` -- the order checks (poll, read and send order) with Spark windows;
 * ``session`` -- one SparkSession per batch, configured for local or cluster runs;
 * ``inputs`` -- reading a pass's Parquet files as plain files or as a bucketed table;
 * ``classes`` -- the class-data-sharing archive that shortens the driver JVM's start.

@@ -9,7 +9,9 @@ Each check is one grouped aggregation on integer keys, written with the DataFram
 * ``groupBy(run_id, partition, offset)`` over the history answers inconsistent-offsets, and
   over the replicas (record identity = the integer ``record_id`` stored in
   ``replicas.parquet``) replica-divergence;
-* a ``lag`` window per (run, process, partition) answers poll-skip and nonmonotonic-poll.
+* windows per (run, process, partition) and (run, partition) answer the order checks
+  (:mod:`checker.spark.order`): poll-skip, nonmonotonic-poll and their ``int-`` variants,
+  stale-read, nonmonotonic-send and realtime-order.
 
 Only the columns a question needs are read (Parquet column pruning), literal filters are
 pushed into the Parquet reader, and each answer is reduced to ``limit`` example rows per
@@ -43,10 +45,8 @@ from checker.definitions import (
     DUPLICATE,
     LOST_READ,
     LOST_WRITE,
-    NONMONOTONIC_POLL,
     OFFSET_EXAMPLE_COLUMNS,
-    POLL_EXAMPLE_COLUMNS,
-    POLL_SKIP,
+    ORDER_EXAMPLE_COLUMNS,
     TYPE_FAIL,
     TYPE_OK,
     UNEXPECTED,
@@ -57,6 +57,7 @@ from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
 from checker.spark.inputs import SparkInputs, holds_only
+from checker.spark.order import poll_order, send_order
 from harness.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
 from harness.record.replicas import REPLICAS_SCHEMA
 
@@ -371,21 +372,16 @@ class SparkEngine:
             )
         )
 
-    def poll_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
-        reads = self._history(runs).where(
-            (F.col("f") == F_POLL) & (F.col("type") == TYPE_OK) & F.col("item").isNotNull()
-        )
-        sequence = Window.partitionBy("run_id", "process", "partition").orderBy("index", "item")
-        reads = (
-            reads.select("run_id", "process", "partition", "index", "item", "offset")
-            .withColumn("prev_index", F.lag("index").over(sequence))
-            .withColumn("prev_offset", F.lag("offset").over(sequence))
-            .where(F.col("prev_offset").isNotNull())
-        )
-        delta = F.col("offset") - F.col("prev_offset")
-        kind = F.when(delta > 1, F.lit(POLL_SKIP)).when(delta < 1, F.lit(NONMONOTONIC_POLL))
-        found = reads.withColumn("kind", kind).where(F.col("kind").isin(*checks))
-        columns = ["run_id", "kind", "total", *POLL_EXAMPLE_COLUMNS]
+    def order_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """The order checks (:mod:`checker.spark.order`) in one job: their rows unioned, then the examples."""
+        history = self._history(runs)
+        parts = [
+            part for part in (poll_order(history, checks), send_order(history, checks)) if part is not None
+        ]
+        columns = ["run_id", "kind", "total", *ORDER_EXAMPLE_COLUMNS]
+        if not parts:
+            return pd.DataFrame(columns=columns)
+        found = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         return _collect(
             _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit).select(*columns)
         )

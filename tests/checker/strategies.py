@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from checker.definitions import NONMONOTONIC_POLL, UNSEEN
+from checker.definitions import UNSEEN
 from tests.checker.synthetic import PLANTABLE, Plan
 
 
@@ -17,8 +17,7 @@ def plans(draw: st.DrawFn, clean: bool = False) -> Plan:
             if kind == UNSEEN and partitions == 1:
                 continue  # unseen needs a second partition whose drain stays incomplete
             complete = partitions - (1 if UNSEEN in dict(plant) or kind == UNSEEN else 0)
-            high = 1 if kind == NONMONOTONIC_POLL else 2
-            plant.append((kind, draw(st.integers(1, max(1, min(high, complete))))))
+            plant.append((kind, draw(st.integers(1, max(1, min(2, complete))))))
     return Plan(
         seed=draw(st.integers(0, 2**32)),
         partitions=partitions,

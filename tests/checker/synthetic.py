@@ -5,7 +5,15 @@ the real :class:`harness.record.history.HistoryWriter`, one ``nodes/<node>/dump.
 in the broker's dump format) from a :class:`Plan`, and returns the anomaly counts that the
 checker must report -- no more, no fewer.  Each planted anomaly is built so that it causes
 exactly one anomaly of its kind and nothing else (e.g. a lost write's ack points past the
-end of the final log, so no other value shares its offset).
+end of the final log, so no other value shares its offset), except where the definitions
+make one imply another (:data:`COMPANIONS`): every nonmonotonic-send is a realtime-order,
+every nonmonotonic-poll a stale-read.
+
+The clean history is sequential (each send invoked after the previous one completed), so
+ack offsets grow with time in every partition.  A send planted with a claimed offset
+(inconsistent-offsets) is therefore invoked at the start of the history, by a process of its
+own: concurrent with everything, it breaks no order.  Order anomalies are planted by
+processes of their own too (:func:`_plant_order`), so that none touches another's sequence.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +30,17 @@ from checker.definitions import (
     ABORTED_READ,
     DUPLICATE,
     INCONSISTENT_OFFSETS,
+    INT_NONMONOTONIC_POLL,
+    INT_POLL_SKIP,
     LOST_READ,
     LOST_WRITE,
     NONMONOTONIC_POLL,
+    NONMONOTONIC_SEND,
+    ORDER_CHECKS,
     POLL_SKIP,
+    REALTIME_ORDER,
     REPLICA_DIVERGENCE,
+    STALE_READ,
     UNEXPECTED,
     UNSEEN,
 )
@@ -41,9 +57,16 @@ PLANTABLE = (
     UNEXPECTED,
     POLL_SKIP,
     NONMONOTONIC_POLL,
+    INT_POLL_SKIP,
+    INT_NONMONOTONIC_POLL,
+    STALE_READ,
+    NONMONOTONIC_SEND,
+    REALTIME_ORDER,
     UNSEEN,
 )
 NODES = ("n1", "n2", "n3")
+COMPANIONS = {NONMONOTONIC_SEND: {REALTIME_ORDER: 1}, NONMONOTONIC_POLL: {STALE_READ: 1}}
+"""What one planted anomaly of a kind brings with it, by definition (see ``checker.definitions``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,29 +98,107 @@ class _Recorder:
         self.op(process, type_, f, value, error)
 
 
+@dataclasses.dataclass
+class _Send:
+    partition: int
+    value: dict[str, Any]
+    outcome: str
+    process: int | None = None
+    """None: one of the three regular producers, by position."""
+    early: bool = False
+    """Invoked at the start of the history (concurrent with every other op)."""
+
+
+@dataclasses.dataclass
+class _Reads:
+    """Extra reads planted by processes of their own: poll ops, and drain chunks after a drain."""
+
+    polls: list[tuple[int, list[tuple[int, int]]]] = dataclasses.field(default_factory=list)
+    """(process, [(partition, offset), ...]) per poll op, in history order."""
+    drains: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+    """partition -> offsets its drain process reads again, one extra chunk each."""
+
+
+def _plant_order(
+    planted: dict[str, int],
+    rng: random.Random,
+    targets: list[int],
+    logs: dict[int, list[tuple[str | None, Any]]],
+    send: Callable[..., int],
+) -> tuple[_Reads, Counter[str]]:
+    """Plant the order anomalies; return the extra reads and every anomaly they cause."""
+    expected: Counter[str] = Counter()
+    # Two acknowledged sends whose offsets contradict their order: the earlier-acknowledged one
+    # holds the higher offset.  The log itself stays consistent (each value at its own offset).
+    for kind, first_process in ((NONMONOTONIC_SEND, 200), (REALTIME_ORDER, 300)):
+        for number in range(planted.get(kind, 0)):
+            p = rng.choice(targets)
+            low, high = len(logs[p]), len(logs[p]) + 1
+            earlier = first_process + 2 * number
+            later = earlier if kind == NONMONOTONIC_SEND else earlier + 1
+            logs[p].append(("placeholder", None))
+            logs[p].append(("placeholder", None))
+            high_value = send(p, "ok", False, offset=high, process=earlier)
+            low_value = send(p, "ok", False, offset=low, process=later)
+            logs[p][low] = (f"k{low_value % 5}", low_value)
+            logs[p][high] = (f"k{high_value % 5}", high_value)
+            expected[kind] += 1
+            expected.update(COMPANIONS.get(kind, {}))
+    reads = _Reads()
+    process = iter(range(50, 100))  # below the send plants' own processes (100 and up)
+    shapes: dict[str, list[list[int]]] = {
+        POLL_SKIP: [[0, 1], [3]],
+        INT_POLL_SKIP: [[0, 2]],
+        NONMONOTONIC_POLL: [[1], [0]],
+        INT_NONMONOTONIC_POLL: [[1, 0]],
+    }
+    for kind in (*shapes, STALE_READ):
+        for number in range(planted.get(kind, 0)):
+            p = rng.choice(targets)
+            start = rng.randrange(len(logs[p]) - 3)
+            if kind == STALE_READ and number % 2 == 0:
+                reads.drains.setdefault(p, []).append(start)  # the drain reads an offset again
+                expected[STALE_READ] += 1
+                continue
+            if kind == STALE_READ:  # a consumer reset: one step back, then forward below its position
+                ops, caused = [[0, 1, 2], [0], [1]], {STALE_READ: 2, NONMONOTONIC_POLL: 1}
+            else:
+                ops, caused = shapes[kind], {kind: 1, **COMPANIONS.get(kind, {})}
+            reader = next(process)
+            reads.polls.extend((reader, [(p, start + o) for o in op]) for op in ops)
+            expected.update(caused)
+    return reads, expected
+
+
 def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
-    """Write the run and return ``{anomaly: count}`` planted (only kinds with count > 0)."""
+    """Write the run and return ``{anomaly: count}`` expected (only kinds with count > 0)."""
     rng = random.Random(plan.seed)
     planted = {kind: count for kind, count in plan.plant if count}
+    # The order anomalies are counted where they are planted, with what they cause.
+    expected: Counter[str] = Counter({kind: n for kind, n in planted.items() if kind not in ORDER_CHECKS})
     run_dir.mkdir(parents=True, exist_ok=True)
     incomplete = plan.partitions - 1 if UNSEEN in planted else None
     complete_parts = [p for p in range(plan.partitions) if p != incomplete]
     logs: dict[int, list[tuple[str | None, Any]]] = {p: [] for p in range(plan.partitions)}
     next_value = iter(range(1000, 10**9))
-    sends: list[tuple[int, dict[str, Any], str]] = []  # (partition, value dict, outcome)
+    sends: list[_Send] = []
 
-    def send(p: int, outcome: str, in_log: bool, offset: int | None = None) -> int:
+    def send(
+        p: int,
+        outcome: str,
+        in_log: bool,
+        offset: int | None = None,
+        process: int | None = None,
+        early: bool = False,
+    ) -> int:
         value = next(next_value)
         key = f"k{value % 5}"
         real = len(logs[p])
         if in_log:
             logs[p].append((key, value))
+        at = real if offset is None else offset
         sends.append(
-            (
-                p,
-                {"partition": p, "key": key, "value": value, "offset": real if offset is None else offset},
-                outcome,
-            )
+            _Send(p, {"partition": p, "key": key, "value": value, "offset": at}, outcome, process, early)
         )
         return value
 
@@ -115,16 +216,18 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
         logs[p].append(logs[p][-1])
         assert logs[p][-1][1] == value
     claimed_positions: set[tuple[int, int]] = set()
-    for _ in range(planted.get(INCONSISTENT_OFFSETS, 0)):
+    for number in range(planted.get(INCONSISTENT_OFFSETS, 0)):
         p = rng.choice(targets)
         claimed = rng.choice([o for o in range(plan.values_per_partition) if (p, o) not in claimed_positions])
         claimed_positions.add((p, claimed))
-        send(p, "ok", True, offset=claimed)
+        send(p, "ok", True, offset=claimed, process=100 + number, early=True)
     for _ in range(planted.get(ABORTED_READ, 0)):
         send(rng.choice(targets), "fail", True)
     for i in range(planted.get(UNEXPECTED, 0)):
         p = rng.choice(targets)
         logs[p].append((None, f"garbage-{i}") if i % 2 else ("k0", next(next_value)))
+    extra_reads, caused = _plant_order(planted, rng, targets, logs, send)
+    expected.update(caused)
     if incomplete is not None:
         for _ in range(planted[UNSEEN]):
             send(incomplete, "ok", True)
@@ -139,60 +242,71 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
         lost_reads.append((p, tail[p], send(p, "info", False)))
         tail[p] += 1
 
-    # Consumer reading sequences: offsets each partition's consumer reads, in order.
+    # The consumer reads a prefix of each partition, in order.
     unseen_suffix = planted.get(UNSEEN, 0)
     readable = {p: len(logs[p]) - (unseen_suffix if p == incomplete else 0) for p in range(plan.partitions)}
     sequences = {
         p: list(range(rng.randint(min(8, readable[p]), readable[p]))) for p in range(plan.partitions)
     }
-    for _ in range(planted.get(POLL_SKIP, 0)):
-        p = rng.choice(
-            [q for q in complete_parts if len(sequences[q]) >= 3 + planted.get(POLL_SKIP, 0)] or [None]
-        )  # type: ignore[list-item]
-        assert p is not None, "plan too small to plant poll-skip"
-        middle = [
-            i for i in range(1, len(sequences[p]) - 1) if sequences[p][i + 1] - sequences[p][i - 1] == 2
-        ]
-        del sequences[p][rng.choice(middle)]
-    for p in (
-        rng.sample(complete_parts, planted.get(NONMONOTONIC_POLL, 0)) if NONMONOTONIC_POLL in planted else []
-    ):
-        assert len(sequences[p]) >= 2, "plan too small to plant nonmonotonic-poll"
-        sequences[p].append(sequences[p][-2])
+
+    def record(p: int, offset: int, in_poll: bool = True) -> dict[str, Any]:
+        key, value = logs[p][offset]
+        return {**({"partition": p} if in_poll else {}), "offset": offset, "key": key, "value": value}
 
     with HistoryWriter(run_dir / "history.jsonl") as writer:
         rec = _Recorder(writer)
         rec.pair("nemesis", "kill", {"nodes": ["n2"]}, "info", {"nodes": ["n2"]})
-        for number, (_, value, outcome) in enumerate(sends):
-            process = number % 3
-            invoke = {k: value[k] for k in ("partition", "key", "value")}
-            if outcome == "ok":
-                rec.pair(process, "send", invoke, "ok", value)
-            elif outcome == "fail":
-                rec.pair(process, "send", invoke, "fail", None, error="NOT_ENOUGH_REPLICAS")
+        for item in sends:
+            if item.early and item.process is not None:
+                invoke = {k: item.value[k] for k in ("partition", "key", "value")}
+                rec.op(item.process, "invoke", "send", invoke)
+        for number, item in enumerate(sends):
+            process = number % 3 if item.process is None else item.process
+            invoke = {k: item.value[k] for k in ("partition", "key", "value")}
+            if not item.early:
+                rec.op(process, "invoke", "send", invoke)
+            if item.outcome == "ok":
+                rec.op(process, "ok", "send", item.value)
+            elif item.outcome == "fail":
+                rec.op(process, "fail", "send", None, error="NOT_ENOUGH_REPLICAS")
             else:
-                rec.pair(process, "send", invoke, "info", invoke, error="REQUEST_TIMED_OUT")
+                rec.op(process, "info", "send", invoke, error="REQUEST_TIMED_OUT")
         rec.pair("nemesis", "start", {"nodes": ["n2"]}, "info", {"nodes": ["n2"]})
         cursors = dict.fromkeys(sequences, 0)
         while any(cursors[p] < len(sequences[p]) for p in sequences):
             records = []
             for p in sorted(sequences):
                 for offset in sequences[p][cursors[p] : cursors[p] + rng.randint(1, 3)]:
-                    key, value = logs[p][offset]
-                    records.append({"partition": p, "offset": offset, "key": key, "value": value})
+                    records.append(record(p, offset))
                     cursors[p] += 1
             rec.pair(10, "poll", None, "ok", records)
+        for process, op in extra_reads.polls:
+            rec.pair(process, "poll", None, "ok", [record(p, offset) for p, offset in op])
         for number, (p, offset, value) in enumerate(lost_reads):
-            record = {"partition": p, "offset": offset, "key": f"k{value % 5}", "value": value}
-            rec.pair(20 + number, "poll", None, "ok", [record])
+            lost = {"partition": p, "offset": offset, "key": f"k{value % 5}", "value": value}
+            rec.pair(20 + number, "poll", None, "ok", [lost])
         for p in range(plan.partitions):
             upto = readable[p]
             chunks = [list(range(i, min(i + 7, upto))) for i in range(0, upto, 7)] or [[]]
             for number, chunk in enumerate(chunks):
-                records = [{"offset": o, "key": logs[p][o][0], "value": logs[p][o][1]} for o in chunk]
                 done = p != incomplete and number == len(chunks) - 1
-                value = {"partition": p, "records": records, "end_offset": len(logs[p]), "complete": done}
-                rec.pair(30 + p, "drain", {"partition": p}, "ok", value)
+                drained = [record(p, o, in_poll=False) for o in chunk]
+                chunk_value = {
+                    "partition": p,
+                    "records": drained,
+                    "end_offset": len(logs[p]),
+                    "complete": done,
+                }
+                rec.pair(30 + p, "drain", {"partition": p}, "ok", chunk_value)
+            for offset in extra_reads.drains.get(p, []):  # read again after the drain reached the end
+                again = [record(p, offset, in_poll=False)]
+                chunk_value = {
+                    "partition": p,
+                    "records": again,
+                    "end_offset": len(logs[p]),
+                    "complete": False,
+                }
+                rec.pair(30 + p, "drain", {"partition": p}, "ok", chunk_value)
 
     divergent: set[tuple[int, int]] = set()
     for _ in range(planted.get(REPLICA_DIVERGENCE, 0)):
@@ -261,4 +375,4 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
         "nodes": list(NODES),
     }
     (run_dir / "test.json").write_text(json.dumps(spec, indent=2))
-    return planted
+    return {kind: count for kind, count in sorted(expected.items()) if count}

@@ -1,0 +1,62 @@
+"""The order checks on Spark: the definitions' tiny examples and every planted kind, as pandas answers them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, ORDER_CHECKS
+from checker.driver import check_pass
+from checker.evidence import load_run
+from checker.pandas.engine import PandasEngine
+from checker.spark.engine import SparkEngine
+from tests.checker.order_cases import CASES, assert_case, write_case
+from tests.checker.synthetic import Plan, write_run
+
+pytestmark = pytest.mark.spark
+
+
+def canonical(result: dict[str, Any]) -> str:
+    return json.dumps(result, sort_keys=True)
+
+
+def test_the_definitions_tiny_examples_in_one_pass(tmp_path: Path, spark: Any) -> None:
+    for number, case in enumerate(CASES):
+        write_case(tmp_path / f"case-{number}", case)
+    runs = [load_run(tmp_path / f"case-{number}") for number in range(len(CASES))]
+    engine = SparkEngine(spark)
+    try:
+        results = check_pass(engine, runs, ORDER_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+    finally:
+        engine.close()
+    for case, run, result in zip(CASES, runs, results, strict=True):
+        assert_case(case, result)
+        assert canonical(result) == canonical(
+            check_pass(PandasEngine(), [run], ORDER_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        )
+
+
+@pytest.mark.parametrize("bucketed", [False, True], ids=["plain-files", "bucketed-table"])
+def test_every_planted_order_anomaly_as_pandas_reports_it(tmp_path: Path, spark: Any, bucketed: bool) -> None:
+    """Several of each kind in one run (examples beyond the limit are cut alike), and a run alone."""
+    batch = [
+        Plan(seed=31, partitions=3, plant=tuple((kind, 3) for kind in ORDER_CHECKS)),
+        Plan(seed=32, partitions=1, plant=tuple((kind, 1) for kind in ORDER_CHECKS)),
+        Plan(seed=33, partitions=2),
+        Plan(
+            seed=34, partitions=2, plant=(("stale-read", 2), ("lost-write", 1), ("inconsistent-offsets", 2))
+        ),
+    ]
+    planted = [write_run(tmp_path / f"run-{plan.seed}", plan) for plan in batch]
+    runs = [load_run(tmp_path / f"run-{plan.seed}") for plan in batch]
+    engine = SparkEngine(spark, bucketed=bucketed)
+    try:
+        results = check_pass(engine, runs, ALL_CHECKS, 2)
+    finally:
+        engine.close()
+    for run, expected, from_spark in zip(runs, planted, results, strict=True):
+        assert {name: a["count"] for name, a in from_spark["anomalies"].items()} == expected
+        assert canonical(from_spark) == canonical(check_pass(PandasEngine(), [run], ALL_CHECKS, 2)[0])
