@@ -10,6 +10,13 @@ Modules:
 * ``controller`` -- cluster metadata, broker liveness, leader election, leader epochs;
 * ``config`` -- the ``.properties`` files of the controller and brokers, every key declared;
 * ``handlers`` -- one Kafka API handler per request type;
+* ``group_handlers`` -- the group coordinator's Kafka APIs (FindCoordinator, JoinGroup, ...);
+* ``group_coordinator`` -- the groups of the ``__consumer_offsets`` partitions this broker leads:
+  loading them from the log, commits appended with acks=all, the groups' clocks;
+* ``coordinator_partition`` -- one led ``__consumer_offsets`` partition's groups and offsets, by replay;
+* ``group_state`` -- one consumer group's membership state machine (pure);
+* ``group_members`` -- a group's members, the answers to JoinGroup and SyncGroup, the protocol vote;
+* ``group_records`` -- group placement (Java's hash) and the ``__consumer_offsets`` record format;
 * ``partition`` -- one partition replica: leader and follower state, HW, ISR, waiters;
 * ``replica_fetcher`` -- the follower side: truncate per the truncation mode, then fetch;
 * ``log`` -- a replica's log: segment files of v2 record batches on a real disk;

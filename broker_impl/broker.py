@@ -39,6 +39,9 @@ from typing import Any
 from . import config as configuration
 from . import wire
 from .checkpoints import HighWatermarkCheckpoint, fsync_directory, write_atomically
+from .group_coordinator import GroupCoordinator
+from .group_handlers import GroupHandlers
+from .group_records import OFFSETS_TOPIC
 from .handlers import Handlers
 from .log import FlushPolicy
 from .partition import Partition
@@ -75,6 +78,7 @@ class Broker:
         self.controller = RpcClient(controller_host, controller_port, timeout=5.0)
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()
+        self.coordinator = GroupCoordinator(self)
         self._open_existing_partitions()
         # Whether the previous process shut down cleanly (sent at registration).
         self.clean_shutdown = self._take_clean_shutdown_marker()
@@ -163,10 +167,12 @@ class Broker:
         self._stop_fetcher(key)
         if state["leader"] == self.node_id:
             partition.become_leader(epoch, state["partition_epoch"], state["replicas"], state["isr"])
+            self.coordinator.partition_changed(partition)
             return
         partition.become_follower(
             state["leader"], epoch, state["partition_epoch"], state["replicas"], state["isr"]
         )
+        self.coordinator.partition_changed(partition)
         if self.settings["truncation.mode"] == "high-watermark":
             partition.truncate_to(partition.high_watermark)  # pre-0.11: cut at our own HW, unconditionally
         leader = self.metadata["brokers"].get(str(state["leader"]))
@@ -261,7 +267,10 @@ class Broker:
         return wire.NONE, None
 
     async def auto_create_topic(self, name: str) -> int:
-        error, _ = await self.create_topic(name, -1, -1, 5000)
+        if name == OFFSETS_TOPIC:
+            error = await self.coordinator.create_offsets_topic()
+        else:
+            error, _ = await self.create_topic(name, -1, -1, 5000)
         return wire.LEADER_NOT_AVAILABLE if error in (wire.NONE, wire.TOPIC_ALREADY_EXISTS) else error
 
     async def allocate_producer_id(self) -> int:
@@ -346,12 +355,13 @@ class Broker:
     # ---- client connections -------------------------------------------------------------
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handlers = Handlers(self).table()
         peer = writer.get_extra_info("peername")
+        client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+        handlers = {**Handlers(self).table(), **GroupHandlers(self, client_host).table()}
         try:
             while True:
                 payload = await wire.read_frame(reader)
-                request = wire.decode_request(payload)
+                request = wire.decode_request(payload, wire.SERVED_APIS)
                 body = await handlers[request.api.key](request)
                 if body is None:
                     continue  # acks=0: Kafka sends no response
@@ -389,6 +399,7 @@ async def run(settings: dict[str, Any]) -> None:
             broker.maintain_isr_forever(),
             broker.checkpoint_high_watermarks_forever(),
             broker.flush_forever(),
+            broker.coordinator.tick_forever(),
         )
     ]
     stopped = asyncio.create_task(stop.wait())

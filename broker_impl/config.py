@@ -8,7 +8,7 @@ silently fall back to a default, because a harness that tests the wrong configur
 reports the wrong verdict.
 
 Defaults are Kafka's own (``flush.messages`` never, ``replica.lag.time.max.ms`` 30000,
-HW checkpoint every 5000 ms, ...).
+HW checkpoint every 5000 ms, ...), except ``offsets.topic.num.partitions`` (5, not 50).
 
 **Bug switches.**  Each rule that fixed a documented Kafka replication bug
 (``../shared/BUG-CATALOGUE.md``, ``docs/bugs.md``) has a key that turns the fix off and brings
@@ -167,6 +167,37 @@ BROKER_KEYS: tuple[Key, ...] = (
         "(KIP-966, KAFKA-15583); false: the HW follows the ISR whatever its size, so a write appended "
         "under a full ISR is acknowledged after the ISR shrank to the leader alone",
     ),
+    Key(
+        "offsets.topic.num.partitions",
+        _positive,
+        5,
+        "partitions of __consumer_offsets when the first coordinator lookup creates it; a group's "
+        "coordinator is the leader of partition abs(hashCode(group id)) % this (Kafka: 50; small here "
+        "so that a test cluster's coordinators are few and easy to fault)",
+    ),
+    Key(
+        "offsets.topic.replication.factor",
+        _positive,
+        3,
+        "replication factor of __consumer_offsets, capped at the brokers alive when it is created",
+    ),
+    Key(
+        "offsets.commit.timeout.ms",
+        _positive,
+        5000,
+        "an offset commit (or a group's stored generation) waits this long for the HW to pass its "
+        "record (acks=all), then fails with REQUEST_TIMED_OUT (REBALANCE_IN_PROGRESS for a generation)",
+    ),
+    Key("offsets.metadata.max.bytes", _positive, 4096, "longest metadata string of an offset commit"),
+    Key(
+        "group.initial.rebalance.delay.ms",
+        _non_negative,
+        3000,
+        "a rebalance of an empty group waits this long for more members, extended by each join, up to "
+        "the rebalance timeout (0: complete as soon as every known member has joined)",
+    ),
+    Key("group.min.session.timeout.ms", _positive, 6000, "smallest session timeout a member may ask for"),
+    Key("group.max.session.timeout.ms", _positive, 1800000, "largest session timeout a member may ask for"),
     Key("cluster.id", _string, "tidemark", "cluster id reported in Metadata"),
 )
 

@@ -7,6 +7,9 @@ is ignored, as by brokers before Kafka 2.1), NOT_ENOUGH_REPLICAS when ``acks=all
 ``min.insync.replicas``, REQUEST_TIMED_OUT when ``acks=all`` waits past the request's
 timeout, OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.  Transactions are not
 supported (InitProducerId with a transactional id is refused with INVALID_REQUEST).
+``__consumer_offsets`` is internal, as in Kafka: Metadata marks it so and a client's Produce
+to it is refused with INVALID_TOPIC_EXCEPTION (only the group coordinator appends there; its
+APIs are in :mod:`broker_impl.group_handlers`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from . import records, wire
+from .group_records import OFFSETS_TOPIC
 from .partition import Partition
 from .records import CorruptBatch
 
@@ -54,7 +58,7 @@ class Handlers:
     # ---- metadata -----------------------------------------------------------------------
 
     async def api_versions(self, request: wire.Request) -> Any:
-        return wire.api_versions_response(request)
+        return wire.api_versions_response(request, wire.SERVED_APIS)
 
     async def metadata(self, request: wire.Request) -> Any:
         response_class = request.api.response
@@ -101,7 +105,7 @@ class Handlers:
                     error_code=wire.NONE,
                     name=name,
                     topic_id=topic["id"],
-                    is_internal=False,
+                    is_internal=name == OFFSETS_TOPIC,
                     partitions=partitions,
                 )
             )
@@ -116,28 +120,6 @@ class Handlers:
             cluster_id=self.broker.cluster_id,
             controller_id=min(live) if live else -1,
             topics=topic_entries,
-        )
-
-    async def find_coordinator(self, request: wire.Request) -> Any:
-        host, port = self.broker.advertised
-        if request.version >= 4:
-            coordinator_class = wire.nested(request.api.response, "Coordinator")
-            return wire.response(
-                request,
-                coordinators=[
-                    coordinator_class(
-                        key=key,
-                        node_id=self.broker.node_id,
-                        host=host,
-                        port=port,
-                        error_code=0,
-                        error_message=None,
-                    )
-                    for key in request.body.coordinator_keys
-                ],
-            )
-        return wire.response(
-            request, error_code=0, error_message=None, node_id=self.broker.node_id, host=host, port=port
         )
 
     async def create_topics(self, request: wire.Request) -> Any:
@@ -193,6 +175,8 @@ class Handlers:
     ) -> tuple[str, int, int, int, int]:
         if acks not in (0, 1, -1):
             return topic, index, wire.INVALID_REQUIRED_ACKS, -1, -1
+        if topic == OFFSETS_TOPIC:  # only the group coordinator writes there (Kafka: internal topic)
+            return topic, index, wire.INVALID_TOPIC_EXCEPTION, -1, -1
         error, partition = self._lookup(topic, index)
         if partition is None:
             return topic, index, error, -1, -1
@@ -401,7 +385,6 @@ class Handlers:
             1: self.fetch,
             2: self.list_offsets,
             3: self.metadata,
-            10: self.find_coordinator,
             18: self.api_versions,
             19: self.create_topics,
             22: self.init_producer_id,

@@ -140,3 +140,23 @@ def decode_records(batch: bytes) -> list[Record]:
 
     decoded = DefaultRecordBatch(batch)
     return [Record(record.offset, record.timestamp, record.key, record.value) for record in decoded]
+
+
+def build_batch(entries: list[tuple[bytes | None, bytes | None]], timestamp: int) -> bytearray:
+    """One uncompressed v2 batch of ``(key, value)`` records, base offset 0, no producer id --
+    what the broker writes itself (the group coordinator's commits), built by kafka-python's
+    batch builder as a producer's batch would be, CRC included."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for delta, (key, value) in enumerate(entries):
+        builder.append(delta, timestamp=timestamp, key=key, value=value, headers=[])
+    return bytearray(builder.build())

@@ -18,14 +18,33 @@ import dataclasses
 import struct
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -50,18 +69,30 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 INVALID_REQUIRED_ACKS = 21
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 KAFKA_STORAGE_ERROR = 56
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+MEMBER_ID_REQUIRED = 79
 INVALID_RECORD = 87
 
 MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -93,6 +124,30 @@ APIS: dict[int, Api] = {
         Api(23, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     )
 }
+GROUP_APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(8, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+        Api(9, OffsetFetchRequest, OffsetFetchResponse, 1, 8),
+        Api(11, JoinGroupRequest, JoinGroupResponse, 0, 7),
+        Api(12, HeartbeatRequest, HeartbeatResponse, 0, 4),
+        Api(13, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        Api(14, SyncGroupRequest, SyncGroupResponse, 0, 5),
+        Api(15, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        Api(16, ListGroupsRequest, ListGroupsResponse, 0, 4),
+    )
+}
+"""The group coordinator's APIs (FindCoordinator, which :data:`APIS` has always listed, is answered
+by the coordinator too).  Version ceilings: kafka-python 3.0 asks for at most JoinGroup 7,
+SyncGroup 5, OffsetCommit 8 and OffsetFetch 8; librdkafka 2.x for at most JoinGroup 5 (and it
+counts a broker as group-capable only if JoinGroup, SyncGroup, Heartbeat and LeaveGroup offer
+v0 and OffsetFetch v1).  JoinGroup 9 would make kafka-python take the broker for Kafka 3.2 and
+OffsetCommit/OffsetFetch 9 need KIP-848 member epochs; neither is offered."""
+
+SERVED_APIS: dict[int, Api] = {**APIS, **GROUP_APIS}
+"""Every API a broker serves and advertises.  :data:`APIS` alone is the replicated log's
+(what followers and producers use); the two tables are kept apart so that tools and tests
+built around the log's APIs keep their scope."""
 API_VERSIONS_KEY = 18
 
 _KEY_AND_VERSION = struct.Struct(">hhi")
@@ -128,14 +183,15 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-def decode_request(payload: bytes) -> Request:
-    """Decode a request; :class:`ProtocolError` for unknown APIs, versions or garbage.
+def decode_request(payload: bytes, apis: dict[int, Api] = APIS) -> Request:
+    """Decode a request of one of ``apis`` (a broker passes :data:`SERVED_APIS`);
+    :class:`ProtocolError` for other APIs, unsupported versions or garbage.
 
     An ApiVersions request of an unsupported version is *not* an error here: the caller
     answers it with UNSUPPORTED_VERSION and the supported ranges (clients retry lower).
     """
     key, version, correlation_id = peek_header(payload)
-    api = APIS.get(key)
+    api = apis.get(key)
     if api is None:
         raise ProtocolError(f"unsupported API key {key}")
     if not api.min_version <= version <= api.max_version:
@@ -161,13 +217,14 @@ def response(request: Request, **fields: Any) -> Any:
     return request.api.response(version=request.version, **fields)
 
 
-def api_versions_response(request: Request) -> Any:
-    """The ApiVersions answer; error 35 with a v0 body when the version is unsupported."""
+def api_versions_response(request: Request, apis: dict[int, Api] = APIS) -> Any:
+    """The ApiVersions answer listing ``apis`` (a broker passes :data:`SERVED_APIS`);
+    error 35 with a v0 body when the version is unsupported."""
     api_keys = [
         ApiVersionsResponse.ApiVersion(
             api_key=api.key, min_version=api.min_version, max_version=api.max_version
         )
-        for api in APIS.values()
+        for api in apis.values()
     ]
     if request.body is None:
         return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=api_keys)
