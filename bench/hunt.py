@@ -104,6 +104,15 @@ def unexpected_runs(result: HuntResult) -> list[str]:
     return found
 
 
+def median_minutes(times: list[float | None]) -> float | None:
+    """Median time to the first find in minutes, a hunt that found nothing counting as slower
+    than any that did; None when that median is such a hunt (JSON has no infinity)."""
+    if not times:
+        return None
+    median = statistics.median_low([t if t is not None else float("inf") for t in times])
+    return None if median == float("inf") else round(median / 60, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hunts", type=int, default=3)
@@ -146,11 +155,7 @@ def main() -> None:
                 "found": len(found),
                 "hunts": len(times),
                 "minutes_to_first_anomaly": [None if t is None else round(t / 60, 1) for t in times],
-                "median_minutes": (
-                    round(statistics.median([t if t is not None else float("inf") for t in times]) / 60, 1)
-                    if times
-                    else None
-                ),
+                "median_minutes": median_minutes(times),
                 "baseline_minutes": round(baseline.elapsed_seconds / 60, 1),
                 "baseline_runs": len(baseline.runs),
                 "baseline_unexpected": unexpected_runs(baseline),
