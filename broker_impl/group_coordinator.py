@@ -28,7 +28,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import records, wire
 from .coordinator_partition import CoordinatorPartition
@@ -48,6 +49,8 @@ from .group_state import Group, GroupSettings
 if TYPE_CHECKING:
     from .broker import Broker
     from .partition import Partition
+
+_Outcome = TypeVar("_Outcome", JoinOutcome, SyncOutcome)
 
 logger = logging.getLogger(__name__)
 
@@ -220,25 +223,23 @@ class GroupCoordinator:
         if state is None:
             return JoinOutcome(error, member_id)
         group = state.group_or_new(group_id)
-        ticket: asyncio.Future[JoinOutcome | SyncOutcome] = asyncio.get_running_loop().create_future()
-        outcome = group.join(
-            member_id=member_id,
-            client_id=client_id,
-            client_host=client_host,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            protocol_type=protocol_type,
-            protocols=protocols,
-            require_known_member_id=require_known_member_id,
-            ticket=ticket,
-            now=time.monotonic(),
+        return await self._answer(
+            state,
+            group,
+            JoinOutcome,
+            lambda ticket: group.join(
+                member_id=member_id,
+                client_id=client_id,
+                client_host=client_host,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                protocol_type=protocol_type,
+                protocols=protocols,
+                require_known_member_id=require_known_member_id,
+                ticket=ticket,
+                now=time.monotonic(),
+            ),
         )
-        self._settle(state, group)
-        if outcome is not None:
-            return outcome
-        answer = await ticket
-        assert isinstance(answer, JoinOutcome)
-        return answer
 
     async def sync(
         self,
@@ -257,21 +258,37 @@ class GroupCoordinator:
         group = state.group(group_id)
         if group is None:
             return SyncOutcome(wire.UNKNOWN_MEMBER_ID)
-        ticket: asyncio.Future[JoinOutcome | SyncOutcome] = asyncio.get_running_loop().create_future()
-        outcome = group.sync(
-            member_id=member_id,
-            generation_id=generation_id,
-            protocol_type=protocol_type,
-            protocol_name=protocol_name,
-            assignments=assignments,
-            ticket=ticket,
-            now=time.monotonic(),
+        return await self._answer(
+            state,
+            group,
+            SyncOutcome,
+            lambda ticket: group.sync(
+                member_id=member_id,
+                generation_id=generation_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=assignments,
+                ticket=ticket,
+                now=time.monotonic(),
+            ),
         )
+
+    async def _answer(
+        self,
+        state: CoordinatorPartition,
+        group: Group,
+        kind: type[_Outcome],
+        request: Callable[[asyncio.Future[JoinOutcome | SyncOutcome]], _Outcome | None],
+    ) -> _Outcome:
+        """Make ``request`` of ``group`` with a fresh ticket: its answer now, or the one the group
+        gives the ticket later (when the rebalance completes or the assignment is stored)."""
+        ticket: asyncio.Future[JoinOutcome | SyncOutcome] = asyncio.get_running_loop().create_future()
+        outcome = request(ticket)
         self._settle(state, group)
         if outcome is not None:
             return outcome
         answer = await ticket
-        assert isinstance(answer, SyncOutcome)
+        assert isinstance(answer, kind)
         return answer
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
