@@ -60,10 +60,10 @@ def target_anomalies(scenario: Scenario) -> frozenset[str]:
     """The anomalies the scenario's buggy expectation names (what counts as finding the bug)."""
     switch = scenario.switch_setting
     assert switch is not None
-    for expectation in scenario.expected:
-        if dict(expectation.when).get(switch[0]) == switch[1]:
-            return frozenset(expectation.anomalies)
-    raise SystemExit(f"{scenario.name}: no expectation for its switch {scenario.switch}")
+    expectation = scenario.expectation_for({**scenario.settings, switch[0]: switch[1]})
+    if expectation is None:
+        raise SystemExit(f"{scenario.name}: no expectation for its switch {scenario.switch}")
+    return frozenset(expectation.anomalies)
 
 
 def safe_settings(scenarios: dict[str, Scenario]) -> dict[str, str]:

@@ -32,7 +32,7 @@ def parse_duration(text: str, flag: str) -> float:
         raise UsageError(f"{flag} {error}") from None
 
 
-def parse_stop_on(text: str, flag: str = "--stop-on") -> frozenset[str]:
+def parse_anomaly_names(text: str, flag: str = "--stop-on") -> frozenset[str]:
     """A flag's anomaly names; :class:`UsageError` naming the flag and the known names."""
     try:
         return frozenset(parse_name_list(text, ALL_CHECKS, flag))
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if not spec.nemesis.faults:  # no --nemesis: the measured default mix
         spec = dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=HUNT_MIX))
     run_cli.check_spec(spec)
-    stop_on = parse_stop_on(args.stop_on) if args.stop_on else frozenset()
+    stop_on = parse_anomaly_names(args.stop_on) if args.stop_on else frozenset()
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
     print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)
     result = hunt(

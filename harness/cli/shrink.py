@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.errors import UsageError
-from harness.cli.hunt import parse_duration, parse_stop_on
+from harness.cli.hunt import parse_anomaly_names, parse_duration
 from harness.record.rundir import RunDir, SpecFileError
 from harness.run.shrink_run import ShrinkError, shrink_run
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.threshold <= 1:
         raise UsageError(f"--threshold {args.threshold}: expected a share in (0, 1]")
     budget = parse_duration(args.budget, "--budget")
-    anomalies = parse_stop_on(args.anomaly, "--anomaly") if args.anomaly else None
+    anomalies = parse_anomaly_names(args.anomaly, "--anomaly") if args.anomaly else None
     run_dir = Path(args.run_dir)
     if not RunDir(run_dir).spec_file.is_file():
         raise UsageError(f"{run_dir}: not a run directory (no {RunDir(run_dir).spec_file.name})")

@@ -166,8 +166,8 @@ def test_a_hunt_with_stop_on_goes_past_invalid_runs_without_those_anomalies(
 
 
 def test_the_stop_on_flag_names_unknown_anomalies() -> None:
-    from harness.cli.hunt import parse_stop_on
+    from harness.cli.hunt import parse_anomaly_names
 
-    assert parse_stop_on("lost-write,duplicate") == {"lost-write", "duplicate"}
+    assert parse_anomaly_names("lost-write,duplicate") == {"lost-write", "duplicate"}
     with pytest.raises(UsageError, match=r"--stop-on\[0\]: unknown name 'lost'"):
-        parse_stop_on("lost")
+        parse_anomaly_names("lost")
