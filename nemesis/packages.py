@@ -34,6 +34,14 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 * ``rolling-restart`` -- every broker killed and restarted in turn, each time waiting until the
   partition is fully replicated again;
 * ``overlapping-faults`` -- two different faults on different brokers whose windows overlap;
+* ``stale-leader-lagging-joiner`` -- KAFKA-7128: a follower stops and falls far behind; the other
+  follower restarts cut off from the leader (so its HW is stale) and becomes leader when the old
+  one bounces; the far-behind follower returns and catches up with it, and then both others die;
+* ``last-replica-standing`` -- KIP-966: the leader is cut off from its followers one at a time
+  until the ISR is the leader alone, then it loses power and restarts (needs the lazy
+  filesystem);
+* ``zombie-fetch-across-epochs`` -- KIP-320: a follower stops hearing the controller and keeps
+  fetching while the leadership moves away and back over two epochs (needs a controller node);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -47,12 +55,15 @@ from typing import Any
 from nemesis.spec import (
     FOLLOWER_RESTART_LEADER_CRASH,
     ISOLATE_FOLLOWERS_LOSE_LEADER,
+    LAST_REPLICA_STANDING,
     LEADER_CRASH_STORM,
     METADATA_DELAY_LEADER_MOVES,
     OVERLAPPING_FAULTS,
     POWER_LOSS_FOLLOWER_LEADER_CRASH,
     QUIET,
     ROLLING_RESTART,
+    STALE_LEADER_LAGGING_JOINER,
+    ZOMBIE_FETCH_ACROSS_EPOCHS,
 )
 
 Step = dict[str, Any]
@@ -223,6 +234,115 @@ def overlapping_faults(rng: random.Random, context: PackageContext) -> list[Step
     ]
 
 
+def _three_replicas(name: str, context: PackageContext) -> None:
+    if context.replication_factor < 3:
+        raise PackageError(f"{name} needs a replication factor of at least 3")
+
+
+def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> list[Step]:
+    """KAFKA-7128's choreography; which of its waits hold depends on the broker, so the catch-up
+    before the double failure is sometimes awaited (the joiner is in the ISR) and sometimes only
+    given time (the failure lands mid catch-up)."""
+    _three_replicas(STALE_LEADER_LAGGING_JOINER, context)
+    p = _partition_of(rng, context)
+    steps: list[Step] = [
+        {"bind": {"A": f"leader-of:{p}", "B": f"follower-of:{p}#1", "C": f"follower-of:{p}#2"}},
+        {"fault": "kill", "node": "C"},
+        {"wait": "not-in-isr", "node": "C", "timeout": 40},
+        _sleep(rng, 2.0, 10.0, "acknowledged writes pile up beyond the stopped follower's log end"),
+        {"fault": "partition", "grudge": {"A": ["B"], "B": ["A"]}, "kind": "leader-follower"},
+        {"fault": "kill", "node": "B"},
+        {"fault": "start", "node": "B"},
+        {"wait": "answers", "node": "B", "timeout": 20},
+        {"fault": "kill", "node": "A"},
+        {"fault": "start", "node": "A"},
+        {"wait": "leader-is", "node": "B", "timeout": 20},
+        {"fault": "start", "node": "C"},
+    ]
+    if rng.random() < 0.5:
+        steps += [
+            {"wait": "in-isr", "node": "C", "timeout": 40},
+            _sleep(rng, 0.0, 2.0, "the joiner is in sync on paper"),
+        ]
+    else:
+        steps.append(_sleep(rng, 0.5, 6.0, "the double failure lands while the joiner catches up"))
+    steps += [
+        {"fault": "kill", "nodes": ["A", "B"]},
+        _sleep(rng, 3.0, 6.0, "the joiner leads if it is eligible; the others' writes hang on it"),
+        {"fault": "heal"},
+        {"fault": "start", "nodes": ["A", "B"]},
+    ]
+    return steps
+
+
+def last_replica_standing(rng: random.Random, context: PackageContext) -> list[Step]:
+    """KIP-966: the ISR shrinks to the leader one follower at a time, then the leader loses its
+    unsynced writes; whether it may lead again is the election rule under test."""
+    if not context.power_loss:
+        raise PackageError(f"{LAST_REPLICA_STANDING} needs the lazy filesystem (power loss)")
+    if context.replication_factor < 2:
+        raise PackageError(f"{LAST_REPLICA_STANDING} needs a replication factor of at least 2")
+    p = _partition_of(rng, context)
+    followers = [f"F{n}" for n in range(1, context.replication_factor)]
+    rng.shuffle(followers)
+    binding = {"L": f"leader-of:{p}", **{name: f"follower-of:{p}#{name[1:]}" for name in followers}}
+    steps: list[Step] = [{"bind": binding}]
+    cut: list[str] = []
+    for name in followers:
+        cut.append(name)
+        steps += [
+            {
+                "fault": "partition",
+                "grudge": {"L": list(cut), **{other: ["L"] for other in cut}},
+                "kind": "isolate-leader-from-followers" if len(cut) == len(followers) else "leader-follower",
+            },
+            {"wait": "not-in-isr", "node": name, "timeout": 40},
+            _sleep(rng, 0.0, 3.0, "writes are acknowledged by the ISR that is left"),
+        ]
+    steps += [
+        {"fault": "power-loss", "node": "L"},
+        {"fault": "start", "node": "L"},
+        {"wait": "answers", "node": "L", "timeout": 20},
+        _sleep(rng, 0.0, 3.0, "the leader recovers alone before its followers hear it again"),
+        {"fault": "heal"},
+    ]
+    return steps
+
+
+def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> list[Step]:
+    """KIP-320: the zombie follower G holds records of epoch e that the next leader never got,
+    and keeps fetching from the old leader after it leads again in a later epoch."""
+    if not context.metadata_delay:
+        raise PackageError(f"{ZOMBIE_FETCH_ACROSS_EPOCHS} needs a controller node")
+    _three_replicas(ZOMBIE_FETCH_ACROSS_EPOCHS, context)
+    p = _partition_of(rng, context)
+    zombie = rng.randint(1, 2)
+    return [
+        {
+            "bind": {
+                "L": f"leader-of:{p}",
+                "F": f"follower-of:{p}#{3 - zombie}",
+                "G": f"follower-of:{p}#{zombie}",
+            }
+        },
+        {"fault": "metadata-delay", "node": "G"},
+        _sleep(rng, 0.5, 4.0, "the zombie may leave the ISR before the leader is cut off, or not"),
+        {"fault": "partition", "grudge": {"L": ["F"], "F": ["L"]}, "kind": "leader-follower"},
+        _sleep(rng, 0.5, 3.0, "the leader appends what only the zombie replicates"),
+        {"fault": "kill", "node": "L"},
+        {"wait": "leader-is-not", "node": "L", "timeout": 20},
+        _sleep(rng, 0.5, 2.0, "the next leader takes writes in the next epoch"),
+        {"fault": "heal"},
+        {"fault": "start", "node": "L"},
+        {"wait": "in-isr", "node": "L", "timeout": 40},
+        {"fault": "kill", "node": "F"},
+        {"wait": "leader-is-not", "node": "F", "timeout": 20},
+        _sleep(rng, 1.0, 4.0, "the zombie fetches from a leader of a newer epoch than it knows"),
+        {"fault": "metadata-heal", "node": "G"},
+        {"fault": "start", "node": "F"},
+    ]
+
+
 def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
     mean = context.quiet_seconds
     return [_sleep(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
@@ -236,6 +356,9 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     METADATA_DELAY_LEADER_MOVES: metadata_delay_leader_moves,
     ROLLING_RESTART: rolling_restart,
     OVERLAPPING_FAULTS: overlapping_faults,
+    STALE_LEADER_LAGGING_JOINER: stale_leader_lagging_joiner,
+    LAST_REPLICA_STANDING: last_replica_standing,
+    ZOMBIE_FETCH_ACROSS_EPOCHS: zombie_fetch_across_epochs,
     QUIET: quiet,
 }
 

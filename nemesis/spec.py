@@ -58,6 +58,9 @@ POWER_LOSS_FOLLOWER_LEADER_CRASH = "power-loss-follower-leader-crash"
 METADATA_DELAY_LEADER_MOVES = "metadata-delay-leader-moves"
 ROLLING_RESTART = "rolling-restart"
 OVERLAPPING_FAULTS = "overlapping-faults"
+STALE_LEADER_LAGGING_JOINER = "stale-leader-lagging-joiner"
+LAST_REPLICA_STANDING = "last-replica-standing"
+ZOMBIE_FETCH_ACROSS_EPOCHS = "zombie-fetch-across-epochs"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -67,6 +70,9 @@ PACKAGE_KINDS: tuple[str, ...] = (
     METADATA_DELAY_LEADER_MOVES,
     ROLLING_RESTART,
     OVERLAPPING_FAULTS,
+    STALE_LEADER_LAGGING_JOINER,
+    LAST_REPLICA_STANDING,
+    ZOMBIE_FETCH_ACROSS_EPOCHS,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -81,6 +87,9 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         METADATA_DELAY_LEADER_MOVES: frozenset({METADATA_DELAY, KILL}),
         ROLLING_RESTART: frozenset({KILL}),
         OVERLAPPING_FAULTS: frozenset({PAUSE, KILL, PARTITION, METADATA_DELAY}),
+        STALE_LEADER_LAGGING_JOINER: frozenset({KILL, PARTITION}),
+        LAST_REPLICA_STANDING: frozenset({PARTITION, KILL, POWER_LOSS}),
+        ZOMBIE_FETCH_ACROSS_EPOCHS: frozenset({METADATA_DELAY, PARTITION, KILL}),
         QUIET: frozenset(),
     }
 )
@@ -95,6 +104,8 @@ HUNT_MIX: tuple[str, ...] = (
     METADATA_DELAY_LEADER_MOVES,
     ROLLING_RESTART,
     OVERLAPPING_FAULTS,
+    STALE_LEADER_LAGGING_JOINER,
+    ZOMBIE_FETCH_ACROSS_EPOCHS,
     QUIET,
 )
 """The fault mix ``tidemark hunt`` draws from when ``--nemesis`` is not given.
@@ -102,9 +113,11 @@ HUNT_MIX: tuple[str, ...] = (
 Every package that needs no lazy filesystem, with kill and partition as single faults; power
 loss is left out because, unless the broker fsyncs every message (``flush.messages=1``), the
 loss it causes is permitted and would end every hunt with an expected anomaly -- the nightly
-hunt adds it with ``flush.messages=1``.  ``bench/hunt.py`` measures this mix against every
+hunt adds it (and the packages built on it, :data:`POWER_LOSS_MIX`) with ``flush.messages=1``.  ``bench/hunt.py`` measures this mix against every
 buggy setting of the catalogue (the figures are in ``docs/bugs.md``).
 """
+POWER_LOSS_MIX: tuple[str, ...] = (POWER_LOSS, POWER_LOSS_FOLLOWER_LEADER_CRASH, LAST_REPLICA_STANDING)
+"""What a mix adds to :data:`HUNT_MIX` where power loss is under test (the lazy filesystem runs)."""
 HEALS: Mapping[str, str] = MappingProxyType(
     {KILL: "start", PAUSE: "resume", POWER_LOSS: "start", METADATA_DELAY: "metadata-heal", PARTITION: "heal"}
 )

@@ -105,11 +105,55 @@ def test_plans_are_seeded() -> None:
         ("metadata-delay-leader-moves", CONTEXTS[2], "controller node"),
         ("isolate-followers-lose-leader", PackageContext(("n1",), 1, 1), "replication factor"),
         ("leader-crash-storm", PackageContext(("n1", "n2"), 0, 2), "topic partition"),
+        ("stale-leader-lagging-joiner", CONTEXTS[1], "replication factor of at least 3"),
+        ("last-replica-standing", CONTEXTS[1], "lazy filesystem"),
+        ("last-replica-standing", PackageContext(("n1",), 1, 1, power_loss=True), "replication factor"),
+        ("zombie-fetch-across-epochs", CONTEXTS[2], "controller node"),
+        ("zombie-fetch-across-epochs", CONTEXTS[1], "replication factor of at least 3"),
     ],
 )
 def test_packages_that_cannot_apply_say_why(name: str, context: PackageContext, reason: str) -> None:
     with pytest.raises(PackageError, match=reason):
         plan_package(name, random.Random(0), context)
+
+
+def test_last_replica_standing_cuts_every_follower_out_of_the_isr_before_the_power_loss() -> None:
+    orders = set()
+    for seed in range(30):
+        steps = plan_package("last-replica-standing", random.Random(seed), CONTEXTS[0])
+        loss = next(i for i, step in enumerate(steps) if step.get("fault") == "power-loss")
+        left = [step["node"] for step in steps[:loss] if step.get("wait") == "not-in-isr"]
+        assert sorted(left) == ["F1", "F2"]
+        assert steps[loss]["node"] == "L"
+        last_cut = [step for step in steps[:loss] if step.get("fault") == "partition"][-1]
+        assert sorted(last_cut["grudge"]["L"]) == ["F1", "F2"]
+        orders.add(tuple(left))
+    assert len(orders) == 2, "the followers leave the ISR in both orders over the seeds"
+
+
+def test_zombie_fetch_keeps_the_zombie_deaf_over_two_leadership_moves() -> None:
+    for seed in range(30):
+        steps = plan_package("zombie-fetch-across-epochs", random.Random(seed), CONTEXTS[0])
+        faults = [(step["fault"], step.get("node")) for step in steps if "fault" in step]
+        deaf = faults.index(("metadata-delay", "G"))
+        hears = faults.index(("metadata-heal", "G"))
+        assert deaf < faults.index(("kill", "L")) < faults.index(("kill", "F")) < hears
+        bind = steps[0]["bind"]
+        assert {bind["F"].split("#")[1], bind["G"].split("#")[1]} == {"1", "2"}
+
+
+def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:
+    awaited = set()
+    for seed in range(30):
+        steps = plan_package("stale-leader-lagging-joiner", random.Random(seed), CONTEXTS[0])
+        faults = [
+            (step["fault"], tuple(step.get("nodes") or [step.get("node")]))
+            for step in steps
+            if "fault" in step
+        ]
+        assert faults.index(("start", ("C",))) < faults.index(("kill", ("A", "B")))
+        awaited.add(any(step.get("wait") == "in-isr" for step in steps))
+    assert awaited == {True, False}
 
 
 def test_schedule_draws_packages_with_their_steps_and_no_separate_heal() -> None:
