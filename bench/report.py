@@ -21,6 +21,7 @@ assertion: the numbers are printed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -36,6 +37,7 @@ from harness.record.history import HistoryWriter, convert_history
 from harness.record.ops import Op
 
 PRODUCERS, CONSUMERS = 8, 2
+FRESH_PROCESS_BASE = 1000
 FAULTS = [("kill", "start", ["n2"]), ("pause", "resume", ["n1"]), ("partition", "heal", ["n1", "n2", "n3"])]
 
 
@@ -62,7 +64,11 @@ def generate_history(path: Path, ops_wanted: int, seed: int) -> int:
     spacing = duration_ns // (sends // PRODUCERS + 1)
     value = 0
     acked = []
-    for process in range(PRODUCERS):
+    # After an info send a producer goes on under a fresh process id, as the op model requires:
+    # ids from FRESH_PROCESS_BASE up, clear of the consumers' and the drain's.
+    fresh = itertools.count(FRESH_PROCESS_BASE)
+    for producer in range(PRODUCERS):
+        process = producer
         clock = rng.randrange(spacing)
         for _ in range(sends // PRODUCERS):
             value += 1
@@ -85,6 +91,8 @@ def generate_history(path: Path, ops_wanted: int, seed: int) -> int:
                         "timeout" if outcome == "info" else "NOT_LEADER",
                     )
                 )
+                if outcome == "info":
+                    process = next(fresh)
             clock += latency + spacing
     polls = ops_wanted // 40
     for number in range(polls // 2):

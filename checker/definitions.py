@@ -7,14 +7,24 @@ the final read of partition 0 after every fault healed, up to its high watermark
 
 * **lost-write** -- an ``ok`` send whose value is absent from the complete final drain of
   its partition.  ``send p0 v=7 ok @3``; ``drain p0 [@0 v=1, @1 v=2] complete`` -> v=7 lost.
-  Counted only in partitions whose drain is complete (elsewhere it is *unseen*).
+  Counted only in partitions whose drain is complete (elsewhere it is *unseen*).  An ``ok``
+  send without a known offset (``acks=0`` answers a negative one, -1; a missing offset is
+  the same) is acknowledged all the same; its example's ``offset`` is null.
 * **replica-divergence** -- two replicas' final logs hold different records (key or value)
-  at the same (partition, offset).  ``n1 p0 @1 v=2``, ``n2 p0 @1 v=3`` -> diverged at 1.
-  The count is the number of divergent positions; each example is the first divergent
-  offset of one (partition, replica pair), with both records.
+  at the same (partition, offset) *below both replicas' high watermarks*: TLA+ LogMatching
+  (Kafka's replication spec), which promises agreement only on offsets < min(HW1, HW2).
+  ``n1 p0 @1 v=2 hw=2``, ``n2 p0 @1 v=3 hw=2`` -> diverged at 1.  Each replica's HW is the
+  ``high_watermark`` of its own dump's partition line (the HW it checkpointed, so the
+  committed prefix it would recover with); a replica whose dump has no line for the
+  partition counts as HW 0 there (nothing of it is known committed).  The count is the
+  number of divergent positions; each example is the first divergent offset of one
+  (partition, replica pair), with both records.
 * **inconsistent-offsets** -- one (partition, offset) observed with different values anywhere
   in the history: send acks, polls and drains.  ``send p0 v=7 ok @3``; ``drain p0 [.., @3
-  v=9]`` -> offset 3 holds 7 and 9.  Counted per position.
+  v=9]`` -> offset 3 holds 7 and 9.  Counted per position.  Observations are equal when both
+  are the same integer, the same text, or both null: a null-value record read three times
+  at @3 is one value, not three.  A send ack observes a position only with a known offset
+  (>= 0): an ``acks=0`` ack (a negative offset) or one without an offset observes none.
 * **duplicate** -- one value read at more than one offset of its partition.  ``drain p0
   [@3 v=7, @4 v=7]`` -> v=7 duplicated.
 * **aborted-read** -- a read (poll or drain) of a value whose send definitely failed.
@@ -23,11 +33,16 @@ the final read of partition 0 after every fault healed, up to its high watermark
   complete final drain (uncommitted data was exposed, then lost).  ``poll p0 [@5 v=8]``;
   ``drain p0 [@0..@4] complete`` (v=8 nowhere).
 * **unexpected** -- a read value that no one sent to that partition (including values that
-  are not integers).  ``drain p0 [@0 v=99]`` with no send of 99 to p0.
-* **poll-skip** -- between two successive polls of a partition by one consumer process, the
+  are not integers).  ``drain p0 [@0 v=99]`` with no send of 99 to p0.  Records whose value
+  is text count per (partition, text), those whose value is null as one value per partition
+  (``poll p0 [@4 v=null]`` -> one unexpected null); the example's ``read`` is the first op
+  that read it, holding the record (``"value": null`` there is what was read).
+* **poll-skip** -- between two successive polls of a partition by one consumer process (or
+  takeover chain, as for every poll check), the
   offsets jump forward by more than one: the first record of the partition in the later poll
   is more than one past the last record of the partition in the earlier poll.  ``poll p0
-  [@3]``, then ``poll p0 [@5]`` -> 4 skipped.
+  [@3]``, then ``poll p0 [@5]`` -> 4 skipped.  Counted per jump, not per skipped offset:
+  ``poll p0 [@3]``, ``poll p0 [@9]`` is one poll-skip (as is each ``int-poll-skip``).
 * **nonmonotonic-poll** -- between two such polls, the offsets do not move forward.  ``poll
   p0 [@5]``, then ``poll p0 [@3]`` (or ``[@5]`` again).
 * **int-poll-skip** -- inside one poll, two consecutive records of a partition are more than
@@ -46,7 +61,9 @@ the final read of partition 0 after every fault healed, up to its high watermark
   ``poll p0 [@3]``, ``poll p0 [@4]`` -> both later polls are stale (3 and 4 are at or below
   5), though only the second went backwards.  A process id is one consumer assignment: the
   workload assigns a consumer once per process and continues under a fresh id after an
-  error.  Counted once per (read op, partition); each example is the op's first stale
+  error, or after a rebalance (``--consume-via subscribe``).  The one exception is a
+  *takeover chain* (see the group checks below): the processes of one group assignment,
+  which the order checks read as one consumer.  Counted once per (read op, partition); each example is the op's first stale
   record and the earliest read that had returned the highest offset.  Every
   nonmonotonic-poll is also a stale-read (of its later poll); a stale-read counts every read that stays below,
   such as the polls that re-read committed data after a consumer reset to the log start.
@@ -69,9 +86,90 @@ the final read of partition 0 after every fault healed, up to its high watermark
 * **unseen** -- acknowledged but never read by anyone, in a partition whose drain is not
   complete: loss cannot be proven there.  A *warning*: it never makes a run invalid (the
   incomplete drain already makes it at best unknown).
+* **divergent-tail** -- two replicas hold different records at one (partition, offset), but at
+  or above the lower of their two high watermarks: an uncommitted tail, which Kafka lets
+  differ until the follower truncates to the leader.  ``n1 p0 @5 v=8 hw=5``, ``n2 p0 @5 v=9
+  hw=6`` -> a divergent tail at 5 (5 >= min(5, 6)).  Informational (severity ``warning``): it
+  never makes a run invalid.  Each differing position is classified once: it is a
+  replica-divergence if some two replicas differ there below both their HWs, else a
+  divergent-tail; the examples are built as replica-divergence's.
 
 Every definition treats a value as the pair (partition, value): the workload sends each
 integer value once, to one partition.
+
+**Consumer-group checks** (``--consume-via subscribe``; the ops are described in
+``docs/consumer-groups.md``).  Terms:
+
+* A *member process* is a process with an ``assign`` op; its ``ok`` polls are the group's
+  reads (drains are not: their fresh processes belong to no group).  Each assignment is a
+  fresh process, except that an ``assign`` with ``"takeover"`` continues the assignment of
+  its consumer's previous process (a synchronous commit ended ``info``; no rebalance
+  happened, the client's positions carry over).  Such processes form one *takeover chain*,
+  named by its first process, and its ``generation`` is the chain's.  The order checks above
+  (poll-skip, nonmonotonic-poll, stale-read and the ``int-`` variants) compare the reads of a
+  chain as those of one consumer: across a takeover the client's position continues, so a
+  jump or a step back there is an anomaly of that consumer.  Across a rebalance it is not:
+  the next assignment is another process.
+* A commit's value ``{"offsets": {"0": 23}, "generation": 3, "polled_by": 6}`` is read from
+  its invoke (the completion repeats it), its outcome from its completion (none recorded:
+  ``info``).  An offset is Kafka's next position (the last offset read + 1).  Fields that are
+  not JSON integers read as unknown; a partition key that is not a plain decimal number is
+  ignored.
+* The *known committed positions* of a partition: each ``ok`` commit's offset (with its
+  generation), and each *resume position* -- the offset of the first record a chain whose
+  first ``assign`` is not a takeover read from the partition.  A fresh assignment starts at
+  the committed offset its OffsetFetch returned (or, with none, at the log start), so what
+  it reads first is committed evidence even under ``--commit auto``, where no commit is
+  recorded.  A commit that did not end ``ok`` counts only through such a resume: an ``info``
+  commit may or may not have been applied, and a librdkafka ``fail`` may follow an earlier
+  attempt that was (``docs/consumer-groups.md`` section 3).
+* Generations order commits against assignments: the coordinator accepts a commit only from
+  a member of the current generation, and stores each new generation in its log after every
+  commit it accepted before, answering SyncGroup only once that record is committed -- so an
+  ``ok`` commit of generation g is applied before any member of a later generation fetches
+  its offsets.  History order does not say as much: the workload records a poll's events
+  after the client call returns, when the OffsetFetch inside it is already past.  An unknown
+  (null) generation takes no part in a comparison of generations.
+* A *late commit* may explain a committed position moving back: a commit of the partition
+  that did not end ``ok`` may still be applied after a later ``ok`` commit of the same
+  generation (its request can reach the coordinator after a later one over another
+  connection).  So an anomaly below a known position P is *explained* -- not counted -- when
+  a commit of that partition that did not end ``ok``, invoked before the op in question, at
+  or below that op's offset, has a generation not older than P's (or an unknown one).
+
+* **group-skip** -- an acknowledged record (an ``ok`` send with an offset >= 0) at a position
+  below the highest known committed position of its partition, that no poll of any member
+  process ever returned (a record at that position, whatever its value): the group's
+  committed offset jumped over unread data.  ``send p0 v=7 ok @3``; ``commit {"0": 5} ok``;
+  no member read p0 @3 -> 3 skipped.  Counted per position; the example names the first
+  send acknowledged there and the op that set the highest position (the first ``ok`` commit
+  of it, or the resume read).  Time plays no part: a record read by some member, before or
+  after, was not skipped.
+* **group-redelivery** -- a member process read a record below a known committed position of
+  an *older generation* than its own: the group delivered again what it had committed as
+  read.  ``commit {"0": 5} ok`` (generation 3); a process of generation 4 polls ``p0 [@4]``.
+  Re-reads at or above every older generation's known position are the uncommitted window
+  that at-least-once delivery re-delivers after a rebalance, and are legitimate; so is a
+  re-read inside one generation (the same assignment: that is stale-read's business).  Not
+  counted when explained by a late commit (against the highest older position).  Counted
+  once per (read op, partition); the example is the op's first such record and the op that
+  set that position (of equals, the lowest generation, then the first).
+* **commit-regression** -- an ``ok`` commit of a partition invoked after an ``ok`` commit of it
+  with a higher offset had completed: the group's committed position went backwards.
+  ``commit {"0": 9} ok``, then ``commit {"0": 7} ok``.  History order is real time here
+  (a commit's invoke and completion are recorded around the client call); commits that
+  overlap are not compared.  Nothing in the workload resets a position (it never seeks;
+  ``auto.offset.reset`` acts only on a committed offset beyond the log end, which takes
+  vanished committed data, expected where the configuration permits it), so every
+  regression not explained by a late commit counts, once per (commit, partition), against
+  the highest offset committed before its invoke (the example names its first commit).
+* **committed-beyond-read** -- an ``ok`` commit of an offset more than one past the highest
+  offset that the reading process (``polled_by``, else the committing process, with the
+  earlier processes of its takeover chain) had read from the partition before the commit was
+  invoked: the group would resume past a record nobody processed.  ``poll p0 [@4]``;
+  ``commit {"0": 7} ok`` -> 5 and 6 not read (``{"0": 5}`` is exact).  A reader that read
+  nothing of the partition allows 0.  Counted per (commit, partition); the example names the
+  read of the highest offset (null when none).
 """
 
 from __future__ import annotations
@@ -92,7 +190,12 @@ INT_NONMONOTONIC_POLL: Final = "int-nonmonotonic-poll"
 STALE_READ: Final = "stale-read"
 NONMONOTONIC_SEND: Final = "nonmonotonic-send"
 REALTIME_ORDER: Final = "realtime-order"
+GROUP_SKIP: Final = "group-skip"
+GROUP_REDELIVERY: Final = "group-redelivery"
+COMMIT_REGRESSION: Final = "commit-regression"
+COMMITTED_BEYOND_READ: Final = "committed-beyond-read"
 UNSEEN: Final = "unseen"
+DIVERGENT_TAIL: Final = "divergent-tail"
 
 ALL_CHECKS: Final[tuple[str, ...]] = (
     LOST_WRITE,
@@ -109,14 +212,19 @@ ALL_CHECKS: Final[tuple[str, ...]] = (
     STALE_READ,
     NONMONOTONIC_SEND,
     REALTIME_ORDER,
+    GROUP_SKIP,
+    GROUP_REDELIVERY,
+    COMMIT_REGRESSION,
+    COMMITTED_BEYOND_READ,
     UNSEEN,
+    DIVERGENT_TAIL,
 )
 """Every anomaly the checker knows, in the order ``results.json``, the summary and ``--checks`` list them."""
 CORE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, REPLICA_DIVERGENCE, DUPLICATE)
 """The three checks ``bench/checker.py`` compares against DuckDB."""
 
-WARNINGS: Final[frozenset[str]] = frozenset({UNSEEN})
-"""Anomalies that are reported but never make a run invalid."""
+WARNINGS: Final[frozenset[str]] = frozenset({UNSEEN, DIVERGENT_TAIL})
+"""Anomalies that are reported but never make a run invalid (severity ``warning``)."""
 
 VALUE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, UNSEEN, ABORTED_READ, LOST_READ, UNEXPECTED, DUPLICATE)
 """Answered together by one aggregation grouped by (run, partition, value)."""
@@ -132,6 +240,10 @@ SEND_CHECKS: Final[tuple[str, ...]] = (NONMONOTONIC_SEND, REALTIME_ORDER)
 """Order checks on the offsets sends were acknowledged with."""
 ORDER_CHECKS: Final[tuple[str, ...]] = (*POLL_CHECKS, *SEND_CHECKS)
 """Answered together by one engine question (``Engine.order_anomalies``)."""
+REPLICA_CHECKS: Final[tuple[str, ...]] = (REPLICA_DIVERGENCE, DIVERGENT_TAIL)
+"""Answered together by one engine question (``Engine.divergence``): each differing position is one or the other."""
+GROUP_CHECKS: Final[tuple[str, ...]] = (GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, COMMITTED_BEYOND_READ)
+"""Answered together by one engine question (``Engine.group_anomalies``): the consumer-group checks."""
 
 DEFAULT_EXAMPLE_LIMIT: Final = 5
 
@@ -165,6 +277,29 @@ ORDER_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 ``prev_index``/``prev_offset``: the read or send it is compared with; ``invoke_index``: the
 late send's invoke (realtime-order only, else null)."""
 DIVERGENCE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "node_a", "node_b", "offset", "positions")
+GROUP_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
+    "process",
+    "partition",
+    "index",
+    "item",
+    "offset",
+    "prev_index",
+    "prev_offset",
+)
+"""Columns every engine returns for each group-check example, ordered by (partition, offset, index, item).
+
+``index``/``item``/``offset``: the acknowledged send and its position (group-skip), the
+re-read record (group-redelivery), or the ``ok`` commit's completion and its offset (the
+commit checks); ``prev_index``/``prev_offset``: the op that set the known committed position
+and that position, the earlier commit and its offset (commit-regression), or the read of the
+highest offset and that offset (committed-beyond-read; null when nothing was read).
+``process``: the reading or committing process (null for group-skip)."""
+GROUP_ORDER: Final[tuple[str, ...]] = ("partition", "offset", "index", "item")
+
+ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"
+"""The ``f`` of the group ops the group checks read (``docs/consumer-groups.md``)."""
+PARTITION_KEY_PATTERN: Final = "^(0|[1-9][0-9]{0,8})$"
+"""A commit's ``offsets`` key that names a partition: a plain decimal number (others are ignored)."""
 
 # Integer codes shared with harness.record.history (kept here as plain ints for engine expressions).
 TYPE_INVOKE, TYPE_OK, TYPE_FAIL, TYPE_INFO = 0, 1, 2, 3

@@ -7,8 +7,10 @@ by :mod:`checker.examples` from the rows fetched here).
 **Verdict.** ``false`` (invalid) when any non-warning anomaly was found -- an anomaly
 proven on the evidence present stays proven when other evidence is missing.  Otherwise
 ``"unknown"`` when the evidence is incomplete: a partition of the topic without a complete
-drain, a replica dump missing or failed, bad history lines skipped, or only some checks
-run.  ``true`` (valid) only when every check ran on complete evidence and found nothing.
+drain, a replica dump missing, failed or damaged, bad history lines skipped (only when some
+were: ``--skip-bad-lines`` on a clean history changes nothing), or only some checks run.
+``true`` (valid) only when every check ran on complete evidence and found nothing but
+warnings (``checker.definitions.WARNINGS``: unseen, divergent-tail).
 
 ``results.json`` (``RESULTS_SCHEMA_VERSION``)::
 
@@ -17,6 +19,7 @@ run.  ``true`` (valid) only when every check ran on complete evidence and found 
      "anomalies": {NAME: {"count": n, "expected": bool, "rule": str|null,
                           "severity": "error"|"warning", "examples": [...]}},
      "incomplete": [reason, ...], "checks": [NAME, ...],
+     "not_applicable": {NAME: why},    # the target has one replica or none: no bearing on "valid"
      "config": {"acks", "truncation.mode", "min.insync.replicas",
                 "unclean.leader.election.enable", "flush.messages", "faults", "scenario", "rules"},
      "stats": {"history_rows", "sends": {"invoke", "ok", "fail", "info"}, "poll_records",
@@ -46,7 +49,7 @@ from checker.definitions import (
     ALL_CHECKS,
     INCONSISTENT_OFFSETS,
     ORDER_CHECKS,
-    REPLICA_DIVERGENCE,
+    REPLICA_CHECKS,
     VALUE_CHECKS,
     WARNINGS,
 )
@@ -172,8 +175,10 @@ class _Batch:
     def _replica_questions(self, engine: Engine) -> None:
         replica_runs = [run for run in self.runs if run.replicas_path is not None]
         empty = pd.DataFrame(columns=["run_id", "kind", "total"])
-        run_divergence = REPLICA_DIVERGENCE in self.checks and replica_runs
+        run_divergence = bool(self.checks & set(REPLICA_CHECKS)) and bool(replica_runs)
         self.divergence = engine.divergence(replica_runs, self.limit) if run_divergence else empty
+        if not self.divergence.empty:
+            self.divergence = self.divergence[self.divergence["kind"].isin(self.checks)]
         self.replica_records = pd.DataFrame()
         if not self.divergence.empty:
             self.replica_records = engine.fetch_replica_records(
@@ -274,17 +279,15 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
     for kind in ORDER_CHECKS:
         total, rows = _examples(batch.orders_of, hid, kind)
         found[kind] = (total, [order_example(kind, r, batch, hid) for r in rows])
-    total, rows = _examples(batch.divergence_of, rid, None)
-    found[REPLICA_DIVERGENCE] = (
-        total,
-        [divergence_example(r, batch, rid) for r in rows] if rid is not None else [],
-    )
+    for kind in REPLICA_CHECKS:
+        total, rows = _examples(batch.divergence_of, rid, kind)
+        found[kind] = (total, [divergence_example(r, batch, rid) for r in rows] if rid is not None else [])
 
     rules = applicable_rules(run.spec)
     anomalies: dict[str, Any] = {}
     for kind in ALL_CHECKS:
         total, examples = found.get(kind, (0, []))
-        if total:
+        if total and kind in checks:  # one engine question may answer two checks (REPLICA_CHECKS)
             expected, rule = expectation(kind, rules)
             severity = "warning" if kind in WARNINGS else "error"
             anomalies[kind] = {
@@ -313,6 +316,7 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
         "expected_only": bool(errors) and all(a["expected"] for a in errors),
         "anomalies": anomalies,
         "incomplete": incomplete,
+        "not_applicable": dict(run.not_applicable),
         "checks": [c for c in ALL_CHECKS if c in checks],
         "config": _config(run.spec),
         "stats": stats,

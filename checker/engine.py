@@ -13,7 +13,7 @@ ascending, nulls first):
 * value checks: ``partition, value, value_text``
 * inconsistent-offsets: ``partition, offset``
 * order checks: ``process, partition, index, item``
-* replica-divergence: ``partition, node_a, node_b``
+* replica-divergence and divergent-tail: ``partition, node_a, node_b``
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from harness.record.history import HISTORY_SCHEMA
 
 HISTORY_ROW_COLUMNS: tuple[str, ...] = tuple(HISTORY_SCHEMA.names)
 """Every column of a history row, in the schema's order."""
-OP_KEY_COLUMNS = ("run_id", "index", "partition", "value", "value_text", "offset")
+OP_KEY_COLUMNS = ("run_id", "index", "partition", "value", "value_text", "offset", "null_value")
 REPLICA_ROW_COLUMNS = ("run_id", "node", "partition", "offset", "leader_epoch", "key", "value")
 
 
@@ -63,15 +63,21 @@ class Engine(Protocol):
         """
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
-        """``run_id, total`` + :data:`checker.definitions.DIVERGENCE_EXAMPLE_COLUMNS`."""
+        """``run_id, kind, total`` + :data:`checker.definitions.DIVERGENCE_EXAMPLE_COLUMNS`.
+
+        ``kind`` is replica-divergence or divergent-tail (:data:`checker.definitions.REPLICA_CHECKS`):
+        each position where two replicas hold different records is one of them, by the replicas'
+        high watermarks (:func:`high_watermark_rows`); ``total`` counts positions per (run, kind).
+        """
 
     def fetch_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
         """History rows (``HISTORY_ROW_COLUMNS``) of the ops ``keys[OP_KEY_COLUMNS]`` that an example shows.
 
         A row of op (run_id, index) is returned when it carries no record (a send, an empty
         poll), or when it is a record of the key's partition whose value (or value_text)
-        equals the key's, or whose offset equals the key's.  Never a whole drain op: one
-        may hold millions of records.
+        equals the key's, or whose offset equals the key's, or -- for a key with
+        ``null_value`` -- whose value is null (neither integer nor text).  Never a whole drain
+        op: one may hold millions of records.
         """
 
     def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
@@ -87,6 +93,27 @@ _MASKED = {
     pa.int64(): pd.Int64Dtype(),
     pa.bool_(): pd.BooleanDtype(),
 }
+
+
+def high_watermark_rows(runs: list[RunInput]) -> pd.DataFrame:
+    """``run_id`` (the replicas' run id), ``partition``, ``node_index``, ``high_watermark``: one row
+    per replica of every partition that some replica of the run's topic has a partition line for.
+
+    The rule both engines compare by (``checker.definitions``, replica-divergence): a replica
+    whose dump has no line for the partition gets HW 0 -- nothing of it is known committed.
+    """
+    rows: list[tuple[int, int, int, int]] = []
+    for run in runs:
+        if run.replicas_run_id is None:
+            continue
+        partitions = sorted({p for marks in run.high_watermarks.values() for p in marks})
+        for number, node in enumerate(run.replica_nodes):
+            marks = run.high_watermarks.get(node, {})
+            rows.extend((run.replicas_run_id, p, number, marks.get(p, 0)) for p in partitions)
+    frame = pd.DataFrame(rows, columns=["run_id", "partition", "node_index", "high_watermark"])
+    return frame.astype(
+        {"run_id": "int64", "partition": "int32", "node_index": "int16", "high_watermark": "int64"}
+    )
 
 
 def plain_value(value: Any) -> Any:

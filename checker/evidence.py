@@ -6,8 +6,23 @@ A run directory holds ``test.json``, ``history.jsonl`` and/or ``history.parquet`
 reads only footers and small files, so that a batch of thousands of runs starts quickly.
 Bad input raises :class:`InputError` naming the file (and line or field).
 
-What is merely *incomplete* (replica dumps missing, lines skipped) is not an error: it is
-recorded in :attr:`RunInput.incomplete` and keeps the verdict from being ``valid``.
+What is merely *incomplete* is not an error: it is recorded in :attr:`RunInput.incomplete`
+and keeps the verdict from being ``valid``.  That covers history lines skipped under
+``skip_bad_lines`` (only when some were: a clean history skips none) and every replica dump
+that is missing, failed, empty or *damaged*.  A damaged dump is a node whose evidence is
+lost -- the same as a dump that never came (``docs/history.md`` section 4) -- not a bad
+argument: it is always counted as that node's dump missing, with the file:line and reason.
+
+What does not apply is neither: ``test.json``'s ``replica_evidence``
+(:func:`harness.record.replicas.replica_evidence`) says when the target keeps one replica
+(tansu's PostgreSQL) or cannot be dumped at all (an external cluster); the replica checks are
+then named in :attr:`RunInput.not_applicable` and the verdict rests on the client history and
+the drain.  A dump the target *should* have given and did not is still incomplete.
+
+Which history file is read: ``history.jsonl`` is the record, ``history.parquet`` derived
+from it.  The Parquet file is (re)written from the JSON lines when it is missing or when
+``history.jsonl`` was modified after it (a strictly newer mtime); otherwise the Parquet
+file is read and ``history.jsonl`` is not (it may be absent).
 """
 
 from __future__ import annotations
@@ -17,8 +32,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from checker.definitions import REPLICA_CHECKS
 from harness.record.history import HistoryFormatError, convert_history, read_metadata
-from harness.record.replicas import build_replicas
+from harness.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
 from harness.record.rundir import RunDir, SpecFileError
 
 TEST_SPEC_VERSION = 1
@@ -44,6 +63,11 @@ class RunInput:
     replica_nodes: list[str]
     missing_nodes: dict[str, str]
     incomplete: list[str] = dataclasses.field(default_factory=list)
+    high_watermarks: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    """node -> partition -> the HW of that replica's dump, for the run's topic (divergence)."""
+    not_applicable: dict[str, str] = dataclasses.field(default_factory=dict)
+    """check -> why it does not apply to the run's target (one replica, or none can be dumped):
+    named in the results, and -- unlike :attr:`incomplete` -- no reason for an unknown verdict."""
 
     @property
     def name(self) -> str:
@@ -80,9 +104,12 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
     for field in ("broker_config", "nemesis"):
         if spec.get(field) is not None and not isinstance(spec[field], dict):
             raise _spec_error(path, f"field {field!r} must be an object")
-    faults = (spec.get("nemesis") or {}).get("faults")
-    if faults is not None and not (isinstance(faults, list) and all(isinstance(f, str) for f in faults)):
-        raise _spec_error(path, "field 'nemesis.faults' must be a list of strings")
+    for field, faults in (
+        ("nemesis.faults", (spec.get("nemesis") or {}).get("faults")),
+        ("scenario_faults", spec.get("scenario_faults")),
+    ):
+        if faults is not None and not (isinstance(faults, list) and all(isinstance(f, str) for f in faults)):
+            raise _spec_error(path, f"field {field!r} must be a list of strings")
     return spec
 
 
@@ -96,14 +123,34 @@ def _history(run_dir: Path, skip_bad_lines: bool) -> tuple[Path, dict[str, str]]
     return parquet, read_metadata(parquet, "history")
 
 
-def _replicas(run_dir: Path, skip_bad_lines: bool) -> tuple[Path | None, dict[str, str]]:
+def _replicas(run_dir: Path) -> tuple[Path | None, dict[str, str]]:
+    """The replica Parquet file (built from the dumps when missing) and its metadata.
+
+    A damaged dump makes its node missing (``skip_bad_dumps``), whatever ``--skip-bad-lines``
+    says: its reason names the file and line, and the verdict is at best unknown.
+    """
     directory = RunDir(run_dir)
     replicas = directory.replicas
     if not replicas.is_file() or not directory.replica_partitions.is_file():
         if not directory.dumps():
             return None, {}
-        build_replicas(run_dir, skip_bad_dumps=skip_bad_lines)
+        build_replicas(run_dir, skip_bad_dumps=True)
     return replicas, read_metadata(replicas, "replicas")
+
+
+def _high_watermarks(run_dir: Path, topic: str) -> dict[str, dict[int, int]]:
+    """node -> partition -> HW of the run's topic, from ``replica_partitions.parquet`` (one row per
+    partition line of each dump; a partition a dump has no line for is absent)."""
+    path = RunDir(run_dir).replica_partitions
+    try:
+        rows = pq.read_table(path, columns=["node", "topic", "partition", "high_watermark"]).to_pylist()
+    except (OSError, pa.ArrowException) as error:
+        raise InputError(f"{path}: not a readable replica partitions file ({error})") from None
+    marks: dict[str, dict[int, int]] = {}
+    for row in rows:
+        if row["topic"] == topic and row["high_watermark"] is not None:
+            marks.setdefault(row["node"], {})[int(row["partition"])] = int(row["high_watermark"])
+    return marks
 
 
 def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
@@ -114,7 +161,7 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
     spec = read_spec(run_dir)
     try:
         history_path, history_meta = _history(run_dir, skip_bad_lines)
-        replicas_path, replica_meta = _replicas(run_dir, skip_bad_lines)
+        replicas_path, replica_meta = _replicas(run_dir)
     except HistoryFormatError as error:
         raise InputError(str(error)) from None
     skipped = int(history_meta.get("skipped_line_count", "0"))
@@ -123,13 +170,13 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
         incomplete.append(f"{skipped} bad history line(s) skipped")
     missing: dict[str, str] = json.loads(replica_meta.get("missing_nodes", "{}")) if replica_meta else {}
     nodes: list[str] = json.loads(replica_meta.get("nodes", "[]")) if replica_meta else []
-    if replicas_path is None:
-        unavailable = spec.get("replica_evidence")
-        incomplete.append(
-            f"no replica dumps: {unavailable}"
-            if isinstance(unavailable, str) and unavailable != "dumps"
-            else "no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)"
-        )
+    evidence, why = replica_evidence(spec)
+    not_applicable: dict[str, str] = {}
+    if evidence in (EVIDENCE_SINGLE_STORE, EVIDENCE_NONE):
+        reason = "one replica only" if evidence == EVIDENCE_SINGLE_STORE else "no replica dumps"
+        not_applicable = dict.fromkeys(REPLICA_CHECKS, f"{reason}: {why}" if why else reason)
+    if replicas_path is None and evidence != EVIDENCE_NONE:
+        incomplete.append("no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)")
     for node, reason in sorted(missing.items()):
         incomplete.append(f"replica dump of node {node} missing: {reason}")
     return RunInput(
@@ -145,6 +192,8 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
         replica_nodes=nodes,
         missing_nodes=missing,
         incomplete=incomplete,
+        high_watermarks={} if replicas_path is None else _high_watermarks(run_dir, spec["topic"]),
+        not_applicable=not_applicable,
     )
 
 

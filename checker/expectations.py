@@ -62,6 +62,23 @@ back to the workload's own record for runs stored before ``broker_config`` held 
     writes (KIP-966's "last replica standing").  Never permits more than the power-loss
     rule; named so the reader knows why one power-cycled node was enough.
 
+**A log kept in PostgreSQL** (the tansu target: stateless brokers, every produce one
+PostgreSQL transaction).  Such a run records ``postgresql.*`` settings, and then only these
+rules (and ``acks=0``, a client's rule) apply -- the Kafka replication rules above describe
+another system, and acks=1 acknowledges the same commit acks=all does:
+
+``postgresql.fsync=off + power-loss``
+    PostgreSQL never forces its WAL to disk, so a power loss of its node takes every commit
+    since the files were last written back: acknowledged records vanish and their offsets are
+    handed out again.  Permits the committed-data-loss set.
+``postgresql.synchronous_commit=off + power-loss`` (or ``+ kill``)
+    A commit is acknowledged before its WAL is written, let alone flushed: a crash of the
+    server -- a power loss, or a kill, which takes the WAL buffers in shared memory -- loses the
+    last commits.  Permits the committed-data-loss set.
+
+With PostgreSQL's defaults (``fsync=on``, ``synchronous_commit=on``) no rule applies: a power
+loss or a crash must not lose anything acknowledged.
+
 Never permitted by any rule: aborted-read (a definite failure that took effect) and
 unexpected (a value nobody sent) -- those are bugs in any configuration.
 """
@@ -123,6 +140,10 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     faults |= {str(f) for f in spec.get("scenario_faults") or []}  # faults a scripted scenario injects
     rules: list[Rule] = []
     acks = str(workload.get("acks", "all")).strip().lower()  # the workload owns acks
+    if any(str(key).startswith(_POSTGRESQL) for key in config):
+        if acks == "0":
+            rules.append(Rule("acks=0", _ACKED_DATA_LOSS))
+        return rules + _postgresql_rules(config, faults)
     if acks in ("0", "1"):
         rules.append(Rule(f"acks={acks}", _ACKED_DATA_LOSS))
     if _setting(config, "unclean.leader.election.enable") == "true":
@@ -146,6 +167,26 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
         if _setting(config, key) == value:
             rules.append(Rule(f"{key}={value}", permits))
     return rules
+
+
+_POSTGRESQL = "postgresql."
+"""The prefix of the settings a run whose log is PostgreSQL's records (``harness.cluster.postgres``)."""
+
+
+def _postgresql_rules(config: Mapping[str, Any], faults: set[str]) -> list[Rule]:
+    """The rules of a log kept in PostgreSQL (see the module docstring)."""
+    rules = []
+    if "power-loss" in faults and _setting(config, "postgresql.fsync") in _OFF:
+        rules.append(Rule("postgresql.fsync=off + power-loss", _COMMITTED_DATA_LOSS))
+    crashes = sorted(faults & {"power-loss", "kill"}, reverse=True)
+    if crashes and _setting(config, "postgresql.synchronous_commit") in _OFF:
+        rule = f"postgresql.synchronous_commit=off + {' or '.join(crashes)}"
+        rules.append(Rule(rule, _COMMITTED_DATA_LOSS))
+    return rules
+
+
+_OFF = ("off", "false", "no", "0")
+"""How PostgreSQL spells a boolean that is off."""
 
 
 def expectation(anomaly: str, rules: list[Rule]) -> tuple[bool, str | None]:

@@ -120,27 +120,37 @@ def decoded(table: pa.Table) -> pd.DataFrame:
 
 
 def _may_show(table: pa.Table, keys: pd.DataFrame) -> pa.ChunkedArray:
-    """A superset of the rows :func:`select_example_rows` keeps: record-less, or a key's value or offset."""
+    """A superset of the rows :func:`select_example_rows` keeps: record-less, or a key's value or offset
+    (or a null value, when a key asks for one)."""
     texts = pa.array(sorted({str(v) for v in keys["value_text"].dropna()}), pa.string())
-    return pc.or_kleene(
+    shown = pc.or_kleene(
         pc.or_kleene(pc.is_null(table["item"]), pc.is_in(table["value"], pa.array(_ints(keys["value"])))),
         pc.or_kleene(
             pc.is_in(table["offset"], pa.array(_ints(keys["offset"]))),
             pc.is_in(table["value_text"], texts),
         ),
     )
+    if bool(keys["null_value"].fillna(False).any()):
+        shown = pc.or_kleene(
+            shown, pc.and_kleene(pc.is_null(table["value"]), pc.is_null(table["value_text"]))
+        )
+    return shown
 
 
 def select_example_rows(rows: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
     """The rule of ``Engine.fetch_ops``: record-less rows, or records matching a key."""
-    renamed = keys.rename(columns={c: f"k_{c}" for c in ("partition", "value", "value_text", "offset")})
+    renamed = keys.rename(
+        columns={c: f"k_{c}" for c in ("partition", "value", "value_text", "offset", "null_value")}
+    )
     joined = rows.merge(renamed, on=["run_id", "index"])
     same_partition = joined["partition"] == joined["k_partition"]
+    null_value = joined["value"].isna() & joined["value_text"].isna() & joined["k_null_value"].fillna(False)
     matches = (
         joined["item"].isna()
         | (same_partition & (joined["value"] == joined["k_value"]))
         | (same_partition & (joined["value_text"] == joined["k_value_text"]))
         | (same_partition & (joined["offset"] == joined["k_offset"]))
+        | (same_partition & null_value.astype(bool))
     )
     chosen = joined[matches.fillna(False).astype(bool)].drop_duplicates(["run_id", "index", "item"])
     return chosen[list(HISTORY_ROW_COLUMNS)].reset_index(drop=True)
@@ -187,8 +197,8 @@ def at_positions(table: pa.Table, keys: pd.DataFrame, topic: str | None = None) 
 
 
 def observations(rows: pd.DataFrame) -> pd.DataFrame:
-    """Of history rows, those that observe a position: send acks and read records."""
-    send_ack = (rows["f"] == F_SEND) & (rows["type"] == TYPE_OK)
+    """Of history rows, those that observe a position: send acks with a known offset (>= 0) and read records."""
+    send_ack = (rows["f"] == F_SEND) & (rows["type"] == TYPE_OK) & (rows["offset"] >= 0).fillna(False)
     record = ((rows["f"] == F_POLL) | (rows["f"] == F_DRAIN)) & rows["item"].notna()
     return rows[(send_ack | record).astype(bool)].reset_index(drop=True)
 
@@ -216,6 +226,7 @@ OP_KEY_TYPES = {
     "value": "Int64",
     "value_text": object,
     "offset": "Int64",
+    "null_value": bool,
 }
 
 
@@ -223,7 +234,9 @@ def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) ->
     """Which ops, and which of their records, examples show (the keys of ``Engine.fetch_ops``).
 
     A value-check example (``values``: ``run_id, send_index, read_index, partition, value,
-    value_text``) shows its send and the records of its value in its first read; an order
+    value_text``) shows its send and the records of its value in its first read (a value that
+    is neither integer nor text is a null: its key asks for the null-value records, so that
+    the read shows what was read rather than nothing); an order
     example (``orders``: ``run_id, index, prev_index, partition, offset, prev_offset,
     invoke_index``) the records at both offsets in both reads (a send op is record-less:
     all of it), and the invoke at ``invoke_index`` when there is one.
@@ -233,7 +246,7 @@ def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) ->
     if not values.empty:
         parts.append(
             pd.DataFrame({"run_id": values["run_id"], "index": values["send_index"]}).assign(
-                partition=missing, value=missing, value_text=None, offset=missing
+                partition=missing, value=missing, value_text=None, offset=missing, null_value=False
             )
         )
         parts.append(
@@ -244,6 +257,7 @@ def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) ->
                     "partition": values["partition"],
                     "value": values["value"],
                     "value_text": values["value_text"],
+                    "null_value": (values["value"].isna() & values["value_text"].isna()).astype(bool),
                 }
             ).assign(offset=missing)
         )
@@ -257,11 +271,11 @@ def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) ->
                         "partition": orders["partition"],
                         "offset": orders[offset],
                     }
-                ).assign(value=missing, value_text=None)
+                ).assign(value=missing, value_text=None, null_value=False)
             )
         parts.append(
             pd.DataFrame({"run_id": orders["run_id"], "index": orders["invoke_index"]}).assign(
-                partition=missing, value=missing, value_text=None, offset=missing
+                partition=missing, value=missing, value_text=None, offset=missing, null_value=False
             )
         )
     if not parts:

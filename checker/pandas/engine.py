@@ -20,6 +20,7 @@ is read for those rows alone, a row group at a time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,12 +34,16 @@ from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
     DIVERGENCE_EXAMPLE_COLUMNS,
+    DIVERGENT_TAIL,
     DUPLICATE,
+    GROUP_EXAMPLE_COLUMNS,
+    GROUP_ORDER,
     LOST_READ,
     LOST_WRITE,
     OFFSET_EXAMPLE_COLUMNS,
     ORDER_EXAMPLE_COLUMNS,
     POLL_CHECKS,
+    REPLICA_DIVERGENCE,
     SEND_CHECKS,
     STALE_READ,
     TYPE_FAIL,
@@ -48,9 +53,9 @@ from checker.definitions import (
     UNSEEN,
     VALUE_EXAMPLE_COLUMNS,
 )
-from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS
+from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
-from checker.pandas import candidates, order
+from checker.pandas import candidates, groups, order
 from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 
@@ -78,7 +83,7 @@ def aggregate_values(rows: pd.DataFrame) -> pd.DataFrame:
         sent=send.astype("int8"),
         acked=ok.astype("int8"),
         failed=(send & (kind == TYPE_FAIL)).astype("int8"),
-        ack_offset=rows["offset"].where(ok),
+        ack_offset=rows["offset"].where(ok & (rows["offset"] >= 0).fillna(False)),  # -1: acks=0, unknown
         send_index=rows["index"].where(send & (kind != TYPE_INVOKE)),
         polled=poll.astype("int64"),
         drained=drain.astype("int64"),
@@ -133,6 +138,7 @@ class PandasEngine:
         self._history: dict[tuple[str, ...], candidates.Columns] = {}
         self._history_sizes: dict[tuple[str, ...], list[int]] = {}
         self._replicas: dict[tuple[str, ...], candidates.Columns | None] = {}
+        self._group_ops: dict[tuple[str, ...], pd.DataFrame | None] = {}
 
     # ---------------------------------------------------------------- loading
 
@@ -354,15 +360,18 @@ class PandasEngine:
     def offset_anomalies(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         columns = self._columns(runs)
         f, kind = columns.ints("f"), columns.ints("type")
+        # An ack observes a position only with a known offset: acks=0 answers -1 (ints() fills nulls with -1).
         rows = self._rows(
             runs,
-            ((f == F_SEND) & (kind == TYPE_OK) & columns.valid("offset"))
+            ((f == F_SEND) & (kind == TYPE_OK) & (columns.ints("offset") >= 0))
             | (((f == F_POLL) | (f == F_DRAIN)) & columns.valid("item")),
             ["run_id", "index", "partition", "offset", "value", "value_text"],
         )
-        text_hash = pd.Series(hash_strings(rows["value_text"]).view(np.int64), index=rows.index).where(
-            rows["value_text"].notna()
-        )
+        # Nullable 64-bit hashes: a float column would turn a null text into NaN, and NaN != NaN
+        # made three null-value observations of one offset "inconsistent" (Spark: consistent).
+        text_hash = pd.Series(
+            pd.array(hash_strings(rows["value_text"]).view(np.int64), dtype="Int64"), index=rows.index
+        ).where(rows["value_text"].notna(), pd.NA)
         grouped = rows.assign(text_hash=text_hash).groupby(["run_id", "partition", "offset"])
         positions = grouped.agg(
             observations=("index", "size"),
@@ -402,7 +411,7 @@ class PandasEngine:
             placed = columns.valid("item") & columns.valid("partition") & columns.valid("offset")
             ok = columns.ints("type") == TYPE_OK
             reads = self._rows(runs, read & ok & placed & columns.valid("process"), order.READ_COLUMNS)
-            parts.append(order.poll_order(reads, checks))
+            parts.append(order.poll_order(groups.chained(reads, self._groups(runs)), checks))
         if checks & set(SEND_CHECKS):
             sends = self._rows(runs, (f == F_SEND) & columns.valid("process"), order.SEND_COLUMNS)
             parts.append(order.send_order(sends, checks))
@@ -410,32 +419,69 @@ class PandasEngine:
         found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=output)
         return _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit)[output]
 
+    def _groups(self, runs: list[RunInput]) -> pd.DataFrame | None:
+        """The pass's group ops, decoded once (:func:`checker.pandas.groups.pass_group_ops`)."""
+        key = tuple(str(run.history_path) for run in runs)
+        if key not in self._group_ops:
+            self._group_ops = {
+                key: groups.pass_group_ops(self._columns(runs), functools.partial(self._rows, runs))
+            }
+        return self._group_ops[key]
+
+    def group_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """The group checks (:mod:`checker.pandas.groups`); a pass without group ops reads nothing more."""
+        read = functools.partial(self._rows, runs)
+        found = groups.pass_anomalies(self._columns(runs), read, self._groups(runs), checks)
+        return _top(found, ["run_id", "kind"], list(GROUP_ORDER), limit)[
+            ["run_id", "kind", "total", *GROUP_EXAMPLE_COLUMNS]
+        ]
+
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+        """Replica pairs holding different records at a position, split by their HWs (LogMatching)."""
         stored = self._replica_columns(runs)
-        columns = ["run_id", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
+        columns = ["run_id", "kind", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
         if stored is None or stored.num_rows == 0:
             return pd.DataFrame(columns=columns)
         rows = candidates.divergent_rows(stored)
-        replicas = fetch.decoded(stored.take(["run_id", "node", "partition", "offset", "record_id"], rows))
-        spread = replicas.groupby(["run_id", "partition", "offset"])["record_id"].agg(["min", "max"])
-        divergent = spread[spread["min"] != spread["max"]].reset_index()[["run_id", "partition", "offset"]]
-        if divergent.empty:
-            return pd.DataFrame(columns=columns)
-        totals = divergent.groupby("run_id").size().rename("total").reset_index()
-        at = replicas.merge(divergent, on=["run_id", "partition", "offset"]).rename(
-            columns={"record_id": "identity"}
+        replicas = fetch.decoded(
+            stored.take(["run_id", "node", "node_index", "partition", "offset", "record_id"], rows)
         )
-        at = at[["run_id", "partition", "offset", "node", "identity"]]
-        pairs = at.merge(at, on=["run_id", "partition", "offset"], suffixes=("_a", "_b"))
+        position = ["run_id", "partition", "offset"]
+        at = replicas.rename(columns={"record_id": "identity"})[[*position, "node", "node_index", "identity"]]
+        pairs = at.merge(at, on=position, suffixes=("_a", "_b"))
         pairs = pairs[(pairs["node_a"] < pairs["node_b"]) & (pairs["identity_a"] != pairs["identity_b"])]
+        if pairs.empty:
+            return pd.DataFrame(columns=columns)
+        marks = high_watermark_rows(runs).astype({"run_id": "Int64", "partition": "Int32"})
+        for side in ("a", "b"):
+            named = marks.rename(columns={"node_index": f"node_index_{side}", "high_watermark": f"hw_{side}"})
+            pairs = pairs.merge(named, on=["run_id", "partition", f"node_index_{side}"], how="left")
+        lower = np.minimum(
+            pairs["hw_a"].fillna(0).to_numpy(np.int64), pairs["hw_b"].fillna(0).to_numpy(np.int64)
+        )
+        below = pd.Series(pairs["offset"].to_numpy(np.int64) < lower, index=pairs.index)
+        # A position is a replica-divergence when some pair differs there below both HWs, else a
+        # divergent-tail; each kind's examples are the pairs that make it one.
+        committed = below.groupby([pairs[c] for c in position]).transform("any").astype(bool)
+        keep = below | ~committed
+        pairs = pairs[keep].assign(kind=np.where(committed[keep], REPLICA_DIVERGENCE, DIVERGENT_TAIL))
+        totals = (
+            pairs.drop_duplicates([*position, "kind"])
+            .groupby(["run_id", "kind"])
+            .size()
+            .rename("total")
+            .reset_index()
+        )
         first = (
-            pairs.groupby(["run_id", "partition", "node_a", "node_b"])
+            pairs.groupby(["run_id", "kind", "partition", "node_a", "node_b"])
             .agg(offset=("offset", "min"), positions=("offset", "size"))
             .reset_index()
         )
         first = first.assign(positions=first["positions"].astype("int64"))
-        top = _top(first, ["run_id"], ["partition", "node_a", "node_b"], limit).drop(columns=["total"])
-        return top.merge(totals, on="run_id")[columns]
+        top = _top(first, ["run_id", "kind"], ["partition", "node_a", "node_b"], limit).drop(
+            columns=["total"]
+        )
+        return top.merge(totals, on=["run_id", "kind"])[columns]
 
     # ---------------------------------------------------------------- example rows
 

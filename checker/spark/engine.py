@@ -8,7 +8,7 @@ Each check is one grouped aggregation on integer keys, written with the DataFram
   2-3x slower;
 * ``groupBy(run_id, partition, offset)`` over the history answers inconsistent-offsets, and
   over the replicas (record identity = the integer ``record_id`` stored in
-  ``replicas.parquet``) replica-divergence;
+  ``replicas.parquet``; :mod:`checker.spark.replicas`) replica-divergence and divergent-tail;
 * windows per (run, process, partition) and (run, partition) answer the order checks
   (:mod:`checker.spark.order`): poll-skip, nonmonotonic-poll and their ``int-`` variants,
   stale-read, nonmonotonic-send and realtime-order.
@@ -41,7 +41,6 @@ from pyspark.sql import functions as F
 from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
-    DIVERGENCE_EXAMPLE_COLUMNS,
     DUPLICATE,
     LOST_READ,
     LOST_WRITE,
@@ -56,6 +55,7 @@ from checker.definitions import (
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
+from checker.spark import replicas
 from checker.spark.inputs import SparkInputs, holds_only
 from checker.spark.order import poll_order, send_order
 from harness.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
@@ -335,7 +335,9 @@ class SparkEngine:
 
     def offset_anomalies(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         f = F.col("f")
-        observing = ((f == F_SEND) & (F.col("type") == TYPE_OK) & F.col("offset").isNotNull()) | (
+        # An ack observes a position only with a known offset (acks=0 answers -1); null-value
+        # records count in neither n_int nor n_text, so equal nulls are one value.
+        observing = ((f == F_SEND) & (F.col("type") == TYPE_OK) & (F.col("offset") >= 0)) | (
             ((f == F_POLL) | (f == F_DRAIN)) & F.col("item").isNotNull()
         )
         text_hash = F.when(F.col("value_text").isNotNull(), F.xxhash64("value_text"))
@@ -387,66 +389,13 @@ class SparkEngine:
         )
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
-        """One scan, one aggregation: per (run, partition, offset), one identity column per replica.
-
-        ``node_index`` (the node's position in the run's node list) turns "which replicas
-        disagree" into integer columns of a hash aggregate, so the replica pairs and their first
-        divergent offsets come out of the same job, without joining the replicas back.
-        """
-        columns = ["run_id", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
+        """replica-divergence and divergent-tail in one job (:mod:`checker.spark.replicas`)."""
         width = max(len(run.replica_nodes) for run in runs)
-        identities = [
-            F.max(F.when(F.col("node_index") == n, F.col("record_id"))).alias(f"id{n}") for n in range(width)
-        ]
-        positions = self._replicas(runs).groupBy("run_id", "partition", "offset").agg(*identities)
-        pair_flags = {
-            (a, b): F.col(f"id{a}").isNotNull()
-            & F.col(f"id{b}").isNotNull()
-            & (F.col(f"id{a}") != F.col(f"id{b}"))
-            for a in range(width)
-            for b in range(a + 1, width)
-        }
-        if not pair_flags:
-            return pd.DataFrame(columns=columns)
-        differing = F.array(
-            *[
-                F.when(flag, F.struct(F.lit(a).alias("a"), F.lit(b).alias("b")))
-                for (a, b), flag in pair_flags.items()
-            ]
-        )
-        # One job: every divergent position is exploded into its disagreeing replica pairs;
-        # the pair listed first (``pair_number`` 0) counts the position once, so the run's
-        # total of divergent positions is the sum of ``first_of_position`` over its pairs --
-        # no cached intermediate and no second pass over it.
-        pairs = (
-            positions.select(
-                "run_id",
-                "partition",
-                "offset",
-                F.posexplode(F.filter(differing, lambda pair: pair.isNotNull())).alias("pair_number", "pair"),
-            )
-            .groupBy("run_id", "partition", F.col("pair.a").alias("a"), F.col("pair.b").alias("b"))
-            .agg(
-                F.min("offset").alias("offset"),
-                F.count(F.lit(1)).alias("positions"),
-                F.count(F.when(F.col("pair_number") == 0, F.lit(1))).alias("first_of_position"),
-            )
-        )
-        found = _collect(pairs)
-        if found.empty:
-            return pd.DataFrame(columns=columns)
-        totals = found.groupby("run_id")["first_of_position"].sum().rename("total").reset_index()
-        nodes = {run.replicas_run_id: run.replica_nodes for run in runs}
-        found = found.assign(
-            node_a=[nodes[int(r)][int(a)] for r, a in zip(found["run_id"], found["a"], strict=True)],
-            node_b=[nodes[int(r)][int(b)] for r, b in zip(found["run_id"], found["b"], strict=True)],
-        )
-        # Name order can differ from index order: put the lexically smaller node first, as pandas does.
-        swap = found["node_a"] > found["node_b"]
-        found.loc[swap, ["node_a", "node_b"]] = found.loc[swap, ["node_b", "node_a"]].to_numpy()
-        found = found.sort_values(["run_id", "partition", "node_a", "node_b"], kind="stable")
-        top = found[found.groupby("run_id").cumcount() < limit]
-        return top.merge(totals, on="run_id")[columns].reset_index(drop=True)
+        if width < 2:
+            return pd.DataFrame(columns=replicas.COLUMNS)
+        marks = self._small(*replicas.high_watermark_table(runs, width))
+        found = _collect(replicas.divergent_pairs(self._replicas(runs), marks, width))
+        return replicas.top_examples(found, runs, limit)
 
     # ---------------------------------------------------------------- example rows
 

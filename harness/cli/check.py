@@ -53,7 +53,11 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-bad-lines",
         action="store_true",
-        help="skip and count bad history/dump lines (verdict at best unknown)",
+        help=(
+            "skip and count bad history.jsonl lines; a run with any line skipped is at best"
+            " unknown, one with none skipped gets its normal verdict (a damaged replica dump"
+            " always counts as that node's dump missing)"
+        ),
     )
     parser.add_argument(
         "--examples",

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     convert.add_argument(
         "--skip-bad-lines",
         action="store_true",
-        help="skip and count bad lines (the run can then not be judged valid)",
+        help="skip and count bad lines (a run with any line skipped can then not be judged valid)",
     )
     replicas = sub.add_parser("replicas", help="build replicas.parquet from nodes/<node>/dump.jsonl")
     replicas.add_argument("run_dir", metavar="RUN_DIR")

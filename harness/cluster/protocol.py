@@ -8,13 +8,16 @@ broker nodes.  What else it can do is an *ability*, a separate protocol checked 
 
 * :class:`NodeControl` -- the nemesis can act on its nodes (remotes, addresses, restarts);
 * :class:`ReplicaDumps` -- every replica's log can be dumped after the run, so the checker
-  can compare replicas (the bundled broker's offline dump tool);
+  can compare replicas (the bundled broker's offline dump tool; tansu's one PostgreSQL);
+* :class:`ReplicaNodes` -- the replicas live on nodes other than the brokers (tansu);
 * :class:`LogFiles` -- node logs can be collected into the run directory;
 * :class:`PowerLoss` -- the data directories sit on the lazy filesystem, so un-fsynced
   writes can be dropped.
 
 A missing ability is not an error: the runner skips what the target cannot do and the
-checker names the evidence that is therefore missing (no dumps: divergence not checked).
+checker names the checks that therefore do not apply (no dumps, or one replica: divergence),
+from what the runner recorded in ``test.json`` (``replica_evidence``,
+:mod:`harness.record.replicas`).
 """
 
 from __future__ import annotations
@@ -93,6 +96,22 @@ class ReplicaDumps(Protocol):
     def dump_replica(self, node: str, target: Path) -> None:
         """Write ``node``'s replica dump (JSON lines, see ``harness.record.replicas``) to ``target``."""
         ...
+
+
+@runtime_checkable
+class ReplicaNodes(Protocol):
+    """Ability: the replicas :class:`ReplicaDumps` dumps live on nodes other than the brokers
+    (tansu: stateless brokers, the log in one PostgreSQL node)."""
+
+    @property
+    def replica_nodes(self) -> Sequence[str]:
+        """The nodes whose log :meth:`ReplicaDumps.dump_replica` can dump."""
+        ...
+
+
+def replica_nodes(cluster: Cluster) -> list[str]:
+    """The nodes to dump after the run: :attr:`ReplicaNodes.replica_nodes`, else every broker."""
+    return list(cluster.replica_nodes if isinstance(cluster, ReplicaNodes) else cluster.brokers)
 
 
 @runtime_checkable

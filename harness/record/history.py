@@ -325,11 +325,21 @@ def _record_fields(record: Any, partition: int | None) -> dict[str, Any]:
 
 
 class _Flattener:
-    """Turns ops into rows, pairing each client completion with its invoke."""
+    """Turns ops into rows, pairing each client completion with its invoke.
+
+    It is the one validator of the client-op contract (``docs/history.md`` section 1): each
+    process has at most one op pending, every completion has a pending invoke of its ``f``,
+    and a process whose op ended ``info`` never invokes again.  The last rule is what lets
+    the checker read a process id as one sequence of ops with known outcomes: a successor
+    that reused the id would join its reads onto the dead process's (a false
+    nonmonotonic-poll or stale-read) and its sends onto the dead producer's.
+    """
 
     def __init__(self) -> None:
         self.columns = _Columns()
         self._pending: dict[int, Op] = {}
+        self._retired: dict[int, Op] = {}
+        """process -> the ``info`` completion that ended it."""
 
     def add(self, op: Op) -> None:
         if op.process == NEMESIS_PROCESS:
@@ -341,6 +351,13 @@ class _Flattener:
             if invoke is not None:
                 raise ValueError(
                     f"process {op.process} invokes again while op {invoke.index} ({invoke.f}) is pending"
+                )
+            ended = self._retired.get(op.process)
+            if ended is not None:
+                raise ValueError(
+                    f"process {op.process} invokes {op.f!r} after its op {ended.index} ({ended.f}) ended"
+                    " info: a process whose op ended info never invokes again (continue under a fresh"
+                    " process id)"
                 )
         elif invoke is None or invoke.f != op.f:
             raise ValueError(
@@ -359,6 +376,8 @@ class _Flattener:
             self._pending[op.process] = op
         else:
             del self._pending[op.process]
+            if op.type == "info":
+                self._retired[op.process] = op
 
     def _payload(self, op: Op, f_code: int) -> None:
         if op.value is None:
@@ -450,9 +469,10 @@ def convert_history(
     """Convert ``history.jsonl`` to ``history.parquet`` (written to a temp name, then renamed).
 
     A line that is not JSON, not an op, or whose value breaks the workload contract (e.g. a
-    send without an integer value, a completion without an invoke) raises
-    :class:`HistoryFormatError` naming the line; with ``skip_bad_lines`` it is skipped and
-    recorded in the Parquet metadata, and the checker then never says ``valid``.
+    send without an integer value, a completion without an invoke, an invoke by a process
+    whose op ended ``info``) raises :class:`HistoryFormatError` naming the line; with
+    ``skip_bad_lines`` it is skipped and recorded in the Parquet metadata, and the checker
+    then never says ``valid`` -- if any line was skipped (none skipped: the normal verdict).
     """
     source, target = Path(source), Path(target)
     if not source.is_file():

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,35 @@ from harness.record.history import (
 from harness.record.rundir import DUMP_FILE, RunDir, SpecFileError
 
 DUMP_ERROR_FILE = "dump.error"
+
+EVIDENCE_DUMPS = "dumps"
+"""``test.json``'s ``replica_evidence``: every node in ``nodes`` holds a replica and is dumped (the
+bundled broker).  A missing field means the same (runs stored before the field existed)."""
+EVIDENCE_SINGLE_STORE = "single-store"
+"""One node (``nodes``) holds the only copy of the log and is dumped (tansu: PostgreSQL); with no
+second replica, the replica checks do not apply."""
+EVIDENCE_NONE = "none"
+"""The target cannot be dumped at all (an external cluster): the replica checks do not apply and
+the verdict rests on the client history and the drain."""
+EVIDENCE_KINDS = (EVIDENCE_DUMPS, EVIDENCE_SINGLE_STORE, EVIDENCE_NONE)
+
+
+def replica_evidence(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """``(kind, why)`` of a run's ``replica_evidence`` (``"KIND"`` or ``"KIND: why"``).
+
+    Kind is one of :data:`EVIDENCE_KINDS`; a missing field is :data:`EVIDENCE_DUMPS`, and any
+    other text (``"unavailable (external cluster)"``, written before the kinds existed) is
+    :data:`EVIDENCE_NONE` with that text as the reason.
+    """
+    value = spec.get("replica_evidence")
+    if value is None:
+        return EVIDENCE_DUMPS, ""
+    text = str(value)
+    kind, _, why = text.partition(":")
+    if kind.strip() in EVIDENCE_KINDS:
+        return kind.strip(), why.strip()
+    return EVIDENCE_NONE, text.strip()
+
 
 REPLICAS_SCHEMA = pa.schema(
     [

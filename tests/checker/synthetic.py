@@ -260,8 +260,12 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
             if item.early and item.process is not None:
                 invoke = {k: item.value[k] for k in ("partition", "key", "value")}
                 rec.op(item.process, "invoke", "send", invoke)
+        producers = [0, 1, 2]  # the three regular producers' current process ids
+        fresh = iter(range(600, 10**6))
         for number, item in enumerate(sends):
-            process = number % 3 if item.process is None else item.process
+            process = producers[number % 3] if item.process is None else item.process
+            if item.process is None and item.outcome == "info":  # an info retires the process id
+                producers[number % 3] = next(fresh)
             invoke = {k: item.value[k] for k in ("partition", "key", "value")}
             if not item.early:
                 rec.op(process, "invoke", "send", invoke)

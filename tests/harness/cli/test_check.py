@@ -77,10 +77,6 @@ def test_skip_bad_lines_counts_them_and_never_says_valid(
             ),
             "history.jsonl:1: history schema version 3 is not supported",
         ),
-        (
-            lambda d: (d / "nodes" / "n1" / "dump.jsonl").write_text("garbage\n"),
-            "n1/dump.jsonl:1: Expecting value",
-        ),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_254(
