@@ -17,8 +17,15 @@ mode=${1:-setup}
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
+# The tansu target (`tidemark run --target tansu`) is set up only when asked: in `test` mode (CI
+# runs its tests) or with TIDEMARK_TANSU=1; TIDEMARK_TANSU=0 skips it (its tests then skip, or fail
+# under CI=true). It needs cargo (a one-time build of the pinned crate, 15-25 min, then cached) and
+# the host's PostgreSQL 15 for the tests that run tansu and PostgreSQL as local processes.
+tansu=${TIDEMARK_TANSU:-$([ "$mode" = test ] && echo 1 || echo 0)}
+
 # --- Debian packages ------------------------------------------------------------------
 packages=(mmdebstrap fuse3 iptables iproute2 openjdk-17-jre-headless chromium)
+[ "$tansu" = 1 ] && packages+=(postgresql-15)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -85,6 +92,25 @@ if docker info >/dev/null 2>&1; then
     fi
 else
     log "no Docker engine answers: skipping the image (container runs and tests need it)"
+fi
+
+# --- tansu (only when asked, see above) ----------------------------------------------------
+if [ "$tansu" = 1 ]; then
+    # Prints the binary's path; a cached one answers in a second. Progress goes to stderr.
+    if binary=$(.venv/bin/tidemark image build --target tansu --binary-only) && [ -n "$binary" ]; then
+        log "tansu binary: $binary"
+    else
+        log "building tansu failed (see above); fix it or set TIDEMARK_TANSU=0 to skip the tansu target"
+        exit 1
+    fi
+    if docker info >/dev/null 2>&1; then
+        if image=$(.venv/bin/tidemark image build --target tansu) && [ -n "$image" ]; then
+            log "tansu image: $image"
+        else
+            log "building the tansu image failed (see the error above)"
+            exit 1
+        fi
+    fi
 fi
 
 case "$mode" in

@@ -1,4 +1,7 @@
 """``tidemark image build``: build or reuse the node image; prints its tag on stdout.
+``tidemark image build --target tansu``: the tansu target's image (building the pinned tansu binary
+with cargo once, 15-25 min, cached; see ``harness.cluster.tansu_image``); ``--binary-only`` builds
+just the binary (no Docker needed).
 ``tidemark image prune``: remove the images of earlier code versions that no container uses.
 
 Progress (with elapsed seconds) goes to stderr, so ``TAG=$(tidemark image build)`` works in scripts.
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_INTERNAL_ERROR
+from harness.run.spec import TARGETS
 
 if TYPE_CHECKING:
     import docker
@@ -43,6 +47,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--force", action="store_true", help="rebuild the base and the image, ignoring every cache"
     )
     build.add_argument("--quiet", action="store_true", help="print only the tag")
+    build.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="bundled",
+        help="the image of which target: the bundled broker's (default), or tansu's (its binary built "
+        "once with cargo, 15-25 min, then cached; plus Debian's PostgreSQL)",
+    )
+    build.add_argument(
+        "--binary-only",
+        action="store_true",
+        help="with --target tansu: build (or find) the cached tansu binary only and print its path",
+    )
     actions.add_parser(
         "prune",
         help="remove older tidemark:<hash> images no container uses (keeps the current one)",
@@ -81,7 +97,14 @@ def _prune() -> int:
 
 def _build(args: argparse.Namespace) -> int:
     from harness.cluster.image import ImageBuildError, ensure_image
+    from harness.cluster.tansu_image import ensure_binary, ensure_tansu_image
 
+    if args.binary_only and args.target != "tansu":
+        raise UsageError("--binary-only needs --target tansu")
+    if args.target == "tansu" and args.base_image is not None:
+        raise UsageError(
+            "--target tansu builds on the registry-free base (PostgreSQL from Debian): no --base-image"
+        )
     if args.apt_sources is not None and args.base_image is not None:
         raise UsageError(
             "--apt-sources and --base-image exclude each other (--apt-sources is for the mmdebstrap base)"
@@ -94,15 +117,27 @@ def _build(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
+    if args.binary_only:
+        try:
+            print(ensure_binary(progress=progress))
+        except ImageBuildError as error:
+            print(f"tidemark image build: error: {error}", file=sys.stderr)
+            return EXIT_INTERNAL_ERROR
+        return 0
     client = _client()
     try:
-        tag = ensure_image(
-            client,
-            base_image=args.base_image,
-            apt_sources=args.apt_sources,
-            force=args.force,
-            progress=progress,
-        )
+        if args.target == "tansu":
+            tag = ensure_tansu_image(
+                client, apt_sources=args.apt_sources, force=args.force, progress=progress
+            )
+        else:
+            tag = ensure_image(
+                client,
+                base_image=args.base_image,
+                apt_sources=args.apt_sources,
+                force=args.force,
+                progress=progress,
+            )
     except ImageBuildError as error:
         print(f"tidemark image build: error: {error}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR

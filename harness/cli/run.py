@@ -29,7 +29,7 @@ from harness.cli.errors import UsageError
 from harness.record.rundir import RunDir
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
-from harness.run.spec import SpecError, TestSpec
+from harness.run.spec import TARGETS, SpecError, TestSpec
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from workloads.queue import QueueSpec
@@ -74,6 +74,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
     parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
     parser.add_argument(
+        "--consume-via",
+        default="assign",
+        choices=("assign", "subscribe"),
+        help="consumers assign() a share of the partitions each, or all subscribe() in one consumer "
+        "group with rebalances and commits recorded (Jepsen's --sub-via; docs/consumer-groups.md)",
+    )
+    parser.add_argument(
+        "--commit",
+        default=None,
+        choices=("sync", "async", "auto"),
+        help="with --consume-via subscribe: commit after each poll and wait (sync, the default), "
+        "without waiting (async), or leave it to the client's auto-commit (auto)",
+    )
+    parser.add_argument(
         "--transport",
         default="docker",
         choices=("docker", "ssh"),
@@ -88,6 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--inventory",
         metavar="FILE",
         help="with --bootstrap: SSH inventory of the broker nodes, so faults can be injected",
+    )
+    parser.add_argument(
+        "--target",
+        default="bundled",
+        choices=TARGETS,
+        help="what to start in Docker: the bundled broker, or tansu brokers sharing one PostgreSQL node "
+        "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 15-25 min)",
     )
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
 
@@ -119,6 +140,8 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             rate=args.rate,
             acks=args.acks,
             client=args.client,
+            consume_via=args.consume_via,
+            commit=args.commit,
         )
         nemesis = NemesisSpec(
             faults=faults,
@@ -139,6 +162,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             transport=args.transport,
             bootstrap=args.bootstrap,
             inventory=args.inventory,
+            target=args.target,
         )
     except (SpecError, ValueError) as error:
         raise UsageError(str(error)) from None
@@ -148,6 +172,9 @@ def check_spec(spec: TestSpec) -> None:
     """Refuse, as a usage error, what cannot run (before any container starts)."""
     from harness.cluster.bundled import SettingsError, split_settings
 
+    if spec.target == "tansu":
+        check_tansu_spec(spec)
+        return
     if spec.inventory and not spec.bootstrap:
         raise UsageError("--inventory needs --bootstrap")
     if spec.bootstrap is not None:
@@ -178,6 +205,36 @@ def check_spec(spec: TestSpec) -> None:
         raise UsageError(str(error)) from None
 
 
+def check_tansu_spec(spec: TestSpec) -> None:
+    """What ``--target tansu`` cannot do, refused in one line each (see ``harness.cluster.tansu``)."""
+    from harness.cluster.postgres import SettingsError, effective_settings
+    from harness.cluster.tansu_image import cached_binary
+    from nemesis.spec import METADATA_DELAY
+
+    if spec.bootstrap or spec.inventory:
+        raise UsageError(
+            "--target tansu starts its own brokers and PostgreSQL: not with --bootstrap/--inventory"
+        )
+    if METADATA_DELAY in spec.nemesis.injected_faults() | spec.scenario_faults():
+        raise UsageError(
+            f"--nemesis {METADATA_DELAY} cuts brokers off a controller node; tansu keeps its metadata in "
+            "PostgreSQL (node pg): partition it instead"
+        )
+    if spec.nemesis.partition_scope == "all":
+        raise UsageError(
+            "--partition-scope all: with --target tansu partitions always include the PostgreSQL node"
+        )
+    try:
+        effective_settings(spec.settings)
+    except SettingsError as error:
+        raise UsageError(str(error)) from None
+    if cached_binary() is None:
+        raise UsageError(
+            "--target tansu: the tansu binary is not built yet; run `tidemark image build --target tansu` "
+            "once (a cargo build, 15-25 min)"
+        )
+
+
 def report_outcome(spec: TestSpec, outcome: RunOutcome) -> int:
     """Print the verdict (and, for a scenario, whether it is the expected one); the exit code."""
     results = outcome.results
@@ -191,6 +248,8 @@ def report_outcome(spec: TestSpec, outcome: RunOutcome) -> int:
         print(f"  {name} x{anomaly['count']}{note}")
     for reason in results.get("incomplete", []):
         print(f"  incomplete: {reason}")
+    for name, why in results.get("not_applicable", {}).items():
+        print(f"  not applicable: {name} ({why})")
     print(f"results: {RunDir(outcome.run_dir).results}")
     problems = spec.scenario_problems(results)
     if problems is not None:

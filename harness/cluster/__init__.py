@@ -11,6 +11,10 @@ Modules:
 * ``docker_cluster`` -- a private Docker network with a controller and N broker containers;
 * ``external`` -- a cluster given by ``--bootstrap`` and an optional SSH inventory of its nodes;
 * ``image`` -- build or reuse the node image (tag = hash of its inputs), no registry needed;
+* ``tansu`` -- the second target: stateless tansu brokers sharing one PostgreSQL node;
+* ``postgres`` / ``postgres_node`` -- PostgreSQL's command lines, settings and log dump, and the
+  PostgreSQL node driven through its Remote (``tansu_schema.sql``: the tables tansu expects);
+* ``tansu_image`` -- the pinned tansu binary (built once with cargo, cached) and the tansu image;
 * ``kafka_admin`` -- topic creation and leader/ISR questions over the real Kafka protocol.
 
 May import: ``harness.nodes``, ``harness.record``, ``broker_impl`` (for its settings) and

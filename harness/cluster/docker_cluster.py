@@ -269,7 +269,10 @@ class DockerCluster:
         fuse: bool = True,
         work_dir: Path | None = None,
         owned: bool = True,
+        controller: str = CONTROLLER,
     ) -> None:
+        """``controller`` names the one node that is not a broker (role label ``controller``): the
+        bundled broker's controller, or another target's metadata store (tansu's PostgreSQL)."""
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, not {brokers}")
         self.run_id = run_id or new_run_id()
@@ -280,7 +283,10 @@ class DockerCluster:
         self.image = image
         self.network_name = f"tidemark-{self.run_id}"
         self.broker_names = broker_names(brokers)
-        self.node_names = [CONTROLLER, *self.broker_names]
+        if controller in self.broker_names or not _RUN_ID.match(controller):
+            raise ValueError(f"controller node name {controller!r} must be a new name of [a-z0-9_.-]")
+        self.controller = controller
+        self.node_names = [controller, *self.broker_names]
         self.nodes: dict[str, ClusterNode] = {}
         self._client = client
         self._ready_timeout = ready_timeout
@@ -439,7 +445,7 @@ class DockerCluster:
             )  # no container may appear after teardown listed them
 
     def _create_node(self, name: str, options: dict[str, Any]) -> None:
-        role = "controller" if name == CONTROLLER else "broker"
+        role = "controller" if name == self.controller else "broker"
         container = self._client.containers.create(
             self.image,
             name=f"{self.network_name}-{name}",

@@ -9,8 +9,9 @@ daemon ``broker`` -- so it can SIGKILL, SIGSTOP and restart it -- and partitions
 iptables (root and iptables on the nodes).  Without one the run is fault-free.
 
 Replica dumps need the bundled broker's offline dump tool, so a run against an external
-cluster has no replica evidence: the divergence check cannot run and the verdict says so
-(it is at best ``unknown``).  A cluster that cannot be tested at all -- unreachable, not
+cluster has no replica evidence: the runner records that (``replica_evidence`` ``none``), the
+checker names the replica checks not applicable, and the verdict rests on the client history
+and the final drain.  A cluster that cannot be tested at all -- unreachable, not
 Kafka, protocol versions the clients cannot use, refusing the run's topic -- is found by
 :mod:`harness.cluster.external_probe` before the run starts and reported in one line.
 Inventory format::

@@ -217,13 +217,17 @@ def image_content_hash(base_image_id: str, pins: tuple[str, ...], sources: Sourc
     return digest.hexdigest()[:16]
 
 
-def base_tag(apt_sources: Path) -> str:
-    """``tidemark-base:<hash>`` of the mmdebstrap inputs (suite, packages, options, sources, arch)."""
+def base_tag(apt_sources: Path, extra_packages: tuple[str, ...] = ()) -> str:
+    """``tidemark-base:<hash>`` of the mmdebstrap inputs (suite, packages, options, sources, arch).
+
+    ``extra_packages`` (e.g. the tansu target's PostgreSQL) make a second base beside the main one:
+    the main base's inputs, and so its tag, stay exactly as without them.
+    """
     inputs = {
         "format": _FORMAT_VERSION,
         "suite": DEBIAN_SUITE,
         "variant": "minbase",
-        "packages": BASE_PACKAGES,
+        "packages": BASE_PACKAGES + extra_packages if extra_packages else BASE_PACKAGES,
         "dpkg": _DPKG_OPTIONS,
         "sources": apt_sources.read_text(encoding="utf-8"),
         "machine": os.uname().machine,
@@ -261,10 +265,16 @@ def _ensure_mmdebstrap(progress: Progress | None) -> str:
 
 
 def ensure_debian_base(
-    client: docker.DockerClient, apt_sources: Path, *, force: bool = False, progress: Progress | None = None
+    client: docker.DockerClient,
+    apt_sources: Path,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    extra_packages: tuple[str, ...] = (),
 ) -> str:
-    """The tag of the registry-free base image, built with mmdebstrap and imported unless cached."""
-    tag = base_tag(apt_sources)
+    """The tag of the registry-free base image (``BASE_PACKAGES`` plus ``extra_packages``), built
+    with mmdebstrap and imported unless cached."""
+    tag = base_tag(apt_sources, extra_packages)
     if not force and _image_or_none(client, tag) is not None:
         return tag
     mmdebstrap = _ensure_mmdebstrap(progress)
@@ -273,7 +283,7 @@ def ensure_debian_base(
         command = [
             mmdebstrap,
             "--variant=minbase",
-            f"--include={','.join(BASE_PACKAGES)}",
+            f"--include={','.join(BASE_PACKAGES + extra_packages)}",
             *(f"--dpkgopt={option}" for option in _DPKG_OPTIONS),
             DEBIAN_SUITE,
             str(tarball),
@@ -431,12 +441,16 @@ def ensure_image(
     apt_sources: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    extra_packages: tuple[str, ...] = (),
 ) -> str:
     """Return the tag of an up-to-date node image, building whatever is missing.
 
     ``base_image`` None builds the registry-free Debian base (from ``apt_sources``, default: the host's
     sources file found by ``find_apt_sources_file``); a name uses that image, pulling it if absent.
-    ``force`` rebuilds the base and the image without Docker's layer cache. Raises ImageBuildError.
+    ``extra_packages`` (registry-free base only) adds Debian packages in a base of their own, so the
+    image built on it has another tag and the default image is untouched (the tansu target's
+    PostgreSQL). ``force`` rebuilds the base and the image without Docker's layer cache. Raises
+    ImageBuildError.
     """
     root = source_root()
     if not (root / "Dockerfile").is_file():
@@ -445,9 +459,17 @@ def ensure_image(
     pins = host_pins()
     if base_image is None:
         base = ensure_debian_base(
-            client, apt_sources or find_apt_sources_file(), force=force, progress=progress
+            client,
+            apt_sources or find_apt_sources_file(),
+            force=force,
+            progress=progress,
+            extra_packages=extra_packages,
         )
     else:
+        if extra_packages:
+            raise ImageBuildError(
+                f"{' '.join(extra_packages)} must come from the registry-free base: no --base-image here"
+            )
         base = base_image
         if _image_or_none(client, base) is None:
             _say(progress, f"pulling {base}")

@@ -36,10 +36,11 @@ from harness.cluster.kafka_admin import (
     fully_replicated,
     wait_until,
 )
-from harness.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps
+from harness.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps, replica_nodes
 from harness.nodes.remote import Remote
 from harness.record import store
 from harness.record.recorder import Recorder
+from harness.record.replicas import EVIDENCE_DUMPS, EVIDENCE_NONE
 from harness.record.rundir import RunDir
 from harness.run.progress import ProgressLine
 from harness.run.spec import TestSpec
@@ -97,6 +98,32 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str])
 
 
 @contextmanager
+def docker_tansu_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
+    """tansu brokers on one PostgreSQL node in Docker (``--target tansu``); logs collected, torn down."""
+    import docker
+
+    from harness.cluster.tansu import tansu_on_docker
+    from harness.cluster.tansu_image import ensure_tansu_image
+
+    client = docker.from_env()
+    with tansu_on_docker(
+        client,
+        ensure_tansu_image(client, build_binary=False),
+        brokers=spec.node_count,
+        settings=spec.settings,
+        power_loss_filesystem=spec.power_loss_filesystem,
+        transport=spec.transport,
+        work_dir=run_dir.cluster_work,
+    ) as (cluster, node_names):
+        try:
+            cluster.configure()
+            cluster.start()
+            yield cluster
+        finally:
+            _collect_logs(cluster, node_names, run_dir, problems)
+
+
+@contextmanager
 def external_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
     """A cluster the harness did not start; brokers under SSH control if an inventory is given."""
     from harness.cluster.external import ExternalCluster, load_inventory
@@ -141,13 +168,15 @@ def _check_topic_layout(bootstrap: str, topic: str, partitions: int, replication
 def write_spec(spec: TestSpec, run_dir: RunDir, node_names: list[str]) -> None:
     """``test.json``: the spec with its derived fields, plus what only the runner knows."""
     document = spec.to_dict()
-    document.update(
-        {
-            "nodes": node_names if spec.bootstrap is None else [],
-            "replica_evidence": "dumps" if spec.bootstrap is None else "unavailable (external cluster)",
-            "versions": store.versions(),
-        }
-    )
+    if spec.target == "tansu":
+        from harness.cluster.tansu import POSTGRES_NODE, REPLICA_EVIDENCE
+
+        nodes, evidence = [POSTGRES_NODE], REPLICA_EVIDENCE
+    elif spec.bootstrap is None:
+        nodes, evidence = node_names, EVIDENCE_DUMPS
+    else:
+        nodes, evidence = [], f"{EVIDENCE_NONE}: an external cluster (Tidemark cannot dump its logs)"
+    document.update({"nodes": nodes, "replica_evidence": evidence, "versions": store.versions()})
     store.write_json(run_dir.spec_file, document)
 
 
@@ -181,7 +210,9 @@ def run_test(
     recorder = Recorder(directory.history_jsonl)
     try:
         cluster_context = (
-            docker_bundled_cluster(spec, directory, problems)
+            docker_tansu_cluster(spec, directory, problems)
+            if spec.target == "tansu"
+            else docker_bundled_cluster(spec, directory, problems)
             if spec.bootstrap is None
             else external_cluster(spec, directory, problems)
         )
@@ -215,6 +246,7 @@ def _run_phases(
             leader_partitions=[(topic, p) for p in range(partitions)],
             package_cluster=cluster,
             replication_factor=spec.workload.replication_factor,
+            workload=workload,
         )
         if isinstance(cluster, ControlledCluster) and cluster.brokers
         else None
@@ -260,7 +292,7 @@ def _run_phases(
     cluster.stop_brokers()
     if not isinstance(cluster, ReplicaDumps):
         return
-    for node in cluster.brokers:
+    for node in replica_nodes(cluster):
         try:
             cluster.dump_replica(node, run_dir.dump(node))
         except Exception as error:

@@ -20,15 +20,17 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from harness.cluster import bundled
+from harness.cluster import bundled, postgres
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
-from nemesis.spec import NemesisSpec
+from nemesis.spec import CONSUMER_CHURN, NemesisSpec
 from workloads.queue import QueueSpec
 
 DERIVED_FIELDS = ("broker_config", "scenario_faults", "nodes", "replica_evidence", "versions", "run_id")
 """Fields of ``test.json`` computed from the spec (here or by the runner); ``from_dict`` ignores them."""
 
 SPEC_SCHEMA_VERSION = 1
+TARGETS = ("bundled", "tansu")
+"""What a run starts in Docker: the bundled broker, or tansu brokers on PostgreSQL (``harness.cluster.tansu``)."""
 
 
 class SpecError(ValueError):
@@ -63,6 +65,8 @@ class TestSpec:
     """An external Kafka-compatible cluster (``--bootstrap``); None runs the bundled broker in Docker."""
     inventory: str | None = None
     """With ``bootstrap``: an SSH inventory file, so the nemesis can reach the nodes."""
+    target: str = "bundled"
+    """Which system runs in Docker (:data:`TARGETS`); ``node_count`` counts its brokers."""
 
     __test__ = False  # not a pytest test class, despite the name
 
@@ -81,6 +85,13 @@ class TestSpec:
                 problems.append(f"{field} must be > 0")
         if self.transport not in ("docker", "ssh"):
             problems.append(f"transport must be docker or ssh, not {self.transport!r}")
+        if self.target not in TARGETS:
+            problems.append(f"target must be one of {', '.join(TARGETS)}, not {self.target!r}")
+        if CONSUMER_CHURN in self.nemesis.faults and self.workload.consume_via != "subscribe":
+            problems.append(
+                f"--nemesis {CONSUMER_CHURN} needs --consume-via subscribe: it replaces a member of the "
+                "workload's consumer group, and with --consume-via assign there is no group"
+            )
         if "power-loss" in self.nemesis.injected_faults() and not self.power_loss_filesystem:
             object.__setattr__(self, "power_loss_filesystem", True)
         if problems:
@@ -107,6 +118,7 @@ class TestSpec:
             "transport": self.transport,
             "bootstrap": self.bootstrap,
             "inventory": self.inventory,
+            "target": self.target,
         }
 
     @classmethod
@@ -133,10 +145,13 @@ class TestSpec:
             raise SpecError(str(error)) from None
 
     def effective_settings(self) -> dict[str, str]:
-        """Broker and controller settings in force: the bundled broker's, defaults applied.
+        """Broker and controller settings in force: the bundled broker's, defaults applied; for
+        ``target`` tansu, PostgreSQL's (``postgresql.*``, :mod:`harness.cluster.postgres`).
 
         Against an external cluster only what was asked (``--set``) is known.
         """
+        if self.target == "tansu":
+            return postgres.effective_settings(self.settings)
         return bundled.effective_settings(self.settings) if self.bootstrap is None else dict(self.settings)
 
     def broker_config(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- t
 from workloads.queue import QueueSpec
 
 
-def test_fault_free_run_against_a_local_cluster_is_checked_but_replica_evidence_is_missing(
+def test_fault_free_run_against_a_local_cluster_is_valid_with_the_replica_checks_not_applicable(
     start_cluster: ClusterFactory,  # noqa: F811 -- the fixture imported above
     tmp_path: Path,
 ) -> None:
@@ -30,8 +30,8 @@ def test_fault_free_run_against_a_local_cluster_is_checked_but_replica_evidence_
     )
     outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
-    assert outcome.verdict == "unknown"
-    assert any("external cluster" in reason for reason in outcome.results["incomplete"])
+    assert outcome.verdict is True, outcome.results["incomplete"]
+    assert "external cluster" in outcome.results["not_applicable"]["replica-divergence"]
     assert outcome.results["anomalies"] == {}
     ops, _ = read_history(outcome.run_dir / "history.jsonl")
     assert sum(op.type == "ok" and op.f == "send" for op in ops) > 100
@@ -86,5 +86,5 @@ def test_kill_faults_over_ssh_inventory(image: str, docker_client: object, tmp_p
     kills = [op for op in ops if op.f == "kill" and op.type == "ok"]
     assert kills, "the nemesis must have killed a broker over SSH"
     assert outcome.results["anomalies"] == {}, json.dumps(outcome.results["anomalies"])[:2000]
-    assert outcome.verdict == "unknown"  # no replica dumps from an external cluster
+    assert outcome.verdict is True, outcome.results["incomplete"]  # divergence: not applicable
     assert (outcome.run_dir / "nodes" / "n1" / "broker.log").exists()
