@@ -9,13 +9,17 @@ Modules:
 * ``spec`` -- :class:`NemesisSpec`: which faults, how often, on which nodes, from which seed;
 * ``plan`` -- pure planning: target nodes, grudges (who drops whose traffic), the schedule;
 * ``mechanism`` -- carries planned faults out on a cluster and records them as nemesis ops;
+* ``schedule_run`` -- follows the random schedule in time (each step at its moment, then its heal);
+* ``consumer_churn`` -- ``consumer-churn``: the workload ability it needs (a structural protocol,
+  so no import of ``workloads``) and its op;
 * ``iptables`` -- a grudge or a heal as the iptables commands each node runs (our own chain);
 * ``scenario`` -- scripted scenarios (faults, waits, markers, expected verdicts);
   the library is ``scenarios/*.toml``;
 * ``lazyfs`` -- the power-loss FUSE filesystem; a room of its own (rank 0) that runs on the nodes.
 
 May import: ``harness.record``, ``harness.nodes``, ``harness.cluster`` and ``nemesis.lazyfs`` --
-not ``workloads`` nor ``checker`` (a fault knows nothing of the load it disturbs).  Used by:
+not ``workloads`` nor ``checker`` (a fault knows nothing of the load it disturbs; what it needs
+of a workload is an optional ability, declared here as a ``typing.Protocol``).  Used by:
 ``harness.run`` and ``harness.cli`` (``run``, ``scenario``).  This file imports nothing: in the
 node image ``nemesis`` is a namespace package holding only ``lazyfs``.
 """

@@ -56,9 +56,9 @@ from harness.nodes.remote import RemoteError
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
+from nemesis.consumer_churn import check_churn
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.outcomes import Refused, complete, on_nodes
-from nemesis.package_run import run_package
 from nemesis.packages import PackageContext
 from nemesis.plan import (
     Grudge,
@@ -73,6 +73,7 @@ from nemesis.plan import (
     resolve_leader_step,
     schedule,
 )
+from nemesis.schedule_run import follow_schedule
 from nemesis.spec import HEALS, KILL, METADATA_DELAY, PARTITION, PAUSE, POWER_LOSS, NemesisSpec
 
 BROKER_DAEMON = "broker"
@@ -111,8 +112,9 @@ class Nemesis:
     """Injects the faults of ``spec``'s random schedule into ``cluster`` and records them with ``recorder``.
 
     ``leader_partitions`` are the topic partitions whose leader the ``leader``/``followers``/
-    ``isolate-leader`` targets follow (one is drawn per step). Raises PlanError at once when the
-    spec cannot be carried out on this cluster. ``remote_timeout`` bounds every remote call;
+    ``isolate-leader`` targets follow (one is drawn per step); ``workload`` is asked for the
+    optional abilities some faults need (``consumer-churn``: :mod:`nemesis.consumer_churn`).
+    Raises PlanError at once when the spec cannot be carried out on this cluster or workload. ``remote_timeout`` bounds every remote call;
     ``settle_timeout`` bounds the wait for a SIGKILLed broker to be gone.
     """
 
@@ -128,6 +130,7 @@ class Nemesis:
         heal_all_wait: float = 30.0,
         package_cluster: Cluster | None = None,
         replication_factor: int | None = None,
+        workload: object | None = None,
     ) -> None:
         self.spec = spec
         self.cluster = cluster
@@ -148,6 +151,7 @@ class Nemesis:
             else None
         )
         check_plan(spec, self.layout, self.leader_partitions, self.packages)
+        self.churn = check_churn(spec.faults, workload)  # the workload's optional ability, if needed
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.heal_all_wait = heal_all_wait
@@ -189,23 +193,7 @@ class Nemesis:
             self._run_stop_events.append(stop_event)
             if self._schedule_stopped:
                 return
-        started = time.monotonic()
-        for step in self.plan():
-            if not _wait_until(started + step.at_seconds, stop_event):
-                return
-            if step.is_package:
-                assert self.package_cluster is not None  # check_plan refused packages otherwise
-                run_package(self, step, self.package_cluster, self.leader_partitions[0][0], stop_event)
-                continue
-            completion, resolved = self.execute_step(step, from_schedule=True)
-            if completion is None:
-                return
-            if completion.type == "fail":
-                continue
-            if not _wait_until(started + step.heal_at_seconds, stop_event):
-                return
-            if self.heal_step(resolved, from_schedule=True) is None:
-                return
+        follow_schedule(self, stop_event)
 
     def execute_step(
         self, step: PlannedStep, *, from_schedule: bool = False
@@ -500,11 +488,3 @@ class Nemesis:
         invocation = self.recorder.invoke(NEMESIS_PROCESS, f, value)
         failures = on_nodes(nodes, action, parallel=False)
         return complete(self.recorder, invocation, value, failures, len(nodes))
-
-
-def _wait_until(deadline: float, stop_event: threading.Event) -> bool:
-    """Wait until the monotonic ``deadline``; False as soon as ``stop_event`` is set."""
-    while (remaining := deadline - time.monotonic()) > 0:
-        if stop_event.wait(remaining):
-            return False
-    return not stop_event.is_set()

@@ -49,6 +49,7 @@ from typing import Any
 
 from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
+    CONSUMER_CHURN,
     HEALS,
     LEADER_DEPENDENT,
     METADATA_DELAY,
@@ -303,6 +304,25 @@ def _shuffled(nodes: Sequence[str], rng: random.Random) -> list[str]:
 # --------------------------------------------------------------------------- schedule
 
 
+CHURN_STOPS: tuple[str, ...] = ("leave", "stall")
+"""How ``consumer-churn`` stops its victim (:mod:`nemesis.consumer_churn`)."""
+CHURN_PICK_RANGE = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class ChurnPlan:
+    """One planned consumer churn: how the victim stops, and the draw that picks it (the running
+    consumers in start order, modulo their count -- known only when it runs)."""
+
+    stop: str
+    pick: int
+
+
+def plan_churn(rng: random.Random) -> ChurnPlan:
+    """One seeded churn: ``leave`` or ``stall`` with equal odds, and the victim's draw."""
+    return ChurnPlan(rng.choice(CHURN_STOPS), rng.randrange(CHURN_PICK_RANGE))
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannedStep:
     """One fault and when it is healed.
@@ -321,6 +341,8 @@ class PlannedStep:
     leader_of: TopicPartition | None = None
     steps: tuple[dict[str, Any], ...] = ()
     """A fault package's scenario steps (``fault`` is then the package's name); it heals itself."""
+    churn: ChurnPlan | None = None
+    """A ``consumer-churn`` step's plan (:mod:`nemesis.consumer_churn`); nothing to heal after it."""
 
     @property
     def is_package(self) -> bool:
@@ -334,9 +356,9 @@ class PlannedStep:
     def heal_f(self) -> str:
         """The ``f`` of the nemesis op that heals this step's fault (``start``, ``metadata-heal``, ...).
 
-        A package has none of its own: its steps heal what they inject."""
-        if self.is_package:
-            raise ValueError(f"fault package {self.fault} heals itself; it has no heal op")
+        A package has none of its own: its steps heal what they inject; nor has consumer churn."""
+        if self.is_package or self.churn is not None:
+            raise ValueError(f"{self.fault} heals itself; it has no heal op")
         return HEALS[self.fault]
 
 
@@ -405,7 +427,8 @@ def schedule(
     comes ``fault_seconds`` (jittered) later and the next quiet period starts after it.  A drawn
     fault package is planned whole (:func:`nemesis.packages.plan_package`, from this schedule's
     random stream) and carries its own heals: its step has ``heal_at_seconds == at_seconds``,
-    and the next quiet period starts once it has run.
+    and the next quiet period starts once it has run; so has a ``consumer-churn`` step
+    (:func:`nemesis.consumer_churn.plan_churn`: how the victim stops, and which).
     """
     check_plan(spec, layout, leader_partitions, packages)
     if not spec.faults:
@@ -420,6 +443,10 @@ def schedule(
         if fault in PACKAGE_KINDS:
             assert packages is not None  # check_plan refused the spec otherwise
             yield PlannedStep(now, now, fault, "package", steps=plan_package(fault, rng, packages))
+            continue
+        if fault == CONSUMER_CHURN:
+            churn = plan_churn(rng)
+            yield PlannedStep(now, now, fault, churn.stop, churn=churn)
             continue
         duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng)
         target = rng.choice(kinds if fault == PARTITION else targets)

@@ -15,7 +15,9 @@ Fields:
   the rest of the cluster moves on: KIP-320's zombie replica; needs a controller node),
   ``partition`` (iptables DROP between nodes, flushed when it ends); or a fault package
   (:data:`PACKAGE_KINDS`, planned by :mod:`nemesis.packages`: a choreography of several faults that
-  heals itself, drawn like a single fault). Empty: no faults at all.
+  heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
+  :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs
+  ``--consume-via subscribe``). Empty: no faults at all.
   :data:`HEALS` names the op that ends each fault.
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
   lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
@@ -50,6 +52,10 @@ METADATA_DELAY = "metadata-delay"
 NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS, METADATA_DELAY)
 """Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
 FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, PARTITION)
+CONSUMER_CHURN = "consumer-churn"
+WORKLOAD_FAULT_KINDS: tuple[str, ...] = (CONSUMER_CHURN,)
+"""Faults of the workload's clients, not of the nodes (:mod:`nemesis.consumer_churn`): each op
+does its whole change and leaves nothing to heal, so they have no entry in :data:`HEALS`."""
 
 FOLLOWER_RESTART_LEADER_CRASH = "follower-restart-leader-crash"
 LEADER_CRASH_STORM = "leader-crash-storm"
@@ -76,8 +82,8 @@ PACKAGE_KINDS: tuple[str, ...] = (
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
-NEMESIS_CHOICES: tuple[str, ...] = (*FAULT_KINDS, *PACKAGE_KINDS)
-"""What ``faults`` (``--nemesis``) may name: single faults and packages."""
+NEMESIS_CHOICES: tuple[str, ...] = (*FAULT_KINDS, *PACKAGE_KINDS, *WORKLOAD_FAULT_KINDS)
+"""What ``faults`` (``--nemesis``) may name: single faults, packages and workload faults."""
 PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         FOLLOWER_RESTART_LEADER_CRASH: frozenset({KILL, PARTITION}),

@@ -8,7 +8,12 @@ Modules:
 
 * ``clients`` -- kafka-python and confluent-kafka behind one producer and one consumer interface;
 * ``queue`` -- the ``queue`` workload (:class:`QueueSpec`, :class:`QueueWorkload`): unique sends,
-  consumer polls, the final drain.
+  consumer polls, the final drain;
+* ``group_events`` -- group consumers (``--consume-via subscribe``) behind one interface: what a
+  poll returned (records, rebalances, commit answers) in order, and the commit-outcome rule;
+* ``group_kafka_python``, ``group_confluent`` -- that interface on each client library;
+* ``group_member`` -- one group member's ops (``assign``, ``poll``, ``commit``, ``revoke``);
+* ``group_fleet`` -- the group's members as threads, and consumer churn.
 
 May import: rooms of a lower rank (``harness.record`` is all it needs), never ``checker`` or
 ``nemesis``.  Used by: ``harness.run`` (spec and runner) and ``harness.cli`` (``run``).

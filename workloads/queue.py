@@ -17,6 +17,12 @@ never invokes again -- the thread continues as a fresh id (Jepsen's rule), so an
 unknown outcome stays attached to exactly one op.  Values are unique integers over the
 whole run (``value -> writer`` is recoverable); key ``k<p>`` always goes to partition
 ``p`` so the checker knows where each value belongs.
+
+How consumers read (``consume_via``, Jepsen's ``--sub-via``): ``assign`` -- each consumer
+``assign()`` s a fixed share of the partitions, outside any group; ``subscribe`` -- every
+consumer joins the run's consumer group (``group``) and ``subscribe()`` s to the topic, with
+rebalances, commits (``commit``: ``sync``, ``async`` or ``auto``) and consumer churn recorded
+as ops (:mod:`workloads.group_fleet`, ``docs/consumer-groups.md``).
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from harness.record.recorder import Recorder
 
@@ -40,6 +47,8 @@ from .clients import (
     make_consumer,
     make_producer,
 )
+from .group_events import COMMIT_MODES, CONSUME_VIA, CommitMode
+from .group_fleet import STOP_WAYS, ConsumerFleet
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +69,16 @@ class QueueSpec:
     client: str = "kafka-python"
     idempotent: bool = True
     request_timeout: float = 5.0
+    consume_via: str = "assign"
+    """``assign`` (a fixed share of partitions per consumer) or ``subscribe`` (one consumer group)."""
+    commit: str | None = None
+    """``subscribe`` only: ``sync`` (the default there), ``async`` or ``auto``; None under ``assign``."""
+    group: str | None = None
+    """``subscribe`` only: the group id, drawn once when the spec is made (``tidemark-<hex>``)
+    unless given, and kept in ``test.json``, so a re-run joins a group of the same name."""
 
     def __post_init__(self) -> None:
-        problems = []
+        problems = self._group_problems()
         if self.partitions < 1:
             problems.append("partitions must be >= 1")
         if self.replication_factor < 1:
@@ -79,6 +95,27 @@ class QueueSpec:
             problems.append("request_timeout must be > 0")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _group_problems(self) -> list[str]:
+        """Check (and complete: commit mode and group id under ``subscribe``) the group fields."""
+        if self.consume_via not in CONSUME_VIA:
+            return [f"consume_via (--consume-via) must be assign or subscribe, not {self.consume_via!r}"]
+        if self.consume_via == "assign":
+            wrong = []
+            if self.commit is not None:
+                wrong.append(f"--commit {self.commit} needs --consume-via subscribe (commits are a group's)")
+            if self.group is not None:
+                wrong.append(f"group {self.group!r} needs --consume-via subscribe")
+            return wrong
+        if self.commit is None:
+            object.__setattr__(self, "commit", "sync")
+        if self.commit not in COMMIT_MODES:
+            return [f"commit (--commit) must be one of {', '.join(COMMIT_MODES)}, not {self.commit!r}"]
+        if self.group is None:
+            object.__setattr__(self, "group", f"tidemark-{secrets.token_hex(6)}")
+        if not isinstance(self.group, str) or not self.group.strip():
+            return [f"group must be a non-empty string, not {self.group!r}"]
+        return []
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": "queue", **dataclasses.asdict(self)}
@@ -115,6 +152,7 @@ class QueueWorkload:
         # Initial ids are 0..producers+consumers-1; replacements come after them.
         self._fresh_ids = _ProcessIds(spec.producers + spec.consumers)
         self.errors: list[str] = []
+        self._fleet: ConsumerFleet | None = None
 
     def _next_value(self) -> int:
         with self._values_lock:
@@ -128,14 +166,63 @@ class QueueWorkload:
             threading.Thread(target=self._guard(self._produce, i, stop), name=f"producer-{i}", daemon=True)
             for i in range(self.spec.producers)
         ]
-        threads += [
-            threading.Thread(target=self._guard(self._consume, i, stop), name=f"consumer-{i}", daemon=True)
-            for i in range(self.spec.consumers)
-        ]
+        if self.spec.consume_via == "subscribe":
+            threads.append(threading.Thread(target=self._run_group, args=(stop,), name="group", daemon=True))
+        else:
+            threads += [
+                threading.Thread(
+                    target=self._guard(self._consume, i, stop), name=f"consumer-{i}", daemon=True
+                )
+                for i in range(self.spec.consumers)
+            ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+
+    def _run_group(self, stop: threading.Event) -> None:
+        """The ``subscribe`` consumers: one group, its members recorded (``workloads.group_fleet``)."""
+        spec = self.spec
+        assert spec.group is not None  # set under subscribe by QueueSpec
+        fleet = ConsumerFleet.for_spec(
+            self.recorder,
+            self._fresh_ids.next,
+            spec.client,
+            self.bootstrap,
+            self.topic,
+            spec.group,
+            cast(CommitMode, spec.commit),
+            spec.request_timeout,
+        )
+        self._fleet = fleet
+        try:
+            fleet.run([spec.producers + i for i in range(spec.consumers)], stop)
+        finally:
+            self.errors.extend(fleet.errors)
+
+    # ---- consumer churn (the nemesis's ``consumer-churn``: nemesis.consumer_churn.ConsumerChurn) ----
+
+    def churn_unavailable(self) -> str | None:
+        """Why this workload cannot churn consumers (None: it can)."""
+        if self.spec.consume_via != "subscribe":
+            return "consumer churn needs a consumer group: run with --consume-via subscribe"
+        return None
+
+    def churn_consumer(self, stop: str, pick: int) -> dict[str, Any]:
+        """Stop running consumer ``pick`` (modulo their count) by ``stop`` (``leave`` or
+        ``stall``) and start a new one in the group; what happened (``ConsumerFleet.churn``).
+
+        Raises LookupError when nothing was done.
+        """
+        problem = self.churn_unavailable()
+        if problem is not None:
+            raise LookupError(problem)
+        if stop not in STOP_WAYS:
+            raise LookupError(f"unknown way to stop a consumer {stop!r} (known: {', '.join(STOP_WAYS)})")
+        fleet = self._fleet
+        if fleet is None:
+            raise LookupError("the workload's consumers are not running")
+        return fleet.churn(stop, pick)
 
     def _guard(
         self, body: Callable[[int, threading.Event], None], index: int, stop: threading.Event

@@ -1,0 +1,61 @@
+"""Following the random schedule in time: each planned step at its moment, then its heal.
+
+:meth:`nemesis.mechanism.Nemesis.run` registers its stop event and hands the loop to
+:func:`follow_schedule`, which walks :meth:`Nemesis.plan` (pure, :mod:`nemesis.plan`) and, at
+each step's time, carries it out by its kind:
+
+* a fault package -- its planned steps through the scenario runner (:mod:`nemesis.package_run`);
+  it heals itself;
+* consumer churn -- one op through the workload's ability (:mod:`nemesis.consumer_churn`); the
+  op leaves nothing to heal;
+* a single fault -- :meth:`Nemesis.execute_step`, then at the step's heal time
+  :meth:`Nemesis.heal_step` (a fault that certainly did nothing is not healed).
+
+It returns as soon as the stop event is set (heal-all sets it), leaving whatever is in effect
+to :meth:`Nemesis.heal_all`.  Waits are on the stop event with a deadline, never bare sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from nemesis.consumer_churn import run_churn
+from nemesis.package_run import run_package
+
+if TYPE_CHECKING:
+    from nemesis.mechanism import Nemesis
+
+
+def follow_schedule(nemesis: Nemesis, stop_event: threading.Event) -> None:
+    """Carry out ``nemesis``'s schedule until ``stop_event`` is set (times: seconds since this call)."""
+    started = time.monotonic()
+    for step in nemesis.plan():
+        if not wait_until(started + step.at_seconds, stop_event):
+            return
+        if step.is_package:
+            assert nemesis.package_cluster is not None  # check_plan refused packages otherwise
+            run_package(nemesis, step, nemesis.package_cluster, nemesis.leader_partitions[0][0], stop_event)
+            continue
+        if step.churn is not None:
+            assert nemesis.churn is not None  # check_churn refused the spec otherwise
+            run_churn(nemesis.recorder, nemesis.churn, step.churn)
+            continue
+        completion, resolved = nemesis.execute_step(step, from_schedule=True)
+        if completion is None:
+            return
+        if completion.type == "fail":
+            continue
+        if not wait_until(started + step.heal_at_seconds, stop_event):
+            return
+        if nemesis.heal_step(resolved, from_schedule=True) is None:
+            return
+
+
+def wait_until(deadline: float, stop_event: threading.Event) -> bool:
+    """Wait until the monotonic ``deadline``; False as soon as ``stop_event`` is set."""
+    while (remaining := deadline - time.monotonic()) > 0:
+        if stop_event.wait(remaining):
+            return False
+    return not stop_event.is_set()
