@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/broker_throughput.py [--messages 200000] [--kafka-python-messages 50000]
         [--paced-seconds 5] [--unbatched-messages 2000] [--value-bytes 100] [--brokers 3] [--json]
+    .venv/bin/python bench/broker_throughput.py --compare-event-log [--rounds 3] [--messages ...]
 
 Starts a local cluster (``broker_impl.localcluster``: a controller and ``--brokers``
 broker processes on 127.0.0.x), creates a one-partition topic per run with replication
@@ -23,6 +24,15 @@ acked message is counted and every failed one reported; the broker processes are
 stopped, also on Ctrl-C.  No target is asserted: the figures are printed with the targets
 of issue 2 beside them (>= 20,000 msg/s confluent-kafka, >= 5,000 kafka-python,
 p99 <= 50 ms without faults).
+
+``--compare-event-log`` measures what the brokers' event log (``event.log.enable``,
+``docs/events.md``) costs: only the two saturating batched runs and the confluent-kafka
+unbatched one (the most events per message: every message moves the HW), on two clusters
+running at once, one with the event log off and one with it on; each run goes to both in turn,
+for ``--rounds`` rounds (off/on, then on/off, ...), so that a drift of the machine's speed hits
+both alike.  It prints every run with its median latency, the brokers' CPU time per message
+(from /proc) and the events written, then the range of the on/off ratios of throughput, median
+latency and CPU per message.  On a shared machine a range, not one figure, is the result.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -45,6 +56,9 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaProducer
 
 from broker_impl.localcluster import LocalCluster
+
+Run = tuple[str, Callable[..., "RunResult"], int, bool, float | None]
+"""(topic, client, messages, batched, offered rate or None for "as fast as it goes")."""
 
 TARGET_MESSAGES_PER_SECOND = {"confluent-kafka": 20_000, "kafka-python": 5_000}
 TARGET_P99_MS = 50.0
@@ -200,6 +214,96 @@ def run_kafka_python(
 # ---- driver ------------------------------------------------------------------------------------------
 
 
+def broker_cpu_seconds(cluster: LocalCluster) -> float:
+    """User + system CPU time the cluster's broker processes have used so far (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for node in cluster.state["brokers"]:
+        fields = Path(f"/proc/{cluster.pid(node)}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
+    return total
+
+
+def event_lines(cluster: LocalCluster) -> int:
+    """Events the cluster's brokers have written so far."""
+    paths = (cluster.events_path(node) for node in cluster.state["brokers"])
+    return sum(path.read_bytes().count(b"\n") for path in paths if path.exists())
+
+
+@dataclasses.dataclass
+class Measured:
+    result: RunResult
+    saturating: bool
+    broker_cpu_seconds: float
+    events: int
+
+    @property
+    def cpu_per_message_us(self) -> float:
+        return self.broker_cpu_seconds / max(self.result.acked, 1) * 1e6
+
+
+def run_once(cluster: LocalCluster, run: Run, brokers: int, value: bytes, topic_suffix: str = "") -> Measured:
+    """One run on a topic of its own (one partition, replication factor = brokers)."""
+    topic, client, count, batched, rate = run
+    topic += topic_suffix
+    cluster.create_topic(topic, 1, brokers)
+    cpu, events = broker_cpu_seconds(cluster), event_lines(cluster)
+    result = client(cluster.bootstrap(), topic, count, value, batched, rate)
+    return Measured(
+        result,
+        batched and rate is None,
+        broker_cpu_seconds(cluster) - cpu,
+        event_lines(cluster) - events,
+    )
+
+
+def compare_event_log(runs: list[Run], brokers: int, value: bytes, rounds: int) -> None:
+    """Two clusters at once, event log off and on; each run alternately on both, ``rounds``
+    times (off/on, then on/off, ...); print every run and the on/off ratio ranges of throughput
+    and of the brokers' CPU per message."""
+    measured: dict[bool, list[list[Measured]]] = {False: [[] for _ in runs], True: [[] for _ in runs]}
+    with tempfile.TemporaryDirectory(prefix="tidemark-broker-bench-") as directory:
+        clusters = {
+            enabled: LocalCluster(Path(directory) / ("on" if enabled else "off")) for enabled in (False, True)
+        }
+        try:
+            for enabled, cluster in clusters.items():
+                cluster.up(brokers, {"event.log.enable": "true" if enabled else "false"})
+            print(f"two clusters of {brokers} brokers, event log off and on, runs alternating", flush=True)
+            for round_number in range(1, rounds + 1):
+                order = (False, True) if round_number % 2 else (True, False)
+                for index, run in enumerate(runs):
+                    for enabled in order:
+                        done = run_once(clusters[enabled], run, brokers, value, f"-{round_number}")
+                        measured[enabled][index].append(done)
+                        print(
+                            f"  round {round_number} event log {'on ' if enabled else 'off'}  "
+                            f"{done.result.name:26s} {done.result.acked:>9,} acked = "
+                            f"{done.result.throughput:>9,.0f} msg/s   p50 {done.result.percentile(0.5):7.2f} ms   "
+                            f"broker CPU {done.cpu_per_message_us:7.1f} us/msg"
+                            f"   {done.events:>6,} events = {done.events / max(done.result.acked, 1):.3f}/msg"
+                            + (f"   {done.result.failed} FAILED" if done.result.failed else ""),
+                            flush=True,
+                        )
+        finally:
+            for cluster in clusters.values():
+                cluster.down()
+    print(
+        f"event log on/off ratios over {rounds} rounds (on / off of the same round; throughput < 1 and "
+        "latency or CPU > 1: on is slower):"
+    )
+    for on, off in zip(measured[True], measured[False], strict=True):
+        throughput = [a.result.throughput / b.result.throughput for a, b in zip(on, off, strict=True)]
+        cpu = [a.cpu_per_message_us / b.cpu_per_message_us for a, b in zip(on, off, strict=True)]
+        p50 = [a.result.percentile(0.5) / b.result.percentile(0.5) for a, b in zip(on, off, strict=True)]
+        print(
+            f"  {on[0].result.name:26s} throughput {min(throughput):.3f} - {max(throughput):.3f} "
+            f"(median {statistics.median(throughput):.3f})   p50 latency {min(p50):.3f} - {max(p50):.3f} "
+            f"(median {statistics.median(p50):.3f})   broker CPU/msg {min(cpu):.3f} - {max(cpu):.3f} "
+            f"(median {statistics.median(cpu):.3f})"
+        )
+
+
 def verdict(result: RunResult, saturating: bool) -> str:
     """Throughput against the target for saturating runs; p99 against the target otherwise."""
     notes = []
@@ -224,6 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="also print one JSON line per run")
+    parser.add_argument(
+        "--compare-event-log",
+        action="store_true",
+        help="only the batched runs, event log off and on alternately (see the module docstring)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of --compare-event-log (each: off and on)"
+    )
     args = parser.parse_args(argv)
     if (
         min(
@@ -233,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             args.unbatched_messages,
             args.value_bytes,
             args.brokers,
+            args.rounds,
         )
         < 1
     ):
@@ -241,8 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     value = b"x" * args.value_bytes
     confluent_rate = TARGET_MESSAGES_PER_SECOND["confluent-kafka"]
     kafka_python_rate = TARGET_MESSAGES_PER_SECOND["kafka-python"]
-    # (topic, client, messages, batched, offered rate or None for "as fast as it goes")
-    runs: list[tuple[str, Callable[..., RunResult], int, bool, float | None]] = [
+    runs: list[Run] = [
         ("confluent-batched", run_confluent, args.messages, True, None),
         ("kafka-python-batched", run_kafka_python, args.kafka_python_messages, True, None),
         ("confluent-paced", run_confluent, confluent_rate * args.paced_seconds, True, confluent_rate),
@@ -256,7 +368,12 @@ def main(argv: list[str] | None = None) -> int:
         ("confluent-unbatched", run_confluent, args.unbatched_messages, False, None),
         ("kafka-python-unbatched", run_kafka_python, args.unbatched_messages, False, None),
     ]
-    results: list[tuple[RunResult, bool]] = []
+    if args.compare_event_log:
+        # The saturating runs, and the confluent-kafka unbatched one: one message per request,
+        # so the most events per message (an HW move per replica per message).
+        compare_event_log([runs[0], runs[1], runs[4]], args.brokers, value, args.rounds)
+        return 0
+    results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="tidemark-broker-bench-") as directory:
         cluster = LocalCluster(Path(directory))
         try:
@@ -266,21 +383,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"one partition per run",
                 flush=True,
             )
-            for topic, run, count, batched, rate in runs:
-                cluster.create_topic(topic, 1, args.brokers)
-                result = run(cluster.bootstrap(), topic, count, value, batched, rate)
-                saturating = batched and rate is None
-                results.append((result, saturating))
+            for run in runs:
+                done = run_once(cluster, run, args.brokers, value)
+                result = done.result
+                results.append(result)
                 print(
                     f"  {result.name:32s} {result.acked:>8,} acked in {result.seconds:6.2f} s = "
                     f"{result.throughput:>9,.0f} msg/s   p50 {result.percentile(0.5):7.2f} ms   "
-                    f"p99 {result.percentile(0.99):7.2f} ms   [{verdict(result, saturating)}]",
+                    f"p99 {result.percentile(0.99):7.2f} ms   [{verdict(result, done.saturating)}]",
                     flush=True,
                 )
         finally:
             cluster.down()
     if args.json:
-        for result, _ in results:
+        for result in results:
             print(json.dumps(result.as_dict()))
     return 0
 

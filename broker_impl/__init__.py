@@ -26,6 +26,8 @@ Modules:
 * ``rpc`` -- controller <-> broker RPC, JSON lines over TCP;
 * ``wire`` -- the Kafka wire protocol, the one adapter over kafka-python's codec;
 * ``dump`` -- offline dump of a data directory (what the harness compares replicas with);
+* ``events`` -- the structured event log (JSON lines of every replication decision) and its reader;
+* ``controller_events`` -- the controller's events, derived from each metadata commit;
 * ``localcluster`` -- a controller and brokers as local processes, no Docker needed.
 
 May import: nothing of Tidemark outside itself -- it ships alone in the node image.  Used by:

@@ -21,6 +21,10 @@ registration carries ``clean_shutdown``: with Eligible Leader Replicas the contr
 takes a broker back from an unclean shutdown out of every ISR and ELR, since it may have
 lost records it had acknowledged (KIP-966, KAFKA-15586); its leaders add it back once it
 has caught up.
+
+The event log (:mod:`broker_impl.events`, ``event.log.enable``) gets this process's ``start``
+first -- before any partition is opened, so that it follows any line a crash tore -- and its
+``shutdown`` last, at a clean shutdown, after the flushes and the HW checkpoint.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import signal
 import sys
@@ -39,6 +44,7 @@ from typing import Any
 from . import config as configuration
 from . import wire
 from .checkpoints import HighWatermarkCheckpoint, fsync_directory, write_atomically
+from .events import BROKER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
 from .group_coordinator import GroupCoordinator
 from .group_handlers import GroupHandlers
 from .group_records import OFFSETS_TOPIC
@@ -56,6 +62,18 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 """The clean-shutdown marker in ``log.dirs``: present only between a clean shutdown and
 the next start-up (Kafka's name)."""
 MAINTENANCE_SECONDS = 0.05
+RECORDED_SETTINGS = (
+    "truncation.mode",
+    "leader.epoch.lookup",
+    "isr.join.offset",
+    "leader.epoch.fencing.enable",
+    "min.insync.replicas",
+    "min.insync.replicas.strict",
+    "replica.lag.time.max.ms",
+    "flush.messages",
+    "flush.ms",
+)
+"""The settings the ``start`` event records: those that decide replication and durability."""
 
 
 class Broker:
@@ -79,9 +97,20 @@ class Broker:
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()
         self.coordinator = GroupCoordinator(self)
-        self._open_existing_partitions()
+        self.events = open_event_log(settings, str(self.log_dir), BROKER_EVENTS_FILE, self.node_id)
         # Whether the previous process shut down cleanly (sent at registration).
         self.clean_shutdown = self._take_clean_shutdown_marker()
+        self.events.emit(
+            START,
+            format=FORMAT,
+            schema_version=SCHEMA_VERSION,
+            role="broker",
+            incarnation=self.incarnation,
+            pid=os.getpid(),
+            clean_shutdown=self.clean_shutdown,
+            settings={name: settings[name] for name in RECORDED_SETTINGS},
+        )
+        self._open_existing_partitions()
 
     # ---- clean-shutdown marker ------------------------------------------------------------
 
@@ -94,7 +123,7 @@ class Broker:
         try:
             marker.unlink()
         except FileNotFoundError:
-            clean = not self.partitions
+            clean = not self._partition_directories()
         else:
             fsync_directory(self.log_dir)
             clean = True
@@ -106,13 +135,19 @@ class Broker:
 
     # ---- partitions ---------------------------------------------------------------------
 
-    def _open_existing_partitions(self) -> None:
-        checkpointed = self.hw_checkpoint.read()
+    def _partition_directories(self) -> list[tuple[str, int]]:
+        """The (topic, partition) of every partition directory in ``log.dirs``, sorted."""
+        found = []
         for directory in sorted(self.log_dir.iterdir()):
             match = PARTITION_DIRECTORY.match(directory.name)
             if directory.is_dir() and match:
-                key = (match["topic"], int(match["partition"]))
-                self.partitions[key] = self._new_partition(key, checkpointed.get(key, 0))
+                found.append((match["topic"], int(match["partition"])))
+        return found
+
+    def _open_existing_partitions(self) -> None:
+        checkpointed = self.hw_checkpoint.read()
+        for key in self._partition_directories():
+            self.partitions[key] = self._new_partition(key, checkpointed.get(key, 0))
 
     def _new_partition(self, key: tuple[str, int], high_watermark: int) -> Partition:
         return Partition(
@@ -124,6 +159,7 @@ class Broker:
             self.flush_policy,
             high_watermark,
             self.rules,
+            self.events,
         )
 
     def metadata_topics(self) -> dict[str, Any]:
@@ -174,7 +210,8 @@ class Broker:
         )
         self.coordinator.partition_changed(partition)
         if self.settings["truncation.mode"] == "high-watermark":
-            partition.truncate_to(partition.high_watermark)  # pre-0.11: cut at our own HW, unconditionally
+            # pre-0.11: cut at our own HW, unconditionally
+            partition.truncate_to(partition.high_watermark, reason="high-watermark")
         leader = self.metadata["brokers"].get(str(state["leader"]))
         if state["leader"] >= 0 and leader is not None:
             fetcher = ReplicaFetcher(partition, self.node_id, (leader["host"], leader["port"]), self.settings)
@@ -297,11 +334,16 @@ class Broker:
                 grow = partition.isr_expansion_candidates(fetched_within=lag) if key in due else []
                 if shrink or grow:
                     new_isr = sorted((set(partition.isr) - set(shrink)) | set(grow))
-                    await self._propose_isr(partition, new_isr)
+                    await self._propose_isr(partition, new_isr, shrink, grow)
 
-    async def _propose_isr(self, partition: Partition, new_isr: list[int]) -> None:
+    async def _propose_isr(
+        self, partition: Partition, new_isr: list[int], shrink: list[int], grow: list[int]
+    ) -> None:
+        """AlterPartition to ``new_isr`` (``shrink`` lagging, ``grow`` caught up).  The HW is
+        computed over the larger ISR until the controller answers (KIP-497)."""
         partition.pending_isr = new_isr
         logger.info("%s: proposing ISR %s (was %s)", partition.name, new_isr, partition.isr)
+        partition.record_isr_proposal(new_isr, shrink, grow)
         try:
             reply = await self.controller.call(
                 "alter_partition",
@@ -316,13 +358,18 @@ class Broker:
             )
         except (ConnectionError, RpcError) as error:
             logger.info("%s: ISR change failed: %s", partition.name, error)
+            partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
             await asyncio.sleep(0.5)  # keep pending_isr meanwhile: HW uses the larger ISR
             partition.pending_isr = None
             return
         state = reply["state"]
-        partition.pending_isr = None
+        if "error" in reply:
+            partition.record_isr_proposal_failed(new_isr, str(reply["error"]))
+            partition.pending_isr = None  # refused: the ISR in the answer is not our proposal
         if state["leader_epoch"] == partition.leader_epoch:
+            # Before pending_isr is cleared, so that the isr-change event knows it was ours.
             partition.update_isr(state["partition_epoch"], state["isr"])
+        partition.pending_isr = None
         await self.heartbeat_once()
 
     async def checkpoint_high_watermarks_forever(self) -> None:
@@ -350,6 +397,21 @@ class Broker:
         for partition in self.partitions.values():
             partition.log.flush()
         self.checkpoint_high_watermarks()
+        self.events.emit(
+            "shutdown",
+            partitions=[
+                {
+                    "topic": partition.topic,
+                    "partition": partition.index,
+                    "role": partition.role,
+                    "epoch": partition.leader_epoch,
+                    "leo": partition.log_end_offset,
+                    "hw": partition.high_watermark,
+                }
+                for partition in self.partitions.values()
+            ],
+        )
+        self.events.close()
         self._write_clean_shutdown_marker()
 
     # ---- client connections -------------------------------------------------------------

@@ -199,6 +199,14 @@ BROKER_KEYS: tuple[Key, ...] = (
     Key("group.min.session.timeout.ms", _positive, 6000, "smallest session timeout a member may ask for"),
     Key("group.max.session.timeout.ms", _positive, 1800000, "largest session timeout a member may ask for"),
     Key("cluster.id", _string, "tidemark", "cluster id reported in Metadata"),
+    Key(
+        "event.log.enable",
+        _boolean,
+        True,
+        "append this broker's replication decisions (leadership, HW, ISR, truncations, fencing "
+        "answers) as JSON lines to broker-events.jsonl: evidence for white-box checks (docs/events.md)",
+    ),
+    Key("event.log.dir", _string, "", "directory of the event log (empty: log.dirs)"),
 )
 
 CONTROLLER_KEYS: tuple[Key, ...] = (
@@ -219,6 +227,14 @@ CONTROLLER_KEYS: tuple[Key, ...] = (
         "(the 'last replica standing' loss)",
     ),
     Key("cluster.id", _string, "tidemark", "cluster id"),
+    Key(
+        "event.log.enable",
+        _boolean,
+        True,
+        "append the controller's decisions (elections, ISR changes, broker fencing) as JSON lines "
+        "to controller-events.jsonl (docs/events.md)",
+    ),
+    Key("event.log.dir", _string, "", "directory of the event log (empty: metadata.log.dir)"),
 )
 
 

@@ -55,6 +55,9 @@ describe output is uniform), and a restarted broker keeps its ISR memberships wh
 its shutdown -- as a fast bounce inside the ZooKeeper session did not reach the pre-KRaft
 controller.  That is the window the KIP-101 scenarios and the "last replica standing"
 loss need, and it existed in real clusters.
+
+Every commit is also recorded in the controller's event log (``event.log.enable``; the
+events and how they are derived: :mod:`broker_impl.controller_events`, ``docs/events.md``).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -72,6 +76,8 @@ from typing import Any
 
 from . import config as configuration
 from .checkpoints import write_atomically
+from .controller_events import ControllerEvents
+from .events import CONTROLLER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
 from .rpc import RpcError, serve
 
 logger = logging.getLogger("broker_impl.controller")
@@ -82,6 +88,13 @@ PRODUCER_ID_BLOCK = 1000
 
 
 NO_LEADER = -1
+RECORDED_SETTINGS = (
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+    "eligible.leader.replicas.enable",
+    "broker.session.timeout.ms",
+)
+"""The settings the ``start`` event records: those that decide elections and the ISR."""
 
 
 class Controller:
@@ -106,6 +119,17 @@ class Controller:
         # Liveness is not persisted: after a controller restart every known broker gets
         # one session timeout of grace to heartbeat again.
         self.last_heartbeat: dict[int, float] = {int(node): started for node in self.metadata["brokers"]}
+        log = open_event_log(settings, str(self.directory), CONTROLLER_EVENTS_FILE, int(settings["node.id"]))
+        log.emit(
+            START,
+            format=FORMAT,
+            schema_version=SCHEMA_VERSION,
+            role="controller",
+            pid=os.getpid(),
+            metadata_version=self.metadata["version"],
+            settings={name: settings[name] for name in RECORDED_SETTINGS},
+        )
+        self.events = ControllerEvents(log, self.metadata)
 
     def _load(self) -> dict[str, Any]:
         """The persisted metadata, or an empty cluster.  Partition states written before
@@ -129,11 +153,13 @@ class Controller:
             "next_producer_id": 1000,
         }
 
-    def _commit(self, reason: str) -> None:
-        """Persist (fsync) and publish a new metadata version."""
+    def _commit(self, reason: str, cause: str, broker: int | None = None) -> None:
+        """Persist (fsync) and publish a new metadata version; then record it in the event
+        log, its partition changes attributed to ``cause`` and ``broker``."""
         self.metadata["version"] += 1
         write_atomically(self.path, json.dumps(self.metadata, indent=1, sort_keys=True))
         logger.info("metadata v%d: %s", self.metadata["version"], reason)
+        self.events.committed(self.metadata, cause, broker)
 
     # ---- liveness -----------------------------------------------------------------------
 
@@ -223,13 +249,14 @@ class Controller:
         """Session expired: ``node`` leaves every ISR (into the ELR if that leaves the ISR
         below min ISR) unless it is the ISR's last member, and loses its leaderships."""
         self.metadata["brokers"][str(node)]["fenced"] = True
+        self.events.queue("broker-fenced", broker=node, reason=reason)
         for _name, _index, state in self._partitions():
             if node in state["isr"] and len(state["isr"]) > 1:
                 self._set_isr(state, [r for r in state["isr"] if r != node])
             if state["leader"] == node:
                 self._elect(state, excluded=node)
         self._elect_offline()
-        self._commit(f"broker {node} fenced: {reason}")
+        self._commit(f"broker {node} fenced: {reason}", "broker-fenced", node)
 
     def _forget_unclean_replica(self, node: int) -> None:
         """``node`` restarted after an unclean shutdown (ELR enabled): it leaves every ISR
@@ -292,9 +319,22 @@ class Controller:
             "incarnation": incarnation,
             "fenced": False,
         }
+        self.events.queue(
+            "broker-registered",
+            broker=node,
+            incarnation=incarnation,
+            previous_incarnation=None if known is None else known["incarnation"],
+            clean_shutdown=clean_shutdown,
+            host=params["host"],
+            port=int(params["port"]),
+        )
         self._elect_offline()
         shutdown = "clean" if clean_shutdown else "unclean"
-        self._commit(f"broker {node} registered ({incarnation}, after a {shutdown} shutdown)")
+        self._commit(
+            f"broker {node} registered ({incarnation}, after a {shutdown} shutdown)",
+            "broker-registered",
+            node,
+        )
         return {"version": self.metadata["version"], "metadata": self.metadata}
 
     async def heartbeat(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -305,8 +345,9 @@ class Controller:
         self.last_heartbeat[node] = time.monotonic()
         if broker["fenced"]:
             broker["fenced"] = False
+            self.events.queue("broker-unfenced", broker=node)
             self._elect_offline()
-            self._commit(f"broker {node} unfenced")
+            self._commit(f"broker {node} unfenced", "broker-unfenced", node)
         reply: dict[str, Any] = {"version": self.metadata["version"]}
         if int(params.get("version", -1)) < self.metadata["version"]:
             reply["metadata"] = self.metadata
@@ -331,7 +372,11 @@ class Controller:
             return {"error": "ineligible replica", "state": state, "version": self.metadata["version"]}
         if not self._set_isr(state, new_isr):
             state["partition_epoch"] += 1  # every accepted AlterPartition is a new partition epoch
-        self._commit(f"{params['topic']}-{params['partition']} ISR -> {new_isr}, ELR {state['elr']}")
+        self._commit(
+            f"{params['topic']}-{params['partition']} ISR -> {new_isr}, ELR {state['elr']}",
+            "alter-partition",
+            int(params["leader"]),
+        )
         return {"state": state, "version": self.metadata["version"]}
 
     async def create_topic(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -365,14 +410,30 @@ class Controller:
                 for replicas in assignment
             ],
         }
-        self._commit(f"topic {name} created: {assignment}")
+        self.events.queue(
+            "topic-created",
+            topic=name,
+            topic_id=self.metadata["topics"][name]["id"],
+            partitions=[
+                {
+                    "partition": index,
+                    "replicas": state["replicas"],
+                    "leader": state["leader"],
+                    "epoch": state["leader_epoch"],
+                    "isr": state["isr"],
+                }
+                for index, state in enumerate(self.metadata["topics"][name]["partitions"])
+            ],
+        )
+        self._commit(f"topic {name} created: {assignment}", "topic-created")
         return {"id": self.metadata["topics"][name]["id"], "version": self.metadata["version"]}
 
     async def allocate_producer_ids(self, params: dict[str, Any]) -> dict[str, Any]:
         first = int(self.metadata["next_producer_id"])
         self.metadata["next_producer_id"] = first + PRODUCER_ID_BLOCK
         self._commit(
-            f"producer ids {first}..{first + PRODUCER_ID_BLOCK - 1} to broker {params.get('node_id')}"
+            f"producer ids {first}..{first + PRODUCER_ID_BLOCK - 1} to broker {params.get('node_id')}",
+            "producer-ids",
         )
         return {"first": first, "count": PRODUCER_ID_BLOCK}
 
@@ -404,6 +465,8 @@ async def run(settings: dict[str, Any]) -> None:
     await stop.wait()
     ticker.cancel()
     server.close()
+    controller.events.log.emit("shutdown", metadata_version=controller.metadata["version"])
+    controller.events.log.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,10 @@ supported (InitProducerId with a transactional id is refused with INVALID_REQUES
 ``__consumer_offsets`` is internal, as in Kafka: Metadata marks it so and a client's Produce
 to it is refused with INVALID_TOPIC_EXCEPTION (only the group coordinator appends there; its
 APIs are in :mod:`broker_impl.group_handlers`).
+
+Every refusal of a request for a partition this broker holds a replica of --
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER -- is a ``fencing-answer``
+event in the broker's event log (``docs/events.md``), with both epochs and who asked.
 """
 
 from __future__ import annotations
@@ -32,28 +36,64 @@ INVALID_REQUEST = 42
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+FENCING_ANSWERS = {
+    wire.FENCED_LEADER_EPOCH: "FENCED_LEADER_EPOCH",
+    wire.UNKNOWN_LEADER_EPOCH: "UNKNOWN_LEADER_EPOCH",
+    wire.NOT_LEADER_OR_FOLLOWER: "NOT_LEADER_OR_FOLLOWER",
+}
+"""The refusals recorded as ``fencing-answer`` events, by error code."""
 
 
 class Handlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def _lookup(self, topic: str, index: int, current_leader_epoch: int = -1) -> tuple[int, Partition | None]:
-        """The local leader replica, or the error code to answer with."""
+    def _lookup(
+        self,
+        topic: str,
+        index: int,
+        current_leader_epoch: int = -1,
+        *,
+        api: str = "unknown",
+        replica: int = -1,
+    ) -> tuple[int, Partition | None]:
+        """The local leader replica, or the error code to answer with.  ``api`` and
+        ``replica`` (the requesting follower, -1 for a client) name the request in the
+        ``fencing-answer`` event a refusal of a local replica records."""
         partition = self.broker.partitions.get((topic, index))
         if partition is None:
             known = self.broker.metadata_topics().get(topic)
             if known is None or index >= len(known["partitions"]):
                 return wire.UNKNOWN_TOPIC_OR_PARTITION, None
             return wire.NOT_LEADER_OR_FOLLOWER, None
+        error = wire.NONE
         if current_leader_epoch >= 0 and partition.rules.epoch_fencing:
             if current_leader_epoch < partition.leader_epoch:
-                return wire.FENCED_LEADER_EPOCH, None
-            if current_leader_epoch > partition.leader_epoch:
-                return wire.UNKNOWN_LEADER_EPOCH, None
-        if partition.role != "leader":
-            return wire.NOT_LEADER_OR_FOLLOWER, None
+                error = wire.FENCED_LEADER_EPOCH
+            elif current_leader_epoch > partition.leader_epoch:
+                error = wire.UNKNOWN_LEADER_EPOCH
+        if error == wire.NONE and partition.role != "leader":
+            error = wire.NOT_LEADER_OR_FOLLOWER
+        if error != wire.NONE:
+            self._record_refusal(partition, error, api, current_leader_epoch, replica)
+            return error, None
         return wire.NONE, partition
+
+    @staticmethod
+    def _record_refusal(partition: Partition, error: int, api: str, request_epoch: int, replica: int) -> None:
+        partition.events.emit(
+            "fencing-answer",
+            topic=partition.topic,
+            partition=partition.index,
+            api=api,
+            error=FENCING_ANSWERS[error],
+            error_code=error,
+            request_epoch=request_epoch,
+            epoch=partition.leader_epoch,
+            role=partition.role,
+            leader=partition.leader,
+            replica=replica,
+        )
 
     # ---- metadata -----------------------------------------------------------------------
 
@@ -177,7 +217,7 @@ class Handlers:
             return topic, index, wire.INVALID_REQUIRED_ACKS, -1, -1
         if topic == OFFSETS_TOPIC:  # only the group coordinator writes there (Kafka: internal topic)
             return topic, index, wire.INVALID_TOPIC_EXCEPTION, -1, -1
-        error, partition = self._lookup(topic, index)
+        error, partition = self._lookup(topic, index, api="produce")
         if partition is None:
             return topic, index, error, -1, -1
         min_insync = partition.rules.min_insync_replicas
@@ -248,11 +288,21 @@ class Handlers:
         for topic in body.topics:
             partitions = []
             for fetch in topic.partitions:
-                error, partition = self._lookup(topic.topic, fetch.partition, fetch.current_leader_epoch)
+                error, partition = self._lookup(
+                    topic.topic,
+                    fetch.partition,
+                    fetch.current_leader_epoch,
+                    api="fetch",
+                    replica=body.replica_id,
+                )
                 data = b""
                 high_watermark = log_start = -1
                 if partition is not None and follower and body.replica_id not in partition.remote:
-                    error, partition = wire.NOT_LEADER_OR_FOLLOWER, None
+                    error = wire.NOT_LEADER_OR_FOLLOWER  # a leader refuses a replica it does not lead
+                    self._record_refusal(
+                        partition, error, "fetch", fetch.current_leader_epoch, body.replica_id
+                    )
+                    partition = None
                 if partition is not None:
                     high_watermark = partition.high_watermark
                     log_start = partition.log.log_start_offset
@@ -298,7 +348,13 @@ class Handlers:
         for topic in body.topics:
             partitions = []
             for entry in topic.partitions:
-                error, partition = self._lookup(topic.name, entry.partition_index, entry.current_leader_epoch)
+                error, partition = self._lookup(
+                    topic.name,
+                    entry.partition_index,
+                    entry.current_leader_epoch,
+                    api="list-offsets",
+                    replica=body.replica_id,
+                )
                 offset, timestamp, epoch = -1, -1, -1
                 if partition is not None:
                     found = self._find_offset(partition, entry.timestamp, body.replica_id >= 0)
@@ -342,7 +398,13 @@ class Handlers:
         for topic in request.body.topics:
             partitions = []
             for entry in topic.partitions:
-                error, partition = self._lookup(topic.topic, entry.partition, entry.current_leader_epoch)
+                error, partition = self._lookup(
+                    topic.topic,
+                    entry.partition,
+                    entry.current_leader_epoch,
+                    api="offset-for-leader-epoch",
+                    replica=getattr(request.body, "replica_id", -1),
+                )
                 epoch, end_offset = -1, -1
                 if partition is not None:
                     epoch, end_offset = partition.log.epochs.end_offset_for(

@@ -12,7 +12,9 @@ lives in ``DIR/cluster.json`` so that ``down`` (or a test's fixture) finds the p
 pause and restart individual nodes.
 
 Local defaults differ from Kafka's in one place: heartbeats every 250 ms and a 3 s
-broker session, so failover in tests takes seconds, not the production 9 s.
+broker session, so failover in tests takes seconds, not the production 9 s.  Each node's
+event log (:mod:`broker_impl.events`) lives beside its ``process.log`` in the node's
+directory; :meth:`LocalCluster.events_path` names it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from . import config as configuration
 from . import wire
+from .events import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE
 
 LOCAL_BROKER_DEFAULTS = {"broker.heartbeat.interval.ms": "250", "replica.fetch.backoff.ms": "200"}
 LOCAL_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "3000"}
@@ -80,6 +83,7 @@ class LocalCluster:
             "metadata.log.dir": str(controller_dir / "metadata"),
             **LOCAL_CONTROLLER_DEFAULTS,
             **{k: v for k, v in overrides.items() if configuration.controller_keys_accepting(k)},
+            "event.log.dir": str(controller_dir),
         }
         (controller_dir / "controller.properties").write_text(configuration.render(controller_settings))
         self.state = {
@@ -101,6 +105,7 @@ class LocalCluster:
                     for k, v in overrides.items()
                     if configuration.broker_keys_accepting(k) and k != "node.id"
                 },
+                "event.log.dir": str(node_dir),
             }
             (node_dir / "broker.properties").write_text(configuration.render(settings))
             self.state["brokers"][str(node)] = {
@@ -151,6 +156,11 @@ class LocalCluster:
 
     def pid(self, node: str) -> int:
         return int(self._entry(node)["pid"])
+
+    def events_path(self, node: str) -> Path:
+        """The event log of ``node`` (a broker id as text, or ``"controller"``)."""
+        name = CONTROLLER_EVENTS_FILE if node == "controller" else BROKER_EVENTS_FILE
+        return Path(self._entry(node)["dir"]) / name
 
     def signal(self, node: str, signal_number: int) -> None:
         with contextlib.suppress(ProcessLookupError):

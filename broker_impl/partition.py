@@ -21,6 +21,11 @@ The rules are Kafka's replication rules (its Partition and ReplicaFetcherThread)
 Three of these rules can be switched back to their historical, buggy form through
 :class:`~broker_impl.rules.ReplicationRules` (KAFKA-7415's epoch record on election,
 KAFKA-7128's ISR join, KIP-966's strict min ISR); the defaults are the safe rules.
+
+Every decision above is also recorded in the broker's event log (:mod:`broker_impl.events`,
+``docs/events.md``) at the moment it is made: ``replica-opened``, ``become-leader``,
+``become-follower``, ``hw`` (every HW change, each with the HW last recorded as ``old_hw``),
+``isr-proposal``, ``isr-proposal-failed``, ``isr-change`` and ``truncate``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
+from .events import NO_EVENTS, EventLog
 from .log import FlushPolicy, PartitionLog
 from .rules import SAFE_RULES, ReplicationRules
 
@@ -82,8 +89,10 @@ class Partition:
         flush_policy: FlushPolicy,
         checkpointed_high_watermark: int,
         rules: ReplicationRules = SAFE_RULES,
+        events: EventLog = NO_EVENTS,
     ) -> None:
         self.topic = topic
+        self.events = events
         self.rules = rules
         self.index = index
         self.node_id = node_id
@@ -100,6 +109,16 @@ class Partition:
         self.data_appended = Notifier()  # follower long-polls wait on this
         self.high_watermark_moved = Notifier()  # consumer long-polls wait on this
         self._ack_waiters: list[AckWaiter] = []
+        self._recorded_high_watermark = self.high_watermark  # the HW of the last event that named it
+        self._emit(
+            "replica-opened",
+            leo=self.log_end_offset,
+            hw=self.high_watermark,
+            checkpointed_hw=checkpointed_high_watermark,
+            log_start=self.log.log_start_offset,
+            epochs=self.log.epochs.entries,
+            dropped_bytes=self.log.recovered_bytes_dropped,
+        )
 
     @property
     def name(self) -> str:
@@ -112,6 +131,7 @@ class Partition:
     # ---- role changes -------------------------------------------------------------------
 
     def become_leader(self, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        previous_role, previous_epoch = self.role, self.leader_epoch
         now = time.monotonic()
         self.role = "leader"
         self.leader = self.node_id
@@ -136,11 +156,25 @@ class Partition:
             self.high_watermark,
             isr,
         )
+        self._emit(
+            "become-leader",
+            epoch=epoch,
+            partition_epoch=partition_epoch,
+            replicas=self.replicas,
+            isr=self.isr,
+            leo=self.log_end_offset,
+            hw=self.high_watermark,
+            epoch_start=self._recorded_epoch_start(),
+            previous_role=previous_role,
+            previous_epoch=previous_epoch,
+        )
+        self._recorded_high_watermark = self.high_watermark
         self.maybe_increment_high_watermark()
 
     def become_follower(
         self, leader: int, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]
     ) -> None:
+        previous_role, previous_epoch = self.role, self.leader_epoch
         self.role = "follower" if leader >= 0 else "none"
         self.leader = leader
         self.leader_epoch = epoch
@@ -158,13 +192,41 @@ class Partition:
             self.log_end_offset,
             self.high_watermark,
         )
+        self._emit(
+            "become-follower",
+            leader=leader,
+            epoch=epoch,
+            partition_epoch=partition_epoch,
+            replicas=self.replicas,
+            isr=self.isr,
+            leo=self.log_end_offset,
+            hw=self.high_watermark,
+            previous_role=previous_role,
+            previous_epoch=previous_epoch,
+        )
+        self._recorded_high_watermark = self.high_watermark
 
     def update_isr(self, partition_epoch: int, isr: list[int]) -> None:
+        """The controller's ISR for ``partition_epoch`` (ignored unless newer than ours)."""
         if partition_epoch <= self.partition_epoch:
             return
+        old_isr, proposal = self.isr, self.pending_isr
         self.partition_epoch = partition_epoch
         self.isr = list(isr)
         self.pending_isr = None
+        if sorted(old_isr) != sorted(self.isr):
+            own = proposal is not None and sorted(proposal) == sorted(self.isr)
+            self._emit(
+                "isr-change",
+                role=self.role,
+                epoch=self.leader_epoch,
+                partition_epoch=partition_epoch,
+                old_isr=old_isr,
+                new_isr=self.isr,
+                reason="proposal" if own else "controller",
+                hw=self.high_watermark,
+                leo=self.log_end_offset,
+            )
         if self.role == "leader":
             self.maybe_increment_high_watermark()
 
@@ -201,6 +263,13 @@ class Partition:
         if candidate <= self.high_watermark:
             return False
         self.high_watermark = candidate
+        if self.events.enabled:
+            self._record_high_watermark(
+                isr=self.isr,
+                pending_isr=self.pending_isr,
+                min_isr=self.rules.min_insync_replicas,
+                epoch_start=self._recorded_epoch_start(),
+            )
         self.high_watermark_moved.notify()
         self._complete_ack_waiters()
         return True
@@ -284,9 +353,14 @@ class Partition:
         new_high_watermark = min(leader_high_watermark, self.log_end_offset)
         if new_high_watermark > self.high_watermark:
             self.high_watermark = new_high_watermark
+            if self.events.enabled:
+                self._record_high_watermark(leader=self.leader, leader_hw=leader_high_watermark)
 
-    def truncate_to(self, offset: int) -> None:
+    def truncate_to(self, offset: int, *, reason: str, **details: Any) -> None:
+        """Cut the log at ``offset`` (whole batches: see :meth:`PartitionLog.truncate_to`) and
+        record why: ``reason`` and ``details`` go into the ``truncate`` event as they are."""
         before = self.log_end_offset
+        old_high_watermark = self.high_watermark
         after = self.log.truncate_to(offset)
         if after < before:
             logger.warning(
@@ -294,3 +368,85 @@ class Partition:
             )
         # A follower's HW can exceed its LEO after truncation only transiently; clamp it.
         self.high_watermark = min(self.high_watermark, after)
+        self._emit(
+            "truncate",
+            role=self.role,
+            epoch=self.leader_epoch,
+            leader=self.leader,
+            reason=reason,
+            target=offset,
+            old_leo=before,
+            new_leo=after,
+            old_hw=old_high_watermark,
+            new_hw=self.high_watermark,
+            **details,
+        )
+        self._recorded_high_watermark = self.high_watermark
+
+    # ---- the event log ----------------------------------------------------------------------
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.events.emit(kind, topic=self.topic, partition=self.index, **fields)
+
+    def _record_high_watermark(self, **fields: Any) -> None:
+        """An ``hw`` event from the HW last recorded to the current one (callers check
+        ``events.enabled`` first: this runs once per HW move, on the produce path)."""
+        self.events.emit(
+            "hw",
+            topic=self.topic,
+            partition=self.index,
+            role=self.role,
+            epoch=self.leader_epoch,
+            old_hw=self._recorded_high_watermark,
+            new_hw=self.high_watermark,
+            leo=self.log_end_offset,
+            **fields,
+        )
+        self._recorded_high_watermark = self.high_watermark
+
+    def _recorded_epoch_start(self) -> int | None:
+        """The first offset of the current leader epoch, None while no entry records it (with
+        ``leader.epoch.lookup=single`` a new leader records its epoch at its first append)."""
+        entries = self.log.epochs.entries
+        return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else None
+
+    def record_isr_proposal(self, proposed: list[int], removed: list[int], added: list[int]) -> None:
+        """An ``isr-proposal`` event: what this leader asks the controller, and why -- each
+        removed follower with how long ago it was last caught up, each added one with its LEO."""
+        if not self.events.enabled:
+            return
+        now = time.monotonic()
+        self._emit(
+            "isr-proposal",
+            epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            isr=self.isr,
+            proposed=proposed,
+            removed=[
+                {
+                    "replica": replica,
+                    "caught_up_ms_ago": round(
+                        (now - self.remote.get(replica, RemoteReplica()).last_caught_up) * 1000
+                    ),
+                }
+                for replica in removed
+            ],
+            added=[
+                {"replica": replica, "leo": self.remote.get(replica, RemoteReplica()).log_end_offset}
+                for replica in added
+            ],
+            hw=self.high_watermark,
+            leo=self.log_end_offset,
+            epoch_start=self._recorded_epoch_start(),
+        )
+
+    def record_isr_proposal_failed(self, proposed: list[int], error: str) -> None:
+        """An ``isr-proposal-failed`` event: the controller refused or could not be reached."""
+        self._emit(
+            "isr-proposal-failed",
+            epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            isr=self.isr,
+            proposed=proposed,
+            error=error,
+        )

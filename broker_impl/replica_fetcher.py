@@ -138,7 +138,7 @@ class ReplicaFetcher:
         latest = log.epochs.latest_epoch()
         if latest == UNDEFINED_EPOCH:
             if log.log_end_offset > 0:
-                self.partition.truncate_to(self.partition.high_watermark)
+                self.partition.truncate_to(self.partition.high_watermark, reason="no-leader-epoch")
             return True
         request_class = wire.APIS[23].request
         topic_class = wire.nested(request_class, "OffsetForLeaderTopic")
@@ -182,7 +182,14 @@ class ReplicaFetcher:
             answer.end_offset,
             target,
         )
-        self.partition.truncate_to(target)
+        self.partition.truncate_to(
+            target,
+            reason="leader-epoch",
+            queried_epoch=latest,
+            answer_epoch=answer.leader_epoch,
+            answer_end_offset=answer.end_offset,
+            complete=complete,
+        )
         return complete
 
     # ---- fetching ---------------------------------------------------------------------
@@ -274,6 +281,6 @@ class ReplicaFetcher:
                 answer.offset,
                 self.partition.log_end_offset,
             )
-            self.partition.truncate_to(answer.offset)
+            self.partition.truncate_to(answer.offset, reason="out-of-range")
         else:
             await asyncio.sleep(self.backoff)

@@ -6,7 +6,9 @@ the controller's and brokers' properties files, starts them as named daemons
 and offers the :mod:`harness.cluster.protocol` abilities the nemesis and runner use: remotes,
 addresses, (re)starting a broker, and who leads a partition.  After a run it stops the
 brokers cleanly, dumps every replica with ``python -m broker_impl.dump`` and fetches
-the logs.
+the logs: everything in :data:`LOG_DIR` -- the process logs and the controller's and brokers'
+event logs (``event.log.dir`` points there, outside the lazy filesystem, so that a simulated
+power loss does not take the evidence of what happened before it; ``docs/events.md``).
 
 Settings: ``--set KEY=VALUE`` pairs go to whichever process accepts the key (the
 controller, the brokers, or both), checked against broker_impl's declared keys, so a
@@ -42,6 +44,7 @@ BACKING_DIR = "/var/lib/tidemark/backing"
 """With the lazy filesystem, DATA_DIR is its mount and this is where durable bytes live."""
 METADATA_DIR = "/var/lib/tidemark/metadata"
 LOG_DIR = "/var/log/tidemark"
+"""Process logs and event logs; :meth:`BundledCluster.collect_logs` fetches all of it."""
 KAFKA_PORT = 9092
 CONTROLLER_PORT = 9093
 
@@ -67,6 +70,7 @@ NODE_SPECIFIC_KEYS = frozenset(
         "log.dirs",
         "controller.quorum.bootstrap.servers",
         "metadata.log.dir",
+        "event.log.dir",
     }
 )
 """Keys the harness sets per node; ``--set`` may not change them."""
@@ -242,6 +246,7 @@ class BundledCluster:
         controller_settings = {
             "listeners": f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}",
             "metadata.log.dir": METADATA_DIR,
+            "event.log.dir": LOG_DIR,
             **HARNESS_CONTROLLER_DEFAULTS,
             **self.controller_settings,
         }
@@ -256,6 +261,7 @@ class BundledCluster:
                 "advertised.listeners": f"PLAINTEXT://{self._ips[name]}:{KAFKA_PORT}",
                 "controller.quorum.bootstrap.servers": f"{self._ips[self.controller]}:{CONTROLLER_PORT}",
                 "log.dirs": self.data_dir,
+                "event.log.dir": LOG_DIR,
                 **HARNESS_BROKER_DEFAULTS,
                 **self.broker_settings,
             }
@@ -324,5 +330,8 @@ class BundledCluster:
         target.write_bytes(result.stdout)
 
     def collect_logs(self, node: str, target: Path) -> None:
+        """Everything in ``node``'s :data:`LOG_DIR` into ``target`` (``nodes/<node>/`` of the
+        run): ``broker.log`` or ``controller.log``, and the event log
+        (:data:`broker_impl.events.BROKER_EVENTS_FILE` / ``CONTROLLER_EVENTS_FILE``)."""
         target.mkdir(parents=True, exist_ok=True)
         self._remotes[node].get(LOG_DIR, target, timeout=60)
