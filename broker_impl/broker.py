@@ -423,7 +423,7 @@ class Broker:
         try:
             while True:
                 payload = await wire.read_frame(reader)
-                request = wire.decode_request(payload, wire.SERVED_APIS)
+                request = wire.decode_request(payload)
                 body = await handlers[request.api.key](request)
                 if body is None:
                     continue  # acks=0: Kafka sends no response

@@ -1,7 +1,7 @@
 """Kafka API handlers of the group coordinator: one method per API, each returning a response body.
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-DescribeGroups and ListGroups, at the versions of :data:`broker_impl.wire.GROUP_APIS`.  This
+DescribeGroups and ListGroups, at the versions of :data:`broker_impl.wire.APIS`.  This
 module only translates between the wire's per-version fields and
 :class:`~broker_impl.group_coordinator.GroupCoordinator`; the rules live there and in
 :mod:`broker_impl.group_state`.  Version differences handled here, as Kafka handles them:

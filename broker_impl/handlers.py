@@ -98,7 +98,7 @@ class Handlers:
     # ---- metadata -----------------------------------------------------------------------
 
     async def api_versions(self, request: wire.Request) -> Any:
-        return wire.api_versions_response(request, wire.SERVED_APIS)
+        return wire.api_versions_response(request)
 
     async def metadata(self, request: wire.Request) -> Any:
         response_class = request.api.response

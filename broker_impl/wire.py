@@ -108,27 +108,28 @@ class Api:
     max_version: int
 
 
-# The versions both clients negotiate (FIELD-NOTES): Fetch is capped at 12 because
-# 13+ names topics by UUID only.
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
+        # The replicated log's: what producers, consumers and followers use.  Fetch is capped at
+        # 12 because 13+ names topics by UUID only (FIELD-NOTES).
         Api(0, ProduceRequest, ProduceResponse, 3, 10),
         Api(1, FetchRequest, FetchResponse, 4, 12),
         Api(2, ListOffsetsRequest, ListOffsetsResponse, 1, 9),
         Api(3, MetadataRequest, MetadataResponse, 0, 12),
-        Api(10, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
         Api(18, ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         Api(19, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         Api(22, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         Api(23, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
-    )
-}
-GROUP_APIS: dict[int, Api] = {
-    api.key: api
-    for api in (
+        # The group coordinator's (broker_impl.group_handlers).  Version ceilings: kafka-python
+        # 3.0 asks for at most JoinGroup 7, SyncGroup 5, OffsetCommit 8 and OffsetFetch 8;
+        # librdkafka 2.x for at most JoinGroup 5 (and it counts a broker as group-capable only if
+        # JoinGroup, SyncGroup, Heartbeat and LeaveGroup offer v0 and OffsetFetch v1).  JoinGroup
+        # 9 would make kafka-python take the broker for Kafka 3.2 and OffsetCommit/OffsetFetch 9
+        # need KIP-848 member epochs; neither is offered.
         Api(8, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
         Api(9, OffsetFetchRequest, OffsetFetchResponse, 1, 8),
+        Api(10, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
         Api(11, JoinGroupRequest, JoinGroupResponse, 0, 7),
         Api(12, HeartbeatRequest, HeartbeatResponse, 0, 4),
         Api(13, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
@@ -137,17 +138,7 @@ GROUP_APIS: dict[int, Api] = {
         Api(16, ListGroupsRequest, ListGroupsResponse, 0, 4),
     )
 }
-"""The group coordinator's APIs (FindCoordinator, which :data:`APIS` has always listed, is answered
-by the coordinator too).  Version ceilings: kafka-python 3.0 asks for at most JoinGroup 7,
-SyncGroup 5, OffsetCommit 8 and OffsetFetch 8; librdkafka 2.x for at most JoinGroup 5 (and it
-counts a broker as group-capable only if JoinGroup, SyncGroup, Heartbeat and LeaveGroup offer
-v0 and OffsetFetch v1).  JoinGroup 9 would make kafka-python take the broker for Kafka 3.2 and
-OffsetCommit/OffsetFetch 9 need KIP-848 member epochs; neither is offered."""
-
-SERVED_APIS: dict[int, Api] = {**APIS, **GROUP_APIS}
-"""Every API a broker serves and advertises.  :data:`APIS` alone is the replicated log's
-(what followers and producers use); the two tables are kept apart so that tools and tests
-built around the log's APIs keep their scope."""
+"""Every API a broker serves and advertises in ApiVersions, by key."""
 API_VERSIONS_KEY = 18
 
 _KEY_AND_VERSION = struct.Struct(">hhi")
@@ -183,15 +174,15 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-def decode_request(payload: bytes, apis: dict[int, Api] = APIS) -> Request:
-    """Decode a request of one of ``apis`` (a broker passes :data:`SERVED_APIS`);
-    :class:`ProtocolError` for other APIs, unsupported versions or garbage.
+def decode_request(payload: bytes) -> Request:
+    """Decode a request of one of :data:`APIS`; :class:`ProtocolError` for other APIs,
+    unsupported versions or garbage.
 
     An ApiVersions request of an unsupported version is *not* an error here: the caller
     answers it with UNSUPPORTED_VERSION and the supported ranges (clients retry lower).
     """
     key, version, correlation_id = peek_header(payload)
-    api = apis.get(key)
+    api = APIS.get(key)
     if api is None:
         raise ProtocolError(f"unsupported API key {key}")
     if not api.min_version <= version <= api.max_version:
@@ -217,14 +208,14 @@ def response(request: Request, **fields: Any) -> Any:
     return request.api.response(version=request.version, **fields)
 
 
-def api_versions_response(request: Request, apis: dict[int, Api] = APIS) -> Any:
-    """The ApiVersions answer listing ``apis`` (a broker passes :data:`SERVED_APIS`);
-    error 35 with a v0 body when the version is unsupported."""
+def api_versions_response(request: Request) -> Any:
+    """The ApiVersions answer listing :data:`APIS`; error 35 with a v0 body when the version is
+    unsupported."""
     api_keys = [
         ApiVersionsResponse.ApiVersion(
             api_key=api.key, min_version=api.min_version, max_version=api.max_version
         )
-        for api in apis.values()
+        for api in APIS.values()
     ]
     if request.body is None:
         return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=api_keys)

@@ -122,6 +122,62 @@ def realistic_request(api_key: int, version: int, topic: str = TOPIC) -> Any:
             replica_id=-1,
             topics=[part("OffsetForLeaderTopic")(topic=topic, partitions=[partition])],
         )
+    return realistic_group_request(api_key, version, topic)
+
+
+GROUP = "fuzz-group"
+
+
+def realistic_group_request(api_key: int, version: int, topic: str) -> Any:
+    """A group coordinator request as a consumer sends it (fields a version lacks are ignored)."""
+    request_class = wire.APIS[api_key].request
+    member = {"group_id": GROUP, "generation_id": 1, "member_id": "fuzz-member", "group_instance_id": None}
+
+    def part(*path: str) -> Any:
+        return wire.nested(request_class, *path)
+
+    if api_key == 8:
+        partition = part("OffsetCommitRequestTopic", "OffsetCommitRequestPartition")(
+            partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=""
+        )
+        return request_class(
+            version=version,
+            group_id=GROUP,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[part("OffsetCommitRequestTopic")(name=topic, partitions=[partition])],
+        )
+    if api_key == 9:
+        fetched = part("OffsetFetchRequestTopic")(name=topic, partition_indexes=[0])
+        return request_class(version=version, group_id=GROUP, topics=[fetched], require_stable=False)
+    if api_key == 11:
+        subscription = struct.pack(">hih", 0, 1, len(topic)) + topic.encode() + struct.pack(">i", 0)
+        protocol = part("JoinGroupRequestProtocol")(name="range", metadata=subscription)
+        return request_class(
+            version=version,
+            group_id=GROUP,
+            session_timeout_ms=6000,
+            rebalance_timeout_ms=6000,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[protocol],
+        )
+    if api_key == 12:
+        return request_class(version=version, **member)
+    if api_key == 13:
+        leaving = part("MemberIdentity")(member_id="fuzz-member", group_instance_id=None)
+        return request_class(version=version, group_id=GROUP, member_id="fuzz-member", members=[leaving])
+    if api_key == 14:
+        return request_class(
+            version=version, protocol_type="consumer", protocol_name="range", assignments=[], **member
+        )
+    if api_key == 15:
+        return request_class(version=version, groups=[GROUP], include_authorized_operations=False)
+    if api_key == 16:
+        return request_class(version=version, states_filter=[])
     raise AssertionError(f"no realistic request for API {api_key}")
 
 

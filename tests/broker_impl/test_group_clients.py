@@ -329,7 +329,7 @@ class RawMember:
     def __init__(self, cluster: LocalCluster, group: str, topic: str) -> None:
         self.group = group
         self.topic = topic
-        found = self._call(cluster.bootstrap().split(",")[0], wire.SERVED_APIS[10], 2, key=group, key_type=0)
+        found = self._call(cluster.bootstrap().split(",")[0], wire.APIS[10], 2, key=group, key_type=0)
         assert found.error_code == wire.NONE
         self.address = f"{found.host}:{found.port}"
         self.member_id = ""
@@ -346,7 +346,7 @@ class RawMember:
         """JoinGroup v5 with the subscription kafka-python's assignors read (consumer protocol v0)."""
         topic = self.topic.encode()
         subscription = struct.pack(">hih", 0, 1, len(topic)) + topic + struct.pack(">i", 0)
-        api = wire.SERVED_APIS[11]
+        api = wire.APIS[11]
         protocol = wire.nested(api.request, "JoinGroupRequestProtocol")(name="range", metadata=subscription)
         return self._call(
             self.address,
@@ -364,7 +364,7 @@ class RawMember:
     def sync(self) -> Any:
         return self._call(
             self.address,
-            wire.SERVED_APIS[14],
+            wire.APIS[14],
             3,
             group_id=self.group,
             generation_id=self.generation,
@@ -376,7 +376,7 @@ class RawMember:
     def heartbeat(self) -> int:
         response = self._call(
             self.address,
-            wire.SERVED_APIS[12],
+            wire.APIS[12],
             3,
             group_id=self.group,
             generation_id=self.generation,

@@ -90,12 +90,12 @@ def call(address: str, api_key: int, version: int, request: Any, timeout: float 
         connection.sendall(wire.encode_request(request, 7, "probe"))
         size = struct.unpack(">i", connection.recv(4, socket.MSG_WAITALL))[0]
         payload = connection.recv(size, socket.MSG_WAITALL)
-    return wire.decode_response(wire.GROUP_APIS[api_key].response, version, payload)[1]
+    return wire.decode_response(wire.APIS[api_key].response, version, payload)[1]
 
 
 def offset_fetch(address: str, group: str) -> tuple[int, dict[tuple[str, int], int]]:
     """OffsetFetch v5 of every committed partition: (group error, offsets)."""
-    response = call(address, 9, 5, wire.GROUP_APIS[9].request(version=5, group_id=group, topics=None))
+    response = call(address, 9, 5, wire.APIS[9].request(version=5, group_id=group, topics=None))
     offsets = {
         (topic.name, entry.partition_index): entry.committed_offset
         for topic in response.topics
@@ -110,7 +110,7 @@ def offset_fetch_error(address: str, group: str) -> int:
 
 def simple_commit(address: str, group: str, partition: int, offset: int) -> int:
     """OffsetCommit v8 as an ``assign()`` consumer sends it (generation -1, no member id)."""
-    request_class = wire.GROUP_APIS[8].request
+    request_class = wire.APIS[8].request
     topic_class = wire.nested(request_class, "OffsetCommitRequestTopic")
     partition_class = wire.nested(topic_class, "OffsetCommitRequestPartition")
     request = request_class(
