@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,18 +34,18 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from .clients import IndefiniteFailure, Received, _text
 from .group_events import (
-    AUTO_COMMIT_INTERVAL_MS,
-    HEARTBEAT_INTERVAL_MS,
-    SESSION_TIMEOUT_MS,
     Assigned,
     CommitDone,
     CommitMode,
+    NotedEvents,
     Outcome,
     Revoked,
     Step,
+    client_timeout_ms,
     commit_outcome,
     librdkafka_generation,
-    max_poll_interval_ms,
+    member_config,
+    partitions_of,
 )
 
 MAX_RECORDS_PER_POLL = 1000
@@ -81,24 +80,15 @@ class ConfluentGroupConsumer:
         self, bootstrap: str, topic: str, group: str, commit: CommitMode, request_timeout: float
     ) -> None:
         self.topic = topic
-        self._events: list[Step] = []
+        self._events = NotedEvents()
         self._pending_token: int | None = None
         self._helper = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit")
         self._unanswered: concurrent.futures.Future[Any] | None = None
         self._error: BaseException | None = None
-        self._lock = threading.Lock()
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "enable.auto.commit": commit == "auto",
-            "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-            "max.poll.interval.ms": max_poll_interval_ms(request_timeout),
-            "socket.timeout.ms": max(10000, int(request_timeout * 2000)),
-            "reconnect.backoff.max.ms": 500,
+            **member_config(group, commit, request_timeout),
+            "socket.timeout.ms": client_timeout_ms(request_timeout),
             "topic.metadata.refresh.interval.ms": 5000,
             "log_level": 0,
         }
@@ -111,21 +101,17 @@ class ConfluentGroupConsumer:
 
     # ---- callbacks (application thread, inside poll/close) ------------------------------------
 
-    def _note(self, step: Step) -> None:
-        with self._lock:
-            self._events.append(step)
-
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         generation, member = None, None
         with contextlib.suppress(Exception):  # recorded as unknown, never a reason to break the rebalance
             generation, member = librdkafka_generation(bytes(consumer.consumer_group_metadata()))
-        self._note(Assigned(tuple(sorted(tp.partition for tp in partitions)), generation, member))
+        self._events.note(Assigned(partitions_of(partitions), generation, member))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        self._note(Revoked(tuple(sorted(tp.partition for tp in partitions))))
+        self._events.note(Revoked(partitions_of(partitions)))
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        self._note(Revoked(tuple(sorted(tp.partition for tp in partitions)), lost=True))
+        self._events.note(Revoked(partitions_of(partitions), lost=True))
 
     def _on_commit(self, error: Any, partitions: list[Any]) -> None:
         token, self._pending_token = self._pending_token, None
@@ -133,15 +119,10 @@ class ConfluentGroupConsumer:
             return  # not an asynchronous commit of ours (none is in flight)
         if error is not None:
             outcome, text = _error_outcome(error)
-            self._note(CommitDone(token, outcome, text))
+            self._events.note(CommitDone(token, outcome, text))
             return
         outcome, detail = _partitions_outcome(partitions)
-        self._note(CommitDone(token, outcome, detail))
-
-    def _take_events(self) -> list[Step]:
-        with self._lock:
-            events, self._events = self._events, []
-        return events
+        self._events.note(CommitDone(token, outcome, detail))
 
     # ---- the client interface -------------------------------------------------------------------
 
@@ -155,7 +136,7 @@ class ConfluentGroupConsumer:
         while records < MAX_RECORDS_PER_POLL:
             message = self.consumer.poll(wait)
             wait = 0.0
-            steps += self._take_events()  # served inside that poll(), so before its record
+            steps += self._events.take()  # served inside that poll(), so before its record
             if message is None:
                 break
             error = message.error()
@@ -213,4 +194,4 @@ class ConfluentGroupConsumer:
         with contextlib.suppress(Exception):  # a close that fails leaves nothing more to record
             self.consumer.close()  # serves the revoke (and any commit answer) callbacks first
         self._helper.shutdown(wait=False, cancel_futures=True)
-        return self._take_events()
+        return self._events.take()

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Mapping
-from typing import Literal, Protocol
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Protocol
 
 from .clients import CLIENTS, Received
 
@@ -49,6 +50,35 @@ def max_poll_interval_ms(request_timeout: float) -> int:
     partitions after it -- 10 s at least, as the session, so a stall outlasts a heartbeat gap.
     """
     return int(max(10.0, 2 * request_timeout + 2.0) * 1000)
+
+
+def member_config(group: str, commit: CommitMode, request_timeout: float) -> dict[str, Any]:
+    """How every member of the run's group is configured, in the Kafka property names both
+    libraries take (librdkafka as they are, kafka-python with ``_`` for ``.``).
+
+    Offsets from the earliest, only committed transactions' records, auto commits only in the
+    ``auto`` mode, the group timings above (``docs/consumer-groups.md``: "either way"), and
+    reconnect attempts at most 0.5 s apart, so a member is back soon after a fault heals.  Each
+    adapter adds what only its library has (the address, the request timeout's name, logging).
+    """
+    return {
+        "group.id": group,
+        "enable.auto.commit": commit == "auto",
+        "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+        "max.poll.interval.ms": max_poll_interval_ms(request_timeout),
+        "reconnect.backoff.max.ms": 500,
+    }
+
+
+def client_timeout_ms(request_timeout: float) -> int:
+    """A member's network request timeout (librdkafka's ``socket.timeout.ms``, kafka-python's
+    ``request_timeout_ms``: the two libraries name it differently): twice the workload's request
+    timeout, at least 10 s."""
+    return max(10000, int(request_timeout * 2000))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,6 +111,35 @@ class CommitDone:
 
 GroupEvent = Assigned | Revoked | CommitDone
 Step = Received | GroupEvent
+
+
+def partitions_of(topic_partitions: Iterable[Any]) -> tuple[int, ...]:
+    """The partition numbers of a rebalance callback's topic-partitions (either library's
+    ``TopicPartition``: the run has one topic), sorted: the form :class:`Assigned` and
+    :class:`Revoked` hold."""
+    return tuple(sorted(tp.partition for tp in topic_partitions))
+
+
+class NotedEvents:
+    """The events a client's callbacks noted and the workload has not taken yet, in order.
+
+    Thread-safe: a callback may run on a client's I/O thread (kafka-python) while the member's
+    thread takes the events, and nothing noted is lost or taken twice.
+    """
+
+    def __init__(self) -> None:
+        self._events: list[Step] = []
+        self._lock = threading.Lock()
+
+    def note(self, event: GroupEvent) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def take(self) -> list[Step]:
+        """Every event noted since the last take, oldest first."""
+        with self._lock:
+            events, self._events = self._events, []
+        return events
 
 
 class GroupConsumerClient(Protocol):

@@ -32,18 +32,17 @@ from kafka.structs import OffsetAndMetadata
 
 from .clients import Received, _text
 from .group_events import (
-    AUTO_COMMIT_INTERVAL_MS,
-    HEARTBEAT_INTERVAL_MS,
-    SESSION_TIMEOUT_MS,
     Assigned,
     CommitDone,
     CommitMode,
-    GroupEvent,
+    NotedEvents,
     Outcome,
     Revoked,
     Step,
+    client_timeout_ms,
     commit_outcome,
-    max_poll_interval_ms,
+    member_config,
+    partitions_of,
 )
 
 DISPATCH_INTERVAL = 0.02
@@ -67,10 +66,10 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-pytho
         self._owner = owner
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        self._owner.note(Revoked(tuple(sorted(tp.partition for tp in revoked))))
+        self._owner.events.note(Revoked(partitions_of(revoked)))
 
     def on_partitions_lost(self, lost: Any) -> None:
-        self._owner.note(Revoked(tuple(sorted(tp.partition for tp in lost)), lost=True))
+        self._owner.events.note(Revoked(partitions_of(lost), lost=True))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         generation: int | None = None
@@ -81,7 +80,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-pytho
             member = str(metadata.member_id) or None
         except Exception:  # recorded as unknown, never a reason to break the rebalance
             pass
-        self._owner.note(Assigned(tuple(sorted(tp.partition for tp in assigned)), generation, member))
+        self._owner.events.note(Assigned(partitions_of(assigned), generation, member))
 
 
 class KafkaPythonGroupConsumer:
@@ -91,32 +90,15 @@ class KafkaPythonGroupConsumer:
         self, bootstrap: str, topic: str, group: str, commit: CommitMode, request_timeout: float
     ) -> None:
         self.topic = topic
-        self._events: list[Step] = []
-        self._lock = threading.Lock()
+        self.events = NotedEvents()
         self._unanswered: object | None = None  # the future of a synchronous commit given up on
+        config = member_config(group, commit, request_timeout)
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
-            group_id=group,
-            enable_auto_commit=commit == "auto",
-            auto_commit_interval_ms=AUTO_COMMIT_INTERVAL_MS,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-            max_poll_interval_ms=max_poll_interval_ms(request_timeout),
-            request_timeout_ms=max(10000, int(request_timeout * 2000)),
-            reconnect_backoff_max_ms=500,
+            **{name.replace(".", "_"): value for name, value in config.items()},
+            request_timeout_ms=client_timeout_ms(request_timeout),
         )
         self.consumer.subscribe([topic], listener=_Listener(self))
-
-    def note(self, event: GroupEvent) -> None:
-        with self._lock:
-            self._events.append(event)
-
-    def _take_events(self) -> list[Step]:
-        with self._lock:
-            events, self._events = self._events, []
-        return events
 
     def poll(self, timeout: float) -> list[Step]:
         batches = self.consumer.poll(timeout_ms=int(timeout * 1000))
@@ -125,7 +107,7 @@ class KafkaPythonGroupConsumer:
             for messages in batches.values()
             for message in messages
         ]
-        return self._take_events() + records
+        return self.events.take() + records
 
     def _offsets(self, offsets: Mapping[int, int]) -> dict[Any, Any]:
         return {
@@ -143,9 +125,9 @@ class KafkaPythonGroupConsumer:
         def answered(_offsets: Any, response: Any) -> None:
             if isinstance(response, BaseException):
                 outcome, text = _outcome(response)
-                self.note(CommitDone(token, outcome, text))
+                self.events.note(CommitDone(token, outcome, text))
             else:
-                self.note(CommitDone(token, "ok"))
+                self.events.note(CommitDone(token, "ok"))
 
         try:
             self.consumer.commit_async(self._offsets(offsets), callback=answered)
@@ -182,4 +164,4 @@ class KafkaPythonGroupConsumer:
             self.consumer.commit({})  # the callbacks of answered asynchronous commits
         with contextlib.suppress(Exception):  # a close that fails leaves nothing more to record
             self.consumer.close(autocommit=True, timeout_ms=5000)
-        return self._take_events()
+        return self.events.take()

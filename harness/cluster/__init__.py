@@ -8,6 +8,8 @@ Modules:
 
 * ``protocol`` -- :class:`Cluster` and its abilities (node control, replica dumps, log files, power loss);
 * ``bundled`` -- the bundled broker (``broker_impl``) configured, started and stopped on nodes via remotes;
+* ``lazyfs_mount`` -- the power-loss filesystem (``nemesis.lazyfs``) over a node's data directory,
+  for every target that offers power loss;
 * ``docker_cluster`` -- a private Docker network with a controller and N broker containers;
 * ``external`` -- a cluster given by ``--bootstrap`` and an optional SSH inventory of its nodes;
 * ``image`` -- build or reuse the node image (tag = hash of its inputs), no registry needed;

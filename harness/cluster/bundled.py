@@ -29,10 +29,12 @@ from broker_impl import config as broker_config
 from harness.cluster.kafka_admin import (
     PartitionInfo,
     all_partitions_led,
+    broker_answers,
     leader_node,
     node_named,
     wait_until,
 )
+from harness.cluster.lazyfs_mount import LazyMount, not_mounted
 from harness.nodes.remote import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -132,6 +134,32 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     return controller, brokers
 
 
+def stop_daemons(
+    remotes: Mapping[str, Remote], nodes: Sequence[str], daemon: str, timeout: float, *, what: str
+) -> None:
+    """Stop ``daemon`` (``what``, for the log) on each of ``nodes`` the way a run ends: SIGCONT (a
+    paused one would not act on SIGTERM) and SIGTERM to all first, so they shut down in parallel;
+    then each gets ``timeout`` s to exit before SIGKILL.  Best effort: a node that cannot be
+    signalled is logged and the rest still stopped.  Every target that runs its brokers as node
+    daemons stops them with this (the tansu target too)."""
+    for name in nodes:
+        try:
+            remotes[name].signal(daemon, signal.SIGCONT, timeout=5)
+            remotes[name].signal(daemon, signal.SIGTERM, timeout=5)
+        except RemoteError as error:
+            logger.warning("%s: could not stop %s: %s", name, what, error)
+    for name in nodes:
+        try:
+            wait_until(
+                lambda name=name: not remotes[name].is_alive(daemon),  # type: ignore[misc]
+                timeout,
+                f"{what} on {name} to stop",
+            )
+        except (TimeoutError, RemoteError):
+            with contextlib.suppress(RemoteError):
+                remotes[name].signal(daemon, signal.SIGKILL, timeout=5)
+
+
 class BundledCluster:
     """broker_impl on ``brokers`` (node names) plus ``controller``, reached through remotes."""
 
@@ -174,23 +202,14 @@ class BundledCluster:
 
     def answers(self, node: str) -> bool:
         """Whether ``node``'s broker accepts a Kafka connection and answers ApiVersions."""
-        from kafka import KafkaAdminClient
-
-        try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=f"{self._ips[node]}:{KAFKA_PORT}", request_timeout_ms=2000
-            )
-        except Exception:
-            return False
-        admin.close()
-        return True
+        return broker_answers(f"{self._ips[node]}:{KAFKA_PORT}")
 
     def start_broker(self, node: str) -> None:
         remote = self._remotes[node]
         if remote.is_alive("broker"):
             return
         if self.power_loss_filesystem:
-            self._ensure_lazyfs(node)
+            self._lazy_mount(node).ensure()
         remote.start_daemon(
             "broker",
             [PYTHON, "-m", "broker_impl.broker", "--config", f"{CONFIG_DIR}/broker.properties"],
@@ -199,46 +218,21 @@ class BundledCluster:
 
     # ---- the lazy filesystem (power loss) ------------------------------------------------
 
-    def _lazyfs(self, node: str, *arguments: str, timeout: float = 30.0) -> str:
-        result = self._remotes[node].exec([PYTHON, "-m", "nemesis.lazyfs", *arguments], timeout=timeout)
-        return result.stdout_text
-
-    def _ensure_lazyfs(self, node: str) -> None:
-        """Mount the lazy filesystem over the data dir unless a live one serves it.
-
-        A lazyfs process that died is a power loss in itself; its dead mount is unmounted
-        and the durable state (BACKING_DIR) served again.
-        """
-        remote = self._remotes[node]
-        if remote.is_alive("lazyfs"):
-            return
-        remote.exec(["mkdir", "-p", BACKING_DIR, self.data_dir], timeout=10)
-        # A dead mount answers ENOTCONN until unmounted; nothing mounted is fine too.
-        remote.exec([PYTHON, "-m", "nemesis.lazyfs", "unmount", self.data_dir], timeout=30, check=False)
-        remote.start_daemon(
-            "lazyfs",
-            [PYTHON, "-m", "nemesis.lazyfs", "mount", BACKING_DIR, self.data_dir, "--foreground"],
+    def _lazy_mount(self, node: str) -> LazyMount:
+        """The lazy filesystem over ``node``'s data dir; the durable bytes live in BACKING_DIR."""
+        return LazyMount(
+            self._remotes[node],
+            python=PYTHON,
+            backing=BACKING_DIR,
+            mountpoint=self.data_dir,
             log_path=f"{LOG_DIR}/lazyfs.log",
         )
-        wait_until(lambda: self._lazyfs_answers(node), 20, f"the lazy filesystem on {node}")
-
-    def _lazyfs_answers(self, node: str) -> bool:
-        try:
-            self._lazyfs(node, "control", self.data_dir, "status", timeout=5)
-            return True
-        except RemoteError:
-            return False
 
     def drop_unsynced(self, node: str) -> None:
         """Power loss of ``node``'s data directory (the broker must already be dead)."""
         if not self.power_loss_filesystem:
-            raise RemoteError(node, "power loss needs the lazy filesystem (the run did not mount it)")
-        try:
-            self._lazyfs(node, "control", self.data_dir, "drop")
-        except RemoteError:
-            # The filesystem process itself is gone: that already lost everything unsynced.
-            self._remotes[node].signal("lazyfs", signal.SIGKILL, timeout=5)
-            self._ensure_lazyfs(node)
+            raise not_mounted(node)
+        self._lazy_mount(node).drop()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -306,22 +300,7 @@ class BundledCluster:
 
     def stop_brokers(self, timeout: float = 15.0) -> None:
         """Clean shutdown (SIGTERM) of every broker that runs, so the dumps read settled logs."""
-        for name in self.brokers:
-            try:
-                self._remotes[name].signal("broker", signal.SIGCONT, timeout=5)
-                self._remotes[name].signal("broker", signal.SIGTERM, timeout=5)
-            except RemoteError as error:
-                logger.warning("%s: could not stop the broker: %s", name, error)
-        for name in self.brokers:
-            try:
-                wait_until(
-                    lambda name=name: not self._remotes[name].is_alive("broker"),  # type: ignore[misc]
-                    timeout,
-                    f"{name}'s broker to stop",
-                )
-            except (TimeoutError, RemoteError):
-                with contextlib.suppress(RemoteError):
-                    self._remotes[name].signal("broker", signal.SIGKILL, timeout=5)
+        stop_daemons(self._remotes, self.brokers, "broker", timeout, what="the broker")
 
     def dump_replica(self, node: str, target: Path) -> None:
         """Write ``python -m broker_impl.dump`` of ``node``'s data dir to ``target``."""

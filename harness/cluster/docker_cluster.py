@@ -57,7 +57,7 @@ import docker.types
 import requests.exceptions
 
 from harness.nodes.docker_remote import DockerRemote
-from harness.nodes.remote import RemoteError
+from harness.nodes.remote import Remote, RemoteError
 from harness.nodes.ssh_remote import SshKeyPair, SshRemote, write_known_hosts
 
 CONTROLLER = "controller"
@@ -342,6 +342,13 @@ class DockerCluster:
         )
         self._ssh_remotes.append(remote)
         return remote
+
+    def remotes_via(self, transport: str) -> dict[str, Remote]:
+        """A remote to every node over ``transport`` (a run's ``--transport``): ``ssh`` gives
+        :meth:`ssh_remote` s, anything else the Docker engine's :meth:`remotes`."""
+        if transport == "ssh":
+            return {name: self.ssh_remote(name) for name in self.node_names}
+        return dict(self.remotes())
 
     def _node(self, name: str) -> ClusterNode:
         if self._state != "up":

@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,7 +110,8 @@ class PythonTarget:
         return arguments
 
 
-def _say(progress: Progress | None, message: str) -> None:
+def say(progress: Progress | None, message: str) -> None:
+    """Report ``message`` to ``progress`` (a build's caller may ask to hear nothing)."""
     if progress is not None:
         progress(message)
 
@@ -236,7 +237,8 @@ def base_tag(apt_sources: Path, extra_packages: tuple[str, ...] = ()) -> str:
     return f"{BASE_REPOSITORY}:{DEBIAN_SUITE}-{digest}"
 
 
-def _image_or_none(client: docker.DockerClient, reference: str) -> Any:
+def image_or_none(client: docker.DockerClient, reference: str) -> Any:
+    """The local image ``reference`` names, or None when the engine has none by that name."""
     try:
         return client.images.get(reference)
     except docker.errors.ImageNotFound:
@@ -251,7 +253,7 @@ def _ensure_mmdebstrap(progress: Progress | None) -> str:
         raise ImageBuildError(
             "mmdebstrap is not installed: apt-get install mmdebstrap (or pass --base-image)"
         )
-    _say(progress, "installing mmdebstrap with apt-get")
+    say(progress, "installing mmdebstrap with apt-get")
     for command in (
         ["apt-get", "update"],
         ["apt-get", "install", "-y", "--no-install-recommends", "mmdebstrap"],
@@ -275,7 +277,7 @@ def ensure_debian_base(
     """The tag of the registry-free base image (``BASE_PACKAGES`` plus ``extra_packages``), built
     with mmdebstrap and imported unless cached."""
     tag = base_tag(apt_sources, extra_packages)
-    if not force and _image_or_none(client, tag) is not None:
+    if not force and image_or_none(client, tag) is not None:
         return tag
     mmdebstrap = _ensure_mmdebstrap(progress)
     with tempfile.TemporaryDirectory(prefix="tidemark-rootfs-") as scratch:
@@ -289,7 +291,7 @@ def ensure_debian_base(
             str(tarball),
             str(apt_sources),
         ]
-        _say(progress, f"building the Debian {DEBIAN_SUITE} root filesystem: {' '.join(command)}")
+        say(progress, f"building the Debian {DEBIAN_SUITE} root filesystem: {' '.join(command)}")
         # mmdebstrap reports its phases on stderr: pass them on, keep the tail for an error message.
         tail: list[str] = []
         with subprocess.Popen(
@@ -298,11 +300,11 @@ def ensure_debian_base(
             assert process.stderr is not None
             for line in process.stderr:
                 tail = [*tail[-40:], line]
-                _say(progress, f"mmdebstrap: {line.rstrip()}")
+                say(progress, f"mmdebstrap: {line.rstrip()}")
         if process.returncode != 0:
             raise ImageBuildError(f"mmdebstrap failed (exit {process.returncode}):\n{''.join(tail).strip()}")
         repository, _, version = tag.partition(":")
-        _say(progress, f"importing the root filesystem ({tarball.stat().st_size / 2**20:.0f} MiB) as {tag}")
+        say(progress, f"importing the root filesystem ({tarball.stat().st_size / 2**20:.0f} MiB) as {tag}")
         try:
             client.api.import_image_from_file(
                 str(tarball),
@@ -312,7 +314,7 @@ def ensure_debian_base(
             )
         except docker.errors.APIError as error:
             raise ImageBuildError(f"docker import of the root filesystem failed: {error}") from error
-    if _image_or_none(client, tag) is None:
+    if image_or_none(client, tag) is None:
         raise ImageBuildError(f"docker import finished but {tag} does not exist")
     return tag
 
@@ -352,7 +354,7 @@ def prepare_wheelhouse(pins: tuple[str, ...], target: PythonTarget, progress: Pr
     staging = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=wheelhouse.parent))
     try:
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-        _say(progress, f"downloading wheels for cp{target.version} {target.machine}: {' '.join(pins)}")
+        say(progress, f"downloading wheels for cp{target.version} {target.machine}: {' '.join(pins)}")
         download = subprocess.run(
             [
                 *pip,
@@ -374,7 +376,7 @@ def prepare_wheelhouse(pins: tuple[str, ...], target: PythonTarget, progress: Pr
                 raise ImageBuildError(
                     f"pip download of {' '.join(pins)} failed:\n{download.stderr.strip()[-3000:]}"
                 )
-            _say(progress, "no binary wheel for every pin; building wheels with pip wheel")
+            say(progress, "no binary wheel for every pin; building wheels with pip wheel")
             built = subprocess.run(
                 [*pip, "wheel", "--wheel-dir", str(staging), *pins], capture_output=True, text=True
             )
@@ -403,21 +405,23 @@ def _assemble_context(context: Path, sources: SourceSnapshot, wheelhouse: Path) 
         target.chmod(0o755 if executable else 0o644)
 
 
-def _docker_build(
+def docker_build(
     client: docker.DockerClient,
     context: Path,
     *,
     tag: str,
-    base: str,
+    buildargs: Mapping[str, str],
     no_cache: bool,
     progress: Progress | None,
 ) -> None:
+    """``docker build`` of ``context``'s Dockerfile as ``tag``, never pulling (no registry), Docker's
+    output to ``progress``; ImageBuildError with the last lines.  Every Tidemark image's build."""
     tail: list[str] = []
     try:
         for chunk in client.api.build(
             path=str(context),
             tag=tag,
-            buildargs={"BASE_IMAGE": base},
+            buildargs=dict(buildargs),
             rm=True,
             forcerm=True,
             pull=False,
@@ -429,7 +433,7 @@ def _docker_build(
             line = str(chunk.get("stream", ""))
             if line.strip():
                 tail.append(line)
-                _say(progress, line.rstrip())
+                say(progress, line.rstrip())
     except docker.errors.APIError as error:
         raise ImageBuildError(f"docker build failed: {error}") from error
 
@@ -471,8 +475,8 @@ def ensure_image(
                 f"{' '.join(extra_packages)} must come from the registry-free base: no --base-image here"
             )
         base = base_image
-        if _image_or_none(client, base) is None:
-            _say(progress, f"pulling {base}")
+        if image_or_none(client, base) is None:
+            say(progress, f"pulling {base}")
             try:
                 client.images.pull(base)
             except docker.errors.APIError as error:
@@ -481,13 +485,14 @@ def ensure_image(
                 ) from error
     base_id = str(client.images.get(base).id)
     tag = f"{IMAGE_REPOSITORY}:{image_content_hash(base_id, pins, sources)}"
-    if force or _image_or_none(client, tag) is None:
+    if force or image_or_none(client, tag) is None:
         wheelhouse = prepare_wheelhouse(pins, probe_python_target(client, base), progress)
-        with tempfile.TemporaryDirectory(prefix="tidemark-context-") as context:
-            _assemble_context(Path(context), sources, wheelhouse)
-            _say(progress, f"building {tag} on {base}")
-            _docker_build(client, Path(context), tag=tag, base=base, no_cache=force, progress=progress)
-    if _image_or_none(client, tag) is None:
+        with tempfile.TemporaryDirectory(prefix="tidemark-context-") as scratch:
+            context, build_args = Path(scratch), {"BASE_IMAGE": base}
+            _assemble_context(context, sources, wheelhouse)
+            say(progress, f"building {tag} on {base}")
+            docker_build(client, context, tag=tag, buildargs=build_args, no_cache=force, progress=progress)
+    if image_or_none(client, tag) is None:
         raise ImageBuildError(f"docker build finished but {tag} does not exist")
     return tag
 

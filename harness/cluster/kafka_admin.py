@@ -120,6 +120,19 @@ def fully_replicated(bootstrap: str, topic: str, partitions: int) -> list[Partit
     return None
 
 
+def broker_answers(address: str) -> bool:
+    """Whether the broker at ``address`` (``host:port``) accepts a Kafka connection and answers
+    ApiVersions now (within 2 s): the "is this node's broker up" of every target that starts its own."""
+    from kafka import KafkaAdminClient
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=address, request_timeout_ms=2000)
+    except Exception:
+        return False
+    admin.close()
+    return True
+
+
 def node_named(node_ids: dict[str, int], broker_id: int) -> str | None:
     """The node name whose Kafka broker id is ``broker_id``."""
     return next((name for name, node_id in node_ids.items() if node_id == broker_id), None)

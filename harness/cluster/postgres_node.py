@@ -16,7 +16,8 @@ hands out -- therefore sends a signal to the daemon and then to every process of
 them to be gone before a power loss or a restart.
 
 **Layout.**  With the lazy filesystem it is mounted at ``DATA_DIR`` over ``BACKING_DIR`` (the
-bundled broker's paths; ``--allow-other``, since the server is not root) and the cluster lives
+bundled broker's paths, and its mount: :class:`~harness.cluster.lazyfs_mount.LazyMount`, with
+``--allow-other``, since the server is not root) and the cluster lives
 in ``PGDATA`` inside it, so ``drop`` discards exactly what PostgreSQL had not fsynced.  The
 authentication file, the schema and the socket directory stay outside: they are not the state
 under test.
@@ -25,13 +26,14 @@ under test.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.cluster import postgres
 from harness.cluster.bundled import BACKING_DIR, CONFIG_DIR, DATA_DIR, LOG_DIR, PYTHON
 from harness.cluster.kafka_admin import wait_until
-from harness.nodes.remote import DEFAULT_TIMEOUT, Command, ExecResult, Remote, RemoteError
+from harness.cluster.lazyfs_mount import LazyMount, not_mounted
+from harness.nodes.remote import DEFAULT_TIMEOUT, ForwardingRemote, Remote, RemoteError
 
 SERVER_DAEMON = "broker"
 """The daemon name the nemesis signals on every node it faults (``nemesis.mechanism.BROKER_DAEMON``);
@@ -47,60 +49,18 @@ SETTLE_TIMEOUT = 30.0
 """Seconds every PostgreSQL process may take to be gone after SIGKILL."""
 
 
-class WholeServerRemote:
+class WholeServerRemote(ForwardingRemote):
     """A Remote whose ``signal`` of :data:`SERVER_DAEMON` reaches every PostgreSQL process (see the
-    module docstring); everything else is the wrapped Remote's."""
-
-    def __init__(self, remote: Remote) -> None:
-        self._remote = remote
-
-    @property
-    def node(self) -> str:
-        return self._remote.node
-
-    def exec(
-        self,
-        command: Command,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        check: bool = True,
-        env: Mapping[str, str] | None = None,
-    ) -> ExecResult:
-        return self._remote.exec(command, timeout=timeout, check=check, env=env)
-
-    def put(
-        self, source: Path | bytes, remote_path: str, *, mode: int = 0o644, timeout: float = DEFAULT_TIMEOUT
-    ) -> None:
-        self._remote.put(source, remote_path, mode=mode, timeout=timeout)
-
-    def get(self, remote_path: str, local_path: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self._remote.get(remote_path, local_path, timeout=timeout)
-
-    def start_daemon(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        log_path: str,
-        env: Mapping[str, str] | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> int:
-        return self._remote.start_daemon(name, argv, log_path=log_path, env=env, timeout=timeout)
+    module docstring); every other call is the wrapped Remote's."""
 
     def signal(self, name: str, sig: signal.Signals, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
-        running = self._remote.signal(name, sig, timeout=timeout)
+        running = self.inner.signal(name, sig, timeout=timeout)
         if running and name == SERVER_DAEMON:
             signal_name = signal.Signals(sig).name.removeprefix("SIG")
-            self._remote.exec(
+            self.inner.exec(
                 ["pkill", f"--signal={signal_name}", "-u", postgres.SUPERUSER], timeout=timeout, check=False
             )
         return running
-
-    def is_alive(self, name: str, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
-        return self._remote.is_alive(name, timeout=timeout)
-
-    def close(self) -> None:
-        self._remote.close()
 
 
 class PostgresNode:
@@ -109,7 +69,19 @@ class PostgresNode:
     def __init__(self, remote: Remote, settings: Mapping[str, str], *, lazy: bool) -> None:
         self.remote = WholeServerRemote(remote)
         self.settings = postgres.effective_settings(settings)
-        self.lazy = lazy
+        self.lazy_mount = (
+            LazyMount(
+                self.remote,
+                python=PYTHON,
+                backing=BACKING_DIR,
+                mountpoint=DATA_DIR,
+                log_path=LAZYFS_LOG,
+                allow_other=True,  # the server is not root
+            )
+            if lazy
+            else None
+        )
+        """The lazy filesystem under ``PGDATA``, when the run offers power loss."""
 
     @property
     def node(self) -> str:
@@ -128,8 +100,8 @@ class PostgresNode:
         if self.remote.is_alive(SERVER_DAEMON):
             return
         self._wait_until_gone()
-        if self.lazy:
-            self._ensure_lazyfs()
+        if self.lazy_mount is not None:
+            self.lazy_mount.ensure()
         user = postgres.SUPERUSER
         self.remote.exec(
             f"set -e; mkdir -p {PGDATA} {SOCKET_DIR}; chown {user}:{user} {PGDATA} {SOCKET_DIR}; chmod 700 {PGDATA}",
@@ -165,22 +137,17 @@ class PostgresNode:
         ``fsync=off``, as it would on a machine whose kernel had seconds to write it back; only
         the workload's writes are then at the mercy of the settings under test.
         """
-        if self.lazy:
-            self._lazyfs("control", DATA_DIR, "sync")
+        if self.lazy_mount is not None:
+            self.lazy_mount.sync()
 
     # ---- faults ------------------------------------------------------------------------
 
     def drop_unsynced(self) -> None:
         """Power loss: once every PostgreSQL process is gone, discard what was not fsynced."""
-        if not self.lazy:
-            raise RemoteError(self.node, "power loss needs the lazy filesystem (the run did not mount it)")
+        if self.lazy_mount is None:
+            raise not_mounted(self.node)
         self._wait_until_gone()
-        try:
-            self._lazyfs("control", DATA_DIR, "drop")
-        except RemoteError:
-            # The filesystem process itself is gone: that already lost everything unsynced.
-            self.remote.signal("lazyfs", signal.SIGKILL, timeout=5)
-            self._ensure_lazyfs()
+        self.lazy_mount.drop()
 
     def _wait_until_gone(self) -> None:
         """Wait until no process of the ``postgres`` user is left (SIGKILLed backends exiting)."""
@@ -190,31 +157,6 @@ class PostgresNode:
             return found.exit_code == 1
 
         wait_until(gone, SETTLE_TIMEOUT, f"every PostgreSQL process on {self.node} to exit")
-
-    def _lazyfs(self, *arguments: str) -> str:
-        return self.remote.exec([PYTHON, "-m", "nemesis.lazyfs", *arguments], timeout=30).stdout_text
-
-    def _ensure_lazyfs(self) -> None:
-        """Mount the lazy filesystem over ``DATA_DIR`` unless a live one serves it (a dead one is
-        unmounted first: its death was a power loss in itself)."""
-        if self.remote.is_alive("lazyfs"):
-            return
-        self.remote.exec(["mkdir", "-p", BACKING_DIR, DATA_DIR], timeout=10)
-        self.remote.exec([PYTHON, "-m", "nemesis.lazyfs", "unmount", DATA_DIR], timeout=30, check=False)
-        self.remote.start_daemon(
-            "lazyfs",
-            [PYTHON, "-m", "nemesis.lazyfs", "mount", BACKING_DIR, DATA_DIR, "--foreground", "--allow-other"],
-            log_path=LAZYFS_LOG,
-        )
-
-        def mounted() -> bool:
-            try:
-                self._lazyfs("control", DATA_DIR, "status")
-            except RemoteError:
-                return False
-            return True
-
-        wait_until(mounted, 20, f"the lazy filesystem on {self.node}")
 
     # ---- evidence ----------------------------------------------------------------------
 

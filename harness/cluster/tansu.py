@@ -29,23 +29,25 @@ Settings: ``--set postgresql.fsync=off`` / ``postgresql.synchronous_commit=off``
 from __future__ import annotations
 
 import contextlib
-import logging
-import signal
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import docker
 
 from harness.cluster import postgres
-from harness.cluster.bundled import KAFKA_PORT, LOG_DIR
+from harness.cluster.bundled import KAFKA_PORT, LOG_DIR, stop_daemons
 from harness.cluster.docker_cluster import DockerCluster
-from harness.cluster.kafka_admin import PartitionInfo, all_partitions_led, node_named, wait_until
+from harness.cluster.kafka_admin import (
+    PartitionInfo,
+    all_partitions_led,
+    broker_answers,
+    node_named,
+    wait_until,
+)
 from harness.cluster.postgres_node import SERVER_DAEMON, PostgresNode
 from harness.cluster.tansu_image import TANSU_IMAGE_PATH
-from harness.nodes.remote import Remote, RemoteError
+from harness.nodes.remote import Remote
 from harness.record.replicas import EVIDENCE_SINGLE_STORE
-
-logger = logging.getLogger(__name__)
 
 POSTGRES_NODE = "pg"
 """The PostgreSQL node's name (beside the brokers ``n1``..``nN``)."""
@@ -122,16 +124,7 @@ class TansuCluster:
         """Whether ``node`` serves now: Kafka requests (a broker) or connections (PostgreSQL)."""
         if node == self.postgres_node:
             return self.postgres.answers()
-        from kafka import KafkaAdminClient
-
-        try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=f"{self._ips[node]}:{KAFKA_PORT}", request_timeout_ms=2000
-            )
-        except Exception:
-            return False
-        admin.close()
-        return True
+        return broker_answers(f"{self._ips[node]}:{KAFKA_PORT}")
 
     def start_broker(self, node: str) -> None:
         """(Re)start ``node``'s server where it is not running: PostgreSQL or a tansu broker."""
@@ -190,22 +183,7 @@ class TansuCluster:
 
     def stop_brokers(self, timeout: float = 15.0) -> None:
         """Stop the tansu brokers (SIGTERM, then SIGKILL); PostgreSQL keeps running for the dump."""
-        for name in self.tansu_brokers:
-            try:
-                self._remotes[name].signal(SERVER_DAEMON, signal.SIGCONT, timeout=5)
-                self._remotes[name].signal(SERVER_DAEMON, signal.SIGTERM, timeout=5)
-            except RemoteError as error:
-                logger.warning("%s: could not stop tansu: %s", name, error)
-        for name in self.tansu_brokers:
-            try:
-                wait_until(
-                    lambda name=name: not self._remotes[name].is_alive(SERVER_DAEMON),  # type: ignore[misc]
-                    timeout,
-                    f"tansu on {name} to stop",
-                )
-            except (TimeoutError, RemoteError):
-                with contextlib.suppress(RemoteError):
-                    self._remotes[name].signal(SERVER_DAEMON, signal.SIGKILL, timeout=5)
+        stop_daemons(self._remotes, self.tansu_brokers, SERVER_DAEMON, timeout, what="tansu")
 
     def dump_replica(self, node: str, target: Path) -> None:
         """The PostgreSQL node's committed records, in the replica-dump format."""
@@ -235,12 +213,8 @@ def tansu_on_docker(
     configured or started (the caller does both, so it can collect the logs of a failed start),
     with the node names whose logs to collect; every container is removed on the way out."""
     with DockerCluster(client, image, brokers=brokers, work_dir=work_dir, controller=POSTGRES_NODE) as nodes:
-        if transport == "ssh":
-            remotes: dict[str, Remote] = {name: nodes.ssh_remote(name) for name in nodes.node_names}
-        else:
-            remotes = dict(nodes.remotes())
         cluster = TansuCluster(
-            remotes,
+            nodes.remotes_via(transport),
             {name: nodes.ip(name) for name in nodes.node_names},
             nodes.broker_names,
             POSTGRES_NODE,

@@ -36,10 +36,17 @@ import tempfile
 from pathlib import Path
 
 import docker
-import docker.errors
 
 from harness.cluster import postgres
-from harness.cluster.image import ImageBuildError, Progress, cache_directory, ensure_image
+from harness.cluster.image import (
+    ImageBuildError,
+    Progress,
+    cache_directory,
+    docker_build,
+    ensure_image,
+    image_or_none,
+    say,
+)
 
 IMAGE_REPOSITORY = "tidemark-tansu"
 TANSU_IMAGE_PATH = "/usr/local/bin/tansu"
@@ -124,7 +131,7 @@ def ensure_binary(pin: TansuPin = TANSU_PIN, progress: Progress | None = None) -
     final_root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{pin.key}.", dir=final_root.parent))
     command = pin.cargo_install_argv(cargo, staging)
-    _say(progress, f"building tansu {pin.version} ({pin.key}) once, 15-25 min: {' '.join(command)}")
+    say(progress, f"building tansu {pin.version} ({pin.key}) once, 15-25 min: {' '.join(command)}")
     tail: list[str] = []
     try:
         with subprocess.Popen(
@@ -138,7 +145,7 @@ def ensure_binary(pin: TansuPin = TANSU_PIN, progress: Progress | None = None) -
             for line in process.stderr:
                 tail = [*tail[-40:], line]
                 if line.lstrip().startswith(("Compiling tansu", "Finished", "Installing", "error")):
-                    _say(progress, f"cargo: {line.strip()}")
+                    say(progress, f"cargo: {line.strip()}")
         if process.returncode != 0:
             raise ImageBuildError(
                 f"cargo install of tansu failed (exit {process.returncode}):\n{''.join(tail)}"
@@ -155,11 +162,6 @@ def ensure_binary(pin: TansuPin = TANSU_PIN, progress: Progress | None = None) -
     if built is None:
         raise ImageBuildError(f"cargo install finished but {binary_path(pin)} is not an executable")
     return built
-
-
-def _say(progress: Progress | None, message: str) -> None:
-    if progress is not None:
-        progress(message)
 
 
 def image_tag(node_image_id: str, binary: bytes) -> str:
@@ -196,36 +198,16 @@ def ensure_tansu_image(
     )
     content = binary.read_bytes()
     tag = image_tag(str(client.images.get(node_image).id), content)
-    if not force and _exists(client, tag):
+    if not force and image_or_none(client, tag) is not None:
         return tag
     with tempfile.TemporaryDirectory(prefix="tidemark-tansu-context-") as scratch:
         context = Path(scratch)
         (context / "Dockerfile").write_text(_DOCKERFILE, encoding="utf-8")
         shutil.copy2(binary, context / "tansu")
-        _say(progress, f"building {tag} on {node_image}")
-        try:
-            for chunk in client.api.build(
-                path=str(context),
-                tag=tag,
-                buildargs={"NODE_IMAGE": node_image},
-                rm=True,
-                forcerm=True,
-                pull=False,
-                nocache=force,
-                decode=True,
-            ):
-                if "error" in chunk:
-                    raise ImageBuildError(f"docker build of {tag} failed: {chunk['error'].strip()}")
-        except docker.errors.APIError as error:
-            raise ImageBuildError(f"docker build of {tag} failed: {error}") from error
-    if not _exists(client, tag):
+        say(progress, f"building {tag} on {node_image}")
+        docker_build(
+            client, context, tag=tag, buildargs={"NODE_IMAGE": node_image}, no_cache=force, progress=progress
+        )
+    if image_or_none(client, tag) is None:
         raise ImageBuildError(f"docker build finished but {tag} does not exist")
     return tag
-
-
-def _exists(client: docker.DockerClient, tag: str) -> bool:
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        return False
-    return True

@@ -24,6 +24,10 @@ Contracts every implementation keeps:
 
 Abilities only some remotes have are separate small protocols (``Reconnectable``,
 ``ContainerBacked``); check for them with ``isinstance``.
+
+A Remote that must behave differently in one call only (the PostgreSQL node's ``signal``, which has
+to reach processes outside the daemon's group) subclasses ``ForwardingRemote`` and overrides that
+call; every other call is the wrapped Remote's, so the contracts above hold unchanged.
 """
 
 from __future__ import annotations
@@ -158,6 +162,60 @@ class Remote(Protocol):
     def close(self) -> None:
         """Release connections; the remote may be used again afterwards (it reconnects)."""
         ...
+
+
+class ForwardingRemote:
+    """A Remote that hands every call unchanged to ``inner`` (see the module docstring).
+
+    A subclass overrides the one call it changes.  Only the :class:`Remote` protocol is forwarded:
+    the optional abilities (``Reconnectable``, ``ContainerBacked``) are not, so ``isinstance``
+    checks for them answer for the wrapper, which does not have them.
+    """
+
+    def __init__(self, inner: Remote) -> None:
+        self.inner = inner
+
+    @property
+    def node(self) -> str:
+        return self.inner.node
+
+    def exec(
+        self,
+        command: Command,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        return self.inner.exec(command, timeout=timeout, check=check, env=env)
+
+    def put(
+        self, source: Path | bytes, remote_path: str, *, mode: int = 0o644, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.inner.put(source, remote_path, mode=mode, timeout=timeout)
+
+    def get(self, remote_path: str, local_path: Path, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.inner.get(remote_path, local_path, timeout=timeout)
+
+    def start_daemon(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        log_path: str,
+        env: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> int:
+        return self.inner.start_daemon(name, argv, log_path=log_path, env=env, timeout=timeout)
+
+    def signal(self, name: str, sig: signal_module.Signals, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
+        return self.inner.signal(name, sig, timeout=timeout)
+
+    def is_alive(self, name: str, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
+        return self.inner.is_alive(name, timeout=timeout)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 @runtime_checkable

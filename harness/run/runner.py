@@ -37,7 +37,6 @@ from harness.cluster.kafka_admin import (
     wait_until,
 )
 from harness.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps, replica_nodes
-from harness.nodes.remote import Remote
 from harness.record import store
 from harness.record.recorder import Recorder
 from harness.record.replicas import EVIDENCE_DUMPS, EVIDENCE_NONE
@@ -77,12 +76,8 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str])
         client, image, brokers=spec.node_count, work_dir=run_dir.cluster_work
     ) as docker_cluster:
         names = docker_cluster.broker_names
-        if spec.transport == "ssh":
-            remotes: dict[str, Remote] = {n: docker_cluster.ssh_remote(n) for n in docker_cluster.node_names}
-        else:
-            remotes = dict(docker_cluster.remotes())
         bundled = BundledCluster(
-            remotes,
+            docker_cluster.remotes_via(spec.transport),
             {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
             names,
             CONTROLLER,

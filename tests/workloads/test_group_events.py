@@ -1,4 +1,5 @@
-"""The pure parts of the group clients: commit outcomes and librdkafka's generation.
+"""The pure parts of the group clients: commit outcomes, librdkafka's generation, and the events
+their callbacks note.
 
 A commit is ``fail`` only when the coordinator (or the client, before sending) certainly refused
 it; a timeout, a lost connection or an answer that comes after the commit may have been written
@@ -8,13 +9,23 @@ is ``info``.  Both client libraries' error shapes go through the same rule.
 from __future__ import annotations
 
 import struct
+import threading
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
+from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka import errors as kafka_errors
 
 from workloads.group_confluent import _error_outcome, _partitions_outcome
-from workloads.group_events import commit_outcome, librdkafka_generation, max_poll_interval_ms
+from workloads.group_events import (
+    Assigned,
+    NotedEvents,
+    Revoked,
+    commit_outcome,
+    librdkafka_generation,
+    max_poll_interval_ms,
+    partitions_of,
+)
 from workloads.group_kafka_python import _outcome
 
 
@@ -96,3 +107,25 @@ def test_librdkafka_metadata_of_a_real_consumer_parses() -> None:
 def test_the_poll_interval_outlasts_a_commit_and_never_drops_below_the_session() -> None:
     assert max_poll_interval_ms(1.0) == 10000
     assert max_poll_interval_ms(10.0) == 22000
+
+
+def test_both_libraries_topic_partitions_become_one_sorted_assignment() -> None:
+    assert partitions_of([TopicPartition("queue", 2), TopicPartition("queue", 0)]) == (0, 2)
+    kafka_python = [KafkaPythonTopicPartition("queue", 1), KafkaPythonTopicPartition("queue", 0)]
+    assert partitions_of(kafka_python) == (0, 1)
+    assert partitions_of([]) == ()
+
+
+def test_noted_events_are_taken_once_in_order_whichever_thread_noted_them() -> None:
+    events = NotedEvents()
+    events.note(Revoked(()))
+    noting = [threading.Thread(target=events.note, args=(Assigned((n,), n, None),)) for n in range(50)]
+    for thread in noting:
+        thread.start()
+    for thread in noting:
+        thread.join()
+    taken = events.take()
+    assert taken[0] == Revoked(())
+    assigned = sorted(step.partitions for step in taken[1:] if isinstance(step, Assigned))
+    assert len(taken) == 51 and assigned == [(n,) for n in range(50)]
+    assert events.take() == []

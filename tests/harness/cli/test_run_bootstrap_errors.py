@@ -14,40 +14,21 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_UNKNOWN
+from tests.harness.cli.commands import one_line_error, tidemark
 from tests.harness.cluster.fake_kafka import OLD_KAFKA_RANGES, FakeKafka
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
 
-ROOT = Path(__file__).resolve().parents[3]
-TIDEMARK = Path(sys.executable).with_name("tidemark")
-
 
 def tidemark_run(bootstrap: str, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = [str(TIDEMARK)] if TIDEMARK.exists() else [sys.executable, "-m", "harness.cli.main"]
-    return subprocess.run(
-        [*command, "run", "--bootstrap", bootstrap, "--time-limit", "2", "--store", str(store), *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
+    return tidemark(
+        "run", "--bootstrap", bootstrap, "--time-limit", "2", "--store", str(store), *extra, timeout=120
     )
-
-
-def one_line_error(result: subprocess.CompletedProcess[str], exit_code: int, *fragments: str) -> str:
-    """The single stderr line, after checking the exit code and that it names ``fragments``."""
-    assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == exit_code, (result.returncode, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 @pytest.fixture

@@ -7,25 +7,14 @@ the commit mode and the group id drawn for the run.
 
 from __future__ import annotations
 
-import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS
 from harness.run.spec import TestSpec
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def spec_of(*arguments: str) -> TestSpec:
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    return run_cli.spec_from_arguments(parser.parse_args(list(arguments)))
+from tests.harness.cli.commands import one_line_error, spec_of, tidemark
 
 
 def test_assign_is_the_default_and_records_no_group() -> None:
@@ -71,24 +60,6 @@ def test_a_combination_without_a_group_is_refused_naming_the_flags(
 
 
 def test_the_refusal_is_one_line_and_exit_254_from_the_command(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli.main",
-            "run",
-            "--nemesis",
-            "consumer-churn",
-            "--store",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    assert result.returncode == EXIT_BAD_ARGUMENTS, result.stderr
-    assert "Traceback" not in result.stderr
-    (line,) = result.stderr.splitlines()
-    assert "--nemesis consumer-churn needs --consume-via subscribe" in line
+    result = tidemark("run", "--nemesis", "consumer-churn", "--store", str(tmp_path), timeout=60)
+    one_line_error(result, EXIT_BAD_ARGUMENTS, "--nemesis consumer-churn needs --consume-via subscribe")
     assert list(tmp_path.iterdir()) == []  # nothing started, no run directory

@@ -3,10 +3,7 @@ line (exit 254, before anything starts)."""
 
 from __future__ import annotations
 
-import argparse
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,14 +13,7 @@ from harness.cli.errors import UsageError
 from harness.cluster import tansu_image
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS
 from harness.run.spec import TestSpec
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def spec_of(*arguments: str) -> TestSpec:
-    parser = argparse.ArgumentParser()
-    run_cli.add_arguments(parser)
-    return run_cli.spec_from_arguments(parser.parse_args(list(arguments)))
+from tests.harness.cli.commands import one_line_error, spec_of, tidemark
 
 
 @pytest.fixture
@@ -91,26 +81,8 @@ def test_tansu_settings_are_refused_for_the_bundled_broker() -> None:
 
 
 def test_the_refusal_is_one_line_and_exit_254_from_the_command(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.cli.main",
-            "run",
-            "--target",
-            "tansu",
-            "--bootstrap",
-            "127.0.0.1:9",
-            "--store",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
+    result = tidemark(
+        "run", "--target", "tansu", "--bootstrap", "127.0.0.1:9", "--store", str(tmp_path), timeout=60
     )
-    assert result.returncode == EXIT_BAD_ARGUMENTS, result.stderr
-    assert "Traceback" not in result.stderr
-    (line,) = result.stderr.splitlines()
-    assert "--target tansu starts its own brokers and PostgreSQL" in line
+    one_line_error(result, EXIT_BAD_ARGUMENTS, "--target tansu starts its own brokers and PostgreSQL")
     assert list(tmp_path.iterdir()) == []

@@ -5,8 +5,9 @@ dumped, and that a signal to the PostgreSQL server reaches every PostgreSQL proc
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,46 +23,32 @@ from harness.nodes.remote import ExecResult
 
 
 class FakeRemote:
-    """Records every call; ``signal`` reports the daemon running, ``exec`` succeeds."""
+    """Records every call with what the tests check of it (the options are the Remote's own, not
+    checked here); ``signal`` reports the daemon running, ``exec`` succeeds, no daemon is alive."""
 
     def __init__(self, node: str) -> None:
         self.node = node
         self.calls: list[tuple[str, object]] = []
 
-    def exec(
-        self,
-        command: object,
-        *,
-        timeout: float = 30,
-        check: bool = True,
-        env: Mapping[str, str] | None = None,
-    ) -> ExecResult:
+    def exec(self, command: object, **_options: Any) -> ExecResult:
         self.calls.append(("exec", command))
         return ExecResult(0, b"", b"")
 
-    def put(self, source: object, remote_path: str, *, mode: int = 0o644, timeout: float = 30) -> None:
+    def put(self, source: object, remote_path: str, **_options: Any) -> None:
         self.calls.append(("put", remote_path))
 
-    def get(self, remote_path: str, local_path: Path, *, timeout: float = 30) -> None:
+    def get(self, remote_path: str, local_path: Path, **_options: Any) -> None:
         self.calls.append(("get", remote_path))
 
-    def start_daemon(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        log_path: str,
-        env: Mapping[str, str] | None = None,
-        timeout: float = 30,
-    ) -> int:
+    def start_daemon(self, name: str, argv: Sequence[str], **_options: Any) -> int:
         self.calls.append(("start_daemon", list(argv)))
         return 1
 
-    def signal(self, name: str, sig: signal.Signals, *, timeout: float = 30) -> bool:
+    def signal(self, name: str, sig: signal.Signals, **_options: Any) -> bool:
         self.calls.append(("signal", (name, sig)))
         return True
 
-    def is_alive(self, name: str, *, timeout: float = 30) -> bool:
+    def is_alive(self, name: str, **_options: Any) -> bool:
         return False
 
     def close(self) -> None:
@@ -76,7 +63,7 @@ def remotes() -> dict[str, FakeRemote]:
 @pytest.fixture
 def cluster(remotes: dict[str, FakeRemote]) -> TansuCluster:
     ips = {"pg": "10.9.0.2", "n1": "10.9.0.3", "n2": "10.9.0.4"}
-    return TansuCluster(remotes, ips, ["n1", "n2"], POSTGRES_NODE, {"postgresql.fsync": "off"})  # type: ignore[arg-type]
+    return TansuCluster(remotes, ips, ["n1", "n2"], POSTGRES_NODE, {"postgresql.fsync": "off"})
 
 
 def test_the_nemesis_sees_both_tiers_and_postgresql_leads_every_partition(cluster: TansuCluster) -> None:
@@ -117,6 +104,18 @@ def test_a_signal_to_the_postgresql_server_reaches_every_postgresql_process(
     ]
     cluster.remote("n1").signal("broker", signal.SIGSTOP)
     assert remotes["n1"].calls == [("signal", ("broker", signal.SIGSTOP))]  # a broker is one process group
+
+
+def test_stopping_the_brokers_terminates_every_tansu_broker_and_leaves_postgresql_running(
+    cluster: TansuCluster, remotes: dict[str, FakeRemote]
+) -> None:
+    cluster.stop_brokers(timeout=1)
+    for broker in ("n1", "n2"):  # a paused broker must run again to act on SIGTERM
+        assert remotes[broker].calls == [
+            ("signal", ("broker", signal.SIGCONT)),
+            ("signal", ("broker", signal.SIGTERM)),
+        ]
+    assert remotes["pg"].calls == []  # the dump reads it after the run
 
 
 def test_only_postgresql_has_a_log_to_dump_or_power_to_lose(
