@@ -19,6 +19,12 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 CLIENTS = ("kafka-python", "confluent-kafka")
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+"""What the consumers and the drain read (``--isolation``).  Without transactions -- the workload
+never uses them -- both see the same records, up to the high watermark; they differ in the
+ListOffsets query a broker answers for the drain's end offset (the last stable offset under
+``read_committed``, librdkafka's default and ours; the high watermark otherwise), which is how a
+target that breaks one of them can still be tested through the other."""
 
 
 class DefiniteFailure(Exception):
@@ -117,7 +123,7 @@ class KafkaPythonProducer:
 
 
 class KafkaPythonConsumer:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, isolation: str) -> None:
         from kafka import KafkaConsumer
 
         self._consumer = KafkaConsumer(
@@ -125,7 +131,7 @@ class KafkaPythonConsumer:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            isolation_level="read_committed",
+            isolation_level=isolation,
             request_timeout_ms=10000,
             reconnect_backoff_max_ms=500,
         )
@@ -212,7 +218,7 @@ class ConfluentProducer:
 
 
 class ConfluentConsumer:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, isolation: str) -> None:
         from confluent_kafka import Consumer
 
         # librdkafka insists on a group id even for assign(); nothing is committed.
@@ -223,7 +229,7 @@ class ConfluentConsumer:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed",
+                "isolation.level": isolation,
                 "reconnect.backoff.max.ms": 500,
                 "log_level": 0,
             }
@@ -275,9 +281,9 @@ def make_producer(
     raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
 
 
-def make_consumer(client: str, bootstrap: str) -> ConsumerClient:
+def make_consumer(client: str, bootstrap: str, isolation: str) -> ConsumerClient:
     if client == "kafka-python":
-        return KafkaPythonConsumer(bootstrap)
+        return KafkaPythonConsumer(bootstrap, isolation)
     if client == "confluent-kafka":
-        return ConfluentConsumer(bootstrap)
+        return ConfluentConsumer(bootstrap, isolation)
     raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")

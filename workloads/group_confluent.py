@@ -77,7 +77,13 @@ class ConfluentGroupConsumer:
     """A :class:`~workloads.group_events.GroupConsumerClient` on confluent-kafka."""
 
     def __init__(
-        self, bootstrap: str, topic: str, group: str, commit: CommitMode, request_timeout: float
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        commit: CommitMode,
+        request_timeout: float,
+        isolation: str,
     ) -> None:
         self.topic = topic
         self._events = NotedEvents()
@@ -87,7 +93,7 @@ class ConfluentGroupConsumer:
         self._error: BaseException | None = None
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
-            **member_config(group, commit, request_timeout),
+            **member_config(group, commit, request_timeout, isolation),
             "socket.timeout.ms": client_timeout_ms(request_timeout),
             "topic.metadata.refresh.interval.ms": 5000,
             "log_level": 0,

@@ -52,11 +52,11 @@ def max_poll_interval_ms(request_timeout: float) -> int:
     return int(max(10.0, 2 * request_timeout + 2.0) * 1000)
 
 
-def member_config(group: str, commit: CommitMode, request_timeout: float) -> dict[str, Any]:
+def member_config(group: str, commit: CommitMode, request_timeout: float, isolation: str) -> dict[str, Any]:
     """How every member of the run's group is configured, in the Kafka property names both
     libraries take (librdkafka as they are, kafka-python with ``_`` for ``.``).
 
-    Offsets from the earliest, only committed transactions' records, auto commits only in the
+    Offsets from the earliest, the workload's isolation level, auto commits only in the
     ``auto`` mode, the group timings above (``docs/consumer-groups.md``: "either way"), and
     reconnect attempts at most 0.5 s apart, so a member is back soon after a fault heals.  Each
     adapter adds what only its library has (the address, the request timeout's name, logging).
@@ -66,7 +66,7 @@ def member_config(group: str, commit: CommitMode, request_timeout: float) -> dic
         "enable.auto.commit": commit == "auto",
         "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
         "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
+        "isolation.level": isolation,
         "session.timeout.ms": SESSION_TIMEOUT_MS,
         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         "max.poll.interval.ms": max_poll_interval_ms(request_timeout),
@@ -229,15 +229,21 @@ def librdkafka_generation(metadata: bytes) -> tuple[int | None, str | None]:
 
 
 def make_group_consumer(
-    client: str, bootstrap: str, topic: str, group: str, commit: CommitMode, request_timeout: float
+    client: str,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    commit: CommitMode,
+    request_timeout: float,
+    isolation: str,
 ) -> GroupConsumerClient:
     """A subscribed member of ``group`` on ``topic`` with ``client``'s library."""
     if client == "kafka-python":
         from .group_kafka_python import KafkaPythonGroupConsumer
 
-        return KafkaPythonGroupConsumer(bootstrap, topic, group, commit, request_timeout)
+        return KafkaPythonGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
     if client == "confluent-kafka":
         from .group_confluent import ConfluentGroupConsumer
 
-        return ConfluentGroupConsumer(bootstrap, topic, group, commit, request_timeout)
+        return ConfluentGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
     raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")

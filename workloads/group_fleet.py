@@ -99,9 +99,10 @@ class ConsumerFleet:
         group: str,
         commit: CommitMode,
         request_timeout: float,
+        isolation: str,
     ) -> ConsumerFleet:
         def new_client() -> GroupConsumerClient:
-            return make_group_consumer(client, bootstrap, topic, group, commit, request_timeout)
+            return make_group_consumer(client, bootstrap, topic, group, commit, request_timeout, isolation)
 
         return cls(recorder, fresh_process, new_client, commit, request_timeout)
 

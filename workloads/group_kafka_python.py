@@ -87,12 +87,18 @@ class KafkaPythonGroupConsumer:
     """A :class:`~workloads.group_events.GroupConsumerClient` on kafka-python."""
 
     def __init__(
-        self, bootstrap: str, topic: str, group: str, commit: CommitMode, request_timeout: float
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        commit: CommitMode,
+        request_timeout: float,
+        isolation: str,
     ) -> None:
         self.topic = topic
         self.events = NotedEvents()
         self._unanswered: object | None = None  # the future of a synchronous commit given up on
-        config = member_config(group, commit, request_timeout)
+        config = member_config(group, commit, request_timeout, isolation)
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             **{name.replace(".", "_"): value for name, value in config.items()},

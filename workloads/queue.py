@@ -40,6 +40,7 @@ from harness.record.recorder import Recorder
 
 from .clients import (
     CLIENTS,
+    ISOLATION_LEVELS,
     DefiniteFailure,
     IndefiniteFailure,
     ProducerClient,
@@ -73,6 +74,8 @@ class QueueSpec:
     """``assign`` (a fixed share of partitions per consumer) or ``subscribe`` (one consumer group)."""
     commit: str | None = None
     """``subscribe`` only: ``sync`` (the default there), ``async`` or ``auto``; None under ``assign``."""
+    isolation: str = "read_committed"
+    """What consumers and the drain read: :data:`workloads.clients.ISOLATION_LEVELS`."""
     group: str | None = None
     """``subscribe`` only: the group id, drawn once when the spec is made (``tidemark-<hex>``)
     unless given, and kept in ``test.json``, so a re-run joins a group of the same name."""
@@ -89,6 +92,8 @@ class QueueSpec:
             problems.append("rate must be >= 0")
         if self.acks not in ("0", "1", "all"):
             problems.append(f"acks must be 0, 1 or all, not {self.acks!r}")
+        if self.isolation not in ISOLATION_LEVELS:
+            problems.append(f"isolation must be one of {', '.join(ISOLATION_LEVELS)}, not {self.isolation!r}")
         if self.client not in CLIENTS:
             problems.append(f"client must be one of {', '.join(CLIENTS)}, not {self.client!r}")
         if self.request_timeout <= 0:
@@ -193,6 +198,7 @@ class QueueWorkload:
             spec.group,
             cast(CommitMode, spec.commit),
             spec.request_timeout,
+            spec.isolation,
         )
         self._fleet = fleet
         try:
@@ -264,7 +270,7 @@ class QueueWorkload:
             return
         process = spec.producers + index
         positions = dict.fromkeys(mine, 0)
-        consumer = make_consumer(spec.client, self.bootstrap)
+        consumer = make_consumer(spec.client, self.bootstrap, spec.isolation)
         consumer.assign(self.topic, positions)
         try:
             while not stop.is_set():
@@ -275,7 +281,7 @@ class QueueWorkload:
                     self.recorder.complete(invocation, "info", None, error=f"{type(error).__name__}: {error}")
                     process = self._fresh_ids.next()
                     consumer.close()
-                    consumer = make_consumer(spec.client, self.bootstrap)
+                    consumer = make_consumer(spec.client, self.bootstrap, spec.isolation)
                     consumer.assign(self.topic, positions)
                     continue
                 if not received:
@@ -342,7 +348,7 @@ class QueueWorkload:
         records: list[dict[str, Any]] = []
         end_offset = -1
         try:
-            consumer = make_consumer(self.spec.client, self.bootstrap)
+            consumer = make_consumer(self.spec.client, self.bootstrap, self.spec.isolation)
             while end_offset < 0 and time.monotonic() < deadline:
                 try:
                     end_offset = consumer.end_offsets(self.topic, [partition], 5.0)[partition]

@@ -74,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
     parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
     parser.add_argument(
+        "--isolation",
+        default="read_committed",
+        choices=("read_committed", "read_uncommitted"),
+        help="what consumers and the drain read; without transactions both see the same records, "
+        "but a broker answers the drain's end-offset query differently (the last stable offset or the HW)",
+    )
+    parser.add_argument(
         "--consume-via",
         default="assign",
         choices=("assign", "subscribe"),
@@ -142,6 +149,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             client=args.client,
             consume_via=args.consume_via,
             commit=args.commit,
+            isolation=args.isolation,
         )
         nemesis = NemesisSpec(
             faults=faults,
