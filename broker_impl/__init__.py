@@ -26,7 +26,8 @@ Modules:
 * ``rpc`` -- controller <-> broker RPC, JSON lines over TCP;
 * ``wire`` -- the Kafka wire protocol, the one adapter over kafka-python's codec;
 * ``dump`` -- offline dump of a data directory (what the harness compares replicas with);
-* ``events`` -- the structured event log (JSON lines of every replication decision) and its reader;
+* ``events`` -- the structured event log (JSON lines of every replication decision), written here,
+  read by the run record (``harness.record.events``);
 * ``controller_events`` -- the controller's events, derived from each metadata commit;
 * ``localcluster`` -- a controller and brokers as local processes, no Docker needed.
 

@@ -2,12 +2,15 @@
 
 Each process appends to one file -- :data:`BROKER_EVENTS_FILE` in a broker's ``event.log.dir``
 (default: ``log.dirs``), :data:`CONTROLLER_EVENTS_FILE` in the controller's (default:
-``metadata.log.dir``); these two names are defined here only.  It is **evidence, not state**:
+``metadata.log.dir``); these two names are the writer's (the run record names the copies the
+harness collects, ``harness.record.rundir``; a test pins that they agree).  It is **evidence, not state**:
 nothing ever reads it back to decide anything (only the last sequence number, below), so a lost
 or damaged line can never change the broker's behaviour, only what a checker can prove.  Every
 kind and field is documented in ``docs/events.md``; this module owns the line format and the
 file's durability, the emitters (:mod:`broker_impl.partition`, :mod:`broker_impl.broker`,
-:mod:`broker_impl.handlers`, :mod:`broker_impl.controller_events`) own the fields.
+:mod:`broker_impl.handlers`, :mod:`broker_impl.controller_events`) own the fields.  The *reader*
+is the run record's (``harness.record.events``): the file is a contract between the broker and
+the run record, and this package ships alone in the node image, where nothing reads it.
 
 **Line format.**  One JSON object per line, keys in this order: ``ts`` (wall clock,
 ``time.time_ns()``: nanoseconds since the Unix epoch), ``node`` (the writer's ``node.id``),
@@ -36,7 +39,6 @@ The writer is not thread-safe: each process calls it from its one asyncio loop.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -51,17 +53,15 @@ BROKER_EVENTS_FILE: Final = "broker-events.jsonl"
 CONTROLLER_EVENTS_FILE: Final = "controller-events.jsonl"
 """The controller's event log, in its ``event.log.dir`` (default ``metadata.log.dir``)."""
 FORMAT: Final = "tidemark-broker-events"
+"""The ``format`` this writer stamps on every ``start``."""
 SCHEMA_VERSION: Final = 1
+"""The ``schema_version`` this writer stamps on every ``start`` (``docs/events.md``)."""
 START: Final = "start"
 """The kind of every process's first event."""
 HEADER_FIELDS: Final = ("ts", "node", "seq", "kind")
 
 _TAIL_CHUNK = 1 << 16
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-class EventFormatError(ValueError):
-    """An event file damaged in a way no crash explains; the message names ``file:line``."""
 
 
 class EventLog:
@@ -186,84 +186,3 @@ def _parse(line: bytes | str) -> dict[str, Any] | None:
         if isinstance(value, bool) or not isinstance(value, str if field == "kind" else int):
             return None
     return event
-
-
-# ---- reading ------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class TornLine:
-    """A line that is not an event, explained by a crash or a failed write: the file's last
-    line, the line just before a ``start`` (a process restarted after its predecessor's tail
-    was torn), or a line after which ``seq`` skips (the event whose write failed half-way)."""
-
-    line: int
-    """1-based line number."""
-    text: str
-    """The line's first 200 characters (bytes that are not UTF-8 replaced)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EventFile:
-    events: list[dict[str, Any]]
-    """Every intact event, in file order (= ``seq`` order)."""
-    torn: list[TornLine]
-    """Lines dropped as torn by a crash or power loss (empty for a file closed cleanly)."""
-    gaps: list[tuple[int, int]]
-    """``(expected seq, found seq)`` wherever ``seq`` skipped: events lost to failed writes.
-    (Events a power loss took are not gaps: the next process continues from the last
-    ``seq`` that survived.)"""
-
-
-def read_event_file(path: Path | str) -> EventFile:
-    """Read an event file, tolerating exactly the damage a crash or power loss causes.
-
-    A line that is not an event is dropped as torn where :class:`TornLine` says a crash or a
-    failed write explains it; anywhere else it is an :class:`EventFormatError` naming
-    ``file:line``, as is a ``seq`` that does not grow, or a ``start`` of another format or
-    schema version.  A last line without its newline that parses is a whole event (no proper
-    prefix of a JSON object is one).  Pure stdlib,
-    for checkers; reads the whole file (event logs are small: a few MB per run).
-    """
-    data = Path(path).read_bytes()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the file ends with a newline: no torn tail
-    events: list[dict[str, Any]] = []
-    torn: list[TornLine] = []
-    gaps: list[tuple[int, int]] = []
-    parsed = [_parse(line) for line in lines]
-    previous: int | None = None
-    for index, (line, event) in enumerate(zip(lines, parsed, strict=True)):
-        number = index + 1
-        if event is None:
-            if index + 1 == len(lines) or _explains_torn_line(parsed[index + 1], previous):
-                torn.append(TornLine(number, line[:200].decode("utf-8", "replace")))
-                continue
-            raise EventFormatError(f"{path}:{number}: not an event (and no crash explains it)")
-        if event["kind"] == START and (
-            event.get("format") != FORMAT or event.get("schema_version") != SCHEMA_VERSION
-        ):
-            raise EventFormatError(
-                f"{path}:{number}: format {event.get('format')!r} version {event.get('schema_version')!r}, "
-                f"expected {FORMAT!r} version {SCHEMA_VERSION}"
-            )
-        if previous is not None and event["seq"] != previous + 1:
-            if event["seq"] <= previous:
-                raise EventFormatError(f"{path}:{number}: seq {event['seq']} after {previous}")
-            gaps.append((previous + 1, event["seq"]))
-        previous = event["seq"]
-        events.append(event)
-    return EventFile(events, torn, gaps)
-
-
-def _explains_torn_line(following: dict[str, Any] | None, previous: int | None) -> bool:
-    """Whether the event after a damaged line shows a crash or a failed write before it."""
-    if following is None:
-        return False
-    return bool(following["kind"] == START or (previous is not None and following["seq"] != previous + 1))
-
-
-def read_events(path: Path | str) -> list[dict[str, Any]]:
-    """The intact events of an event file, in order (see :func:`read_event_file`)."""
-    return read_event_file(path).events

@@ -12,9 +12,11 @@ Modules:
   such as realtime-order and stale-read, ...), defined once, with the list of their names;
 * ``expectations`` -- which anomalies a run's own configuration permits;
 * ``evidence`` -- locating and validating a run's files before any engine touches them;
+* ``invariant_evidence`` -- the event logs the white-box checks read: not applicable or incomplete;
 * ``engine`` -- the contract between the driver and its engines;
 * ``driver`` -- runs the checks through an engine, decides verdicts, writes ``results.json``;
 * ``examples`` -- the examples of ``results.json``, built from the rows an engine names;
+* ``invariant_examples`` -- the white-box checks' examples: the events (and records) a row names;
 * ``fetch`` -- the few stored rows that examples show, read straight from Parquet;
 * ``summary`` -- the campaign summary table (Parquet and printed);
 * ``synthetic_runs`` -- synthetic stored runs with planted anomalies, for benchmarks and warm-up;

@@ -170,6 +170,68 @@ integer value once, to one partition.
   ``commit {"0": 7} ok`` -> 5 and 6 not read (``{"0": 5}`` is exact).  A reader that read
   nothing of the partition allows 0.  Counted per (commit, partition); the example names the
   read of the highest offset (null when none).
+
+**White-box invariant checks** (Kafka's replication invariants from its TLA+ specifications,
+tested on the brokers' own event logs, ``docs/events.md``; ``n1 hw leader e0 hw=2`` is an
+``hw`` event of broker n1 as leader of epoch 0 whose new HW is 2).  They need a target that
+keeps event logs (the bundled broker with ``event.log.enable``); elsewhere they are *not
+applicable*.  Terms:
+
+* *Before.*  Events of one log are ordered by ``seq``; events of different logs by their
+  wall-clock ``ts``: the checks assume the nodes share one clock (the harness's containers and
+  local processes read the host's).  A ``ts`` that steps back inside one log is lifted to the
+  highest ``ts`` before it in that log; ties go by node name, then ``seq``.
+* An *exposure* of a partition is a high watermark a leader advertised: a ``become-leader``'s
+  ``hw`` or a leader's ``hw`` event's new HW.  A follower's HW is the leader's, learned a fetch
+  later, and serves no consumer; a restarted broker's HW from its checkpoint is not advertised
+  until it leads.
+* A replica's *lineage epoch*: the leader epoch of its newest record -- a ``truncate``'s
+  ``queried_epoch`` when it carries one (leader-epoch truncation asks with exactly that), else
+  the highest of the last epoch of its leader-epoch cache when it opened (a restart starts
+  over), the epochs it led, and the epochs whose leader it learned a HW from.  Its records are
+  those the leaders of that epoch and earlier ones wrote (LogMatching), so exposures by those
+  leaders are what made them committed; a later leader's HW covers that leader's own records.
+* A leader's HW is *established* once it reaches the LEO the leader was elected with (its epoch
+  start).  Before, it may be stale -- a new leader's HW catches up as followers fetch
+  (KIP-101, KAFKA-7128) -- and says nothing about the partition.
+* The *current leader* at a point: one leading the newest epoch that any ``become-leader`` before
+  that point announced.  A deposed leader that has not heard of it yet keeps serving its own
+  HW, which is no longer the partition's.
+
+* **truncated-committed** -- a ``truncate`` that cut records below the highest HW exposed
+  before it by a leader of the truncating replica's lineage epoch or an earlier one:
+  ``new_leo < min(old_leo, H)``.  ``n1 hw leader e0 hw=2``; ``n2 replica-opened epochs
+  [[0, 0]]``, ``n2 truncate reason=high-watermark old_leo=2 new_leo=1`` -> committed offset 1
+  cut (KIP-101).  A deposed leader cutting its uncommitted tail after a newer leader wrote and
+  committed other records at those offsets is Kafka's failover, not this: those exposures came
+  from a later epoch than its records.  Counted per truncation; the example shows it and the
+  exposure of H.
+* **incomplete-leader** -- a ``become-leader`` of epoch E whose LEO is below the highest HW
+  exposed before it by leaders of epochs below E: the new leader lacks committed records
+  (LeaderCompleteness).  ``n1 hw leader e0 hw=2``; ``n2 become-leader e1 leo=1`` -> offset 1
+  missing.  Records that differ at offsets it does hold are isr-divergence's and
+  replica-divergence's.  Counted per election; the example shows it and the exposure.
+* **hw-regression** -- a current leader's established HW below the highest HW a current leader
+  exposed before it: the partition's HW went back, and records once committed are not
+  below it any more.  ``n1 hw leader e0 hw=5``; ``n2 become-leader e1 leo=3 hw=3`` -> 3 < 5.
+  Silent on a new leader whose HW starts below the old one and catches up (not yet
+  established), on a restarted broker's lower checkpointed HW, and on a deposed leader serving
+  its old HW.  So it follows an incomplete-leader: the higher HW was exposed by an older epoch
+  before this leader's election (a later one would have made that leader no longer current),
+  and this leader's established HW is at least the LEO it was elected with.  Counted per leader
+  tenure (node, epoch); the example is its first such exposure and the exposure it fell below.
+* **min-isr-violation** -- a leader's HW advanced (an ``hw`` event) while its
+  controller-confirmed ISR was smaller than its ``min.insync.replicas``: KIP-966's strict min
+  ISR (KAFKA-15583).  ``n1 hw leader isr=[1] min_isr=2 old_hw=4 hw=5``.  Checked whatever
+  ``min.insync.replicas.strict`` says: the ``false`` setting breaks the rule by design, and
+  permits it.  Counted per ``hw`` event.
+* **isr-divergence** -- StrongIsr: a member of a partition's final ISR whose records below the
+  final leader's HW differ from the leader's, or are missing.  Final: the controller's last
+  published leader and ISR before the first broker's clean ``shutdown`` (the state the run
+  ended in, not the fencings that stopping the brokers causes); the records and the leader's
+  HW come from the replica dumps.  ``controller isr-change leader=1 isr=[1, 2]``; ``n1 @1 v=m3
+  hw=2``, ``n2 @1 v=m2`` -> diverged at 1.  Counted per position (partition, member, offset);
+  each example is the first offset of one (partition, member), with both records.
 """
 
 from __future__ import annotations
@@ -196,6 +258,11 @@ COMMIT_REGRESSION: Final = "commit-regression"
 COMMITTED_BEYOND_READ: Final = "committed-beyond-read"
 UNSEEN: Final = "unseen"
 DIVERGENT_TAIL: Final = "divergent-tail"
+TRUNCATED_COMMITTED: Final = "truncated-committed"
+INCOMPLETE_LEADER: Final = "incomplete-leader"
+HW_REGRESSION: Final = "hw-regression"
+MIN_ISR_VIOLATION: Final = "min-isr-violation"
+ISR_DIVERGENCE: Final = "isr-divergence"
 
 ALL_CHECKS: Final[tuple[str, ...]] = (
     LOST_WRITE,
@@ -216,6 +283,11 @@ ALL_CHECKS: Final[tuple[str, ...]] = (
     GROUP_REDELIVERY,
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
+    TRUNCATED_COMMITTED,
+    INCOMPLETE_LEADER,
+    HW_REGRESSION,
+    MIN_ISR_VIOLATION,
+    ISR_DIVERGENCE,
     UNSEEN,
     DIVERGENT_TAIL,
 )
@@ -242,8 +314,22 @@ ORDER_CHECKS: Final[tuple[str, ...]] = (*POLL_CHECKS, *SEND_CHECKS)
 """Answered together by one engine question (``Engine.order_anomalies``)."""
 REPLICA_CHECKS: Final[tuple[str, ...]] = (REPLICA_DIVERGENCE, DIVERGENT_TAIL)
 """Answered together by one engine question (``Engine.divergence``): each differing position is one or the other."""
-GROUP_CHECKS: Final[tuple[str, ...]] = (GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, COMMITTED_BEYOND_READ)
+GROUP_CHECKS: Final[tuple[str, ...]] = (
+    GROUP_SKIP,
+    GROUP_REDELIVERY,
+    COMMIT_REGRESSION,
+    COMMITTED_BEYOND_READ,
+)
 """Answered together by one engine question (``Engine.group_anomalies``): the consumer-group checks."""
+INVARIANT_CHECKS: Final[tuple[str, ...]] = (
+    TRUNCATED_COMMITTED,
+    INCOMPLETE_LEADER,
+    HW_REGRESSION,
+    MIN_ISR_VIOLATION,
+    ISR_DIVERGENCE,
+)
+"""Answered together by one engine question (``Engine.invariant_anomalies``): the white-box checks
+on the brokers' event logs."""
 
 DEFAULT_EXAMPLE_LIMIT: Final = 5
 
@@ -295,6 +381,29 @@ and that position, the earlier commit and its offset (commit-regression), or the
 highest offset and that offset (committed-beyond-read; null when nothing was read).
 ``process``: the reading or committing process (null for group-skip)."""
 GROUP_ORDER: Final[tuple[str, ...]] = ("partition", "offset", "index", "item")
+INVARIANT_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
+    "partition",
+    "ts",
+    "node",
+    "seq",
+    "value",
+    "bound",
+    "positions",
+    "prev_node",
+    "prev_seq",
+    "peer",
+)
+"""Columns every engine returns for each white-box example, ordered by (partition, ts, node, seq).
+
+``node``/``seq``: the event in question (``ts`` its place in time, see the definitions; null,
+as ``seq``, for isr-divergence, whose ``node`` is the ISR member); ``value``/``bound``: what was
+compared -- the truncation's new LEO against the exposed HW, the new leader's LEO against it,
+the regressed HW against the earlier one, the ISR size against min ISR, the first divergent
+offset against the leader's HW; ``positions``: how many offsets (committed offsets cut, missing,
+regressed, advanced under min ISR, divergent positions); ``prev_node``/``prev_seq``: the event it
+was compared with (the exposure; for isr-divergence the controller event that set the final
+ISR); ``peer``: the leader (isr-divergence)."""
+INVARIANT_ORDER: Final[tuple[str, ...]] = ("partition", "ts", "node", "seq")
 
 ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"
 """The ``f`` of the group ops the group checks read (``docs/consumer-groups.md``)."""

@@ -7,8 +7,10 @@ by :mod:`checker.examples` from the rows fetched here).
 **Verdict.** ``false`` (invalid) when any non-warning anomaly was found -- an anomaly
 proven on the evidence present stays proven when other evidence is missing.  Otherwise
 ``"unknown"`` when the evidence is incomplete: a partition of the topic without a complete
-drain, a replica dump missing, failed or damaged, bad history lines skipped (only when some
-were: ``--skip-bad-lines`` on a clean history changes nothing), or only some checks run.
+drain, a replica dump missing, failed or damaged, a broker's or the controller's event log
+missing, damaged, torn or with a ``seq`` gap (:mod:`checker.invariant_evidence`), bad history
+lines skipped (only when some were: ``--skip-bad-lines`` on a clean history changes nothing),
+or only some checks run.
 ``true`` (valid) only when every check ran on complete evidence and found nothing but
 warnings (``checker.definitions.WARNINGS``: unseen, divergent-tail).
 
@@ -47,7 +49,10 @@ import pyarrow.parquet as pq
 from checker import fetch
 from checker.definitions import (
     ALL_CHECKS,
+    GROUP_CHECKS,
     INCONSISTENT_OFFSETS,
+    INVARIANT_CHECKS,
+    ISR_DIVERGENCE,
     ORDER_CHECKS,
     REPLICA_CHECKS,
     VALUE_CHECKS,
@@ -55,8 +60,9 @@ from checker.definitions import (
 )
 from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
-from checker.examples import divergence_example, offset_example, order_example, value_example
+from checker.examples import divergence_example, group_example, offset_example, order_example, value_example
 from checker.expectations import applicable_rules, expectation
+from checker.invariant_examples import event_keys, fetch_events, invariant_example
 from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
 from harness.record.ops import OP_TYPES
 from harness.record.rundir import REPLICA_PARTITIONS_FILE, RunDir
@@ -135,7 +141,9 @@ class _Batch:
         self.values_of = _by_key(self.values, "run_id")
         self.offsets_of = _by_key(self.offsets, "run_id")
         self.orders_of = _by_key(self.orders, "run_id")
+        self.groups_of = _by_key(self.groups, "run_id")
         self.divergence_of = _by_key(self.divergence, "run_id")
+        self.invariants_of = _by_key(self.invariants, "run_id")
         self.row_counts_of = _by_key(self.row_counts, "run_id")
         self.drains_of = _by_key(self.drains, "run_id")
         self.observations_at = _by_key(self.observations, "run_id", "partition", "offset")
@@ -157,9 +165,10 @@ class _Batch:
         )
         self.offsets = engine.offset_anomalies(runs, limit) if INCONSISTENT_OFFSETS in checks else empty
         self.orders = engine.order_anomalies(runs, checks, limit) if checks & set(ORDER_CHECKS) else empty
+        self.groups = engine.group_anomalies(runs, checks, limit) if checks & set(GROUP_CHECKS) else empty
         self.ops = (
             _ops_from_rows(engine.fetch_ops(runs, self._op_keys()))
-            if not (self.values.empty and self.orders.empty)
+            if not (self.values.empty and self.orders.empty and self.groups.empty)
             else {}
         )
         self.observations = pd.DataFrame()
@@ -170,7 +179,40 @@ class _Batch:
 
     def _other_questions(self, engine: Engine) -> None:
         self._replica_questions(engine)
+        self._invariant_questions(engine)
         self.row_counts = engine.row_counts(self.runs)
+
+    def _invariant_questions(self, engine: Engine) -> None:
+        """The white-box checks, the events their examples name and, for isr-divergence, the
+        records at each first divergent offset (keyed by the replicas' run id)."""
+        event_runs = [run for run in self.runs if run.events_path is not None]
+        self.invariants = pd.DataFrame(columns=["run_id", "kind", "total"])
+        self.events: dict[Any, dict[str, Any]] = {}
+        self.invariant_records: dict[int, dict[tuple[int, int], dict[str, dict[str, Any]]]] = {}
+        if not (self.checks & set(INVARIANT_CHECKS)) or not event_runs:
+            return
+        self.invariants = engine.invariant_anomalies(event_runs, self.checks, self.limit)
+        if self.invariants.empty:
+            return
+        rows = _records(self.invariants)
+        paths = {run.events_run_id: run.events_path for run in event_runs if run.events_run_id is not None}
+        self.events = fetch_events({k: v for k, v in paths.items() if v is not None}, event_keys(rows))
+        replicas_of = {run.events_run_id: run.replicas_run_id for run in event_runs}
+        positions = [
+            (replicas_of[row["run_id"]], row["partition"], row["value"])
+            for row in rows
+            if row["kind"] == ISR_DIVERGENCE and replicas_of.get(row["run_id"]) is not None
+        ]
+        if positions:
+            keys = pd.DataFrame(positions, columns=["run_id", "partition", "offset"])
+            # The list the replica questions asked with: an engine may keep that pass's columns.
+            found = engine.fetch_replica_records(
+                [run for run in self.runs if run.replicas_path is not None], keys
+            )
+            for record in _records(found):
+                at = self.invariant_records.setdefault(int(record["run_id"]), {})
+                shown = {k: record[k] for k in ("offset", "leader_epoch", "key", "value")}
+                at.setdefault((record["partition"], record["offset"]), {})[record["node"]] = shown
 
     def _replica_questions(self, engine: Engine) -> None:
         replica_runs = [run for run in self.runs if run.replicas_path is not None]
@@ -187,7 +229,7 @@ class _Batch:
 
     def _op_keys(self) -> pd.DataFrame:
         """Which ops, and which of their records, the examples show (see ``Engine.fetch_ops``)."""
-        return fetch.example_op_keys(self.values, self.orders)
+        return fetch.example_op_keys(self.values, self.orders, self.groups)
 
     def op(self, run_id: int, index: Any) -> dict[str, Any] | None:
         index = plain_value(index)
@@ -279,9 +321,16 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
     for kind in ORDER_CHECKS:
         total, rows = _examples(batch.orders_of, hid, kind)
         found[kind] = (total, [order_example(kind, r, batch, hid) for r in rows])
+    for kind in GROUP_CHECKS:
+        total, rows = _examples(batch.groups_of, hid, kind)
+        found[kind] = (total, [group_example(kind, r, batch, hid) for r in rows])
     for kind in REPLICA_CHECKS:
         total, rows = _examples(batch.divergence_of, rid, kind)
         found[kind] = (total, [divergence_example(r, batch, rid) for r in rows] if rid is not None else [])
+    records = batch.invariant_records.get(rid, {}) if rid is not None else {}
+    for kind in INVARIANT_CHECKS:
+        total, rows = _examples(batch.invariants_of, run.events_run_id, kind)
+        found[kind] = (total, [invariant_example(kind, r, batch.events, records) for r in rows])
 
     rules = applicable_rules(run.spec)
     anomalies: dict[str, Any] = {}

@@ -13,7 +13,9 @@ ascending, nulls first):
 * value checks: ``partition, value, value_text``
 * inconsistent-offsets: ``partition, offset``
 * order checks: ``process, partition, index, item``
+* group checks: ``partition, offset, index, item``
 * replica-divergence and divergent-tail: ``partition, node_a, node_b``
+* white-box checks: ``partition, ts, node, seq``
 """
 
 from __future__ import annotations
@@ -60,6 +62,23 @@ class Engine(Protocol):
         The order checks (:data:`checker.definitions.ORDER_CHECKS`) among ``checks``: the poll
         family on ``ok`` poll records (stale-read on drain records too), the send family on
         every send row (a completion's invoke is its process's previous send row).
+        """
+
+    def group_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """``run_id, kind, total`` + :data:`checker.definitions.GROUP_EXAMPLE_COLUMNS`.
+
+        The consumer-group checks (:data:`checker.definitions.GROUP_CHECKS`) among ``checks``,
+        on the group ops (``assign``, ``commit``), ``ok`` poll records and acknowledged sends.
+        A pass without group ops must cost (next to) nothing: ``bench/checker.py``'s histories
+        have none.
+        """
+
+    def invariant_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """``run_id`` (the events' run id), ``kind, total`` + :data:`checker.definitions.INVARIANT_EXAMPLE_COLUMNS`.
+
+        The white-box checks (:data:`checker.definitions.INVARIANT_CHECKS`) among ``checks``, on
+        the event tables of the runs that have one (``events_path``); isr-divergence also reads
+        their replicas.  Examples in :data:`checker.definitions.INVARIANT_ORDER`.
         """
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:

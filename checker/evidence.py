@@ -1,7 +1,9 @@
 """Locating and validating the evidence of one stored run before any engine touches it.
 
 A run directory holds ``test.json``, ``history.jsonl`` and/or ``history.parquet``,
-``replicas.parquet`` (+ ``replica_partitions.parquet``) or the raw ``nodes/<node>/dump.jsonl``.
+``replicas.parquet`` (+ ``replica_partitions.parquet``) or the raw ``nodes/<node>/dump.jsonl``,
+and for the bundled broker ``events.parquet`` or the raw event logs (whose evidence rules are
+:mod:`checker.invariant_evidence`'s).
 :func:`load_run` converts what is missing (JSON lines -> Parquet, dumps -> replicas) and
 reads only footers and small files, so that a batch of thousands of runs starts quickly.
 Bad input raises :class:`InputError` naming the file (and line or field).
@@ -36,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checker.definitions import REPLICA_CHECKS
+from checker.invariant_evidence import event_evidence
 from harness.record.history import HistoryFormatError, convert_history, read_metadata
 from harness.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
 from harness.record.rundir import RunDir, SpecFileError
@@ -68,6 +71,10 @@ class RunInput:
     not_applicable: dict[str, str] = dataclasses.field(default_factory=dict)
     """check -> why it does not apply to the run's target (one replica, or none can be dumped):
     named in the results, and -- unlike :attr:`incomplete` -- no reason for an unknown verdict."""
+    events_path: Path | None = None
+    """``events.parquet`` (the brokers' event logs), None where the white-box checks do not apply
+    (:mod:`checker.invariant_evidence`)."""
+    events_run_id: int | None = None
 
     @property
     def name(self) -> str:
@@ -179,6 +186,12 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
         incomplete.append("no replica dumps (replicas.parquet or nodes/<node>/dump.jsonl)")
     for node, reason in sorted(missing.items()):
         incomplete.append(f"replica dump of node {node} missing: {reason}")
+    try:
+        events = event_evidence(run_dir, spec)
+    except HistoryFormatError as error:
+        raise InputError(str(error)) from None
+    incomplete.extend(events.incomplete)
+    not_applicable.update(events.not_applicable)
     return RunInput(
         run_dir=run_dir,
         spec=spec,
@@ -194,6 +207,8 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
         incomplete=incomplete,
         high_watermarks={} if replicas_path is None else _high_watermarks(run_dir, spec["topic"]),
         not_applicable=not_applicable,
+        events_path=events.path,
+        events_run_id=events.run_id,
     )
 
 
@@ -205,20 +220,23 @@ def split_passes(runs: list[RunInput]) -> list[list[RunInput]]:
     then goes to a later pass instead of being silently merged with its original.
     """
     passes: list[list[RunInput]] = []
-    used: list[tuple[set[int], set[int]]] = []
+    used: list[tuple[set[int], set[int], set[int]]] = []
     for run in runs:
         fits = [
             number
-            for number, (history_ids, replica_ids) in enumerate(used)
+            for number, (history_ids, replica_ids, event_ids) in enumerate(used)
             if run.history_run_id not in history_ids
             and (run.replicas_run_id is None or run.replicas_run_id not in replica_ids)
+            and (run.events_run_id is None or run.events_run_id not in event_ids)
         ]
         index = fits[0] if fits else len(passes)
         if not fits:
             passes.append([])
-            used.append((set(), set()))
+            used.append((set(), set(), set()))
         passes[index].append(run)
         used[index][0].add(run.history_run_id)
         if run.replicas_run_id is not None:
             used[index][1].add(run.replicas_run_id)
+        if run.events_run_id is not None:
+            used[index][2].add(run.events_run_id)
     return passes

@@ -12,6 +12,12 @@ about -- so an example is read the way the definition is written:
   the later poll (one poll for the ``int-`` variants), the earlier and the later read
   (stale-read), the earlier and the later send and, for realtime-order, the later send's
   invoke, which came after the earlier send's acknowledgement;
+* group checks: the position or commit, the known committed offset it is compared with, and
+  the ops of both -- the acknowledged send and the op that set the committed position
+  (``committed_by``: an ``ok`` commit, or the read a fresh assignment resumed with)
+  for group-skip; the re-read and ``committed_by`` for group-redelivery; both commits for
+  commit-regression; the commit and the read of the highest offset (``read_offset``, null
+  when nothing was read) for committed-beyond-read;
 * replica-divergence: the first divergent offset of a replica pair and both records.
 
 Example ops show only the records that matter to the example (:func:`trim`).
@@ -24,7 +30,10 @@ from typing import Any, Protocol
 
 from checker.definitions import (
     ABORTED_READ,
+    COMMIT_REGRESSION,
     DUPLICATE,
+    GROUP_REDELIVERY,
+    GROUP_SKIP,
     INT_NONMONOTONIC_POLL,
     INT_POLL_SKIP,
     LOST_READ,
@@ -155,6 +164,39 @@ def order_example(kind: str, row: dict[str, Any], found: Evidence, run_id: int) 
         earlier = trim(found.op(run_id, row["prev_index"]), partition, relevant)
         names = ("prev_read", "read") if kind == STALE_READ else ("prev_poll", "poll")
         example.update({names[0]: earlier, names[1]: later})
+    return example
+
+
+def group_example(kind: str, row: dict[str, Any], found: Evidence, run_id: int) -> dict[str, Any]:
+    """The position or commit, the offset it is compared with, and the ops of both (see the module docstring)."""
+    partition, offset, known = row["partition"], row["offset"], row["prev_offset"]
+
+    def shown(index: Any, at: Any) -> dict[str, Any] | None:
+        return trim(found.op(run_id, index), partition, lambda record: record.get("offset") == at)
+
+    if kind == GROUP_SKIP:
+        return {
+            "partition": partition,
+            "offset": offset,
+            "committed_offset": known,
+            "send": found.op(run_id, row["index"]),
+            "committed_by": shown(row["prev_index"], known),
+        }
+    if kind == GROUP_REDELIVERY:
+        return {
+            "process": row["process"],
+            "partition": partition,
+            "offset": offset,
+            "committed_offset": known,
+            "read": shown(row["index"], offset),
+            "committed_by": shown(row["prev_index"], known),
+        }
+    example: dict[str, Any] = {"process": row["process"], "partition": partition, "offset": offset}
+    if kind == COMMIT_REGRESSION:
+        example.update(prev_offset=known, prev_commit=found.op(run_id, row["prev_index"]))
+    else:  # committed-beyond-read
+        example.update(read_offset=known, read=shown(row["prev_index"], known))
+    example.update(commit=found.op(run_id, row["index"]))
     return example
 
 

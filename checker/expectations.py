@@ -79,8 +79,37 @@ another system, and acks=1 acknowledges the same commit acks=all does:
 With PostgreSQL's defaults (``fsync=on``, ``synchronous_commit=on``) no rule applies: a power
 loss or a crash must not lose anything acknowledged.
 
-Never permitted by any rule: aborted-read (a definite failure that took effect) and
-unexpected (a value nobody sent) -- those are bugs in any configuration.
+**Consumer groups** (``--consume-via subscribe``).  A group's commits are records of
+``__consumer_offsets``, which the coordinator appends acks=all whatever the producers' acks:
+the rules that let committed data vanish let a commit vanish too (the group's position goes
+back: commit-regression, and a later generation re-reads what was committed:
+group-redelivery), and a log rewritten below a committed position holds acknowledged records
+the group never reads (group-skip).  So the committed-data-loss set includes those three;
+``acks=0``/``acks=1`` permit none of them (consumers read, and commit, only below the high
+watermark, which a clean leader change keeps).  ``--commit auto`` permits none either: an
+auto commit stores the position after the records a poll *returned* -- every one of which
+the history records -- so it never passes an unread record, and it lags at most: the next
+generation re-reads above the last known position (at-least-once), which the group checks
+already allow.  committed-beyond-read is never permitted: it is the workload's (or a
+client's) arithmetic, which no broker setting changes.
+
+**The white-box checks** (the bundled broker's event logs).  Where committed data may vanish --
+unclean election, power loss without ``flush.messages=1`` (and its variants), and every bug
+switch -- the brokers' own records show how: a truncation below an exposed HW
+(truncated-committed), a leader elected without committed records (incomplete-leader) and, once
+its HW is established, the partition's HW going back (hw-regression); those rules permit these
+three.  The switches that let replicas diverge (``truncation.mode=high-watermark``,
+``leader.epoch.lookup=single``, ``leader.epoch.fencing.enable=false``) also permit
+isr-divergence; power loss does not (as it does not permit replica-divergence: leader-epoch
+truncation repairs a replica that lost its tail).  ``min.insync.replicas.strict=false`` is the
+rule min-isr-violation checks, switched off: it permits it.  ``acks`` permits none of them: a
+producer's acks change what is acknowledged, not how the brokers replicate or truncate, and an
+``acks=1`` loss is a loss of records that were never below the HW.  The tansu rules permit none
+(it keeps no event log: the checks do not apply).
+
+Never permitted by any rule: aborted-read (a definite failure that took effect),
+unexpected (a value nobody sent) and committed-beyond-read -- those are bugs in any
+configuration.
 """
 
 from __future__ import annotations
@@ -90,13 +119,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from checker.definitions import (
+    COMMIT_REGRESSION,
     DUPLICATE,
+    GROUP_REDELIVERY,
+    GROUP_SKIP,
+    HW_REGRESSION,
+    INCOMPLETE_LEADER,
     INCONSISTENT_OFFSETS,
+    ISR_DIVERGENCE,
     LOST_READ,
     LOST_WRITE,
+    MIN_ISR_VIOLATION,
     POLL_CHECKS,
     REPLICA_DIVERGENCE,
     SEND_CHECKS,
+    TRUNCATED_COMMITTED,
 )
 
 # Acknowledged data can vanish and its offsets be handed out again: whoever sends after an
@@ -104,8 +141,20 @@ from checker.definitions import (
 _ACKED_DATA_LOSS = frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE, *SEND_CHECKS})
 # When committed data can vanish, a producer's retry of a write that vanished from the log
 # but had been read (or acknowledged) before can land again at another offset: a duplicate;
-# consumers are reset or read a rewritten log: every poll order check.
-_COMMITTED_DATA_LOSS = _ACKED_DATA_LOSS | {LOST_READ, *POLL_CHECKS}
+# consumers are reset or read a rewritten log: every poll order check.  A consumer group's
+# commits are records of the same kind (``__consumer_offsets``, acks=all): a commit that vanishes
+# takes the group back (commit-regression, and its members re-read: group-redelivery), and a
+# log rewritten below a committed position holds records the group never reads (group-skip).
+_COMMITTED_DATA_LOSS = _ACKED_DATA_LOSS | {
+    LOST_READ,
+    *POLL_CHECKS,
+    GROUP_SKIP,
+    GROUP_REDELIVERY,
+    COMMIT_REGRESSION,
+}
+# In the bundled broker's own records, committed data vanishing is a truncation below an exposed
+# HW, a leader elected without it and, once that leader's HW is established, the HW going back.
+_BROKER_LOSS = _COMMITTED_DATA_LOSS | {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,22 +196,22 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     if acks in ("0", "1"):
         rules.append(Rule(f"acks={acks}", _ACKED_DATA_LOSS))
     if _setting(config, "unclean.leader.election.enable") == "true":
-        rules.append(Rule("unclean.leader.election.enable=true", _COMMITTED_DATA_LOSS))
+        rules.append(Rule("unclean.leader.election.enable=true", _BROKER_LOSS))
     if "power-loss" in faults and unsynced_acks_possible(config):
-        rules.append(Rule("flush never + power-loss", _COMMITTED_DATA_LOSS))
+        rules.append(Rule("flush never + power-loss", _BROKER_LOSS))
         if _setting(config, "min.insync.replicas") == "1":
-            rules.append(Rule("min.insync.replicas=1 + flush never + power-loss", _COMMITTED_DATA_LOSS))
+            rules.append(Rule("min.insync.replicas=1 + flush never + power-loss", _BROKER_LOSS))
         if _setting(config, "eligible.leader.replicas.enable") == "false":
             rules.append(
-                Rule("eligible.leader.replicas.enable=false + flush never + power-loss", _COMMITTED_DATA_LOSS)
+                Rule("eligible.leader.replicas.enable=false + flush never + power-loss", _BROKER_LOSS)
             )
-    diverging = _COMMITTED_DATA_LOSS | {REPLICA_DIVERGENCE}
+    diverging = _BROKER_LOSS | {REPLICA_DIVERGENCE, ISR_DIVERGENCE}
     for key, value, permits in (
         ("truncation.mode", "high-watermark", diverging),
         ("leader.epoch.lookup", "single", diverging),
-        ("isr.join.offset", "high-watermark", _COMMITTED_DATA_LOSS),
+        ("isr.join.offset", "high-watermark", _BROKER_LOSS),
         ("leader.epoch.fencing.enable", "false", diverging),
-        ("min.insync.replicas.strict", "false", _COMMITTED_DATA_LOSS),
+        ("min.insync.replicas.strict", "false", _BROKER_LOSS | {MIN_ISR_VIOLATION}),
     ):
         if _setting(config, key) == value:
             rules.append(Rule(f"{key}={value}", permits))

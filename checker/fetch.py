@@ -230,7 +230,9 @@ OP_KEY_TYPES = {
 }
 
 
-def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) -> pd.DataFrame:
+def example_op_keys(
+    values: pd.DataFrame, orders: pd.DataFrame | None = None, groups: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Which ops, and which of their records, examples show (the keys of ``Engine.fetch_ops``).
 
     A value-check example (``values``: ``run_id, send_index, read_index, partition, value,
@@ -239,7 +241,9 @@ def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) ->
     the read shows what was read rather than nothing); an order
     example (``orders``: ``run_id, index, prev_index, partition, offset, prev_offset,
     invoke_index``) the records at both offsets in both reads (a send op is record-less:
-    all of it), and the invoke at ``invoke_index`` when there is one.
+    all of it), and the invoke at ``invoke_index`` when there is one; a group example
+    (``groups``: ``run_id, index, prev_index, partition, offset, prev_offset``) the same,
+    without an invoke (a commit op is record-less: all of it).
     """
     missing = pd.NA
     parts = []
@@ -261,23 +265,26 @@ def example_op_keys(values: pd.DataFrame, orders: pd.DataFrame | None = None) ->
                 }
             ).assign(offset=missing)
         )
-    if orders is not None and not orders.empty:
+    for compared in (orders, groups):
+        if compared is None or compared.empty:
+            continue
         for index, offset in (("index", "offset"), ("prev_index", "prev_offset")):
             parts.append(
                 pd.DataFrame(
                     {
-                        "run_id": orders["run_id"],
-                        "index": orders[index],
-                        "partition": orders["partition"],
-                        "offset": orders[offset],
+                        "run_id": compared["run_id"],
+                        "index": compared[index],
+                        "partition": compared["partition"],
+                        "offset": compared[offset],
                     }
                 ).assign(value=missing, value_text=None, null_value=False)
             )
-        parts.append(
-            pd.DataFrame({"run_id": orders["run_id"], "index": orders["invoke_index"]}).assign(
-                partition=missing, value=missing, value_text=None, offset=missing, null_value=False
+        if "invoke_index" in compared:
+            parts.append(
+                pd.DataFrame({"run_id": compared["run_id"], "index": compared["invoke_index"]}).assign(
+                    partition=missing, value=missing, value_text=None, offset=missing, null_value=False
+                )
             )
-        )
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in OP_KEY_TYPES.items()})
     # Typed before the concatenation: all-missing columns then keep their type.

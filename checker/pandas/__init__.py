@@ -7,9 +7,11 @@ Modules:
 
 * ``engine`` -- :class:`PandasEngine`: the checks of ``checker.definitions`` on pandas frames;
 * ``order`` -- the order checks (poll, read and send order) on pandas frames;
+* ``groups`` -- the consumer-group checks, and the takeover chains the order checks read;
+* ``invariants`` -- the white-box checks on the brokers' event logs (the oracle of Spark's);
 * ``candidates`` -- narrowing a pass's rows to the groups that could hold an anomaly, with numpy.
 
 May import: ``harness.record`` and the top-level ``checker`` modules -- never ``checker.spark``
 (this engine must run where there is no JVM).  Used by: ``checker.api`` (``--engine pandas``)
-and ``checker.spark.engine`` (it reuses the value aggregation).
+and ``checker.spark`` (it reuses the value aggregation and the white-box checks' column lists).
 """

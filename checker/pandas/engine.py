@@ -36,7 +36,6 @@ from checker.definitions import (
     DIVERGENCE_EXAMPLE_COLUMNS,
     DIVERGENT_TAIL,
     DUPLICATE,
-    GROUP_EXAMPLE_COLUMNS,
     GROUP_ORDER,
     LOST_READ,
     LOST_WRITE,
@@ -55,7 +54,7 @@ from checker.definitions import (
 )
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
-from checker.pandas import candidates, groups, order
+from checker.pandas import candidates, groups, invariants, order
 from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 
@@ -138,7 +137,6 @@ class PandasEngine:
         self._history: dict[tuple[str, ...], candidates.Columns] = {}
         self._history_sizes: dict[tuple[str, ...], list[int]] = {}
         self._replicas: dict[tuple[str, ...], candidates.Columns | None] = {}
-        self._group_ops: dict[tuple[str, ...], pd.DataFrame | None] = {}
 
     # ---------------------------------------------------------------- loading
 
@@ -411,7 +409,9 @@ class PandasEngine:
             placed = columns.valid("item") & columns.valid("partition") & columns.valid("offset")
             ok = columns.ints("type") == TYPE_OK
             reads = self._rows(runs, read & ok & placed & columns.valid("process"), order.READ_COLUMNS)
-            parts.append(order.poll_order(groups.chained(reads, self._groups(runs)), checks))
+            parts.append(
+                order.poll_order(groups.chained(reads, columns, functools.partial(self._rows, runs)), checks)
+            )
         if checks & set(SEND_CHECKS):
             sends = self._rows(runs, (f == F_SEND) & columns.valid("process"), order.SEND_COLUMNS)
             parts.append(order.send_order(sends, checks))
@@ -419,22 +419,14 @@ class PandasEngine:
         found = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=output)
         return _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit)[output]
 
-    def _groups(self, runs: list[RunInput]) -> pd.DataFrame | None:
-        """The pass's group ops, decoded once (:func:`checker.pandas.groups.pass_group_ops`)."""
-        key = tuple(str(run.history_path) for run in runs)
-        if key not in self._group_ops:
-            self._group_ops = {
-                key: groups.pass_group_ops(self._columns(runs), functools.partial(self._rows, runs))
-            }
-        return self._group_ops[key]
-
     def group_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
         """The group checks (:mod:`checker.pandas.groups`); a pass without group ops reads nothing more."""
-        read = functools.partial(self._rows, runs)
-        found = groups.pass_anomalies(self._columns(runs), read, self._groups(runs), checks)
-        return _top(found, ["run_id", "kind"], list(GROUP_ORDER), limit)[
-            ["run_id", "kind", "total", *GROUP_EXAMPLE_COLUMNS]
-        ]
+        found = groups.pass_anomalies(self._columns(runs), functools.partial(self._rows, runs), checks)
+        return _top(found, ["run_id", "kind"], list(GROUP_ORDER), limit)[groups.ANSWER]
+
+    def invariant_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """The white-box checks (:mod:`checker.pandas.invariants`): small tables, read per question."""
+        return invariants.pass_anomalies(runs, checks, limit)
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         """Replica pairs holding different records at a position, split by their HWs (LogMatching)."""

@@ -6,8 +6,9 @@ found, one row per anomaly with ``kind`` and :data:`checker.definitions.ORDER_EX
 engine (:mod:`checker.spark.order`) computes the same rows with windows:
 
 * poll-skip, nonmonotonic-poll and their ``int-`` variants compare each record with the one
-  before it in (process, partition), ordered by (op index, item): in the same op -> ``int-``;
-* stale-read compares each read record with the highest offset that the process's earlier
+  before it in (consumer, partition), ordered by (op index, item): in the same op -> ``int-``;
+  a consumer is a process, or a group's takeover chain (:mod:`checker.pandas.groups`);
+* stale-read compares each read record with the highest offset that the consumer's earlier
   ops returned in that partition (a running maximum over ops);
 * nonmonotonic-send compares each acknowledgement with the process's previous one in the
   partition; realtime-order with the highest offset acknowledged in the partition before the
@@ -70,8 +71,14 @@ def _running_max(frame: pd.DataFrame, group: list[str], value: str) -> tuple[pd.
 
 
 def poll_order(reads: pd.DataFrame, checks: frozenset[str]) -> pd.DataFrame:
-    """poll-skip, nonmonotonic-poll, int-poll-skip, int-nonmonotonic-poll and stale-read."""
-    keys = ["run_id", "process", "partition"]
+    """poll-skip, nonmonotonic-poll, int-poll-skip, int-nonmonotonic-poll and stale-read.
+
+    A consumer is a ``chain`` when ``reads`` has that column (a group's takeover chain:
+    :func:`checker.pandas.groups.with_chain`), else a process; each example names the process
+    of its own (later) read."""
+    if "chain" not in reads:
+        reads = reads.assign(chain=reads["process"])
+    keys = ["run_id", "chain", "partition"]
     reads = reads.sort_values([*keys, "index", "item"], kind="stable", ignore_index=True)
     parts = []
     polls = reads[(reads["f"] == F_POLL).to_numpy()]
@@ -94,8 +101,8 @@ def poll_order(reads: pd.DataFrame, checks: frozenset[str]) -> pd.DataFrame:
 
 
 def _stale_reads(reads: pd.DataFrame) -> pd.DataFrame:
-    """Reads at or below the highest offset the same process's earlier ops returned in the partition."""
-    keys = ["run_id", "process", "partition"]
+    """Reads at or below the highest offset the same consumer's earlier ops returned in the partition."""
+    keys = ["run_id", "chain", "partition"]
     ops = reads.groupby([*keys, "index"], sort=True)["offset"].max().reset_index()
     running, reached = _running_max(ops, keys, "offset")
     groups = [ops[c] for c in keys]

@@ -7,7 +7,9 @@ Modules:
 
 * ``engine`` -- :class:`SparkEngine`: the checks of ``checker.definitions`` with the DataFrame API;
 * ``order`` -- the order checks (poll, read and send order) with Spark windows;
+* ``groups`` -- the consumer-group checks, and the takeover chains the order checks read;
 * ``replicas`` -- the replica checks (replica-divergence, divergent-tail) in one aggregation;
+* ``invariants`` -- the white-box checks on the brokers' event logs, with windows and joins;
 * ``session`` -- one SparkSession per batch, configured for local or cluster runs;
 * ``inputs`` -- reading a pass's Parquet files as plain files or as a bucketed table;
 * ``classes`` -- the class-data-sharing archive that shortens the driver JVM's start.

@@ -11,7 +11,8 @@ Each check is one grouped aggregation on integer keys, written with the DataFram
   ``replicas.parquet``; :mod:`checker.spark.replicas`) replica-divergence and divergent-tail;
 * windows per (run, process, partition) and (run, partition) answer the order checks
   (:mod:`checker.spark.order`): poll-skip, nonmonotonic-poll and their ``int-`` variants,
-  stale-read, nonmonotonic-send and realtime-order.
+  stale-read, nonmonotonic-send and realtime-order -- and, for runs with a consumer group,
+  the group checks (:mod:`checker.spark.groups`).
 
 Only the columns a question needs are read (Parquet column pruning), literal filters are
 pushed into the Parquet reader, and each answer is reduced to ``limit`` example rows per
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -42,6 +44,8 @@ from checker import fetch
 from checker.definitions import (
     ABORTED_READ,
     DUPLICATE,
+    GROUP_EXAMPLE_COLUMNS,
+    GROUP_ORDER,
     LOST_READ,
     LOST_WRITE,
     OFFSET_EXAMPLE_COLUMNS,
@@ -55,10 +59,10 @@ from checker.definitions import (
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
-from checker.spark import replicas
+from checker.spark import groups, invariants, replicas
 from checker.spark.inputs import SparkInputs, holds_only
 from checker.spark.order import poll_order, send_order
-from harness.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
+from harness.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
 from harness.record.replicas import REPLICAS_SCHEMA
 
 _FACT_ROWS: dict[str, frozenset[str]] = {
@@ -375,10 +379,15 @@ class SparkEngine:
         )
 
     def order_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
-        """The order checks (:mod:`checker.spark.order`) in one job: their rows unioned, then the examples."""
+        """The order checks (:mod:`checker.spark.order`) in one job: their rows unioned, then the examples.
+
+        A pass with group ops reads its takeover chains too (:func:`checker.spark.groups.chains`)."""
         history = self._history(runs)
+        chains = groups.takeover_chains(history) if self._has_group_ops(runs) else None
         parts = [
-            part for part in (poll_order(history, checks), send_order(history, checks)) if part is not None
+            part
+            for part in (poll_order(history, checks, chains), send_order(history, checks))
+            if part is not None
         ]
         columns = ["run_id", "kind", "total", *ORDER_EXAMPLE_COLUMNS]
         if not parts:
@@ -386,6 +395,39 @@ class SparkEngine:
         found = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         return _collect(
             _top(found, ["run_id", "kind"], ["process", "partition", "index", "item"], limit).select(*columns)
+        )
+
+    def _has_group_ops(self, runs: list[RunInput]) -> bool:
+        """Whether some run of the pass has other client ops (the group ops): told by the row
+        counts, which the drain status already computed -- no job for a pass without any."""
+        counts = self._counts(runs)
+        return bool(((counts["f"] == F_OTHER) & (counts["rows"] > 0)).any())
+
+    def group_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """The group checks (:mod:`checker.spark.groups`) in one job, for a pass with group ops."""
+        columns = ["run_id", "kind", "total", *GROUP_EXAMPLE_COLUMNS]
+        kept: list[DataFrame] = []
+
+        def keep(frame: DataFrame) -> DataFrame:
+            kept.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
+            return kept[-1]
+
+        found = (
+            groups.group_anomalies(self._history(runs), checks, keep) if self._has_group_ops(runs) else None
+        )
+        try:
+            if found is None:
+                return pd.DataFrame(columns=columns)
+            return _collect(_top(found, ["run_id", "kind"], list(GROUP_ORDER), limit).select(*columns))
+        finally:
+            for frame in kept:
+                frame.unpersist()
+
+    def invariant_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+        """The white-box checks in one job (:mod:`checker.spark.invariants`)."""
+        dumped = [run for run in runs if run.replicas_path is not None]
+        return invariants.pass_anomalies(
+            self.spark, runs, self._replicas(dumped) if dumped else None, checks, limit
         )
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:

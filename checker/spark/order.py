@@ -5,9 +5,10 @@ anomaly with ``run_id, kind`` and :data:`checker.definitions.ORDER_EXAMPLE_COLUM
 :class:`checker.spark.engine.SparkEngine` keeps the first examples of each.  The pandas
 engine (:mod:`checker.pandas.order`, the oracle) computes the same rows:
 
-* poll-skip, nonmonotonic-poll and their ``int-`` variants: ``lag`` over (run, process,
-  partition) ordered by (op index, item); the same op -> ``int-``;
-* stale-read: ``max(struct(offset, -index))`` over the earlier ops of (run, process, partition)
+* poll-skip, nonmonotonic-poll and their ``int-`` variants: ``lag`` over (run, consumer,
+  partition) ordered by (op index, item); the same op -> ``int-``; a consumer is a process,
+  or a group's takeover chain (:mod:`checker.spark.groups`);
+* stale-read: ``max(struct(offset, -index))`` over the earlier ops of (run, consumer, partition)
   -- a range frame on the op index ending one below the current op -- gives the highest offset
   read before and the first op that read it; one row per (op, partition), its first stale record;
 * nonmonotonic-send: ``lag`` over the acknowledgements of (run, process, partition);
@@ -36,6 +37,7 @@ from checker.definitions import (
     TYPE_INVOKE,
     TYPE_OK,
 )
+from checker.spark.groups import with_chain
 from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 OUTPUT = ["run_id", "kind", *ORDER_EXAMPLE_COLUMNS]
@@ -53,14 +55,21 @@ def _highest(offset: str = "offset", index: str = "index") -> Column:
     return F.struct(F.col(offset).alias("offset"), (-F.col(index)).alias("first"))
 
 
-def poll_order(history: DataFrame, checks: frozenset[str]) -> DataFrame | None:
-    """poll-skip, nonmonotonic-poll, int-poll-skip, int-nonmonotonic-poll and stale-read."""
+def poll_order(
+    history: DataFrame, checks: frozenset[str], chains: DataFrame | None = None
+) -> DataFrame | None:
+    """poll-skip, nonmonotonic-poll, int-poll-skip, int-nonmonotonic-poll and stale-read.
+
+    A consumer is a process, or -- for the processes ``chains`` names (``run_id, process,
+    chain``: :func:`checker.spark.groups.chains`) -- a group's takeover chain; each example
+    names the process of its own (later) read."""
     f = F.col("f")
     placed = F.col("item").isNotNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
     read = (f == F_POLL) | (f == F_DRAIN) if STALE_READ in checks else f == F_POLL
     reads = history.where((F.col("type") == TYPE_OK) & placed & F.col("process").isNotNull() & read).select(
         "run_id", "process", "partition", "index", "item", "offset", "f"
     )
+    reads = with_chain(reads, chains) if chains is not None else reads.withColumn("chain", F.col("process"))
     parts = []
     pairwise = [
         kind
@@ -68,7 +77,7 @@ def poll_order(history: DataFrame, checks: frozenset[str]) -> DataFrame | None:
         if kind in checks
     ]
     if pairwise:
-        sequence = Window.partitionBy("run_id", "process", "partition").orderBy("index", "item")
+        sequence = Window.partitionBy("run_id", "chain", "partition").orderBy("index", "item")
         pairs = (
             reads.where(f == F_POLL)
             .withColumn("prev_index", F.lag("index").over(sequence))
@@ -89,12 +98,12 @@ def poll_order(history: DataFrame, checks: frozenset[str]) -> DataFrame | None:
 
 
 def _stale_reads(reads: DataFrame) -> DataFrame:
-    """Per (op, partition), the first record at or below the highest offset the process's earlier ops read."""
-    keys = ["run_id", "process", "partition"]
+    """Per (op, partition), the first record at or below the highest offset the consumer's earlier ops read."""
+    keys = ["run_id", "chain", "partition"]
     earlier = Window.partitionBy(*keys).orderBy("index").rangeBetween(Window.unboundedPreceding, -1)
     known = reads.withColumn("known", F.max(_highest()).over(earlier))
     stale = known.where(F.col("offset") <= F.col("known.offset"))
-    first = stale.groupBy(*keys, "index").agg(
+    first = stale.groupBy(*keys, "process", "index").agg(
         F.min(
             F.struct(
                 "item",
@@ -106,7 +115,9 @@ def _stale_reads(reads: DataFrame) -> DataFrame:
     )
     return _output(
         first.select(
-            *keys,
+            "run_id",
+            "process",
+            "partition",
             "index",
             F.col("at.item").alias("item"),
             F.col("at.offset").alias("offset"),

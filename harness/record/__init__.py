@@ -10,6 +10,8 @@ Modules:
 * ``recorder`` -- :class:`Recorder`: numbers and timestamps ops, appends them to the history;
 * ``history`` -- the history format: ``history.jsonl`` during a run, ``history.parquet`` after;
 * ``replicas`` -- each node's log dump turned into ``replicas.parquet`` and ``replica_partitions.parquet``;
+* ``events`` -- the reader of the brokers' and the controller's event logs (the broker writes them);
+* ``event_table`` -- a run's collected event logs turned into ``events.parquet``;
 * ``store`` -- the store: one directory per run, ``latest`` links;
 * ``rundir`` -- the run directory: every file name in it, the one reader of ``test.json``;
 * ``stored_run`` -- one stored run read without failing: spec, results, verdict, key settings.

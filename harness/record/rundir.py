@@ -7,7 +7,9 @@ A run directory is ``store/<test name>/<UTC timestamp>/`` (or ``<campaign>/runs/
     history.parquet              the same ops, columnar (written by the loader, see checker.evidence)
     replicas.parquet             every replica's records, from the dumps
     replica_partitions.parquet   every replica's HW, LEO and leader-epoch cache
-    nodes/<node>/                node logs, and dump.jsonl (the offline dump of that node's log)
+    nodes/<node>/                node logs, dump.jsonl (the offline dump of that node's log), and
+                                 broker-events.jsonl / controller-events.jsonl (the event logs)
+    events.parquet               every event of those event logs, one table (harness.record.event_table)
     run.json                     written when the runner finished: the problems it met
     results.json                 the checker's verdict
     report.html                  the run page
@@ -39,6 +41,12 @@ REPORT_FILE: Final = "report.html"
 RUN_FILE: Final = "run.json"
 NODES_DIR: Final = "nodes"
 DUMP_FILE: Final = "dump.jsonl"
+BROKER_EVENTS_FILE: Final = "broker-events.jsonl"
+"""A broker's event log as collected into ``nodes/<node>/`` (the broker writes it under this name:
+``broker_impl.events``; the harness copies the node's log directory as it is)."""
+CONTROLLER_EVENTS_FILE: Final = "controller-events.jsonl"
+"""The controller's event log as collected into its ``nodes/<node>/``."""
+EVENTS_FILE: Final = "events.parquet"
 CLUSTER_WORK_DIR: Final = ".cluster"
 """Scratch space of the cluster set-up (SSH keys and the like); never evidence."""
 
@@ -102,6 +110,18 @@ class RunDir:
 
     def dump(self, node: str) -> Path:
         return self.node_dir(node) / DUMP_FILE
+
+    @property
+    def events(self) -> Path:
+        return self.path / EVENTS_FILE
+
+    def broker_events(self, node: str) -> Path:
+        return self.node_dir(node) / BROKER_EVENTS_FILE
+
+    def controller_events(self) -> list[Path]:
+        """The controller event logs present (any node directory: the controller's node name is
+        the cluster's choice), sorted."""
+        return sorted(self.nodes.glob(f"*/{CONTROLLER_EVENTS_FILE}")) if self.nodes.is_dir() else []
 
     def dumps(self) -> list[Path]:
         """The offline dumps present, sorted by node name."""

@@ -203,14 +203,21 @@ def _draw_latency(axis: Any, timeline: Timeline) -> None:
     axis.legend(loc="upper right", fontsize=8, markerscale=3)
 
 
-def render_figure(timeline: Timeline) -> bytes:
-    """The report's PNG for ``timeline`` (see the module docstring)."""
+def time_range(timeline: Timeline) -> tuple[float, float]:
+    """The figure's x range (seconds): from the first send or fault to the end, padded 1 %.
+    The rebalance timeline (:mod:`harness.report.rebalances`) uses it too, so the axes line up."""
     starts = [timeline.latencies["invoked_s"].min()] if not timeline.latencies.empty else []
     starts += [w.start_s for w in timeline.windows]
+    starts += [a.start_s for a in timeline.assignments]
     first = float(min(starts)) if starts else 0.0
     end = max(timeline.duration_s, first + 1.0)
     pad = (end - first) * 0.01
-    x_range = (max(0.0, first - pad), end + pad)
+    return (max(0.0, first - pad), end + pad)
+
+
+def render_figure(timeline: Timeline) -> bytes:
+    """The report's PNG for ``timeline`` (see the module docstring)."""
+    x_range = time_range(timeline)
     lane_count = max(_lanes(timeline.windows, x_range), default=0) + 1
     lane_inches = 0.3 * lane_count + 0.3
     height = lane_inches + 2.6 + 3.2 + 0.9

@@ -41,7 +41,8 @@ from harness.record.stored_run import (
     load_stored_run,
     started_at,
 )
-from harness.report.plots import fault_colour, render_figure, summarise_latency
+from harness.report.plots import fault_colour, render_figure, summarise_latency, time_range
+from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, NemesisEvent, Timeline, build_timeline
 
 MAX_TEXT: Final = 400
@@ -413,9 +414,11 @@ def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str
         notes.append(
             f"{len(timeline.skipped)} bad history line(s) skipped; first: line {first.line}: {first.reason}"
         )
+    churns = [event.invoked_s for event in timeline.events if event.f == CHURN]
     return (
         f'<img class="plot" alt="nemesis windows, send throughput and latency over time" '
         f'src="data:image/png;base64,{image}">'
+        + rebalance_section(list(timeline.assignments), time_range(timeline), churns)
         + "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
         + (f"<h3>fault windows</h3><ul>{windows}</ul>" if windows else "")
         + (

@@ -42,6 +42,7 @@ from harness.record.history import (
 )
 from harness.record.ops import NEMESIS_PROCESS
 from harness.record.rundir import RunDir
+from harness.report.rebalances import GROUP_OPS, Assignment, assignments
 from nemesis.spec import HEALS, PARTITION
 
 PARTITION_FAULT = PARTITION
@@ -95,6 +96,8 @@ class Timeline:
     events: tuple[NemesisEvent, ...]
     windows: tuple[FaultWindow, ...]
     skipped: tuple[SkippedLine, ...]
+    assignments: tuple[Assignment, ...] = ()
+    """A consumer group's assignments (:mod:`harness.report.rebalances`); none without a group."""
 
 
 class HistoryUnavailable(Exception):
@@ -115,7 +118,7 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
         f.append(op.f)
         error.append(op.error)
         node.append(op.node)
-        if op.process == NEMESIS_PROCESS:
+        if op.process == NEMESIS_PROCESS or op.f in GROUP_OPS:
             nemesis_values[op.index] = op.value
     frame = pd.DataFrame(
         {
@@ -135,11 +138,10 @@ def _frame_from_parquet(path: Path) -> tuple[pd.DataFrame, dict[int, Any]]:
     table = read_op_heads(path)
     frame = table.drop(["payload"]).to_pandas()
     frame = frame.astype({"index": "int64", "time": "int64", "process": "int64"})
-    nemesis = (
-        table.filter(pc.equal(table["process"], NEMESIS_PROCESS_CODE))
-        .select(["index", "payload"])
-        .to_pylist()
+    kept = pc.or_(
+        pc.equal(table["process"], NEMESIS_PROCESS_CODE), pc.is_in(table["f"], pa.array(sorted(GROUP_OPS)))
     )
+    nemesis = table.filter(kept).select(["index", "payload"]).to_pylist()
     values = {
         row["index"]: json.loads(row["payload"]) if row["payload"] is not None else None for row in nemesis
     }
@@ -147,7 +149,8 @@ def _frame_from_parquet(path: Path) -> tuple[pd.DataFrame, dict[int, Any]]:
 
 
 def load_ops(run_dir: Path) -> tuple[pd.DataFrame, dict[int, Any], str, list[SkippedLine], list[str]]:
-    """The run's ops (one row each) and nemesis op values; also the source used and notes.
+    """The run's ops (one row each) and the values of nemesis ops and of the group's ``assign``
+    and ``revoke`` ops; also the source used and notes.
 
     Raises :class:`HistoryUnavailable` when neither file gives a history.
     """
@@ -334,5 +337,6 @@ def build_timeline(run_dir: Path) -> tuple[Timeline, list[str]]:
         events=tuple(events),
         windows=tuple(fault_windows(events)),
         skipped=tuple(skipped),
+        assignments=tuple(assignments(ops, values)),
     )
     return timeline, notes

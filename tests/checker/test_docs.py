@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from checker.definitions import ALL_CHECKS, REPLICA_DIVERGENCE
+from checker.definitions import ALL_CHECKS, ISR_DIVERGENCE, MIN_ISR_VIOLATION, REPLICA_DIVERGENCE
 from checker.expectations import applicable_rules
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "anomalies.md"
@@ -69,9 +69,23 @@ def test_the_expectation_table_matches_every_rule_of_its_group(group: str) -> No
         for rule in rules:
             permits = set(rule.permits)
             if group == "committed data may vanish":
-                permits.discard(REPLICA_DIVERGENCE)  # the divergence column says which also permit it
-                said.discard(REPLICA_DIVERGENCE)
+                # The divergence column says which also permit these; min-isr-violation's cell names its one rule.
+                permits -= {REPLICA_DIVERGENCE, ISR_DIVERGENCE, MIN_ISR_VIOLATION}
+                said -= {REPLICA_DIVERGENCE, ISR_DIVERGENCE}
             assert permits == said, rule.name
+
+
+def test_min_isr_violation_is_permitted_by_the_non_strict_rule_alone() -> None:
+    (row,) = [row for row in _table("## When an anomaly is expected") if row[0] == MIN_ISR_VIOLATION]
+    assert row[1:] == ["-", "only `min.insync.replicas.strict=false`", "-"]
+    permitting = {
+        rule.name
+        for specs in GROUPS.values()
+        for spec in specs
+        for rule in applicable_rules(spec)
+        if MIN_ISR_VIOLATION in rule.permits
+    }
+    assert permitting == {"min.insync.replicas.strict=false"}
 
 
 def test_the_results_format_lists_every_anomaly_name() -> None:

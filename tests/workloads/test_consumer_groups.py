@@ -159,6 +159,10 @@ def run_group_workload(cluster: LocalCluster, client: str, stop_way: str, run_di
         node_dir.mkdir(parents=True, exist_ok=True)
         with directory.dump(f"n{broker}").open("w") as out:
             dump(Path(cluster.state["brokers"][broker]["data"]), out)
+        shutil.copy(cluster.events_path(broker), directory.broker_events(f"n{broker}"))
+    cluster.stop("controller")  # the event logs are collected as the harness collects them
+    directory.node_dir("controller").mkdir(parents=True, exist_ok=True)
+    shutil.copy(cluster.events_path("controller"), directory.node_dir("controller"))
     return ops
 
 

@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 
 from broker_impl import config as broker_config
-from broker_impl.events import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE, open_event_log, read_events
+from broker_impl.events import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE, open_event_log
 from harness.cluster.bundled import (
     CONFIG_DIR,
     LOG_DIR,
@@ -25,6 +25,7 @@ from harness.cluster.bundled import (
     split_settings,
 )
 from harness.nodes.remote import ExecResult, Remote
+from harness.record.events import read_events
 
 
 class DirectoryNode:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from checker.definitions import INVARIANT_CHECKS
 from harness.record.history import read_history
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
@@ -23,7 +24,18 @@ from nemesis.scenario import parse_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.tansu, pytest.mark.slow]
 
-WORKLOAD = {"partitions": 2, "replication_factor": 1, "producers": 2, "consumers": 1, "rate": 100.0}
+# read_uncommitted: tansu 0.6.0 answers a read_committed ListOffsets (the drain's end offset, the
+# last stable offset) with a query PostgreSQL 15 rejects ("subquery in FROM must have an alias",
+# SQLSTATE 42601; PostgreSQL 16 accepts it), so under read_committed every drain times out and the
+# verdict is unknown.  Without transactions both levels read the same records.
+WORKLOAD = {
+    "partitions": 2,
+    "replication_factor": 1,
+    "producers": 2,
+    "consumers": 1,
+    "rate": 100.0,
+    "isolation": "read_uncommitted",
+}
 
 
 def sleep(seconds: float, why: str) -> dict[str, Any]:
@@ -93,7 +105,7 @@ def test_broker_kills_and_partitions_lose_nothing(tansu_image: str, tmp_path: Pa
     spec, outcome = run(BROKER_FAULTS, tmp_path)
     results = outcome.results
     assert results["valid"] is True, json.dumps({k: results[k] for k in ("anomalies", "incomplete")})[:3000]
-    assert set(results["not_applicable"]) == {"replica-divergence", "divergent-tail"}
+    assert set(results["not_applicable"]) == {"replica-divergence", "divergent-tail", *INVARIANT_CHECKS}
     assert spec.scenario_problems(results) == []
     ops, _ = read_history(outcome.run_dir / "history.jsonl")
     faults = [

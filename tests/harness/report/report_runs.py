@@ -4,7 +4,7 @@
 the runner's layout, ``history.jsonl`` through the real :class:`harness.record.history.HistoryWriter`
 (producers, a consumer, nemesis fault/heal pairs, a final drain; times in nanoseconds over
 ~20 s, with slow and failed sends inside fault windows), one ``nodes/<node>/dump.jsonl`` per
-replica in the broker's dump format, and a ``broker.log`` per node.  Planted anomalies
+replica in the broker's dump format, a ``broker.log`` and an event log per node.  Planted anomalies
 (lost writes, divergent replica offsets) are what make a run invalid.  :func:`check_run`
 then runs the real checker (pandas engine) so that ``results.json`` has exactly the schema
 the reports will meet in production.
@@ -209,8 +209,17 @@ def _write_dumps(run_dir: Path, shape: RunShape, logs: dict[int, list[tuple[str,
             "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8"
         )
         (directory / "broker.log").write_text(f"INFO broker {node} listening\n", encoding="utf-8")
+        _write_event_log(directory / "broker-events.jsonl", int(node[1:]), "broker")
     (run_dir / "nodes" / "controller").mkdir(exist_ok=True)
     (run_dir / "nodes" / "controller" / "controller.log").write_text("INFO controller up\n", encoding="utf-8")
+    _write_event_log(run_dir / "nodes" / "controller" / "controller-events.jsonl", 3000, "controller")
+
+
+def _write_event_log(path: Path, node: int, role: str) -> None:
+    """An event log holding its process's ``start`` alone: complete evidence with nothing for the
+    white-box checks to judge (their own tests are ``tests/checker/test_invariants.py``)."""
+    start = {"ts": 1, "node": node, "seq": 0, "kind": "start", "format": "tidemark-broker-events"}
+    path.write_text(json.dumps({**start, "schema_version": 1, "role": role}) + "\n", encoding="utf-8")
 
 
 def _write_spec(run_dir: Path, shape: RunShape) -> None:
