@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaConnectionError
 
 from broker_impl import dump, wire
 from broker_impl.group_records import (
@@ -137,12 +138,24 @@ def simple_commit(address: str, group: str, partition: int, offset: int) -> int:
     return error
 
 
-def committed_via(bootstrap: str) -> dict[int, int | None]:
-    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False)
-    try:
-        return {index: reader.committed(TopicPartition(TOPIC, index)) for index in range(PARTITIONS)}
-    finally:
-        reader.close()
+def committed_via(bootstrap: str, timeout: float = 30.0) -> dict[int, int | None]:
+    """The group's committed offsets as a fresh member sees them.
+
+    Right after a broker dies, the cluster's metadata still names it until the controller fences
+    it, and kafka-python may pick it for a metadata refresh and raise the refused connection out
+    of ``committed()`` instead of trying another broker: that is the client giving up early, not
+    an answer, so the read is repeated (with a fresh client) until one comes or ``timeout`` ends.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False)
+        try:
+            return {index: reader.committed(TopicPartition(TOPIC, index)) for index in range(PARTITIONS)}
+        except KafkaConnectionError:
+            if time.monotonic() >= deadline:
+                raise
+        finally:
+            reader.close()
 
 
 def poll_values(consumer: KafkaConsumer, count: int, timeout: float = 60.0) -> list[bytes]:
