@@ -376,7 +376,8 @@ def _beyond_read(ok: DataFrame, reads: DataFrame, chained: DataFrame) -> DataFra
     )
 
 
-def _union(parts: list[DataFrame]) -> DataFrame | None:
+def union_all(parts: list[DataFrame]) -> DataFrame | None:
+    """The rows of every frame in ``parts`` (matched by column name), None when there are none."""
     if not parts:
         return None
     union = parts[0]
@@ -413,7 +414,7 @@ def group_anomalies(
         parts.append(_regressions(ok, late))
     if COMMITTED_BEYOND_READ in checks:
         parts.append(_beyond_read(ok, reads, chains(members_)))
-    return _union(parts)
+    return union_all(parts)
 
 
 def takeover_chains(history: DataFrame) -> DataFrame:

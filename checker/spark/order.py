@@ -37,7 +37,7 @@ from checker.definitions import (
     TYPE_INVOKE,
     TYPE_OK,
 )
-from checker.spark.groups import with_chain
+from checker.spark.groups import union_all, with_chain
 from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 OUTPUT = ["run_id", "kind", *ORDER_EXAMPLE_COLUMNS]
@@ -94,7 +94,7 @@ def poll_order(
         parts.append(_output(pairs.withColumn("kind", kind).where(F.col("kind").isin(*pairwise))))
     if STALE_READ in checks:
         parts.append(_stale_reads(reads))
-    return _union(parts)
+    return union_all(parts)
 
 
 def _stale_reads(reads: DataFrame) -> DataFrame:
@@ -153,7 +153,7 @@ def send_order(history: DataFrame, checks: frozenset[str]) -> DataFrame | None:
         parts.append(_output(pairs))
     if REALTIME_ORDER in checks:
         parts.append(_realtime(acks))
-    return _union(parts)
+    return union_all(parts)
 
 
 def _realtime(acks: DataFrame) -> DataFrame:
@@ -186,12 +186,3 @@ def _realtime(acks: DataFrame) -> DataFrame:
         )
     )
     return _output(late)
-
-
-def _union(parts: list[DataFrame]) -> DataFrame | None:
-    if not parts:
-        return None
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    return union
