@@ -58,7 +58,9 @@ def _size(text: str) -> int:
 
 
 def dataset(root: Path, total: int, run_size: int) -> list[Path]:
-    target = root / f"{total}-{PARQUET_LAYOUT}"  # a new layout is generated afresh
+    # A new layout is generated afresh; the run size is part of the name, since the same total
+    # in runs of another size is another data set.
+    target = root / f"{total}-by-{run_size}-{PARQUET_LAYOUT}"
     runs = [target / f"run-{i:04d}" for i in range(max(1, total // run_size))]
     for number, run_dir in enumerate(runs):
         if not (run_dir / "planted.json").is_file():

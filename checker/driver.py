@@ -44,7 +44,6 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from checker import fetch
 from checker.definitions import (
@@ -65,7 +64,7 @@ from checker.expectations import applicable_rules, expectation
 from checker.invariant_examples import event_keys, fetch_events, invariant_example
 from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
 from harness.record.ops import OP_TYPES
-from harness.record.rundir import REPLICA_PARTITIONS_FILE, RunDir
+from harness.record.rundir import RunDir
 from harness.record.stored_run import NEVER_FLUSH
 
 RESULTS_SCHEMA_VERSION = 1
@@ -259,20 +258,6 @@ def _examples(
     return int(rows[0]["total"]), rows
 
 
-def _replica_log_sizes(run: RunInput) -> dict[str, int]:
-    """Records of the run's topic per replica, from the dumps' own partition lines (LEO - start)."""
-    path = run.run_dir / REPLICA_PARTITIONS_FILE
-    if run.replicas_path is None or not path.is_file():
-        return {}
-    sizes: dict[str, int] = {}
-    for row in pq.read_table(
-        path, columns=["node", "topic", "log_end_offset", "log_start_offset"]
-    ).to_pylist():
-        if row["topic"] == run.topic:
-            sizes[row["node"]] = sizes.get(row["node"], 0) + row["log_end_offset"] - row["log_start_offset"]
-    return dict(sorted(sizes.items()))
-
-
 def _stats(run: RunInput, batch: _Batch) -> dict[str, Any]:
     counts = batch.row_counts_of.get(run.history_run_id, [])
 
@@ -305,7 +290,7 @@ def _stats(run: RunInput, batch: _Batch) -> dict[str, Any]:
         "replicas": {
             "nodes": run.replica_nodes,
             "missing": run.missing_nodes,
-            "records": _replica_log_sizes(run),
+            "records": run.replica_log_sizes,
         },
     }
 

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from checker.definitions import REPLICA_CHECKS
 from checker.invariant_evidence import event_evidence
-from harness.record.history import HistoryFormatError, convert_history, read_metadata
+from harness.record.history import HistoryFormatError, convert_history, holds_only, read_footer
 from harness.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
 from harness.record.rundir import RunDir, SpecFileError
 
@@ -75,6 +75,18 @@ class RunInput:
     """``events.parquet`` (the brokers' event logs), None where the white-box checks do not apply
     (:mod:`checker.invariant_evidence`)."""
     events_run_id: int | None = None
+    history_rows: int = 0
+    """Rows of the history file (its footer)."""
+    replica_rows: int = 0
+    """Rows of the replica file (its footer), 0 without one."""
+    history_holds_one_run: bool = False
+    """The history file's footer proves it holds this run's rows alone (``run_id`` min = max)."""
+    replicas_hold_one_run: bool = False
+    """Likewise for the replica file (:mod:`checker.spark.inputs` may then bucket the pass by run)."""
+    replicas_hold_one_topic: bool = False
+    """The replica file's footer proves every row is of the run's topic (no topic filter needed)."""
+    replica_log_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+    """node -> records of the run's topic in that replica (LEO - log start, summed over partitions)."""
 
     @property
     def name(self) -> str:
@@ -120,17 +132,17 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
     return spec
 
 
-def _history(run_dir: Path, skip_bad_lines: bool) -> tuple[Path, dict[str, str]]:
+def _history(run_dir: Path, skip_bad_lines: bool) -> tuple[Path, dict[str, str], pq.FileMetaData]:
     jsonl, parquet = RunDir(run_dir).history_jsonl, RunDir(run_dir).history_parquet
     stale = parquet.is_file() and jsonl.is_file() and jsonl.stat().st_mtime_ns > parquet.stat().st_mtime_ns
     if not parquet.is_file() or stale:
         if not jsonl.is_file():
             raise InputError(f"{run_dir}: no history.jsonl or history.parquet")
         convert_history(jsonl, parquet, skip_bad_lines=skip_bad_lines)
-    return parquet, read_metadata(parquet, "history")
+    return parquet, *read_footer(parquet, "history")
 
 
-def _replicas(run_dir: Path) -> tuple[Path | None, dict[str, str]]:
+def _replicas(run_dir: Path) -> tuple[Path | None, dict[str, str], pq.FileMetaData | None]:
     """The replica Parquet file (built from the dumps when missing) and its metadata.
 
     A damaged dump makes its node missing (``skip_bad_dumps``), whatever ``--skip-bad-lines``
@@ -140,24 +152,36 @@ def _replicas(run_dir: Path) -> tuple[Path | None, dict[str, str]]:
     replicas = directory.replicas
     if not replicas.is_file() or not directory.replica_partitions.is_file():
         if not directory.dumps():
-            return None, {}
+            return None, {}, None
         build_replicas(run_dir, skip_bad_dumps=True)
-    return replicas, read_metadata(replicas, "replicas")
+    return replicas, *read_footer(replicas, "replicas")
 
 
-def _high_watermarks(run_dir: Path, topic: str) -> dict[str, dict[int, int]]:
-    """node -> partition -> HW of the run's topic, from ``replica_partitions.parquet`` (one row per
-    partition line of each dump; a partition a dump has no line for is absent)."""
+_PARTITION_COLUMNS = ["node", "topic", "partition", "high_watermark", "log_end_offset", "log_start_offset"]
+
+
+def _replica_partitions(run_dir: Path, topic: str) -> tuple[dict[str, dict[int, int]], dict[str, int]]:
+    """From ``replica_partitions.parquet`` (one row per partition line of each dump), for the run's
+    topic: node -> partition -> HW (a partition a dump has no line for is absent), and node ->
+    records (LEO - log start, summed over partitions).
+
+    Read with a bare ``ParquetFile`` (``pq.read_table`` costs ten times as much on a small file,
+    which thousands of small runs pay once each).
+    """
     path = RunDir(run_dir).replica_partitions
     try:
-        rows = pq.read_table(path, columns=["node", "topic", "partition", "high_watermark"]).to_pylist()
+        rows = pq.ParquetFile(path).read(columns=_PARTITION_COLUMNS).to_pylist()
     except (OSError, pa.ArrowException) as error:
         raise InputError(f"{path}: not a readable replica partitions file ({error})") from None
     marks: dict[str, dict[int, int]] = {}
+    sizes: dict[str, int] = {}
     for row in rows:
-        if row["topic"] == topic and row["high_watermark"] is not None:
+        if row["topic"] != topic:
+            continue
+        if row["high_watermark"] is not None:
             marks.setdefault(row["node"], {})[int(row["partition"])] = int(row["high_watermark"])
-    return marks
+        sizes[row["node"]] = sizes.get(row["node"], 0) + row["log_end_offset"] - row["log_start_offset"]
+    return marks, dict(sorted(sizes.items()))
 
 
 def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
@@ -167,8 +191,8 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
         raise InputError(f"{run_dir}: no such run directory")
     spec = read_spec(run_dir)
     try:
-        history_path, history_meta = _history(run_dir, skip_bad_lines)
-        replicas_path, replica_meta = _replicas(run_dir)
+        history_path, history_meta, history_footer = _history(run_dir, skip_bad_lines)
+        replicas_path, replica_meta, replica_footer = _replicas(run_dir)
     except HistoryFormatError as error:
         raise InputError(str(error)) from None
     skipped = int(history_meta.get("skipped_line_count", "0"))
@@ -192,23 +216,34 @@ def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
         raise InputError(str(error)) from None
     incomplete.extend(events.incomplete)
     not_applicable.update(events.not_applicable)
+    history_run_id = int(history_meta["run_id"])
+    replicas_run_id = int(replica_meta["run_id"]) if replica_meta else None
+    marks, sizes = ({}, {}) if replicas_path is None else _replica_partitions(run_dir, spec["topic"])
     return RunInput(
         run_dir=run_dir,
         spec=spec,
         topic=spec["topic"],
         partitions=spec["workload"]["partitions"],
         history_path=history_path,
-        history_run_id=int(history_meta["run_id"]),
+        history_run_id=history_run_id,
         skipped_lines=skipped,
         replicas_path=replicas_path,
-        replicas_run_id=int(replica_meta["run_id"]) if replica_meta else None,
+        replicas_run_id=replicas_run_id,
         replica_nodes=nodes,
         missing_nodes=missing,
         incomplete=incomplete,
-        high_watermarks={} if replicas_path is None else _high_watermarks(run_dir, spec["topic"]),
+        high_watermarks=marks,
         not_applicable=not_applicable,
         events_path=events.path,
         events_run_id=events.run_id,
+        history_rows=history_footer.num_rows,
+        replica_rows=0 if replica_footer is None else replica_footer.num_rows,
+        history_holds_one_run=holds_only(history_footer, "run_id", history_run_id),
+        replicas_hold_one_run=replica_footer is not None
+        and holds_only(replica_footer, "run_id", replicas_run_id),
+        replicas_hold_one_topic=replica_footer is not None
+        and holds_only(replica_footer, "topic", spec["topic"]),
+        replica_log_sizes=sizes,
     )
 
 

@@ -23,7 +23,9 @@ When it is used, and why only then:
   since a run split over two buckets would be counted twice.
 
 The bucket number of a run is Spark's own ``pmod(hash(run_id), buckets)``, so the table
-is exactly what Spark would have written itself.  Otherwise the plain files are read
+is exactly what Spark would have written itself.  A bucket may hold many runs' files: small
+runs are packed :data:`BUCKET_ROWS` to a bucket (:func:`bucket_count`), since a task per
+small run made the per-task cost the whole cost of a check of thousands of small runs.  Otherwise the plain files are read
 with the declared schema; both paths give the same answers (tests run both).
 """
 
@@ -36,9 +38,9 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -59,20 +61,34 @@ def pa_to_spark_schema(schema: pa.Schema) -> str:
     return ", ".join(f"`{field.name}` {_SPARK_TYPES[str(field.type)]}" for field in schema)
 
 
-def holds_only(path: Path, name: str, value: object) -> bool:
-    """Whether the footer statistics of ``path`` prove every row has ``value`` in column ``name`` (no data read)."""
-    try:
-        metadata = pq.ParquetFile(path).metadata
-        column = metadata.schema.names.index(name)
-        for group in range(metadata.num_row_groups):
-            stats = metadata.row_group(group).column(column).statistics
-            if stats is None or not stats.has_min_max or stats.null_count:
-                return False
-            if stats.min != value or stats.max != value:
-                return False
-    except (OSError, ValueError, pa.ArrowException):
-        return False
-    return True
+class InputFile(NamedTuple):
+    """One stored file of a pass, with what its footer proved at load time (:mod:`checker.evidence`)."""
+
+    run_id: int
+    path: Path
+    rows: int
+    one_run: bool
+    """The footer proves every row has ``run_id`` (min = max): the file may be a bucket's part."""
+
+
+BUCKET_ROWS = 1_000_000
+"""Rows one bucket of a bucketed table should hold at least (a task's worth of work).
+
+One bucket is read by one task, and a task costs a fixed 10-50 ms (scheduling, a Parquet reader
+per file, generated code set up).  With a bucket per run, 1000 runs of 10 k rows meant 1000
+tasks per question for 10 M rows in all; packed into buckets of at least this many rows, every
+task does enough work to dwarf its fixed cost.  At 50 runs of 1 M rows it keeps one run per
+bucket, the layout measured best there."""
+MIN_BUCKETS_PER_CORE = 4
+"""Buckets per core at the least (when there are enough runs), so that runs of unequal size and
+Spark's hash placement (a bucket is ``pmod(hash(run_id), n)``) still leave no core idle at the end."""
+
+
+def bucket_count(files: Sequence[InputFile], cores: int) -> int:
+    """How many buckets a bucketed table of ``files`` gets: see :data:`BUCKET_ROWS`."""
+    total = sum(file.rows for file in files)
+    wanted = max(-(-total // BUCKET_ROWS), MIN_BUCKETS_PER_CORE * cores)
+    return max(1, min(len(files), wanted))
 
 
 class SparkInputs:
@@ -101,35 +117,36 @@ class SparkInputs:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None
 
-    def _wants_buckets(self, files: Sequence[tuple[int, Path]]) -> bool:
+    def _wants_buckets(self, files: Sequence[InputFile]) -> bool:
+        single = all(file.one_run for file in files)
         if self.bucketed is not None:
-            return self.bucketed and all(holds_only(path, "run_id", run_id) for run_id, path in files)
+            return self.bucketed and single
         context = self.spark.sparkContext
         if not (context.master or "").startswith("local") or len(files) < 2 * context.defaultParallelism:
             return False
-        return all(holds_only(path, "run_id", run_id) for run_id, path in files)
+        return single
 
-    def frame(self, files: Sequence[tuple[int, Path]], schema: pa.Schema) -> DataFrame:
-        """All ``(run_id, path)`` files as one DataFrame with ``schema`` (cached per file list)."""
-        key = tuple(str(path) for _, path in files)
+    def frame(self, files: Sequence[InputFile], schema: pa.Schema) -> DataFrame:
+        """All ``files`` as one DataFrame with ``schema`` (cached per file list)."""
+        key = tuple(str(file.path) for file in files)
         with self._lock:
             return self._frame(key, files, schema)
 
-    def _frame(self, key: tuple[str, ...], files: Sequence[tuple[int, Path]], schema: pa.Schema) -> DataFrame:
+    def _frame(self, key: tuple[str, ...], files: Sequence[InputFile], schema: pa.Schema) -> DataFrame:
         if key not in self._frames:
             ddl = pa_to_spark_schema(schema)
             if self._wants_buckets(files):
                 self._frames[key] = self._bucketed_table(files, ddl)
             else:
-                paths = [str(path.resolve()) for _, path in files]
+                paths = [str(file.path.resolve()) for file in files]
                 self._frames[key] = self.spark.read.schema(ddl).parquet(*paths)
         return self._frames[key]
 
-    def _bucketed_table(self, files: Sequence[tuple[int, Path]], ddl: str) -> DataFrame:
-        buckets = len(files)
+    def _bucketed_table(self, files: Sequence[InputFile], ddl: str) -> DataFrame:
+        buckets = bucket_count(files, self.spark.sparkContext.defaultParallelism)
         # From Arrow: a local relation in the JVM, where a list of rows would start Python workers.
         numbered = self.spark.createDataFrame(
-            pa.table({"run_id": pa.array([r for r, _ in files], pa.int64())})
+            pa.table({"run_id": pa.array([file.run_id for file in files], pa.int64())})
         )
         bucket_of = {
             int(row[0]): int(row[1])
@@ -143,10 +160,11 @@ class SparkInputs:
         name = f"tidemark_pass_{uuid.uuid4().hex}"  # unique in the session's catalog
         location = self._scratch / name
         location.mkdir()
-        for number, (run_id, path) in enumerate(files):
-            # Spark reads the bucket number from the name: part-<n>_<bucket>.c000.parquet
-            link = location / f"part-{number:05d}_{bucket_of[run_id]:05d}.c000.parquet"
-            os.symlink(path.resolve(), link)
+        for number, file in enumerate(files):
+            # Spark reads the bucket number from the name: part-<n>_<bucket>.c000.parquet; the
+            # files of one bucket are read by one task, one after the other.
+            link = location / f"part-{number:05d}_{bucket_of[file.run_id]:05d}.c000.parquet"
+            os.symlink(file.path.resolve(), link)
         self.spark.sql(
             f"CREATE TABLE {name} ({ddl}) USING parquet CLUSTERED BY (run_id) INTO {buckets} BUCKETS "
             f"LOCATION '{location.as_uri()}'"

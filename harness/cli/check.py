@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 
@@ -115,7 +115,17 @@ def _verdict_line(result: dict[str, Any]) -> str:
     return f"{verdict:8} {result['run']}" + (f"  [{detail}]" if detail else "")
 
 
-def execute(args: argparse.Namespace, run_dirs: list[Path], session_engine: Engine | None = None) -> int:
+def execute(
+    args: argparse.Namespace,
+    run_dirs: list[Path],
+    session_engine: Engine | None = None,
+    human: TextIO | None = None,
+) -> int:
+    """Check ``run_dirs`` as ``args`` say and print the table and verdicts to ``human``.
+
+    ``human`` defaults to standard output, or standard error under ``--json`` (standard output
+    then carries the JSON alone).  ``session_engine``: an engine to use instead of opening one.
+    """
     checks = parse_checks(args.checks)
     if args.examples < 0:
         raise UsageError("--examples must be >= 0")
@@ -133,7 +143,9 @@ def execute(args: argparse.Namespace, run_dirs: list[Path], session_engine: Engi
     else:
         with open_engine(engine_kind, args.master, args.driver_memory) as engine:
             results = check_runs(runs, engine, checks, args.examples)
-    console = Console(file=sys.stderr if args.json else sys.stdout, highlight=False, soft_wrap=True)
+    if human is None:
+        human = sys.stderr if args.json else sys.stdout
+    console = Console(file=human, highlight=False, soft_wrap=True)
     if len(results) > 1 or args.summary:
         rows = summary_rows(results, [str(run.spec.get("name", "")) for run in runs])
         target = (

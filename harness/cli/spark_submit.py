@@ -8,11 +8,17 @@ The driver needs this package importable (the project's virtualenv as
 ``PYSPARK_DRIVER_PYTHON``, or the package shipped with ``--py-files``); executors only run
 JVM code, since the checker uses no Python UDFs.  Run directories must be reachable from
 the driver (results.json is written there) and from the executors (they read the Parquet).
+
+With ``--json`` the standard output carries the JSON alone: ``spark-submit`` runs this script
+with its standard error merged into its standard output (Spark's ``PythonRunner``), so the
+summary table and verdict lines, which ``tidemark check --json`` prints to standard error, are
+not printed at all here (every figure they show is in the JSON and in each ``results.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -38,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         session = build_session(None)
         engine = SparkEngine(session)
         try:
+            if args.json:
+                with open(os.devnull, "w", encoding="utf-8") as nowhere:
+                    return execute(args, run_dirs, engine, human=nowhere)
             return execute(args, run_dirs, engine)
         finally:
             engine.close()

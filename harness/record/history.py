@@ -550,11 +550,22 @@ PARQUET_LAYOUT = f"{ROW_GROUP_ROWS}-rows-delta"
 
 def read_metadata(path: Path | str, kind: str) -> dict[str, str]:
     """The ``tidemark.*`` metadata of a Parquet file, after checking its kind and version."""
+    return read_footer(path, kind)[0]
+
+
+def read_footer(path: Path | str, kind: str) -> tuple[dict[str, str], pq.FileMetaData]:
+    """The ``tidemark.*`` metadata of a Parquet file (kind and version checked) and its whole footer.
+
+    One footer read serves both the metadata and the column statistics a caller may need
+    (:func:`holds_only`): a batch of thousands of small runs pays per file opened, and
+    ``pq.read_schema`` costs several times a bare footer read.
+    """
     path = Path(path)
     try:
-        raw = pq.read_schema(path).metadata or {}
+        footer = pq.read_metadata(path)
     except (OSError, pa.ArrowInvalid) as error:
         raise HistoryFormatError(path, None, f"not a readable Parquet file ({error})") from None
+    raw = footer.metadata or {}
     meta = {
         k.decode()[len(METADATA_PREFIX) :]: v.decode()
         for k, v in raw.items()
@@ -568,7 +579,22 @@ def read_metadata(path: Path | str, kind: str) -> dict[str, str]:
             None,
             f"schema version {meta.get('schema_version')!r} is not supported (this Tidemark reads {HISTORY_SCHEMA_VERSION})",
         )
-    return meta
+    return meta, footer
+
+
+def holds_only(footer: pq.FileMetaData, name: str, value: object) -> bool:
+    """Whether the footer statistics prove every row has ``value`` in column ``name`` (no data read)."""
+    try:
+        column = footer.schema.names.index(name)
+    except ValueError:
+        return False
+    for group in range(footer.num_row_groups):
+        stats = footer.row_group(group).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return False
+        if stats.min != value or stats.max != value:
+            return False
+    return True
 
 
 def _record_dict(row: dict[str, Any], with_partition: bool) -> dict[str, Any]:
