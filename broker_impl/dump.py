@@ -13,6 +13,10 @@ tail is ignored, not repaired: the dump never writes) and prints JSON lines:
   "log_end_offset", "log_start_offset", "epochs": [[epoch, start_offset], ...],
   "torn_bytes": n}`` -- the HW from the HW checkpoint file (what the replica would
   recover with).
+
+``--summary`` prints the partition lines only.  The dump reads a running broker's files too
+(read-only, a torn tail ignored): what it then shows is the log as far as the broker has written
+it, which is how a scenario waits on what a replica holds (``harness.cluster.protocol.LiveReplicas``).
 """
 
 from __future__ import annotations
@@ -92,8 +96,9 @@ def dump_partition(
     }
 
 
-def dump(data_directory: Path, output: IO[str]) -> int:
-    """Write the dump of ``data_directory``; return the number of partitions."""
+def dump(data_directory: Path, output: IO[str], summary: bool = False) -> int:
+    """Write the dump of ``data_directory`` (``summary``: the partition lines only); return the
+    number of partitions."""
     high_watermarks = HighWatermarkCheckpoint(data_directory).read()
     count = 0
     for directory in sorted(data_directory.iterdir()):
@@ -102,7 +107,8 @@ def dump(data_directory: Path, output: IO[str]) -> int:
             continue
         key = (match["topic"], int(match["partition"]))
         for line in dump_partition(directory, key[0], key[1], high_watermarks.get(key, 0)):
-            output.write(json.dumps(line, separators=(",", ":")) + "\n")
+            if not (summary and line["type"] == "record"):
+                output.write(json.dumps(line, separators=(",", ":")) + "\n")
         count += 1
     return count
 
@@ -110,13 +116,14 @@ def dump(data_directory: Path, output: IO[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m broker_impl.dump", description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", help="a broker's log.dirs directory")
+    parser.add_argument("--summary", action="store_true", help="the partition lines only, no records")
     args = parser.parse_args(argv)
     directory = Path(args.data_dir)
     if not directory.is_dir():
         print(f"dump: {directory}: not a directory", file=sys.stderr)
         return 2
     try:
-        dump(directory, sys.stdout)
+        dump(directory, sys.stdout, summary=args.summary)
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

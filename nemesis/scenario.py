@@ -33,6 +33,13 @@ consuming in the background.  Each step has exactly one verb:
   with ``node``, ``partition`` (default 0) and ``timeout`` seconds (default 30) -- a
   condition polled until true (``leader-is-not``: the partition has a leader, another node);
   a timeout fails the run loudly;
+* ``wait = "log-end-past"`` with ``node``, ``than`` (another node), ``partition`` and
+  ``timeout`` -- ``node``'s replica holds records beyond the end of ``than``'s, judged on the
+  replicas' files (:class:`~harness.cluster.protocol.LiveReplicas`; a cluster without that
+  ability fails the step).  Metadata cannot say what a replica holds, and a scenario that
+  needs one replica to hold records another lacks (a zombie's stale suffix, a new leader's
+  writes past it) must wait for exactly that, not for time: under load the producers write
+  slowly.  Meant for a moment when ``than`` cannot grow (cut off, or not replicating);
 * ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send;
 * ``sleep = 5`` with ``why = "..."`` -- only where time itself is the point (letting
   acknowledged writes pile up past a checkpoint, for example).
@@ -52,7 +59,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, freshest_partition_info, wait_until
-from harness.cluster.protocol import Cluster
+from harness.cluster.protocol import Cluster, LiveReplicas
 
 FAULTS = (
     "kill",
@@ -70,7 +77,7 @@ NODELESS_FAULTS = ("partition", "heal", "metadata-heal")
 ROLES = ("leader-of", "follower-of")
 CONTROLLER = "controller"
 """The name that always means the cluster's controller node."""
-WAITS = ("leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "answers")
+WAITS = ("leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "answers", "log-end-past")
 NOTHING_UNEXPECTED = "nothing-unexpected"
 """An expectation's ``valid`` when the configuration permits an anomaly it does not force: the
 run may be valid or invalid, but every anomaly must be one the configuration permits."""
@@ -346,6 +353,9 @@ class ScenarioRun:
             node = self._nodes(step)[0]
             wait_until(lambda: cluster.answers(node), timeout, f"{node} to answer Kafka requests")
             return
+        if condition == "log-end-past":
+            self._wait_log_end_past(self._nodes(step)[0], self.resolve(str(step["than"])), partition, timeout)
+            return
         if condition == "caught-up":
             wait_until(
                 lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
@@ -371,6 +381,28 @@ class ScenarioRun:
             return node_id not in info.isr
 
         wait_until(holds, timeout, f"{condition} {node} (partition {partition})")
+
+    def _wait_log_end_past(self, node: str, than: str, partition: int, timeout: float) -> None:
+        """Until ``node``'s replica of the partition ends past ``than``'s (both read from their files)."""
+        cluster = self.context.cluster
+        if not isinstance(cluster, LiveReplicas):
+            raise ScenarioFailed("wait log-end-past: this cluster's replicas cannot be read while it runs")
+        topic = self.context.topic
+        seen: list[tuple[int | None, int | None]] = []
+
+        def past() -> bool:
+            ends = (
+                cluster.replica_log_end(node, topic, partition),
+                cluster.replica_log_end(than, topic, partition),
+            )
+            seen[:] = [ends]
+            return ends[0] is not None and ends[1] is not None and ends[0] > ends[1]
+
+        try:
+            wait_until(past, timeout, f"{node}'s log of partition {partition} to end past {than}'s")
+        except TimeoutError as error:
+            raise TimeoutError(f"{error} (last seen: log ends {seen[0] if seen else 'none'})") from None
+        self.context.log(f"  log ends {node}: {seen[0][0]}, {than}: {seen[0][1]}")
 
 
 def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
@@ -498,6 +530,8 @@ def _check_step(step: Any, where: str) -> None:
             raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")
         if step["wait"] not in ("caught-up",) and "node" not in step:
             raise ScenarioError(f"{where}: wait {step['wait']} needs node")
+        if step["wait"] == "log-end-past" and not isinstance(step.get("than"), str):
+            raise ScenarioError(f"{where}: wait log-end-past needs than = NODE (the replica to end past)")
     if verb == "sleep" and "why" not in step:
         raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
     if verb == "bind" and not isinstance(step["bind"], dict):
@@ -511,8 +545,8 @@ def _check_step(step: Any, where: str) -> None:
 
 
 def _names(step: Mapping[str, Any]) -> list[str]:
-    """Every node name a step gives (``node``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
-    names: list[Any] = [step["node"]] if "node" in step else []
+    """Every node name a step gives (``node``, ``than``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
+    names: list[Any] = [step[key] for key in ("node", "than") if key in step]
     if isinstance(step.get("nodes"), list):
         names += step["nodes"]
     if isinstance(step.get("bind"), dict):

@@ -20,6 +20,7 @@ so that faults play out within a short test.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import signal
 from collections.abc import Mapping, Sequence
@@ -307,6 +308,18 @@ class BundledCluster:
         result = self._remotes[node].exec([PYTHON, "-m", "broker_impl.dump", self.data_dir], timeout=120)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(result.stdout)
+
+    def replica_log_end(self, node: str, topic: str, partition: int) -> int | None:
+        """:class:`~harness.cluster.protocol.LiveReplicas`: ``python -m broker_impl.dump --summary``
+        of ``node``'s data dir while the broker runs (read-only; a torn tail is not counted)."""
+        result = self._remotes[node].exec(
+            [PYTHON, "-m", "broker_impl.dump", "--summary", self.data_dir], timeout=30
+        )
+        for line in result.stdout_text.splitlines():
+            summary = json.loads(line)
+            if summary["topic"] == topic and summary["partition"] == partition:
+                return int(summary["log_end_offset"])
+        return None
 
     def collect_logs(self, node: str, target: Path) -> None:
         """Everything in ``node``'s :data:`LOG_DIR` into ``target`` (``nodes/<node>/`` of the

@@ -206,11 +206,14 @@ def describe_topic_at(address: str, topic: str, timeout: float = 5.0) -> list[Pa
 def freshest_partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
     """The most recent view of one partition that any broker of ``bootstrap`` holds.
 
-    Each broker is asked on its own (:func:`describe_topic_at`); answers without a leader,
-    and brokers that do not answer, are skipped.  The highest leader epoch wins -- a broker
-    whose metadata is stale (cut off from the controller, say) reports an older epoch.
-    Among answers of that epoch the most common one wins (a single zombie is outvoted on an
-    ISR change that did not bump the epoch).  ``None`` when no broker knows a leader.
+    Each broker is asked on its own (:func:`describe_topic_at`); brokers that do not answer
+    are skipped.  The highest leader epoch wins -- a broker whose metadata is stale (cut off
+    from the controller, say) reports an older epoch.  Among answers of that epoch the most
+    common one wins (a single zombie is outvoted on an ISR change that did not bump the epoch).
+    ``None`` when no broker answers, or when the winning view has no leader: the controller
+    took the partition offline in a newer epoch (its last ISR replica died), and an older
+    view's leader -- a zombie's -- must not stand in for it.  (Skipping leaderless answers let
+    a zombie's stale leader satisfy a ``leader-is`` wait while the partition was offline.)
     Scenario waits use this so a zombie's stale belief cannot satisfy them.
     """
     answers: dict[str, PartitionInfo] = {}
@@ -220,7 +223,7 @@ def freshest_partition_info(bootstrap: str, topic: str, partition: int) -> Parti
         except ClusterUnavailable:
             continue
         for info in infos:
-            if info.partition == partition and info.leader >= 0:
+            if info.partition == partition:
                 answers[address] = info
     if not answers:
         return None
@@ -229,4 +232,5 @@ def freshest_partition_info(bootstrap: str, topic: str, partition: int) -> Parti
     votes: dict[PartitionInfo, int] = {}
     for info in current:
         votes[info] = votes.get(info, 0) + 1
-    return max(votes, key=lambda info: votes[info])
+    winner = max(votes, key=lambda info: votes[info])
+    return winner if winner.leader >= 0 else None

@@ -9,6 +9,8 @@ broker nodes.  What else it can do is an *ability*, a separate protocol checked 
 * :class:`NodeControl` -- the nemesis can act on its nodes (remotes, addresses, restarts);
 * :class:`ReplicaDumps` -- every replica's log can be dumped after the run, so the checker
   can compare replicas (the bundled broker's offline dump tool; tansu's one PostgreSQL);
+* :class:`LiveReplicas` -- a running broker's replica can be read where it lies (its log end),
+  so a scenario can wait on what a replica holds instead of sleeping;
 * :class:`ReplicaNodes` -- the replicas live on nodes other than the brokers (tansu);
 * :class:`LogFiles` -- node logs can be collected into the run directory;
 * :class:`PowerLoss` -- the data directories sit on the lazy filesystem, so un-fsynced
@@ -95,6 +97,22 @@ class ReplicaDumps(Protocol):
 
     def dump_replica(self, node: str, target: Path) -> None:
         """Write ``node``'s replica dump (JSON lines, see ``harness.record.replicas``) to ``target``."""
+        ...
+
+
+@runtime_checkable
+class LiveReplicas(Protocol):
+    """Ability: what a broker's replica holds can be read while the broker runs.
+
+    A follower answers no Kafka request about its own log, so this reads its data files (the
+    bundled broker's dump tool, read-only).  Only a broker that is not replicating what it is
+    asked about can be compared with another at a moment: a scenario uses it where a fault
+    froze one side (a partitioned follower, a leader's successor cut off from the zombie).
+    """
+
+    def replica_log_end(self, node: str, topic: str, partition: int) -> int | None:
+        """The log end offset of ``node``'s replica of ``topic``/``partition`` as its files hold it
+        now, or None when ``node`` holds no replica of it."""
         ...
 
 

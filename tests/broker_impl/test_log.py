@@ -9,6 +9,8 @@ batches before the damage, no more, no fewer.  fsyncs are counted by wrapping th
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker_impl import records
+from broker_impl import dump, records
 from broker_impl.config import NEVER
 from broker_impl.log import FlushPolicy, PartitionLog, segment_name
 from broker_impl.producer_state import (
@@ -489,3 +491,19 @@ def test_rolling_a_segment_fsyncs_the_one_it_closes(log: PartitionLog, segment_f
     rolled = segment_files(log.directory)[:-1]
     assert rolled
     assert segment_fsyncs == rolled
+
+
+def test_the_summary_dump_is_the_full_dump_without_its_records(tmp_path: Path) -> None:
+    """``python -m broker_impl.dump --summary`` (what a scenario's log-end-past wait reads while
+    the broker runs) prints exactly the full dump's partition lines."""
+    log = open_log(tmp_path / "orders-0")
+    fill(log, 3)
+    log.close()
+    full, summary = io.StringIO(), io.StringIO()
+    assert dump.dump(tmp_path, full) == dump.dump(tmp_path, summary, summary=True) == 1
+    partition_lines = [
+        line for line in full.getvalue().splitlines() if json.loads(line)["type"] == "partition"
+    ]
+    assert len(full.getvalue().splitlines()) == 7  # six records and the partition line
+    assert summary.getvalue().splitlines() == partition_lines
+    assert json.loads(partition_lines[0])["log_end_offset"] == 6

@@ -261,6 +261,59 @@ def test_a_controller_that_is_not_there_and_a_bad_n_fail_the_step(monkeypatch: p
         run.resolve("follower-of:0#0")
 
 
+class ReplicaFiles(FakeCluster):
+    """A fake cluster with the LiveReplicas ability: each node's log end is read from a script of
+    successive answers (the last one repeats), as a replica that grows and then stops."""
+
+    def __init__(self, ends: dict[str, list[int | None]]) -> None:
+        super().__init__()
+        self.ends = ends
+        self.reads: list[str] = []
+
+    def replica_log_end(self, node: str, topic: str, partition: int) -> int | None:
+        assert (topic, partition) == ("queue", 0)
+        self.reads.append(node)
+        script = self.ends[node]
+        return script.pop(0) if len(script) > 1 else script[0]
+
+
+def test_log_end_past_needs_than_and_names_it_as_a_node() -> None:
+    parse_scenario(scenario_data({"wait": "log-end-past", "node": "G", "than": "F"}), SOURCE)
+    assert (
+        parse_error(scenario_data({"wait": "log-end-past", "node": "G"}))
+        == f"{SOURCE}: step 1: wait log-end-past needs than = NODE (the replica to end past)"
+    )
+    assert "role 'follower-of:0#0'" in parse_error(
+        scenario_data({"wait": "log-end-past", "node": "G", "than": "follower-of:0#0"})
+    )
+
+
+def test_log_end_past_waits_until_the_node_holds_records_beyond_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # n3 catches up with n2 (the leader in INFO; equal is not past), then passes it; n2 stays at 10.
+    cluster = ReplicaFiles({"n3": [4, 10, 11], "n2": [10]})
+    run_steps([{"wait": "log-end-past", "node": "n3", "than": "leader-of:0"}], monkeypatch, cluster)
+    assert cluster.reads == ["n3", "n2"] * 3
+
+
+def test_log_end_past_fails_the_step_when_it_never_holds_or_cannot_be_judged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    never = ReplicaFiles({"n1": [7], "n2": [7]})
+    with pytest.raises(
+        ScenarioFailed, match=r"n1's log of partition 0 to end past n2's \(last seen: log ends \(7, 7\)\)"
+    ):
+        run_steps([{"wait": "log-end-past", "node": "n1", "than": "n2", "timeout": 0.2}], monkeypatch, never)
+    no_replica = ReplicaFiles({"n1": [None], "n2": [0]})
+    with pytest.raises(ScenarioFailed, match="timed out"):
+        run_steps(
+            [{"wait": "log-end-past", "node": "n1", "than": "n2", "timeout": 0.2}], monkeypatch, no_replica
+        )
+    with pytest.raises(ScenarioFailed, match="this cluster's replicas cannot be read while it runs"):
+        run_steps([{"wait": "log-end-past", "node": "n1", "than": "n2"}], monkeypatch)
+
+
 # --------------------------------------------------------------------------- the bundled library and `scenario list`
 
 

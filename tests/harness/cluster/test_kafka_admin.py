@@ -40,12 +40,22 @@ def test_within_one_epoch_the_majority_outvotes_a_stale_isr(monkeypatch: pytest.
     assert kafka_admin.freshest_partition_info("a:1,b:1,c:1", "t", 0) == FRESH
 
 
-def test_silent_and_leaderless_brokers_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    leaderless = PartitionInfo(0, leader=-1, leader_epoch=9, replicas=(1, 2, 3), isr=())
-    plant(monkeypatch, {"a:1": None, "b:1": leaderless, "c:1": FRESH})
+def test_silent_brokers_are_skipped_and_an_offline_partition_has_no_leader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    leaderless = PartitionInfo(0, leader=-1, leader_epoch=9, replicas=(1, 2, 3), isr=(2,))
+    plant(monkeypatch, {"a:1": None, "b:1": FRESH, "c:1": FRESH})
     assert kafka_admin.freshest_partition_info("a:1,b:1,c:1", "t", 0) == FRESH
     plant(monkeypatch, {"a:1": None, "b:1": leaderless})
     assert kafka_admin.freshest_partition_info("a:1,b:1", "t", 0) is None
+    # Seen in kip320 under load: the last ISR replica died, the controller took the partition
+    # offline in a newer epoch, and only the zombie still named a leader, in its old epoch.
+    plant(monkeypatch, {"a:1": None, "b:1": leaderless, "c:1": FRESH})
+    assert kafka_admin.freshest_partition_info("a:1,b:1,c:1", "t", 0) is None
+    # A leaderless answer of an older epoch is just stale.
+    old = PartitionInfo(0, leader=-1, leader_epoch=1, replicas=(1, 2, 3), isr=())
+    plant(monkeypatch, {"a:1": old, "b:1": FRESH})
+    assert kafka_admin.freshest_partition_info("a:1,b:1", "t", 0) == FRESH
 
 
 def test_describe_topic_at_asks_one_real_broker(tmp_path: Path) -> None:
