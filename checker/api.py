@@ -1,8 +1,8 @@
 """The checker's API for the rest of Tidemark: find runs, open an engine, check runs.
 
 The runner (one run, checked as it finishes), the campaign (every run of a matrix in one
-Spark job) and the ``tidemark check``/``analyze`` commands all go through these three
-functions, so a run is checked the same way whoever asks.  Bad evidence raises
+Spark job) and the ``tidemark check``/``analyze`` commands all go through these functions,
+so a run is checked the same way whoever asks.  Bad evidence raises
 :class:`checker.evidence.InputError` (from :func:`checker.evidence.load_run`), a path that
 names no run raises :class:`harness.record.rundir.RunDirectoryError`; callers decide
 whether that is a usage error (the CLI) or a problem recorded with the run (the runner).
@@ -10,14 +10,15 @@ whether that is a usage error (the CLI) or a problem recorded with the run (the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from checker.driver import check_pass, write_results
 from checker.engine import Engine
-from checker.evidence import RunInput, split_passes
+from checker.evidence import RunInput, load_run, split_passes
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
 from harness.record.rundir import find_run_dirs
 
@@ -48,13 +49,64 @@ def open_engine(
             engine.close()
 
 
+LOAD_THREADS = 4
+"""Runs loaded at once: a run's loading is mostly footer reads, which release the GIL."""
+
+
+class CheckProgress(Protocol):
+    """What a long batch check reports as it goes (the CLI draws it; tests may count it)."""
+
+    def run_loaded(self, run_dir: Path) -> None:
+        """One more run's evidence was validated (and converted where needed)."""
+
+    def pass_started(self, number: int, passes: int, runs: int) -> None:
+        """Pass ``number`` (from 1) of ``passes`` starts, over ``runs`` runs."""
+
+    def answered(self, question: str) -> None:
+        """One of :data:`checker.driver.QUESTIONS` was answered for the current pass."""
+
+    def results_written(self, runs: int) -> None:
+        """``runs`` more ``results.json`` files were written."""
+
+
+def load_runs(
+    run_dirs: Sequence[Path], *, skip_bad_lines: bool = False, progress: CheckProgress | None = None
+) -> list[RunInput]:
+    """:func:`checker.evidence.load_run` of every directory, in order, :data:`LOAD_THREADS` at a time.
+
+    Raises the :class:`checker.evidence.InputError` of the first bad run in input order (the
+    others loaded meanwhile are only read or converted, never damaged).
+    """
+
+    def load(run_dir: Path) -> RunInput:
+        run = load_run(run_dir, skip_bad_lines=skip_bad_lines)
+        if progress is not None:
+            progress.run_loaded(run_dir)
+        return run
+
+    if len(run_dirs) < 2:
+        return [load(run_dir) for run_dir in run_dirs]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
+        return list(pool.map(load, run_dirs))
+
+
 def check_runs(
-    runs: list[RunInput], engine: Engine, checks: Sequence[str], limit: int
+    runs: list[RunInput],
+    engine: Engine,
+    checks: Sequence[str],
+    limit: int,
+    progress: CheckProgress | None = None,
 ) -> list[dict[str, Any]]:
     """Results for every run, in input order, writing each run's ``results.json``."""
     by_dir: dict[Path, dict[str, Any]] = {}
-    for group in split_passes(runs):
-        for run, result in zip(group, check_pass(engine, group, checks, limit), strict=True):
+    passes = split_passes(runs)
+    for number, group in enumerate(passes, start=1):
+        if progress is not None:
+            progress.pass_started(number, len(passes), len(group))
+        answered = progress.answered if progress is not None else None
+        for run, result in zip(group, check_pass(engine, group, checks, limit, answered), strict=True):
             write_results(result, run.run_dir)
             by_dir[run.run_dir] = result
+        if progress is not None:
+            progress.results_written(len(group))
     return [by_dir[run.run_dir] for run in runs]

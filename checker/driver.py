@@ -38,7 +38,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -115,13 +116,39 @@ def _recorded(config: dict[str, Any], key: str) -> str | None:
     return "never" if key.startswith("flush.") and text == NEVER_FLUSH else text
 
 
+QUESTIONS = (
+    "drain status",
+    "value checks",
+    "offset checks",
+    "order checks",
+    "group checks",
+    "example ops",
+    "replica checks",
+    "white-box checks",
+    "row counts",
+)
+"""What a pass asks its engine, each reported to ``on_answer`` once answered (or skipped):
+a batch of thousands of runs takes minutes, and its progress is these, pass by pass."""
+
+AnswerCallback = Callable[[str], None]
+
+
 class _Batch:
     """The engine's answers for one pass, indexed by run."""
 
-    def __init__(self, engine: Engine, runs: list[RunInput], checks: frozenset[str], limit: int) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        runs: list[RunInput],
+        checks: frozenset[str],
+        limit: int,
+        on_answer: AnswerCallback | None = None,
+    ) -> None:
         self.runs = runs
         self.checks = checks
         self.limit = limit
+        self._on_answer = on_answer
+        self._answer_lock = threading.Lock()  # answers arrive from two threads
         # The value, offset and poll questions (which need the drains' completeness first),
         # the replica questions and the row counts (only the stats use them) do not depend on
         # each other.  An engine that can serve two at once (Spark: its small jobs leave cores
@@ -151,6 +178,7 @@ class _Batch:
     def _history_questions(self, engine: Engine) -> None:
         runs, checks, limit = self.runs, self.checks, self.limit
         self.drains = engine.drain_status(runs)
+        self._answered("drain status")
         complete = pd.DataFrame(
             [(run.history_run_id, p) for run in runs for p in range(run.partitions)],
             columns=["run_id", "partition"],
@@ -162,9 +190,13 @@ class _Batch:
         self.values = (
             engine.value_anomalies(runs, complete, checks, limit) if checks & set(VALUE_CHECKS) else empty
         )
+        self._answered("value checks")
         self.offsets = engine.offset_anomalies(runs, limit) if INCONSISTENT_OFFSETS in checks else empty
+        self._answered("offset checks")
         self.orders = engine.order_anomalies(runs, checks, limit) if checks & set(ORDER_CHECKS) else empty
+        self._answered("order checks")
         self.groups = engine.group_anomalies(runs, checks, limit) if checks & set(GROUP_CHECKS) else empty
+        self._answered("group checks")
         self.ops = (
             _ops_from_rows(engine.fetch_ops(runs, self._op_keys()))
             if not (self.values.empty and self.orders.empty and self.groups.empty)
@@ -175,11 +207,20 @@ class _Batch:
             self.observations = engine.fetch_observations(
                 runs, self.offsets[["run_id", "partition", "offset"]]
             )
+        self._answered("example ops")
 
     def _other_questions(self, engine: Engine) -> None:
         self._replica_questions(engine)
+        self._answered("replica checks")
         self._invariant_questions(engine)
+        self._answered("white-box checks")
         self.row_counts = engine.row_counts(self.runs)
+        self._answered("row counts")
+
+    def _answered(self, question: str) -> None:
+        if self._on_answer is not None:
+            with self._answer_lock:
+                self._on_answer(question)
 
     def _invariant_questions(self, engine: Engine) -> None:
         """The white-box checks, the events their examples name and, for isr-divergence, the
@@ -358,11 +399,18 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
 
 
 def check_pass(
-    engine: Engine, runs: list[RunInput], checks: Iterable[str], limit: int
+    engine: Engine,
+    runs: list[RunInput],
+    checks: Iterable[str],
+    limit: int,
+    on_answer: AnswerCallback | None = None,
 ) -> list[dict[str, Any]]:
-    """Results for every run of one pass (run ids distinct), in the order given."""
+    """Results for every run of one pass (run ids distinct), in the order given.
+
+    ``on_answer`` is called with each of :data:`QUESTIONS` as the engine answers it.
+    """
     chosen = frozenset(checks)
-    batch = _Batch(engine, runs, chosen, limit)
+    batch = _Batch(engine, runs, chosen, limit, on_answer)
     return [_run_results(run, batch, chosen) for run in runs]
 
 

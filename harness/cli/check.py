@@ -21,12 +21,13 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from checker.api import check_runs, open_engine, resolve_runs
+from checker.api import check_runs, load_runs, open_engine, resolve_runs
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.engine import Engine
-from checker.evidence import InputError, load_run
+from checker.evidence import InputError
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
 from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
+from harness.cli.check_progress import BatchProgress
 from harness.cli.errors import UsageError
 from harness.record.rundir import RunDirectoryError
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
@@ -129,23 +130,24 @@ def execute(
     checks = parse_checks(args.checks)
     if args.examples < 0:
         raise UsageError("--examples must be >= 0")
-    try:
-        runs = [load_run(d, skip_bad_lines=args.skip_bad_lines) for d in run_dirs]
-    except InputError as error:
-        raise UsageError(str(error)) from None
-    engine_kind = args.engine
-    if args.master:
-        engine_kind = "spark"
-    elif engine_kind == "auto":
-        engine_kind = "pandas" if len(runs) == 1 else "spark"
-    if session_engine is not None:
-        results = check_runs(runs, session_engine, checks, args.examples)
-    else:
-        with open_engine(engine_kind, args.master, args.driver_memory) as engine:
-            results = check_runs(runs, engine, checks, args.examples)
     if human is None:
         human = sys.stderr if args.json else sys.stdout
     console = Console(file=human, highlight=False, soft_wrap=True)
+    with BatchProgress(console, len(run_dirs)) as progress:
+        try:
+            runs = load_runs(run_dirs, skip_bad_lines=args.skip_bad_lines, progress=progress)
+        except InputError as error:
+            raise UsageError(str(error)) from None
+        engine_kind = args.engine
+        if args.master:
+            engine_kind = "spark"
+        elif engine_kind == "auto":
+            engine_kind = "pandas" if len(runs) == 1 else "spark"
+        if session_engine is not None:
+            results = check_runs(runs, session_engine, checks, args.examples, progress)
+        else:
+            with open_engine(engine_kind, args.master, args.driver_memory) as engine:
+                results = check_runs(runs, engine, checks, args.examples, progress)
     if len(results) > 1 or args.summary:
         rows = summary_rows(results, [str(run.spec.get("name", "")) for run in runs])
         target = (
