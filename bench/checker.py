@@ -1,6 +1,11 @@
 """Benchmark: Spark engine vs pandas engine vs a DuckDB reference on generated Parquet histories.
 
     .venv/bin/python bench/checker.py --sizes 1M,10M,50M [--data /tmp/tidemark-bench] [--rounds 1]
+    .venv/bin/python bench/checker.py --sizes 10M/10k,10M/1k,50M/1M --rounds 2   # many small runs
+
+A size ``TOTAL/RUN`` is TOTAL history rows in runs of RUN rows each (a plain TOTAL uses
+``--run-size``): the store users accumulate is thousands of runs of 10-30 k rows, where the
+per-run and per-file costs, not the rows, decide the time.
 
 For each size it generates (once, cached in ``--data``) run directories of ``--run-size``
 history rows each -- sends (invoke + ok), consumer poll records, final drain records --
@@ -197,7 +202,7 @@ def main() -> None:
     parser.add_argument(
         "--sizes",
         default="1M,10M",
-        help="history sizes in rows (default 1M,10M; add 50M for the full target)",
+        help="history sizes in rows, TOTAL or TOTAL/RUN (default 1M,10M; add 50M for the full target)",
     )
     parser.add_argument("--data", default="/tmp/tidemark-bench", help="where generated runs are cached")
     parser.add_argument("--run-size", default="1M", help="history rows per run directory (default 1M)")
@@ -215,9 +220,10 @@ def main() -> None:
     # (size, engine) -> [(wall seconds, seconds / DuckDB's of the same round)] for the closing ranges.
     measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for size_text in args.sizes.split(","):
-        total = _size(size_text)
+        total_text, _, run_text = size_text.partition("/")
+        total, run_size = _size(total_text), _size(run_text or args.run_size)
         generated = time.perf_counter()
-        runs = dataset(Path(args.data), total, _size(args.run_size))
+        runs = dataset(Path(args.data), total, run_size)
         planted = [json.loads((r / "planted.json").read_text()) for r in runs]
         rows = sum(p["history_rows"] for p in planted)
         expected = {k: sum(p[k] for p in planted) for k in ("lost-write", "duplicate", "replica-divergence")}

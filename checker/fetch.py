@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from checker.definitions import TYPE_OK
 from checker.engine import HISTORY_ROW_COLUMNS, OP_KEY_COLUMNS, REPLICA_ROW_COLUMNS, to_pandas
 from checker.evidence import RunInput
-from harness.record.history import F_DRAIN, F_POLL, F_SEND
+from harness.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
 
 READ_THREADS = 4
 POSITION = ["run_id", "partition", "offset"]
@@ -324,6 +324,7 @@ def example_op_keys(
 
 
 VALUE_ROW_COLUMNS = ("run_id", "index", "f", "type", "partition", "offset", "value")
+_VALUE_ROWS_SCHEMA = pa.schema([HISTORY_SCHEMA.field(name) for name in VALUE_ROW_COLUMNS])
 
 
 def rows_of_ops(index: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -361,7 +362,7 @@ def value_details_with_ops(
     """
     columns = ["run_id", "partition", "value"]
 
-    def locate(path: Path, wanted: pd.DataFrame) -> tuple[pd.DataFrame, pa.Table]:
+    def locate(path: Path, wanted: pd.DataFrame) -> tuple[pa.Table, pa.Table]:
         # Arrow's own threads doubled the CPU time of these reads (one thread per file here),
         # and a row group at a time keeps the memory touched small.
         parquet = open_parquet(path)
@@ -386,11 +387,9 @@ def value_details_with_ops(
             kept.append(
                 of_ops.filter(pc.or_kleene(pc.is_null(of_ops["item"]), pc.is_in(of_ops["value"], values)))
             )
-        value_rows = (
-            to_pandas(pa.concat_tables(rows)) if rows else pd.DataFrame(columns=list(VALUE_ROW_COLUMNS))
-        )
+        value_rows = pa.concat_tables(rows) if rows else _VALUE_ROWS_SCHEMA.empty_table()
         shown_rows = pa.concat_tables(kept) if kept else parquet.schema_arrow.empty_table()
-        return value_rows.merge(wanted[columns].drop_duplicates(), on=columns), shown_rows
+        return value_rows, _plain(shown_rows)
 
     jobs = _history_jobs(runs, shown)
     with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
@@ -398,9 +397,13 @@ def value_details_with_ops(
     if not located:
         no_rows = pd.DataFrame(columns=list(HISTORY_ROW_COLUMNS))
         return aggregate(no_rows), example_op_keys(pd.DataFrame()), no_rows
-    details = aggregate(pd.concat([rows for rows, _ in located], ignore_index=True))
+    # One pandas step for the whole pass: per file, its fixed cost was most of the fetch
+    # from thousands of small runs.  The rows of a file hold only its own run's values, but
+    # one value may be shown in one run and merely present in another: the merge keeps the shown.
+    value_rows = to_pandas(pa.concat_tables([rows for rows, _ in located], promote_options="permissive"))
+    details = aggregate(value_rows.merge(shown[columns].drop_duplicates(), on=columns))
     keys = example_op_keys(details.assign(value_text=None))
-    kept = decoded(pa.concat_tables([table for _, table in located], promote_options="permissive"))
+    kept = to_pandas(pa.concat_tables([table for _, table in located], promote_options="permissive"))
     return details, keys, select_example_rows(kept, keys)
 
 
