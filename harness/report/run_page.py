@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import pyarrow.parquet as pq
 
+from harness.record.faults import NemesisEvent
 from harness.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, RESULTS_FILE, SPEC_FILE, RunDir
 from harness.record.stored_run import (
     VERDICT_LABELS,
@@ -43,7 +44,7 @@ from harness.record.stored_run import (
 )
 from harness.report.plots import fault_colour, render_figure, summarise_latency, time_range
 from harness.report.rebalances import CHURN, rebalance_section
-from harness.report.timeline import HistoryUnavailable, NemesisEvent, Timeline, build_timeline
+from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
 
 MAX_TEXT: Final = 400
 MAX_TABLE_ROWS: Final = 20
