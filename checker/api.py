@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from checker.definitions import DEFAULT_LIVENESS, Liveness
 from checker.driver import check_pass, write_results
 from checker.engine import Engine
 from checker.evidence import RunInput, split_passes
@@ -49,12 +50,16 @@ def open_engine(
 
 
 def check_runs(
-    runs: list[RunInput], engine: Engine, checks: Sequence[str], limit: int
+    runs: list[RunInput],
+    engine: Engine,
+    checks: Sequence[str],
+    limit: int,
+    liveness: Liveness = DEFAULT_LIVENESS,
 ) -> list[dict[str, Any]]:
     """Results for every run, in input order, writing each run's ``results.json``."""
     by_dir: dict[Path, dict[str, Any]] = {}
     for group in split_passes(runs):
-        for run, result in zip(group, check_pass(engine, group, checks, limit), strict=True):
+        for run, result in zip(group, check_pass(engine, group, checks, limit, liveness), strict=True):
             write_results(result, run.run_dir)
             by_dir[run.run_dir] = result
     return [by_dir[run.run_dir] for run in runs]
