@@ -17,6 +17,8 @@ Modules:
 * ``driver`` -- runs the checks through an engine, decides verdicts, writes ``results.json``;
 * ``examples`` -- the examples of ``results.json``, built from the rows an engine names;
 * ``invariant_examples`` -- the white-box checks' examples: the events (and records) a row names;
+* ``liveness`` -- the liveness figures of ``results.json`` and the stalled anomaly: fault windows
+  per run here, the per-partition figures by the engines (``Engine.liveness``);
 * ``fetch`` -- the few stored rows that examples show, read straight from Parquet;
 * ``summary`` -- the campaign summary table (Parquet and printed);
 * ``synthetic_runs`` -- synthetic stored runs with planted anomalies, for benchmarks and warm-up;

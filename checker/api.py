@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from checker.definitions import DEFAULT_LIVENESS, Liveness
 from checker.driver import check_pass, write_results
 from checker.engine import Engine
 from checker.evidence import RunInput, load_run, split_passes
@@ -95,6 +96,8 @@ def check_runs(
     engine: Engine,
     checks: Sequence[str],
     limit: int,
+    *,
+    liveness: Liveness = DEFAULT_LIVENESS,
     progress: CheckProgress | None = None,
 ) -> list[dict[str, Any]]:
     """Results for every run, in input order, writing each run's ``results.json``."""
@@ -104,7 +107,8 @@ def check_runs(
         if progress is not None:
             progress.pass_started(number, len(passes), len(group))
         answered = progress.answered if progress is not None else None
-        for run, result in zip(group, check_pass(engine, group, checks, limit, answered), strict=True):
+        results = check_pass(engine, group, checks, limit, liveness, answered)
+        for run, result in zip(group, results, strict=True):
             write_results(result, run.run_dir)
             by_dir[run.run_dir] = result
         if progress is not None:

@@ -232,10 +232,38 @@ applicable*.  Terms:
   HW come from the replica dumps.  ``controller isr-change leader=1 isr=[1, 2]``; ``n1 @1 v=m3
   hw=2``, ``n2 @1 v=m2`` -> diverged at 1.  Counted per position (partition, member, offset);
   each example is the first offset of one (partition, member), with both records.
+
+**Liveness** (``checker.liveness`` computes the figures; ``results.json``'s ``liveness`` section
+carries them).  Times are the history's (nanoseconds since the test started).  Terms:
+
+* The *send period*: from the run's first send op to its last one (invoke or completion, any
+  partition, any outcome) -- the time the workload was producing.
+* A *fault window*: from a nemesis fault's invoke to the completion of the heal that undid it
+  (``harness.record.faults``: a ``kill`` ends at the ``start`` of its node, a ``partition`` at
+  the next ``heal``, ...); never healed: to the end of the history.  A fault is *active* inside
+  its window.  An *unannounced* fault (its op's value says ``"announced": false``) opens none:
+  it stands for a broker that stopped on its own.
+* The *last heal*: the end of the last fault window, when every window closed (none when the run
+  had no fault, or ended with one active).
+* *Progress* of a partition: an acknowledged (``ok``) send to it, at its completion.
+* A *gap*: a stretch of the send period in which the partition made no progress and no fault
+  was active -- it starts at a progress, at the period's start or at a window's end, and ends at
+  the next progress, window start or the period's end.
+
+* **stalled** -- a partition whose longest gap is longer than the stall threshold
+  (:data:`DEFAULT_STALL_THRESHOLD_S`, ``--stall-threshold``).  ``send p0 ok t=1 s``; ``send p0 ok
+  t=15 s``; sends until ``t=16 s``, no fault -> stalled for 14 s (1 s to 15 s).  With ``kill n1``
+  from 4 s to 12 s in between, the gaps are 1-4 s and 12-15 s, 3 s each: not stalled.  A
+  partition that never makes progress again stalls until the period ends.  A *warning*
+  (:data:`WARNINGS`) by default; an error with ``--liveness strict``.  Counted per partition;
+  the example is its longest gap (``from_s``, ``to_s``, ``gap_s``).  Never permitted
+  by any configuration (``checker.expectations``): no setting excuses a broker that stops
+  answering while nothing is wrong.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
 
 LOST_WRITE: Final = "lost-write"
@@ -263,6 +291,7 @@ INCOMPLETE_LEADER: Final = "incomplete-leader"
 HW_REGRESSION: Final = "hw-regression"
 MIN_ISR_VIOLATION: Final = "min-isr-violation"
 ISR_DIVERGENCE: Final = "isr-divergence"
+STALLED: Final = "stalled"
 
 ALL_CHECKS: Final[tuple[str, ...]] = (
     LOST_WRITE,
@@ -288,6 +317,7 @@ ALL_CHECKS: Final[tuple[str, ...]] = (
     HW_REGRESSION,
     MIN_ISR_VIOLATION,
     ISR_DIVERGENCE,
+    STALLED,
     UNSEEN,
     DIVERGENT_TAIL,
 )
@@ -296,7 +326,49 @@ CORE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, REPLICA_DIVERGENCE, DUPLICATE
 """The three checks ``bench/checker.py`` compares against DuckDB."""
 
 WARNINGS: Final[frozenset[str]] = frozenset({UNSEEN, DIVERGENT_TAIL})
-"""Anomalies that are reported but never make a run invalid (severity ``warning``)."""
+"""Anomalies that are reported but never make a run invalid (severity ``warning``); stalled too,
+unless ``--liveness strict`` (:func:`severity`)."""
+LIVENESS_CHECKS: Final[tuple[str, ...]] = (STALLED,)
+"""Decided by the driver from the liveness figures (``Engine.liveness``)."""
+
+LIVENESS_WARN: Final = "warn"
+LIVENESS_STRICT: Final = "strict"
+LIVENESS_MODES: Final[tuple[str, ...]] = (LIVENESS_WARN, LIVENESS_STRICT)
+DEFAULT_STALL_THRESHOLD_S: Final = 10.0
+"""How long a partition may go without progress, outside fault windows, before it is stalled.
+
+Why 10 s: a healthy partition here acknowledges several sends a second, and a client's recovery
+after a heal -- a metadata refresh, a leader election, the producer's retry backoff -- takes a
+few seconds (the KIP-101 scenarios measure 1-4 s); a broker that stops answering for longer than
+the whole recovery budget of ``request.timeout.ms`` is stuck, not recovering."""
+UNPOLLED_AGE_EDGES_S: Final[tuple[int, ...]] = (1, 10, 60)
+"""The liveness figures count the acknowledged records no poll returned by age at the end of the send period,
+in buckets split at these seconds: ``< 1``, ``1-10``, ``10-60``, ``>= 60``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Liveness:
+    """The liveness settings of a check (``--stall-threshold``, ``--liveness``)."""
+
+    stall_threshold_s: float = DEFAULT_STALL_THRESHOLD_S
+    mode: str = LIVENESS_WARN
+
+    def __post_init__(self) -> None:
+        if self.mode not in LIVENESS_MODES:
+            raise ValueError(f"liveness mode {self.mode!r} is not one of {', '.join(LIVENESS_MODES)}")
+        if not self.stall_threshold_s > 0:
+            raise ValueError(f"the stall threshold must be > 0 seconds, not {self.stall_threshold_s!r}")
+
+
+DEFAULT_LIVENESS: Final = Liveness()
+
+
+def severity(kind: str, liveness: Liveness = DEFAULT_LIVENESS) -> str:
+    """``warning`` or ``error``: :data:`WARNINGS`, and stalled unless the liveness mode is strict."""
+    if kind in WARNINGS or (kind == STALLED and liveness.mode != LIVENESS_STRICT):
+        return "warning"
+    return "error"
+
 
 VALUE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, UNSEEN, ABORTED_READ, LOST_READ, UNEXPECTED, DUPLICATE)
 """Answered together by one aggregation grouped by (run, partition, value)."""

@@ -12,7 +12,8 @@ missing, damaged, torn or with a ``seq`` gap (:mod:`checker.invariant_evidence`)
 lines skipped (only when some were: ``--skip-bad-lines`` on a clean history changes nothing),
 or only some checks run.
 ``true`` (valid) only when every check ran on complete evidence and found nothing but
-warnings (``checker.definitions.WARNINGS``: unseen, divergent-tail).
+warnings (``checker.definitions.WARNINGS``: unseen, divergent-tail; stalled unless
+``--liveness strict``).
 
 ``results.json`` (``RESULTS_SCHEMA_VERSION``)::
 
@@ -27,7 +28,16 @@ warnings (``checker.definitions.WARNINGS``: unseen, divergent-tail).
      "stats": {"history_rows", "sends": {"invoke", "ok", "fail", "info"}, "poll_records",
                "drain_records", "nemesis_ops", "skipped_lines",
                "partitions": {P: {"drain_complete", "end_offset", "drained_records"}},
-               "replicas": {"nodes", "missing", "records": {NODE: n}}}}
+               "replicas": {"nodes", "missing", "records": {NODE: n}}},
+     "liveness": null | {"stall_threshold_s", "mode", "send_period_s": [start, end]|null,
+                  "last_heal_s", "partitions": {P: {"recovery_send_s", "recovery_poll_s",
+                  "longest_gap_s", "longest_gap_from_s",
+                  "unpolled": {"count", "by_age_s": {"<1", "1-10", "10-60", ">=60"}, "oldest_s"}}}}}
+
+``liveness`` (``checker.liveness``; null when stalled is not among the checks) is computed by
+the engines as integers and turned into seconds here, so both engines write it alike; the
+``stalled`` anomaly is decided from it with the check's :class:`checker.definitions.Liveness`
+(threshold and mode: its severity is :func:`checker.definitions.severity`'s).
 
 Only anomalies with a count above zero appear; ``NAME`` is one of
 :data:`checker.definitions.ALL_CHECKS`, and ``checks`` lists those that ran in that order.
@@ -49,20 +59,24 @@ import pyarrow as pa
 from checker import fetch
 from checker.definitions import (
     ALL_CHECKS,
+    DEFAULT_LIVENESS,
     GROUP_CHECKS,
     INCONSISTENT_OFFSETS,
     INVARIANT_CHECKS,
     ISR_DIVERGENCE,
     ORDER_CHECKS,
     REPLICA_CHECKS,
+    STALLED,
     VALUE_CHECKS,
-    WARNINGS,
+    Liveness,
+    severity,
 )
 from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
 from checker.examples import divergence_example, group_example, offset_example, order_example, value_example
 from checker.expectations import applicable_rules, expectation
 from checker.invariant_examples import event_keys, fetch_events, invariant_example
+from checker.liveness import fault_tables, liveness_results
 from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
 from harness.record.ops import OP_TYPES
 from harness.record.rundir import RunDir
@@ -125,6 +139,7 @@ QUESTIONS = (
     "example ops",
     "replica checks",
     "white-box checks",
+    "liveness",
     "row counts",
 )
 """What a pass asks its engine, each reported to ``on_answer`` once answered (or skipped):
@@ -142,6 +157,7 @@ class _Batch:
         runs: list[RunInput],
         checks: frozenset[str],
         limit: int,
+        liveness: Liveness,
         on_answer: AnswerCallback | None = None,
     ) -> None:
         self.runs = runs
@@ -149,6 +165,7 @@ class _Batch:
         self.limit = limit
         self._on_answer = on_answer
         self._answer_lock = threading.Lock()  # answers arrive from two threads
+        self.settings = liveness
         # The value, offset and poll questions (which need the drains' completeness first),
         # the replica questions and the row counts (only the stats use them) do not depend on
         # each other.  An engine that can serve two at once (Spark: its small jobs leave cores
@@ -170,6 +187,7 @@ class _Batch:
         self.groups_of = _by_key(self.groups, "run_id")
         self.divergence_of = _by_key(self.divergence, "run_id")
         self.invariants_of = _by_key(self.invariants, "run_id")
+        self.liveness_of = _by_key(self.liveness, "run_id")
         self.row_counts_of = _by_key(self.row_counts, "run_id")
         self.drains_of = _by_key(self.drains, "run_id")
         self.observations_at = _by_key(self.observations, "run_id", "partition", "offset")
@@ -214,6 +232,8 @@ class _Batch:
         self._answered("replica checks")
         self._invariant_questions(engine)
         self._answered("white-box checks")
+        self._liveness_questions(engine)
+        self._answered("liveness")
         self.row_counts = engine.row_counts(self.runs)
         self._answered("row counts")
 
@@ -221,6 +241,16 @@ class _Batch:
         if self._on_answer is not None:
             with self._answer_lock:
                 self._on_answer(question)
+
+    def _liveness_questions(self, engine: Engine) -> None:
+        """The liveness figures: fault windows paired here, per run; the figures by the engine."""
+        self.liveness = pd.DataFrame(columns=["run_id"])
+        self.last_heal: dict[int, int | None] = {}
+        if STALLED not in self.checks:
+            return
+        windows, heals = fault_tables(self.runs)
+        self.last_heal = {int(r["run_id"]): plain_value(r["last_heal"]) for r in heals.to_dict("records")}
+        self.liveness = engine.liveness(self.runs, windows, heals)
 
     def _invariant_questions(self, engine: Engine) -> None:
         """The white-box checks, the events their examples name and, for isr-divergence, the
@@ -358,18 +388,23 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
         total, rows = _examples(batch.invariants_of, run.events_run_id, kind)
         found[kind] = (total, [invariant_example(kind, r, batch.events, records) for r in rows])
 
+    liveness: dict[str, Any] | None = None
+    if STALLED in checks:
+        rows = batch.liveness_of.get(hid, [])
+        liveness, stalled = liveness_results(run, rows, batch.last_heal.get(hid), batch.settings)
+        found[STALLED] = (len(stalled), stalled[: batch.limit])
+
     rules = applicable_rules(run.spec)
     anomalies: dict[str, Any] = {}
     for kind in ALL_CHECKS:
         total, examples = found.get(kind, (0, []))
         if total and kind in checks:  # one engine question may answer two checks (REPLICA_CHECKS)
             expected, rule = expectation(kind, rules)
-            severity = "warning" if kind in WARNINGS else "error"
             anomalies[kind] = {
                 "count": total,
                 "expected": expected,
                 "rule": rule,
-                "severity": severity,
+                "severity": severity(kind, batch.settings),
                 "examples": examples,
             }
     stats = _stats(run, batch)
@@ -395,6 +430,7 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
         "checks": [c for c in ALL_CHECKS if c in checks],
         "config": _config(run.spec),
         "stats": stats,
+        "liveness": liveness,
     }
 
 
@@ -403,6 +439,7 @@ def check_pass(
     runs: list[RunInput],
     checks: Iterable[str],
     limit: int,
+    liveness: Liveness = DEFAULT_LIVENESS,
     on_answer: AnswerCallback | None = None,
 ) -> list[dict[str, Any]]:
     """Results for every run of one pass (run ids distinct), in the order given.
@@ -410,7 +447,7 @@ def check_pass(
     ``on_answer`` is called with each of :data:`QUESTIONS` as the engine answers it.
     """
     chosen = frozenset(checks)
-    batch = _Batch(engine, runs, chosen, limit, on_answer)
+    batch = _Batch(engine, runs, chosen, limit, liveness, on_answer)
     return [_run_results(run, batch, chosen) for run in runs]
 
 

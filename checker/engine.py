@@ -16,6 +16,7 @@ ascending, nulls first):
 * group checks: ``partition, offset, index, item``
 * replica-divergence and divergent-tail: ``partition, node_a, node_b``
 * white-box checks: ``partition, ts, node, seq``
+* liveness figures: ``run_id, partition`` (one row each, no limit: they are per partition)
 """
 
 from __future__ import annotations
@@ -79,6 +80,15 @@ class Engine(Protocol):
         The white-box checks (:data:`checker.definitions.INVARIANT_CHECKS`) among ``checks``, on
         the event tables of the runs that have one (``events_path``); isr-divergence also reads
         their replicas.  Examples in :data:`checker.definitions.INVARIANT_ORDER`.
+        """
+
+    def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
+        """``run_id`` + :data:`checker.liveness.LIVENESS_COLUMNS`: one row per (run, partition) with
+        a send row, ordered by both, every figure an integer (nanoseconds, counts) or null.
+
+        ``windows`` (``run_id, start, end``) and ``heals`` (``run_id, last_heal``) are the runs'
+        fault windows and last heals, which the driver pairs from the nemesis ops
+        (:func:`checker.liveness.fault_tables`); the figures read every send and poll record.
         """
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:

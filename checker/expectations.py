@@ -109,7 +109,9 @@ producer's acks change what is acknowledged, not how the brokers replicate or tr
 
 Never permitted by any rule: aborted-read (a definite failure that took effect),
 unexpected (a value nobody sent) and committed-beyond-read -- those are bugs in any
-configuration.
+configuration -- and stalled: every fault the nemesis injects is already outside the gaps it
+measures (``checker.definitions``, liveness), so no setting excuses a partition that stops
+outside them.
 """
 
 from __future__ import annotations

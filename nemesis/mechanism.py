@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from harness.cluster.protocol import Cluster, NodeControl, PowerLoss
 from harness.nodes.remote import RemoteError
+from harness.record.faults import ANNOUNCED
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
@@ -259,13 +260,14 @@ class Nemesis:
         data directory had not fsynced (the lazy filesystem's ``drop``).  Healed by ``start``."""
         return self._node_fault(POWER_LOSS, nodes, {})
 
-    def pause(self, nodes: Sequence[str]) -> Op:
-        """SIGSTOP the broker on ``nodes``."""
-        return self._node_fault(PAUSE, nodes, {})
+    def pause(self, nodes: Sequence[str], announced: bool = True) -> Op:
+        """SIGSTOP the broker on ``nodes``; ``announced=False`` marks the op as a planted liveness bug
+        that opens no fault window for the checker (:mod:`harness.record.faults`)."""
+        return self._node_fault(PAUSE, nodes, {} if announced else {ANNOUNCED: False})
 
-    def resume(self, nodes: Sequence[str]) -> Op:
-        """SIGCONT the broker on ``nodes``."""
-        return self._node_heal(PAUSE, nodes)
+    def resume(self, nodes: Sequence[str], announced: bool = True) -> Op:
+        """SIGCONT the broker on ``nodes`` (``announced``: as for :meth:`pause`)."""
+        return self._node_heal(PAUSE, nodes, {} if announced else {ANNOUNCED: False})
 
     def metadata_delay(self, nodes: Sequence[str]) -> Op:
         """Make the brokers ``nodes`` drop every packet from the controller: they stop learning
@@ -418,9 +420,9 @@ class Nemesis:
                 self._affected[fault] -= {node for node, failure in failures.items() if failure.definite}
             return complete(self.recorder, invocation, value, failures, len(nodes))
 
-    def _node_heal(self, fault: str, nodes: Sequence[str]) -> Op:
+    def _node_heal(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:
         nodes = self._brokers(nodes)
-        value = {"nodes": nodes}
+        value = {"nodes": nodes, **(extra or {})}
         with self._action_lock:
             invocation = self.recorder.invoke(NEMESIS_PROCESS, self._node_faults[fault].heal_f, value)
             failures = on_nodes(nodes, self._node_faults[fault].heal, parallel=True)

@@ -28,7 +28,10 @@ consuming in the background.  Each step has exactly one verb:
   ``partition``.  ``metadata-delay`` makes the brokers drop every packet from the controller
   (they keep acting on stale leadership and ISR -- KIP-320's zombie replica) until a
   ``metadata-heal`` on them (no ``node``/``nodes``: on every broker); ``heal`` ends a
-  partition only and leaves a metadata delay in place;
+  partition only and leaves a metadata delay in place.  ``pause`` and ``resume`` take
+  ``announce = false``: the brokers are paused all the same, but the op is recorded as
+  unannounced and opens no fault window for the checker's liveness checks -- a stand-in for
+  brokers that stop on their own, which ``stalled`` must catch (``harness.record.faults``);
 * ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
   with ``node``, ``partition`` (default 0) and ``timeout`` seconds (default 30) -- a
   condition polled until true (``leader-is-not``: the partition has a leader, another node);
@@ -44,7 +47,7 @@ consuming in the background.  Each step has exactly one verb:
 * ``sleep = 5`` with ``why = "..."`` -- only where time itself is the point (letting
   acknowledged writes pile up past a checkpoint, for example).
 
-Every fault is recorded as a nemesis op, so reports shade the windows.
+Every fault is recorded as a nemesis op, so reports shade the windows (unannounced ones too).
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ FAULTS = (
 )
 NODELESS_FAULTS = ("partition", "heal", "metadata-heal")
 """Faults whose step may omit ``node``/``nodes``."""
+UNANNOUNCEABLE = ("pause", "resume")
+"""Faults whose step may say ``announce = false`` (recorded as unannounced: no fault window)."""
 ROLES = ("leader-of", "follower-of")
 CONTROLLER = "controller"
 """The name that always means the cluster's controller node."""
@@ -218,8 +223,8 @@ class ScenarioNemesis(Protocol):
 
     def kill(self, nodes: Sequence[str]) -> object: ...
     def start(self, nodes: Sequence[str]) -> object: ...
-    def pause(self, nodes: Sequence[str]) -> object: ...
-    def resume(self, nodes: Sequence[str]) -> object: ...
+    def pause(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
+    def resume(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
     def power_loss(self, nodes: Sequence[str]) -> object: ...
     def partition(self, grudge: Mapping[str, frozenset[str]], kind: str = ...) -> object: ...
     def heal_partition(self) -> object: ...
@@ -331,7 +336,10 @@ class ScenarioRun:
                     "power-loss": "power_loss",
                     "metadata-delay": "metadata_delay",
                 }[fault]
-                getattr(nemesis, method_name)(self._nodes(step))
+                if step.get("announce", True) is False:  # pause and resume only (_check_step)
+                    getattr(nemesis, method_name)(self._nodes(step), announced=False)
+                else:
+                    getattr(nemesis, method_name)(self._nodes(step))
         elif "wait" in step:
             self._wait(step)
         elif "produce" in step:
@@ -525,6 +533,13 @@ def _check_step(step: Any, where: str) -> None:
             raise ScenarioError(f"{where}: partition needs grudge = {{ NODE = [NODES...] }}")
         if step["fault"] not in NODELESS_FAULTS and "node" not in step and "nodes" not in step:
             raise ScenarioError(f"{where}: {step['fault']} needs node or nodes")
+        if "announce" in step and (
+            step["fault"] not in UNANNOUNCEABLE or not isinstance(step["announce"], bool)
+        ):
+            raise ScenarioError(
+                f"{where}: announce = true|false is for {' and '.join(UNANNOUNCEABLE)} only, not"
+                f" {step['fault']} = {step['announce']!r}"
+            )
     if verb == "wait":
         if step["wait"] not in WAITS:
             raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")

@@ -18,7 +18,8 @@ Fields:
   heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
   :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs
   ``--consume-via subscribe``). Empty: no faults at all.
-  :data:`HEALS` names the op that ends each fault.
+  :data:`HEALS` names the op that ends each fault (owned by :mod:`harness.record.faults`, with the
+  fault names: the history's vocabulary).
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
   lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
   uniformly from ``[1 - j, 1 + j]`` times its mean, so faults land in different phases of the
@@ -43,11 +44,12 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
 
-KILL = "kill"
-PAUSE = "pause"
-PARTITION = "partition"
-POWER_LOSS = "power-loss"
-METADATA_DELAY = "metadata-delay"
+from harness.record.faults import HEALS as HEALS
+from harness.record.faults import KILL as KILL
+from harness.record.faults import METADATA_DELAY as METADATA_DELAY
+from harness.record.faults import PARTITION as PARTITION
+from harness.record.faults import PAUSE as PAUSE
+from harness.record.faults import POWER_LOSS as POWER_LOSS
 
 NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS, METADATA_DELAY)
 """Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
@@ -124,10 +126,6 @@ buggy setting of the catalogue (the figures are in ``docs/bugs.md``).
 """
 POWER_LOSS_MIX: tuple[str, ...] = (POWER_LOSS, POWER_LOSS_FOLLOWER_LEADER_CRASH, LAST_REPLICA_STANDING)
 """What a mix adds to :data:`HUNT_MIX` where power loss is under test (the lazy filesystem runs)."""
-HEALS: Mapping[str, str] = MappingProxyType(
-    {KILL: "start", PAUSE: "resume", POWER_LOSS: "start", METADATA_DELAY: "metadata-heal", PARTITION: "heal"}
-)
-"""Fault -> the ``f`` of the nemesis op that heals it (kill and power loss are both healed by ``start``)."""
 
 NODE_TARGETS: tuple[str, ...] = ("one", "minority", "majority", "all", "leader", "followers")
 PARTITION_KINDS: tuple[str, ...] = ("isolate-one", "isolate-leader", "halves", "bridge", "majorities-ring")

@@ -54,7 +54,7 @@ from checker.definitions import (
 )
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
-from checker.pandas import candidates, groups, invariants, order
+from checker.pandas import candidates, groups, invariants, liveness, order
 from harness.record.history import F_DRAIN, F_POLL, F_SEND
 
 
@@ -427,6 +427,15 @@ class PandasEngine:
     def invariant_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
         """The white-box checks (:mod:`checker.pandas.invariants`): small tables, read per question."""
         return invariants.pass_anomalies(runs, checks, limit)
+
+    def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
+        """The liveness figures (:mod:`checker.pandas.liveness`) on the sends and poll records."""
+        columns = self._columns(runs)
+        f, placed = columns.ints("f"), columns.valid("partition") & columns.valid("run_id")
+        sends = self._rows(runs, (f == F_SEND) & placed, liveness.SEND_COLUMNS)
+        reads = (f == F_POLL) & (columns.ints("type") == TYPE_OK) & columns.valid("item") & placed
+        polls = self._rows(runs, reads & columns.valid("offset"), liveness.POLL_COLUMNS)
+        return liveness.liveness(sends, polls, windows, heals)
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         """Replica pairs holding different records at a position, split by their HWs (LogMatching)."""

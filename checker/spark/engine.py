@@ -59,7 +59,7 @@ from checker.definitions import (
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
-from checker.spark import groups, invariants, replicas
+from checker.spark import groups, invariants, liveness, replicas
 from checker.spark.inputs import InputFile, SparkInputs
 from checker.spark.order import poll_order, send_order
 from harness.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
@@ -432,6 +432,18 @@ class SparkEngine:
         return invariants.pass_anomalies(
             self.spark, runs, self._replicas(dumped) if dumped else None, checks, limit
         )
+
+    def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
+        """The liveness figures in one job (:mod:`checker.spark.liveness`); the fault tables broadcast."""
+        spans = self._small(
+            windows[["run_id", "start", "end"]],
+            pa.schema([("run_id", pa.int64()), ("start", pa.int64()), ("end", pa.int64())]),
+        )
+        marks = self._small(
+            heals[["run_id", "last_heal"]], pa.schema([("run_id", pa.int64()), ("last_heal", pa.int64())])
+        )
+        found = liveness.liveness(self._history(runs), spans, marks).orderBy("run_id", "partition")
+        return _collect(found)
 
     def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
         """replica-divergence and divergent-tail in one job (:mod:`checker.spark.replicas`)."""

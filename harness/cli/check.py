@@ -22,7 +22,14 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from checker.api import check_runs, load_runs, open_engine, resolve_runs
-from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.definitions import (
+    ALL_CHECKS,
+    DEFAULT_EXAMPLE_LIMIT,
+    DEFAULT_STALL_THRESHOLD_S,
+    LIVENESS_MODES,
+    LIVENESS_WARN,
+    Liveness,
+)
 from checker.engine import Engine
 from checker.evidence import InputError
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
@@ -60,6 +67,7 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
             " always counts as that node's dump missing)"
         ),
     )
+    add_liveness_options(parser)
     parser.add_argument(
         "--examples",
         type=int,
@@ -82,6 +90,33 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_DRIVER_MEMORY,
         help=f"Spark driver heap for local runs (default {DEFAULT_DRIVER_MEMORY})",
     )
+
+
+def add_liveness_options(parser: argparse.ArgumentParser) -> None:
+    """``--stall-threshold`` and ``--liveness`` (``tidemark check``, ``analyze``, ``run``)."""
+    parser.add_argument(
+        "--stall-threshold",
+        type=float,
+        default=DEFAULT_STALL_THRESHOLD_S,
+        metavar="SECONDS",
+        help=(
+            "a partition without an acknowledged send for longer than this, outside fault windows,"
+            f" is stalled (default {DEFAULT_STALL_THRESHOLD_S:g})"
+        ),
+    )
+    parser.add_argument(
+        "--liveness",
+        choices=LIVENESS_MODES,
+        default=LIVENESS_WARN,
+        help="stalled is a warning (warn, the default) or an error that makes the run invalid (strict)",
+    )
+
+
+def liveness_settings(args: argparse.Namespace) -> Liveness:
+    try:
+        return Liveness(stall_threshold_s=args.stall_threshold, mode=args.liveness)
+    except ValueError as error:
+        raise UsageError(f"--stall-threshold: {error}") from None
 
 
 def parse_checks(text: str | None) -> tuple[str, ...]:
@@ -128,6 +163,7 @@ def execute(
     then carries the JSON alone).  ``session_engine``: an engine to use instead of opening one.
     """
     checks = parse_checks(args.checks)
+    liveness = liveness_settings(args)
     if args.examples < 0:
         raise UsageError("--examples must be >= 0")
     if human is None:
@@ -144,10 +180,14 @@ def execute(
         elif engine_kind == "auto":
             engine_kind = "pandas" if len(runs) == 1 else "spark"
         if session_engine is not None:
-            results = check_runs(runs, session_engine, checks, args.examples, progress)
+            results = check_runs(
+                runs, session_engine, checks, args.examples, liveness=liveness, progress=progress
+            )
         else:
             with open_engine(engine_kind, args.master, args.driver_memory) as engine:
-                results = check_runs(runs, engine, checks, args.examples, progress)
+                results = check_runs(
+                    runs, engine, checks, args.examples, liveness=liveness, progress=progress
+                )
     if len(results) > 1 or args.summary:
         rows = summary_rows(results, [str(run.spec.get("name", "")) for run in runs])
         target = (

@@ -25,6 +25,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from checker.definitions import DEFAULT_LIVENESS, Liveness
+from harness.cli.check import add_liveness_options, liveness_settings
 from harness.cli.errors import UsageError
 from harness.record.rundir import RunDir
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
@@ -118,6 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 15-25 min)",
     )
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
+    add_liveness_options(parser)
 
 
 def parse_settings(pairs: list[str]) -> dict[str, str]:
@@ -276,17 +279,17 @@ def run(args: argparse.Namespace) -> int:
         except (ScenarioError, SpecError, ValueError) as error:
             raise UsageError(str(error)) from None
     check_spec(spec)
-    return run_and_report(spec, Path(args.store), args.engine)
+    return run_and_report(spec, Path(args.store), args.engine, liveness_settings(args))
 
 
-def run_and_report(spec: TestSpec, store: Path, engine: str) -> int:
+def run_and_report(spec: TestSpec, store: Path, engine: str, liveness: Liveness = DEFAULT_LIVENESS) -> int:
     """Run ``spec`` and report its verdict; the exit code.
 
     An external cluster is probed first; one that cannot be tested is a single line on
     stderr and exit 2 (254 when the arguments do not fit it), not a traceback.
     """
     if spec.bootstrap is None:
-        outcome = run_test(spec, store, engine=engine, out=sys.stderr)
+        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
         return report_outcome(spec, outcome)
     from harness.cluster.external_probe import ExternalClusterError
     from harness.cluster.kafka_admin import ClusterUnavailable
@@ -295,7 +298,7 @@ def run_and_report(spec: TestSpec, store: Path, engine: str) -> int:
     if code is not None:
         return code
     try:
-        outcome = run_test(spec, store, engine=engine, out=sys.stderr)
+        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
     except ExternalClusterError as error:  # with an inventory: its brokers, once started
         return cannot_test(str(error))
     except (ClusterUnavailable, TimeoutError) as error:  # set-up failed after the probe passed

@@ -1,13 +1,15 @@
 """``report.html``: one self-contained page that says what happened in a run and why the verdict.
 
 :func:`render_run_report` writes ``RUN_DIR/report.html``.  The page has no external assets
-and makes no network request (a Content-Security-Policy forbids it; the figure is an
-embedded PNG), so it can be archived by CI, mailed, or opened from a file share years later.
+and makes no network request (a Content-Security-Policy forbids it; the figures are
+embedded PNGs), so it can be archived by CI, mailed, or opened from a file share years later.
 Links to node logs and run files are relative, so the run directory can move.
 
 Sections, in reading order: the header (test, scenario, colour-coded verdict and the
 sentence that explains it); the timeline figure (:mod:`harness.report.plots`) with the
-nemesis events under it; the anomaly table with examples (for replica divergence the two
+fault table (recovery times after the last heal), the liveness figures and the offset figure --
+Jepsen's offset order plot and unpolled records over time (:mod:`harness.report.liveness_section`)
+-- and the nemesis events under it; the anomaly table with examples (for replica divergence the two
 replicas' logs around the first divergent offset, side by side, from ``replicas.parquet``);
 the evidence (what was incomplete, and the counts the checker saw); the configuration
 (settings, workload, nemesis, versions); the node logs.
@@ -32,6 +34,7 @@ from typing import Any, Final
 
 import pyarrow.parquet as pq
 
+from harness.record.faults import NemesisEvent
 from harness.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, RESULTS_FILE, SPEC_FILE, RunDir
 from harness.record.stored_run import (
     VERDICT_LABELS,
@@ -41,9 +44,10 @@ from harness.record.stored_run import (
     load_stored_run,
     started_at,
 )
+from harness.report.liveness_section import fault_table, liveness_table, offsets_figure
 from harness.report.plots import fault_colour, render_figure, summarise_latency, time_range
 from harness.report.rebalances import CHURN, rebalance_section
-from harness.report.timeline import HistoryUnavailable, NemesisEvent, Timeline, build_timeline
+from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
 
 MAX_TEXT: Final = 400
 MAX_TABLE_ROWS: Final = 20
@@ -391,7 +395,7 @@ def _events_table(events: Iterable[NemesisEvent]) -> str:
     )
 
 
-def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str:
+def _timeline_section(run: StoredRun, timeline: Timeline | None, unavailable: str | None) -> str:
     if timeline is None:
         return f'<p class="problem">No history to plot: {esc(unavailable)}</p>'
     image = base64.b64encode(render_figure(timeline)).decode("ascii")
@@ -400,11 +404,6 @@ def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str
         f'<tr><td class="op-{esc(k)}">{esc(k)}</td><td class="num">{int(v["count"])}</td>'
         f'<td class="num">{v["p50"]:.1f}</td><td class="num">{v["p99"]:.1f}</td><td class="num">{v["max"]:.1f}</td></tr>'
         for k, v in latency.items()
-    )
-    windows = "".join(
-        f"<li>{esc(w.label)}: {w.start_s:.3f} s → "
-        f"{f'{w.end_s:.3f} s ({esc(w.healed_by)})' if w.end_s is not None else 'never healed'}</li>"
-        for w in timeline.windows
     )
     notes = []
     if timeline.pending:
@@ -420,7 +419,9 @@ def _timeline_section(timeline: Timeline | None, unavailable: str | None) -> str
         f'src="data:image/png;base64,{image}">'
         + rebalance_section(list(timeline.assignments), time_range(timeline), churns)
         + "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
-        + (f"<h3>fault windows</h3><ul>{windows}</ul>" if windows else "")
+        + fault_table(timeline.windows, run.results)
+        + liveness_table(run.results)
+        + offsets_figure(run.run_dir, timeline.windows, run.results, time_range(timeline)[1])
         + (
             "<h3>send latency (ms)</h3><table><tr><th>outcome</th><th>sends</th><th>p50</th><th>p99</th><th>max</th></tr>"
             + rows
@@ -545,7 +546,7 @@ def run_report_html(run_dir: Path | str) -> str:
         [
             _header(run, timeline),
             "<h2>Timeline</h2>",
-            _timeline_section(timeline, unavailable),
+            _timeline_section(run, timeline, unavailable),
             "<h2>Anomalies</h2>",
             _anomalies(run),
             "<h2>Evidence</h2>",

@@ -13,12 +13,8 @@ under a second (``bench/report.py`` measures it):
   before a completion is its invoke.  Invokes never completed are counted as ``pending``.
 * **throughput** -- ``send`` completions per second, per outcome, in bins whose width
   grows with the run's length (1 s up to ~200 bins).
-* **fault windows** -- each nemesis fault paired with the heal that undid it: ``kill`` and
-  ``power-loss`` end at the ``start`` of the same node, ``pause`` at its ``resume``,
-  ``partition`` at the next ``heal`` touching its nodes.  A window opens at the fault's
-  invoke (it may act from then on) and closes at the heal's completion (it acts until
-  then).  A fault whose completion is ``fail`` certainly did not happen: it is listed, not
-  shaded.  A fault never healed is shaded to the end of the history.
+* **fault windows** -- each nemesis fault paired with the heal that undid it, by the rule
+  :mod:`harness.record.faults` owns (the checker's liveness figures use the same windows).
 """
 
 from __future__ import annotations
@@ -33,6 +29,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness.record.faults import FaultWindow, NemesisEvent, NemesisRow, fault_windows
+from harness.record.faults import nemesis_events as paired_events
 from harness.record.history import (
     NEMESIS_PROCESS_CODE,
     HistoryFormatError,
@@ -43,40 +41,9 @@ from harness.record.history import (
 from harness.record.ops import NEMESIS_PROCESS
 from harness.record.rundir import RunDir
 from harness.report.rebalances import GROUP_OPS, Assignment, assignments
-from nemesis.spec import HEALS, PARTITION
 
-PARTITION_FAULT = PARTITION
-PARTITION_HEAL = HEALS[PARTITION]
-NODE_FAULT_HEALS: Final[dict[str, str]] = {f: heal for f, heal in HEALS.items() if f != PARTITION}
-FAULT_KINDS: Final[tuple[str, ...]] = (*NODE_FAULT_HEALS, PARTITION_FAULT)
-HEAL_KINDS: Final[frozenset[str]] = frozenset({*NODE_FAULT_HEALS.values(), PARTITION_HEAL})
 _NICE_BIN_SECONDS: Final[tuple[float, ...]] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 MAX_BINS: Final = 200
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NemesisEvent:
-    """One nemesis op pair: what was done, to which nodes, when, with which outcome."""
-
-    f: str
-    nodes: tuple[str, ...]
-    value: Any
-    invoked_s: float
-    completed_s: float | None
-    outcome: str
-    """``ok``, ``fail``, ``info``, or ``pending`` (no completion recorded)."""
-    error: str | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FaultWindow:
-    kind: str
-    label: str
-    nodes: tuple[str, ...]
-    start_s: float
-    end_s: float | None
-    """``None``: never healed (shaded to the end of the history)."""
-    healed_by: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,98 +189,16 @@ def _throughput(latencies: pd.DataFrame, duration_s: float, width: float) -> pd.
     return pd.DataFrame(columns, index=pd.Index(edges[:-1], name="bin_start_s"))
 
 
-def _nodes_of(f: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, dict):
-        return ()
-    if f == PARTITION_FAULT and isinstance(value.get("grudge"), dict):
-        grudge = value["grudge"]
-        named = set(grudge) | {n for targets in grudge.values() if isinstance(targets, list) for n in targets}
-        return tuple(sorted(str(n) for n in named))
-    nodes = value.get("nodes")
-    return tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
-
-
 def nemesis_events(ops: pd.DataFrame, values: dict[int, Any]) -> list[NemesisEvent]:
-    """Pair each nemesis invoke with the next completion of the same ``f`` (in history order)."""
+    """The nemesis ops of ``ops`` paired (:func:`harness.record.faults.nemesis_events`)."""
     nemesis = ops[ops["process"] == NEMESIS_PROCESS_CODE]
-    open_invokes: dict[str, list[dict[str, Any]]] = {}
-    events: list[tuple[int, NemesisEvent]] = []
-    for row in nemesis.to_dict("records"):
-        seconds = row["time"] / 1e9
-        if row["type"] == "invoke":
-            open_invokes.setdefault(row["f"], []).append(row)
-            continue
-        waiting = open_invokes.get(row["f"])
-        invoke = waiting.pop(0) if waiting else row  # a lone completion stands for itself
-        value = values.get(row["index"], values.get(invoke["index"]))
-        event = NemesisEvent(
-            row["f"],
-            _nodes_of(row["f"], value),
-            value,
-            invoke["time"] / 1e9,
-            seconds,
-            row["type"],
-            row["error"],
+    rows = [
+        NemesisRow(
+            int(row["index"]), int(row["time"]), row["type"], row["f"], values.get(row["index"]), row["error"]
         )
-        events.append((invoke["index"], event))
-    for waiting in open_invokes.values():
-        for invoke in waiting:
-            value = values.get(invoke["index"])
-            events.append(
-                (
-                    invoke["index"],
-                    NemesisEvent(
-                        invoke["f"],
-                        _nodes_of(invoke["f"], value),
-                        value,
-                        invoke["time"] / 1e9,
-                        None,
-                        "pending",
-                        None,
-                    ),
-                )
-            )
-    return [event for _, event in sorted(events, key=lambda pair: pair[0])]
-
-
-def _label(event: NemesisEvent) -> str:
-    if event.f == PARTITION_FAULT and isinstance(event.value, dict) and event.value.get("kind"):
-        return f"partition {event.value['kind']}"
-    return f"{event.f} {','.join(event.nodes)}".strip()
-
-
-def fault_windows(events: list[NemesisEvent]) -> list[FaultWindow]:
-    """Fault windows from paired nemesis events (see the module docstring for the pairing)."""
-    open_faults: list[tuple[NemesisEvent, set[str]]] = []
-    windows: list[FaultWindow] = []
-
-    def close(event: NemesisEvent, end_s: float | None, healed_by: str | None) -> None:
-        windows.append(FaultWindow(event.f, _label(event), event.nodes, event.invoked_s, end_s, healed_by))
-
-    for event in sorted(events, key=lambda e: e.completed_s if e.completed_s is not None else e.invoked_s):
-        if event.f in FAULT_KINDS and event.outcome != "fail":
-            open_faults.append((event, set(event.nodes)))
-        elif event.f in HEAL_KINDS and event.outcome in ("ok", "info") and event.completed_s is not None:
-            healed = set(event.nodes)
-            still_open = []
-            for fault, unhealed in open_faults:
-                if (
-                    event.f == PARTITION_HEAL
-                    and fault.f == PARTITION_FAULT
-                    and (not healed or healed & unhealed or not unhealed)
-                ):
-                    close(fault, event.completed_s, event.f)
-                    continue
-                if NODE_FAULT_HEALS.get(fault.f) == event.f:
-                    unhealed -= healed
-                    if not unhealed:
-                        close(fault, event.completed_s, event.f)
-                        continue
-                still_open.append((fault, unhealed))
-            open_faults = still_open
-    for fault, _ in open_faults:
-        close(fault, None, None)
-    return sorted(windows, key=lambda w: w.start_s)
+        for row in nemesis.to_dict("records")
+    ]
+    return paired_events(rows)
 
 
 def build_timeline(run_dir: Path) -> tuple[Timeline, list[str]]:

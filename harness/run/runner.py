@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from checker.api import check_runs, open_engine
-from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, DEFAULT_LIVENESS, Liveness
 from checker.evidence import InputError, load_run
 from harness.cluster.kafka_admin import (
     ClusterUnavailable,
@@ -182,11 +182,12 @@ def run_test(
     engine: str | None = "pandas",
     out: TextIO = sys.stderr,
     run_dir: Path | None = None,
+    liveness: Liveness = DEFAULT_LIVENESS,
 ) -> RunOutcome:
     """Run ``spec`` (its random nemesis, or its embedded scenario); store everything under
     ``store_dir`` (or exactly in ``run_dir``, which must not exist yet: campaigns name their
     runs); check it with ``engine`` (None: leave the check to the caller, as a campaign does
-    in one Spark job)."""
+    in one Spark job) and the ``liveness`` settings."""
     if run_dir is None:
         directory = RunDir(store.new_run_directory(store_dir, spec.name))
         store.point_latest(store_dir, directory.path)
@@ -215,7 +216,7 @@ def run_test(
             _run_phases(spec, cluster, recorder, directory, problems, out)
     finally:
         recorder.close()
-    return finish_run(directory, engine, problems, out)
+    return finish_run(directory, engine, problems, out, liveness)
 
 
 def _run_phases(
@@ -305,7 +306,13 @@ def _main_phase_problems(problems: list[str]) -> Iterator[None]:
         problems.append(f"main phase: {type(error).__name__}: {error}")
 
 
-def finish_run(run_dir: RunDir, engine: str | None, problems: list[str], out: TextIO) -> RunOutcome:
+def finish_run(
+    run_dir: RunDir,
+    engine: str | None,
+    problems: list[str],
+    out: TextIO,
+    liveness: Liveness = DEFAULT_LIVENESS,
+) -> RunOutcome:
     """Make the stored run's evidence whole and check it (also after a failed run).
 
     :func:`checker.evidence.load_run` is the one place that turns ``history.jsonl`` and the
@@ -323,5 +330,5 @@ def finish_run(run_dir: RunDir, engine: str | None, problems: list[str], out: Te
     if engine is None or run is None:
         return RunOutcome(run_dir.path, None, problems)
     with open_engine(engine) as checker_engine:
-        results = check_runs([run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        results = check_runs([run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, liveness=liveness)[0]
     return RunOutcome(run_dir.path, results, problems)

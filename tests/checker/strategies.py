@@ -23,4 +23,5 @@ def plans(draw: st.DrawFn, clean: bool = False) -> Plan:
         partitions=partitions,
         values_per_partition=draw(st.integers(10, 16)),
         plant=tuple(plant),
+        jump=draw(st.sampled_from([None, "announced"])),  # an announced pause stalls nothing
     )

@@ -9,6 +9,13 @@ end of the final log, so no other value shares its offset), except where the def
 make one imply another (:data:`COMPANIONS`): every nonmonotonic-send is a realtime-order,
 every nonmonotonic-poll a stale-read.
 
+The clock advances 1 us per op, so no partition ever waits long -- unless a *clock jump* is
+planted (:attr:`Plan.jump`): :data:`JUMP_SECONDS` pass in the middle of the sends, inside a pause
+of every node.  An announced pause is a fault window, and nothing stalls; an unannounced one
+(and planting ``stalled``) leaves every partition without progress for that long: each one is
+stalled once (checker.definitions, liveness).  With a jump, the history's first kill is healed
+before the sends, so that its window does not cover the send period.
+
 The clean history is sequential (each send invoked after the previous one completed), so
 ack offsets grow with time in every partition.  A send planted with a claimed offset
 (inconsistent-offsets) is therefore invoked at the start of the history, by a process of its
@@ -41,6 +48,7 @@ from checker.definitions import (
     REALTIME_ORDER,
     REPLICA_DIVERGENCE,
     STALE_READ,
+    STALLED,
     UNEXPECTED,
     UNSEEN,
 )
@@ -63,6 +71,7 @@ PLANTABLE = (
     NONMONOTONIC_SEND,
     REALTIME_ORDER,
     UNSEEN,
+    STALLED,
 )
 NODES = ("n1", "n2", "n3")
 COMPANIONS = {NONMONOTONIC_SEND: {REALTIME_ORDER: 1}, NONMONOTONIC_POLL: {STALE_READ: 1}}
@@ -80,16 +89,33 @@ class Plan:
     faults: tuple[str, ...] = ("kill",)
     other_topic: bool = True
     """Whether the replica dumps hold a record of a second topic (which the checks must ignore)."""
+    jump: str | None = None
+    """A clock jump inside a pause of every node: ``announced`` or ``unannounced`` (planting
+    ``stalled`` makes it unannounced); None: none."""
+
+
+JUMP_SECONDS = 30
+"""How far the clock jumps (well above ``checker.definitions.DEFAULT_STALL_THRESHOLD_S``)."""
 
 
 class _Recorder:
     def __init__(self, writer: HistoryWriter) -> None:
         self.writer = writer
         self.index = 0
+        self.shift = 0
+        """Nanoseconds the clock has jumped so far."""
 
     def op(self, process: int | str, type_: str, f: str, value: Any = None, error: str | None = None) -> None:
-        self.writer.append(Op(self.index, self.index * 1000, process, type_, f, value, error))  # type: ignore[arg-type]
+        time = self.index * 1000 + self.shift
+        self.writer.append(Op(self.index, time, process, type_, f, value, error))  # type: ignore[arg-type]
         self.index += 1
+
+    def jump(self, announced: bool) -> None:
+        """A pause of every node, :data:`JUMP_SECONDS` long (see the module docstring)."""
+        value: dict[str, Any] = {"nodes": list(NODES), **({} if announced else {"announced": False})}
+        self.pair("nemesis", "pause", value, "ok", value)
+        self.shift += JUMP_SECONDS * 1_000_000_000
+        self.pair("nemesis", "resume", value, "ok", value)
 
     def pair(
         self, process: int | str, f: str, invoke: Any, type_: str, value: Any, error: str | None = None
@@ -174,6 +200,9 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
     """Write the run and return ``{anomaly: count}`` expected (only kinds with count > 0)."""
     rng = random.Random(plan.seed)
     planted = {kind: count for kind, count in plan.plant if count}
+    jump = "unannounced" if STALLED in planted else plan.jump
+    if STALLED in planted:  # a planted stall stalls every partition once
+        planted[STALLED] = plan.partitions
     # The order anomalies are counted where they are planted, with what they cause.
     expected: Counter[str] = Counter({kind: n for kind, n in planted.items() if kind not in ORDER_CHECKS})
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -256,6 +285,8 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
     with HistoryWriter(run_dir / "history.jsonl") as writer:
         rec = _Recorder(writer)
         rec.pair("nemesis", "kill", {"nodes": ["n2"]}, "info", {"nodes": ["n2"]})
+        if jump is not None:
+            rec.pair("nemesis", "start", {"nodes": ["n2"]}, "info", {"nodes": ["n2"]})
         for item in sends:
             if item.early and item.process is not None:
                 invoke = {k: item.value[k] for k in ("partition", "key", "value")}
@@ -263,6 +294,8 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
         producers = [0, 1, 2]  # the three regular producers' current process ids
         fresh = iter(range(600, 10**6))
         for number, item in enumerate(sends):
+            if jump is not None and number == len(sends) // 2:
+                rec.jump(announced=jump == "announced")
             process = producers[number % 3] if item.process is None else item.process
             if item.process is None and item.outcome == "info":  # an info retires the process id
                 producers[number % 3] = next(fresh)
@@ -275,7 +308,8 @@ def write_run(run_dir: Path, plan: Plan) -> dict[str, int]:
                 rec.op(process, "fail", "send", None, error="NOT_ENOUGH_REPLICAS")
             else:
                 rec.op(process, "info", "send", invoke, error="REQUEST_TIMED_OUT")
-        rec.pair("nemesis", "start", {"nodes": ["n2"]}, "info", {"nodes": ["n2"]})
+        if jump is None:
+            rec.pair("nemesis", "start", {"nodes": ["n2"]}, "info", {"nodes": ["n2"]})
         cursors = dict.fromkeys(sequences, 0)
         while any(cursors[p] < len(sequences[p]) for p in sequences):
             records = []

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from harness.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
+from harness.record.faults import NemesisRow, fault_windows, nemesis_events
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
@@ -732,3 +733,27 @@ def test_real_faults_in_containers_of_the_node_image(
             node: handle.remote(node).exec(["iptables", "-S"]).stdout_text for node in everyone
         } == rules_before
         assert all(op.type in ("invoke", "ok") for op in ops)
+
+
+def test_an_unannounced_pause_is_recorded_as_such_and_opens_no_liveness_window(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    """The brokers are paused all the same; only the checker's fault windows leave it out."""
+    nemesis, cluster, ops = make(recorded)
+    nemesis.pause(["n1"], announced=False)
+    assert nemesis.active_faults() == ["pause n1"]
+    nemesis.resume(["n1"], announced=False)
+    nemesis.pause(["n2"])
+    nemesis.resume(["n2"])
+    assert cluster.remotes["n1"].signals == ["SIGSTOP", "SIGCONT"]
+    unannounced = {"nodes": ["n1"], "announced": False}
+    assert pairs(ops)[:4] == [
+        ("pause", "invoke", unannounced),
+        ("pause", "ok", unannounced),
+        ("resume", "invoke", unannounced),
+        ("resume", "ok", unannounced),
+    ]
+    rows = [NemesisRow(op.index, op.time, op.type, op.f, op.value, op.error) for op in ops]
+    windows = fault_windows(nemesis_events(rows))
+    assert [(w.nodes, w.announced) for w in windows] == [(("n1",), False), (("n2",), True)]
+    assert [w.nodes for w in fault_windows(nemesis_events(rows), announced_only=True)] == [("n2",)]

@@ -406,3 +406,36 @@ def test_nothing_unexpected_accepts_permitted_loss_or_none_but_nothing_else() ->
 def test_an_expectation_with_an_unknown_valid_is_refused() -> None:
     with pytest.raises(ScenarioError, match="valid must be true, false"):
         parse_scenario({"expected": [{"valid": "maybe"}], "step": [{"sleep": 1, "why": "w"}]}, "s.toml")
+
+
+def test_pause_and_resume_may_be_unannounced_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[str], bool]] = []
+
+    class Announcing(FakeNemesis):
+        def pause(self, nodes: Sequence[str], announced: bool = True) -> None:
+            calls.append(("pause", list(nodes), announced))
+
+        def resume(self, nodes: Sequence[str], announced: bool = True) -> None:
+            calls.append(("resume", list(nodes), announced))
+
+    monkeypatch.setattr(scenario_module, "_partition_info", lambda bootstrap, topic, partition: INFO)
+    steps = [
+        {"fault": "pause", "nodes": ["n1", "n2"], "announce": False},
+        {"fault": "resume", "nodes": ["n1", "n2"], "announce": False},
+        {"fault": "pause", "node": "n3"},
+        {"fault": "resume", "node": "n3", "announce": True},
+    ]
+    context = ScenarioContext(FakeCluster(), Announcing(), None, "queue", lambda line: None)  # type: ignore[arg-type]
+    ScenarioRun(parse_scenario(scenario_data(*steps), SOURCE), context).run()
+    assert calls == [
+        ("pause", ["n1", "n2"], False),
+        ("resume", ["n1", "n2"], False),
+        ("pause", ["n3"], True),
+        ("resume", ["n3"], True),
+    ]
+    assert "announce = true|false is for pause and resume only, not kill" in parse_error(
+        scenario_data({"fault": "kill", "node": "n1", "announce": False})
+    )
+    assert "not pause = 'no'" in parse_error(
+        scenario_data({"fault": "pause", "node": "n1", "announce": "no"})
+    )

@@ -18,9 +18,12 @@ from nemesis.scenario import library, load_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
+RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause"})
+"""Run with its twin by ``tests/nemesis/test_liveness_scenario.py`` (the same expectation, and more)."""
 CASES = [
     (name, dict(expectation.when))
     for name in sorted(library())
+    if name not in RUN_ELSEWHERE
     for expectation in load_scenario(name).expected
 ]
 """Every bundled scenario under every setting its expectations name (the buggy and the fixed)."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
-from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, GROUP_CHECKS, ORDER_CHECKS
+from checker.definitions import ALL_CHECKS, GROUP_CHECKS, ORDER_CHECKS
 from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
@@ -19,6 +18,7 @@ from checker.spark.groups import VALUE_SCHEMA
 from tests.checker.group_cases import CASES
 from tests.checker.group_synthetic import GROUP_PLANTABLE, GroupPlan, write_group_run
 from tests.checker.order_cases import write_case
+from tests.checker.spark.one_pass import canonical, check_cases_in_one_pass
 from tests.checker.synthetic import Plan, write_run
 from tests.checker.test_groups import assert_group_case
 
@@ -26,24 +26,8 @@ pytestmark = pytest.mark.spark
 CHECKS = (*ORDER_CHECKS, *GROUP_CHECKS)
 
 
-def canonical(result: dict[str, Any]) -> str:
-    return json.dumps(result, sort_keys=True)
-
-
 def test_the_definitions_tiny_examples_in_one_pass(tmp_path: Path, spark: Any) -> None:
-    for number, case in enumerate(CASES):
-        write_case(tmp_path / f"case-{number}", case)
-    runs = [load_run(tmp_path / f"case-{number}") for number in range(len(CASES))]
-    engine = SparkEngine(spark)
-    try:
-        results = check_pass(engine, runs, CHECKS, DEFAULT_EXAMPLE_LIMIT)
-    finally:
-        engine.close()
-    for case, run, result in zip(CASES, runs, results, strict=True):
-        assert_group_case(case, result)
-        assert canonical(result) == canonical(
-            check_pass(PandasEngine(), [run], CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
-        )
+    check_cases_in_one_pass(spark, tmp_path, CASES, write_case, assert_group_case, CHECKS)
 
 
 @pytest.mark.parametrize("bucketed", [False, True], ids=["plain-files", "bucketed-table"])

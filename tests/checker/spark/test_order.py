@@ -2,41 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, ORDER_CHECKS
+from checker.definitions import ALL_CHECKS, ORDER_CHECKS
 from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from checker.spark.engine import SparkEngine
 from tests.checker.order_cases import CASES, assert_case, write_case
+from tests.checker.spark.one_pass import canonical, check_cases_in_one_pass
 from tests.checker.synthetic import Plan, write_run
 
 pytestmark = pytest.mark.spark
 
 
-def canonical(result: dict[str, Any]) -> str:
-    return json.dumps(result, sort_keys=True)
-
-
 def test_the_definitions_tiny_examples_in_one_pass(tmp_path: Path, spark: Any) -> None:
-    for number, case in enumerate(CASES):
-        write_case(tmp_path / f"case-{number}", case)
-    runs = [load_run(tmp_path / f"case-{number}") for number in range(len(CASES))]
-    engine = SparkEngine(spark)
-    try:
-        results = check_pass(engine, runs, ORDER_CHECKS, DEFAULT_EXAMPLE_LIMIT)
-    finally:
-        engine.close()
-    for case, run, result in zip(CASES, runs, results, strict=True):
-        assert_case(case, result)
-        assert canonical(result) == canonical(
-            check_pass(PandasEngine(), [run], ORDER_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
-        )
+    check_cases_in_one_pass(spark, tmp_path, CASES, write_case, assert_case, ORDER_CHECKS)
 
 
 @pytest.mark.parametrize("bucketed", [False, True], ids=["plain-files", "bucketed-table"])

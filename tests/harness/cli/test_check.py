@@ -105,3 +105,19 @@ def test_analyze_and_history_convert(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert json.loads((tmp_path / "results.json").read_text())["anomalies"]["unexpected"]["count"] == 1
     assert main(["history", "convert", str(tmp_path / "nope.jsonl")]) == 254
     assert "nope.jsonl: no such history file" in capsys.readouterr().err
+
+
+def test_liveness_flags_decide_the_stall_severity_and_threshold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A planted 30 s gap: a warning by default, invalid with --liveness strict, gone above it."""
+    write_run(tmp_path, Plan(seed=8, partitions=1, plant=(("stalled", 1),)))
+    assert main(["check", str(tmp_path)]) == 0
+    assert "stalled x1 (warning)" in capsys.readouterr().out
+    assert main(["check", str(tmp_path), "--liveness", "strict"]) == 1
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["anomalies"]["stalled"]["severity"] == "error" and result["liveness"]["mode"] == "strict"
+    assert main(["check", str(tmp_path), "--liveness", "strict", "--stall-threshold", "31"]) == 0
+    assert json.loads((tmp_path / "results.json").read_text())["liveness"]["stall_threshold_s"] == 31.0
+    assert main(["check", str(tmp_path), "--stall-threshold", "0"]) == 254
+    assert "--stall-threshold" in capsys.readouterr().err

@@ -133,7 +133,7 @@ def test_the_report_draws_the_rebalance_timeline_under_the_throughput_plot(
     section = text.index("who held which partition")
     assert text.index("nemesis windows, send throughput and latency") < section < text.index("<h2>Anomalies")
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
-    assert len(images) == 2
+    assert len(images) == 3, "the timeline, the rebalances and the offsets"
     figure = Image.open(io.BytesIO(base64.b64decode(images[1])))
     assert figure.width == 1200 and figure.height > 100
     assert f"assignments ({len(timeline.assignments)})" in text
