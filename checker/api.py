@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,7 +59,11 @@ class CheckProgress(Protocol):
     """What a long batch check reports as it goes (the CLI draws it; tests may count it)."""
 
     def run_loaded(self, run_dir: Path) -> None:
-        """One more run's evidence was validated (and converted where needed)."""
+        """One more run's evidence was validated (and converted where needed).
+
+        Every method is called from one thread at a time (:func:`load_runs` loads from
+        several threads and serialises these calls), but not always the same thread.
+        """
 
     def pass_started(self, number: int, passes: int, runs: int) -> None:
         """Pass ``number`` (from 1) of ``passes`` starts, over ``runs`` runs."""
@@ -79,10 +84,13 @@ def load_runs(
     others loaded meanwhile are only read or converted, never damaged).
     """
 
+    reporting = threading.Lock()
+
     def load(run_dir: Path) -> RunInput:
         run = load_run(run_dir, skip_bad_lines=skip_bad_lines)
         if progress is not None:
-            progress.run_loaded(run_dir)
+            with reporting:
+                progress.run_loaded(run_dir)
         return run
 
     if len(run_dirs) < 2:

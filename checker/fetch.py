@@ -62,9 +62,9 @@ def read_table(
 def open_parquet(path: Path, dictionaries: Sequence[str] = DICTIONARY_COLUMNS) -> pq.ParquetFile:
     """``path`` opened with those of ``dictionaries`` it holds read as dictionaries.
 
-    The footer is read once: a second ``ParquetFile`` on the same metadata costs nothing,
-    where asking the schema first (``pq.read_schema``) was a second footer read -- a cost that
-    a pass of thousands of small runs pays per file.
+    The footer is parsed once: the second ``ParquetFile`` is given the first one's metadata,
+    where asking the schema first (``pq.read_schema``) parsed it twice -- a cost that a pass of
+    thousands of small runs pays per file.
     """
     plain = pq.ParquetFile(path)
     names = plain.metadata.schema.names
@@ -419,13 +419,6 @@ def _may_hold(group: pq.RowGroupMetaData, names: list[str], positions: list[tupl
     return any(low_p <= p <= high_p and low_o <= o <= high_o for p, o in positions)
 
 
-def read_at_positions(
-    path: Path, wanted: pd.DataFrame, columns: Sequence[str], topic: str | None = None
-) -> pd.DataFrame:
-    """``columns`` of the rows of ``path`` at ``wanted[run_id, partition, offset]`` (and of ``topic``)."""
-    return at_positions(_candidates_at(path, wanted, columns, topic), wanted, topic)
-
-
 def _candidates_at(
     path: Path, wanted: pd.DataFrame, columns: Sequence[str], topic: str | None = None
 ) -> pa.Table:
@@ -460,8 +453,14 @@ def _candidates_at(
         group_of = np.searchsorted(read_starts, local, side="right") - 1
         rows = local - read_starts[group_of] + first_row[np.array(groups)[group_of]]
     wanted_columns = [*columns, *(["topic"] if topic is not None and "topic" not in columns else [])]
-    table = read_rows(parquet, rows, wanted_columns)
-    return table if topic is None else table.filter(pc.equal(table["topic"], topic))
+    table = read_rows(
+        parquet, rows, [*wanted_columns, *(["run_id"] if "run_id" not in wanted_columns else [])]
+    )
+    # Only this file's run's keys: a file whose footer does not prove it holds one run (made by
+    # hand, or by an older writer) must not lend its rows to another run's keys.
+    table = table.filter(_key_filter(table, wanted, POSITION))
+    table = table if topic is None else table.filter(pc.equal(table["topic"], topic))
+    return table.select(wanted_columns)
 
 
 def _from_files(

@@ -12,7 +12,9 @@ Modules:
 * ``invariants`` -- the white-box checks on the brokers' event logs, with windows and joins;
 * ``session`` -- one SparkSession per batch, configured for local or cluster runs;
 * ``inputs`` -- reading a pass's Parquet files as plain files or as a bucketed table;
-* ``classes`` -- the class-data-sharing archive that shortens the driver JVM's start.
+* ``classes`` -- the class-data-sharing archive that shortens the driver JVM's start;
+* ``standalone`` -- a standalone master and workers from the PySpark package, on 127.0.0.1
+  (cluster mode, tested and tried without a cluster).
 
 May import: ``harness.record``, the top-level ``checker`` modules and ``checker.pandas``.
 Used by: ``checker.api`` (``--engine spark``) and ``harness.cli.spark_submit``.

@@ -23,9 +23,10 @@ When it is used, and why only then:
   since a run split over two buckets would be counted twice.
 
 The bucket number of a run is Spark's own ``pmod(hash(run_id), buckets)``, so the table
-is exactly what Spark would have written itself.  A bucket may hold many runs' files: small
-runs are packed :data:`BUCKET_ROWS` to a bucket (:func:`bucket_count`), since a task per
-small run made the per-task cost the whole cost of a check of thousands of small runs.  Otherwise the plain files are read
+is exactly what Spark would have written itself.  A bucket may hold many runs' files:
+small runs are packed into buckets of about :data:`BUCKET_ROWS` rows (:func:`bucket_count`),
+since a task per small run made the per-task cost the whole cost of a check of thousands
+of small runs.  Otherwise the plain files are read
 with the declared schema; both paths give the same answers (tests run both).
 """
 
@@ -72,7 +73,8 @@ class InputFile(NamedTuple):
 
 
 BUCKET_ROWS = 1_000_000
-"""Rows one bucket of a bucketed table should hold at least (a task's worth of work).
+"""Rows per bucket of a bucketed table that make a task's worth of work (fewer buckets are
+never made than :data:`MIN_BUCKETS_PER_CORE` allows, so small passes get smaller buckets).
 
 One bucket is read by one task, and a task costs a fixed 10-50 ms (scheduling, a Parquet reader
 per file, generated code set up).  With a bucket per run, 1000 runs of 10 k rows meant 1000

@@ -34,8 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 READY_TIMEOUT_S = 120.0
 """How long the master and workers may take to come up (a JVM start on a loaded 2-core machine)."""
@@ -67,11 +68,33 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent dies (Linux); elsewhere nothing."""
-    os.setsid()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def _find_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: the daemons are stopped by the block alone
+
+
+_PRCTL = _find_prctl()
+"""Looked up here, not in the child: between fork and exec a child of a threaded parent may
+only call async-signal-safe code, and a ``dlopen`` is not."""
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """What the child runs before exec: SIGKILL when ``parent`` dies (Linux).
+
+    The kernel sends the signal when the *thread* that forked exits, so clusters are started
+    from the thread that stops them (the ``with`` block's).  A parent that died before the
+    call already made the child an orphan: it exits at once.
+    """
+
+    def arm() -> None:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    return arm
 
 
 def _environment(work: Path) -> dict[str, str]:
@@ -94,37 +117,53 @@ def _start(
     command = [str(spark_home() / "bin" / "spark-class"), *args]
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: stopped whole, executors included
+            preexec_fn=_die_with_parent(os.getpid()),
         )
     return process, log
 
 
-def _wait_for(pattern: str, count: int, log: Path, process: subprocess.Popen[bytes], what: str) -> None:
-    """Until ``pattern`` occurs ``count`` times in ``log``; :class:`StandaloneError` if the daemon dies or time runs out."""
+def _wait_for(
+    pattern: str, count: int, log: Path, daemons: dict[str, tuple[subprocess.Popen[bytes], Path]]
+) -> list[str]:
+    """The first group of each of the first ``count`` matches of ``pattern`` in ``log``, once
+    there are that many.  :class:`StandaloneError` when any daemon exits first (naming it and
+    ending with its log) or :data:`READY_TIMEOUT_S` runs out."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     compiled = re.compile(pattern)
     while True:
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-        if len(compiled.findall(text)) >= count:
-            return
-        if process.poll() is not None or time.monotonic() > deadline:
-            state = f"exited with {process.returncode}" if process.poll() is not None else "timed out"
-            tail = "\n".join(text.splitlines()[-15:])
-            raise StandaloneError(f"{what} {state} after waiting for {pattern!r} in {log}:\n{tail}")
+        found = [match.group(1) if match.groups() else match.group(0) for match in compiled.finditer(text)]
+        if len(found) >= count:
+            return found[:count]
+        dead = [
+            (name, process, path) for name, (process, path) in daemons.items() if process.poll() is not None
+        ]
+        if dead or time.monotonic() > deadline:
+            name, process, path = dead[0] if dead else ("the Spark master", None, log)
+            state = f"exited with {process.returncode}" if process is not None else "timed out"
+            shown = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+            tail = "\n".join(shown.splitlines()[-15:])
+            raise StandaloneError(f"{name} {state} while waiting for {pattern!r} in {log}; {path}:\n{tail}")
         time.sleep(0.2)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a daemon's process group: SIGTERM, then SIGKILL; never raises (clean-up goes on)."""
     if process.poll() is not None:
         return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
+    for sent, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+            os.killpg(process.pid, sent)
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @contextlib.contextmanager
@@ -144,9 +183,7 @@ def standalone_cluster(
     work.mkdir(parents=True, exist_ok=True)
     env = _environment(work)
     port = _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    daemons: list[subprocess.Popen[bytes]] = []
-    logs: list[Path] = []
+    daemons: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     try:
         master, master_log = _start(
             "master",
@@ -162,9 +199,11 @@ def standalone_cluster(
             work,
             env,
         )
-        daemons.append(master)
-        logs.append(master_log)
-        _wait_for(r"I have been elected leader", 1, master_log, master, "the Spark master")
+        daemons["the Spark master"] = (master, master_log)
+        # The URL the master reports: if another process took the port meanwhile, Spark binds
+        # the next one, and the workers must be told that one.
+        (master_url,) = _wait_for(r"Starting Spark master at (spark://\S+)", 1, master_log, daemons)
+        _wait_for(r"I have been elected leader", 1, master_log, daemons)
         for number in range(workers):
             worker, worker_log = _start(
                 f"worker-{number}",
@@ -185,13 +224,12 @@ def standalone_cluster(
                 work,
                 env,
             )
-            daemons.append(worker)
-            logs.append(worker_log)
-        _wait_for(r"Registering worker", workers, master_log, master, "the Spark master")
-        yield StandaloneCluster(master_url, tuple(logs))
+            daemons[f"Spark worker {number}"] = (worker, worker_log)
+        _wait_for(r"Registering worker", workers, master_log, daemons)
+        yield StandaloneCluster(master_url, tuple(path for _, path in daemons.values()))
     finally:
-        for daemon in reversed(daemons):
-            _stop(daemon)
+        for process, _ in reversed(list(daemons.values())):
+            _stop(process)
         if owned:
             shutil.rmtree(work, ignore_errors=True)
 

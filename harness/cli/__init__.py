@@ -9,7 +9,8 @@ Modules:
 * ``main`` -- the router: one subparser per subcommand, errors turned into exit codes;
 * ``errors`` -- :class:`UsageError`, the one error a subcommand raises for its user;
 * ``demo``, ``run``, ``rerun``, ``campaign`` -- run the demo, one test, a stored run again, a campaign;
-* ``check``, ``analyze`` -- check stored runs, re-check one run;
+* ``check``, ``analyze`` -- check stored runs, re-check one run; ``check_progress`` -- the
+  progress bars of a batch check;
 * ``report``, ``history`` -- re-render reports, history file tools;
 * ``image``, ``cluster``, ``scenario`` -- the node image, hand-run clusters, the scenario library;
 * ``spark_submit`` -- the Spark checker as a ``spark-submit`` script.

@@ -169,7 +169,7 @@ def execute(
     if human is None:
         human = sys.stderr if args.json else sys.stdout
     console = Console(file=human, highlight=False, soft_wrap=True)
-    with BatchProgress(console, len(run_dirs)) as progress:
+    with BatchProgress(len(run_dirs)) as progress:
         try:
             runs = load_runs(run_dirs, skip_bad_lines=args.skip_bad_lines, progress=progress)
         except InputError as error:

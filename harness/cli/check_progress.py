@@ -2,9 +2,10 @@
 
 A check of thousands of stored runs takes minutes -- reading and validating every run, then
 one Spark job per question of :data:`checker.driver.QUESTIONS` per pass, then a
-``results.json`` per run -- and a silent terminal for that long looks hung.  The bars go to
-the console the verdict lines go to (standard error under ``--json``); a single run draws
-nothing.
+``results.json`` per run -- and a silent terminal for that long looks hung.  The bars are
+drawn on standard error, and only on a terminal: standard output may be a file or a pipe that
+a script parses (the table, the verdicts, ``--json``), and a log gains nothing from bars
+redrawn; a single run draws nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ SHOWN_FROM_RUNS = 2
 class BatchProgress:
     """:class:`checker.api.CheckProgress` drawn as rich progress bars (nothing for a single run)."""
 
-    def __init__(self, console: Console, runs: int) -> None:
-        self._shown = runs >= SHOWN_FROM_RUNS
+    def __init__(self, runs: int, console: Console | None = None) -> None:
+        """``console``: where to draw (default standard error); nothing unless it is a terminal."""
+        console = console if console is not None else Console(stderr=True)
+        self._shown = runs >= SHOWN_FROM_RUNS and console.is_terminal
         self._runs = runs
         self._progress = Progress(
             TextColumn("{task.description:<28}"),

@@ -12,7 +12,9 @@ the driver (results.json is written there) and from the executors (they read the
 With ``--json`` the standard output carries the JSON alone: ``spark-submit`` runs this script
 with its standard error merged into its standard output (Spark's ``PythonRunner``), so the
 summary table and verdict lines, which ``tidemark check --json`` prints to standard error, are
-not printed at all here (every figure they show is in the JSON and in each ``results.json``).
+not printed at all here (every figure they show is in the JSON and in each ``results.json``),
+and Python warnings are silenced.  A failure still prints its error there, with exit code 254
+or 255, and no JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from checker.api import resolve_runs
@@ -45,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine = SparkEngine(session)
         try:
             if args.json:
+                warnings.simplefilter("ignore")
                 with open(os.devnull, "w", encoding="utf-8") as nowhere:
                     return execute(args, run_dirs, engine, human=nowhere)
             return execute(args, run_dirs, engine)
