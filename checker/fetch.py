@@ -434,6 +434,12 @@ def _candidates_at(
     """
     parquet = open_parquet(path)
     metadata = parquet.metadata
+    wanted_columns = [*columns, *(["topic"] if topic is not None and "topic" not in columns else [])]
+    if metadata.num_rows <= SMALL_FILE_ROWS:
+        # A small run's file: reading its columns whole is a handful of Arrow calls, where
+        # choosing row groups and rows first cost milliseconds of Python per file.
+        table = parquet.read(columns=list(dict.fromkeys([*wanted_columns, *POSITION])), use_threads=False)
+        return _narrowed(table, wanted, wanted_columns, topic)
     names = metadata.schema.names
     positions = list({(int(p), int(o)) for p, o in zip(wanted["partition"], wanted["offset"], strict=True)})
     groups = [g for g in range(metadata.num_row_groups) if _may_hold(metadata.row_group(g), names, positions)]
@@ -452,15 +458,22 @@ def _candidates_at(
         read_starts = np.concatenate([[0], np.cumsum(sizes[groups])])
         group_of = np.searchsorted(read_starts, local, side="right") - 1
         rows = local - read_starts[group_of] + first_row[np.array(groups)[group_of]]
-    wanted_columns = [*columns, *(["topic"] if topic is not None and "topic" not in columns else [])]
-    table = read_rows(
-        parquet, rows, [*wanted_columns, *(["run_id"] if "run_id" not in wanted_columns else [])]
-    )
-    # Only this file's run's keys: a file whose footer does not prove it holds one run (made by
-    # hand, or by an older writer) must not lend its rows to another run's keys.
+    table = read_rows(parquet, rows, list(dict.fromkeys([*wanted_columns, *POSITION])))
+    return _narrowed(table, wanted, wanted_columns, topic)
+
+
+SMALL_FILE_ROWS = 100_000
+"""Files of at most this many rows are read whole by the example fetches (a few MB at most)."""
+
+
+def _narrowed(table: pa.Table, wanted: pd.DataFrame, columns: Sequence[str], topic: str | None) -> pa.Table:
+    """``columns`` of the rows of ``table`` at the positions of ``wanted`` (a superset) and of ``topic``.
+
+    Only this file's run's keys: a file whose footer does not prove it holds one run (made by
+    hand, or by an older writer) must not lend its rows to another run's keys."""
     table = table.filter(_key_filter(table, wanted, POSITION))
     table = table if topic is None else table.filter(pc.equal(table["topic"], topic))
-    return table.select(wanted_columns)
+    return table.select(list(columns))
 
 
 def _from_files(
