@@ -30,9 +30,10 @@ def _files(rows: list[int]) -> list[InputFile]:
 def test_small_runs_share_buckets_and_big_ones_get_one_each() -> None:
     cores = 2
     floor = MIN_BUCKETS_PER_CORE * cores
-    assert bucket_count(_files([10_000] * 1000), cores) == floor
-    assert bucket_count(_files([1_000] * 10_000), cores) == floor
-    assert bucket_count(_files([10_000] * 5000), cores) == 50  # 50 M rows: a bucket per BUCKET_ROWS
+    assert bucket_count(_files([10_000] * 1000), cores) == 10  # 10 M rows: a bucket per BUCKET_ROWS
+    assert bucket_count(_files([1_000] * 10_000), cores) == 10
+    assert bucket_count(_files([10_000] * 100), cores) == floor  # 1 M rows: still a few per core
+    assert bucket_count(_files([10_000] * 5000), cores) == 50
     assert bucket_count(_files([BUCKET_ROWS] * 50), cores) == 50  # a big run keeps its own bucket
     assert bucket_count(_files([10_000] * 3), cores) == 3  # never more buckets than files
     assert bucket_count(_files([0, 0]), cores) == 2
@@ -54,17 +55,16 @@ def test_runs_packed_several_to_a_bucket_give_the_pandas_results(tmp_path: Path,
         history = engine._history(runs)
         plan_text = str(history.groupBy("run_id").count()._jdf.queryExecution().executedPlan().toString())
         assert engine.inputs.scratch is not None
-        links = [
-            path
-            for path in engine.inputs.scratch.rglob("*.parquet")
-            if path.resolve() in {run.history_path.resolve() for run in runs}
-        ]
+        histories = {run.history_path.resolve() for run in runs}
+        # (link name, target) of the history table's links, read before the links are removed.
+        links = [(path.name, path.resolve()) for path in engine.inputs.scratch.rglob("*.parquet")]
+        links = [(name, target) for name, target in links if target in histories]
     finally:
         engine.close()
     assert "Bucketed: true" in plan_text and "Exchange" not in plan_text
     # Every run's file is linked once, under a bucket number below the count; buckets are shared.
-    assert sorted(path.resolve() for path in links) == sorted(run.history_path.resolve() for run in runs)
-    used = {int(path.name.split("_")[1].split(".")[0]) for path in links}
+    assert sorted(target for _, target in links) == sorted(histories)
+    used = {int(name.split("_")[1].split(".")[0]) for name, _ in links}
     count = bucket_count(
         [InputFile(run.history_run_id, run.history_path, run.history_rows, True) for run in runs],
         spark.sparkContext.defaultParallelism,
