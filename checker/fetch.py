@@ -176,8 +176,14 @@ def _key_filter(table: pa.Table, keys: pd.DataFrame, columns: Sequence[str]) -> 
 
 def ops_in(table: pa.Table, keys: pd.DataFrame) -> pd.DataFrame:
     """``Engine.fetch_ops`` on rows already read (a file's rows, or a whole pass in memory)."""
+    return select_example_rows(decoded(_op_superset(table, keys)), keys)
+
+
+def _op_superset(table: pa.Table, keys: pd.DataFrame) -> pa.Table:
+    """The rows of ``table`` of the keys' ops that may be shown: a superset of what
+    :func:`select_example_rows` keeps, narrowed in Arrow."""
     table = table.filter(_key_filter(table, keys, ["run_id", "index"]))
-    return select_example_rows(decoded(table.filter(_may_show(table, keys))), keys)
+    return table.filter(_may_show(table, keys))
 
 
 def at_positions(table: pa.Table, keys: pd.DataFrame, topic: str | None = None) -> pd.DataFrame:
@@ -213,8 +219,7 @@ def fetch_ops(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
         tables = [table for table in pool.map(lambda job: _op_candidates(*job), jobs) if table.num_rows]
     if not tables:
         return pd.DataFrame(columns=list(HISTORY_ROW_COLUMNS))
-    joined = pa.concat_tables([_plain(table) for table in tables], promote_options="permissive")
-    return select_example_rows(to_pandas(joined), keys)
+    return select_example_rows(to_pandas(_joined(tables)), keys)
 
 
 def _op_candidates(path: Path, wanted: pd.DataFrame) -> pa.Table:
@@ -243,10 +248,7 @@ def _op_candidates(path: Path, wanted: pd.DataFrame) -> pa.Table:
             found.append(rows_of_ops(index.to_numpy(), indexes) + start)
         start += size
     rows = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-    table = read_rows(parquet, rows, HISTORY_ROW_COLUMNS)
-    return table.filter(
-        pc.and_kleene(_key_filter(table, wanted, ["run_id", "index"]), _may_show(table, wanted))
-    )
+    return _op_superset(read_rows(parquet, rows, HISTORY_ROW_COLUMNS), wanted)
 
 
 OP_KEY_TYPES = {
@@ -400,10 +402,10 @@ def value_details_with_ops(
     # One pandas step for the whole pass: per file, its fixed cost was most of the fetch
     # from thousands of small runs.  The rows of a file hold only its own run's values, but
     # one value may be shown in one run and merely present in another: the merge keeps the shown.
-    value_rows = to_pandas(pa.concat_tables([rows for rows, _ in located], promote_options="permissive"))
+    value_rows = to_pandas(_joined([rows for rows, _ in located]))
     details = aggregate(value_rows.merge(shown[columns].drop_duplicates(), on=columns))
     keys = example_op_keys(details.assign(value_text=None))
-    kept = to_pandas(pa.concat_tables([table for _, table in located], promote_options="permissive"))
+    kept = to_pandas(_joined([table for _, table in located]))
     return details, keys, select_example_rows(kept, keys)
 
 
@@ -493,9 +495,13 @@ def _from_files(
         ]
     if not tables:
         return pd.DataFrame(columns=list(columns))
-    # Files differ only in which dictionary columns they hold as dictionaries (a decode unifies).
-    joined = pa.concat_tables([_plain(table) for table in tables], promote_options="permissive")
-    return at_positions(joined, keys)[list(columns)]
+    return at_positions(_joined(tables), keys)[list(columns)]
+
+
+def _joined(tables: Sequence[pa.Table]) -> pa.Table:
+    """Several files' candidate rows as one table: files differ only in which columns they hold
+    as dictionaries, which decoding unifies."""
+    return pa.concat_tables([_plain(table) for table in tables], promote_options="permissive")
 
 
 def _plain(table: pa.Table) -> pa.Table:
