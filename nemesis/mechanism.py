@@ -57,11 +57,12 @@ from harness.record.faults import ANNOUNCED
 from harness.record.ops import NEMESIS_PROCESS, Op
 from harness.record.recorder import Recorder
 from nemesis import iptables
-from nemesis.consumer_churn import check_churn
+from nemesis.consumer_churn import check_churn, run_churn
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.outcomes import Refused, complete, on_nodes
 from nemesis.packages import PackageContext
 from nemesis.plan import (
+    ChurnPlan,
     Grudge,
     Layout,
     PlanError,
@@ -75,7 +76,16 @@ from nemesis.plan import (
     schedule,
 )
 from nemesis.schedule_run import follow_schedule
-from nemesis.spec import HEALS, KILL, METADATA_DELAY, PARTITION, PAUSE, POWER_LOSS, NemesisSpec
+from nemesis.spec import (
+    CONSUMER_CHURN,
+    HEALS,
+    KILL,
+    METADATA_DELAY,
+    PARTITION,
+    PAUSE,
+    POWER_LOSS,
+    NemesisSpec,
+)
 
 BROKER_DAEMON = "broker"
 """The Remote daemon name of the broker process on every broker node."""
@@ -153,6 +163,7 @@ class Nemesis:
         )
         check_plan(spec, self.layout, self.leader_partitions, self.packages)
         self.churn = check_churn(spec.faults, workload)  # the workload's optional ability, if needed
+        self._workload = workload
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.heal_all_wait = heal_all_wait
@@ -279,6 +290,14 @@ class Nemesis:
         """Let ``nodes`` (default: every broker) hear from the controller again; partitions stay."""
         return self._node_heal(METADATA_DELAY, nodes or self.layout.brokers)
 
+    def consumer_churn(self, stop: str, pick: int) -> Op:
+        """Replace one of the workload's group consumers (``stop``: leave or stall; ``pick``: which,
+        see :mod:`nemesis.consumer_churn`) -- a scenario's churn step.  PlanError, recording
+        nothing, when the workload has no consumer group to churn."""
+        ability = self.churn or check_churn((CONSUMER_CHURN,), self._workload)
+        assert ability is not None  # check_churn raises rather than answer None for a churn fault
+        return run_churn(self.recorder, ability, ChurnPlan(stop, pick))
+
     def partition(
         self, grudge: Grudge, kind: str = "custom", *, extra: Mapping[str, Any] | None = None
     ) -> Op:
@@ -312,9 +331,13 @@ class Nemesis:
             return complete(self.recorder, invocation, value, failures, len(full))
 
     def heal_partition(self) -> Op:
-        """Flush the nemesis chain on every node of the partition universe."""
-        nodes = list(self.layout.partition_nodes)
+        """Flush the nemesis chain on every node of the partition universe, and on every other
+        node the partition in effect named (a scenario's grudge may cut the controller off
+        although the random schedule's universe leaves it out)."""
         with self._action_lock:
+            with self._state_lock:
+                named = set(self._partition[1]) if self._partition is not None else set()
+            nodes = [*self.layout.partition_nodes, *sorted(named - set(self.layout.partition_nodes))]
             invocation = self.recorder.invoke(NEMESIS_PROCESS, "heal", {"nodes": nodes})
             failures = on_nodes(nodes, lambda node: self._exec(node, iptables.heal_script()), parallel=True)
             if not failures:

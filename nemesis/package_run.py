@@ -1,7 +1,7 @@
 """Running one fault package: its planned steps through the scenario runner, framed by an op.
 
 A package (:mod:`nemesis.packages`) is planned as scenario steps; this module carries them out
-with :class:`nemesis.scenario.ScenarioRun` against the same :class:`~nemesis.mechanism.Nemesis`
+with :class:`nemesis.scenario_run.ScenarioRun` against the same :class:`~nemesis.mechanism.Nemesis`
 the schedule uses, so each fault and heal inside it is recorded exactly as a single fault's is.
 Around them it records one op of its own, so a reader of the history (and a shrinker) knows
 which choreography the faults belonged to:
@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 from harness.cluster.protocol import Cluster
 from harness.record.ops import NEMESIS_PROCESS
 from nemesis.plan import PlannedStep
-from nemesis.scenario import ScenarioContext, ScenarioError, ScenarioFailed, ScenarioRun, parse_scenario
+from nemesis.scenario import ScenarioError, ScenarioFailed, parse_scenario
+from nemesis.scenario_run import ScenarioContext, ScenarioRun
 
 if TYPE_CHECKING:
     from nemesis.mechanism import Nemesis

@@ -21,7 +21,9 @@ consuming in the background.  Each step has exactly one verb:
 * ``bind = { A = "leader-of:0", B = "follower-of:0" }`` -- name nodes by role, now.  Roles:
   ``leader-of:P`` (the leader of partition P), ``follower-of:P`` (its first follower) and
   ``follower-of:P#N`` (its N-th follower, 1-based, in replica-assignment order without the
-  leader); ``controller`` names the controller node;
+  leader); ``controller`` names the controller node.  P is a partition of the workload's topic,
+  or ``offsets``: the partition of ``__consumer_offsets`` that holds the workload's consumer
+  group (``--consume-via subscribe``), so ``leader-of:offsets`` is the group's coordinator;
 * ``fault = "kill" | "start" | "pause" | "resume" | "power-loss" | "partition" | "heal"
   | "metadata-delay" | "metadata-heal"`` with ``node = "B"`` / ``nodes = [...]`` (a bound
   name, a node name, a role or ``controller``), or ``grudge = { A = ["B"], B = ["A"] }`` for
@@ -32,8 +34,12 @@ consuming in the background.  Each step has exactly one verb:
   ``announce = false``: the brokers are paused all the same, but the op is recorded as
   unannounced and opens no fault window for the checker's liveness checks -- a stand-in for
   brokers that stop on their own, which ``stalled`` must catch (``harness.record.faults``);
+* ``fault = "consumer-churn"`` with ``stop = "leave" | "stall"`` (default ``leave``) and
+  ``pick = N`` (default 0: the longest-running consumer; the running consumers in start order,
+  modulo their count) -- replace one of the workload's group consumers, the op of
+  :mod:`nemesis.consumer_churn` (it heals itself: the newcomer is running when it completes);
 * ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
-  with ``node``, ``partition`` (default 0) and ``timeout`` seconds (default 30) -- a
+  with ``node``, ``partition`` (default 0; ``offsets`` as in roles) and ``timeout`` seconds (default 30) -- a
   condition polled until true (``leader-is-not``: the partition has a leader, another node);
   a timeout fails the run loudly;
 * ``wait = "log-end-past"`` with ``node``, ``than`` (another node), ``partition`` and
@@ -48,21 +54,23 @@ consuming in the background.  Each step has exactly one verb:
   acknowledged writes pile up past a checkpoint, for example).
 
 Every fault is recorded as a nemesis op, so reports shade the windows (unannounced ones too).
+
+This module owns the file format (parsing, checking, the library); :mod:`nemesis.scenario_run`
+carries a parsed scenario out against a cluster.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.resources
-import threading
-import time
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, freshest_partition_info, wait_until
-from harness.cluster.protocol import Cluster, LiveReplicas
+from harness.cluster.kafka_admin import PartitionInfo
+from nemesis.plan import CHURN_STOPS
+from nemesis.spec import CONSUMER_CHURN
 
 FAULTS = (
     "kill",
@@ -74,12 +82,16 @@ FAULTS = (
     "heal",
     "metadata-delay",
     "metadata-heal",
+    CONSUMER_CHURN,
 )
-NODELESS_FAULTS = ("partition", "heal", "metadata-heal")
+NODELESS_FAULTS = ("partition", "heal", "metadata-heal", CONSUMER_CHURN)
 """Faults whose step may omit ``node``/``nodes``."""
 UNANNOUNCEABLE = ("pause", "resume")
 """Faults whose step may say ``announce = false`` (recorded as unannounced: no fault window)."""
 ROLES = ("leader-of", "follower-of")
+OFFSETS_PARTITION = "offsets"
+"""The partition name, in roles and waits, of the ``__consumer_offsets`` partition that holds the
+workload's consumer group -- the partition its coordinator leads."""
 CONTROLLER = "controller"
 """The name that always means the cluster's controller node."""
 WAITS = ("leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "answers", "log-end-past")
@@ -104,7 +116,8 @@ class Role:
     name: str
     """As written in the scenario (for messages)."""
     kind: str
-    partition: int
+    partition: int | str
+    """A partition of the workload's topic, or :data:`OFFSETS_PARTITION`."""
     index: int = 1
     """follower-of only: which follower, 1-based, in replica-assignment order without the leader."""
 
@@ -119,15 +132,18 @@ def parse_role(name: str) -> Role:
     if kind not in ROLES:
         raise ValueError(f"role {name!r}: {kind!r} is not one of {', '.join(ROLES)}")
     partition_text, hash_sign, index_text = rest.partition("#")
-    if not _whole_number(partition_text):
-        raise ValueError(f"role {name!r}: the partition must be a whole number, not {partition_text!r}")
+    if not _whole_number(partition_text) and partition_text != OFFSETS_PARTITION:
+        raise ValueError(
+            f"role {name!r}: the partition must be a whole number or {OFFSETS_PARTITION!r}, not {partition_text!r}"
+        )
+    partition: int | str = int(partition_text) if _whole_number(partition_text) else partition_text
     if not hash_sign:
-        return Role(name, kind, int(partition_text))
+        return Role(name, kind, partition)
     if kind != "follower-of":
         raise ValueError(f"role {name!r}: only follower-of takes #N (a partition has one leader)")
     if not _whole_number(index_text) or int(index_text) < 1:
         raise ValueError(f"role {name!r}: N in #N must be a whole number >= 1 (1: the first follower)")
-    return Role(name, kind, int(partition_text), int(index_text))
+    return Role(name, kind, partition, int(index_text))
 
 
 def role_node(role: Role, info: PartitionInfo, node_of: Callable[[int], str | None]) -> str:
@@ -213,215 +229,6 @@ class Scenario:
             if expectation.matches(settings):
                 return expectation
         return None
-
-    def body(self, context: ScenarioContext) -> None:
-        ScenarioRun(self, context).run()
-
-
-class ScenarioNemesis(Protocol):
-    """The fault verbs a scenario step calls (:class:`nemesis.mechanism.Nemesis` has them)."""
-
-    def kill(self, nodes: Sequence[str]) -> object: ...
-    def start(self, nodes: Sequence[str]) -> object: ...
-    def pause(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
-    def resume(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
-    def power_loss(self, nodes: Sequence[str]) -> object: ...
-    def partition(self, grudge: Mapping[str, frozenset[str]], kind: str = ...) -> object: ...
-    def heal_partition(self) -> object: ...
-    def metadata_delay(self, nodes: Sequence[str]) -> object:
-        """The brokers ``nodes`` drop every packet from the controller until healed."""
-        ...
-
-    def heal_metadata_delay(self, nodes: Sequence[str] = ...) -> object:
-        """Undo :meth:`metadata_delay` on ``nodes`` (empty: on every broker)."""
-        ...
-
-
-class MarkerSender(Protocol):
-    """What a ``produce`` step needs of the workload."""
-
-    def send_marker(self, partition: int) -> object: ...
-
-
-@dataclasses.dataclass
-class ScenarioContext:
-    """What a running scenario acts on; built by the runner."""
-
-    cluster: Cluster
-    nemesis: ScenarioNemesis
-    workload: MarkerSender
-    topic: str
-    log: Callable[[str], None]
-    stop: threading.Event | None = None
-    """Set: the run is ending -- no further step starts, and a ``sleep`` step ends early."""
-
-
-class ScenarioRun:
-    def __init__(self, scenario: Scenario, context: ScenarioContext) -> None:
-        self.scenario = scenario
-        self.context = context
-        self.bound: dict[str, str] = {}
-
-    def run(self) -> None:
-        for number, step in enumerate(self.scenario.steps, start=1):
-            if self.context.stop is not None and self.context.stop.is_set():
-                return
-            where = f"{self.scenario.source}: step {number}"
-            self.context.log(f"{where}: {describe_step(step)}")
-            try:
-                self._run_step(step)
-            except (TimeoutError, ClusterUnavailable, ValueError) as error:  # ValueError: the nemesis refused
-                raise ScenarioFailed(f"{where}: {error}") from None
-
-    # ---- node names -------------------------------------------------------------------
-
-    def resolve(self, name: str) -> str:
-        """The node ``name`` means now: a bound alias, a role, ``controller``, or a node name."""
-        if name in self.bound:
-            return self.bound[name]
-        if ":" in name:
-            try:
-                role = parse_role(name)
-            except ValueError as error:
-                raise ScenarioFailed(str(error)) from None
-            return self._role(role)
-        cluster = self.context.cluster
-        if name == CONTROLLER and name not in cluster.brokers:
-            if cluster.controller is None:
-                raise ScenarioFailed(f"{CONTROLLER!r} names the controller node, and this cluster has none")
-            return cluster.controller
-        if name in cluster.brokers or name == cluster.controller:
-            return name
-        raise ScenarioFailed(f"unknown node {name!r} (bound: {', '.join(self.bound) or 'none'})")
-
-    def _role(self, role: Role) -> str:
-        cluster = self.context.cluster
-        info = wait_until(
-            lambda: _partition_info(cluster.bootstrap, self.context.topic, role.partition),
-            30,
-            f"a leader of partition {role.partition}",
-        )
-        return role_node(role, info, cluster.node_of)
-
-    def _nodes(self, step: dict[str, Any]) -> list[str]:
-        names = step.get("nodes") or ([step["node"]] if "node" in step else [])
-        return [self.resolve(str(name)) for name in names]
-
-    # ---- steps --------------------------------------------------------------------------
-
-    def _run_step(self, step: dict[str, Any]) -> None:
-        nemesis = self.context.nemesis
-        if "bind" in step:
-            for alias, name in step["bind"].items():
-                self.bound[alias] = self.resolve(str(name))
-            self.context.log(f"  bound {self.bound}")
-        elif "fault" in step:
-            fault = step["fault"]
-            if fault == "partition":
-                grudge = {
-                    self.resolve(node): frozenset(self.resolve(o) for o in others)
-                    for node, others in step["grudge"].items()
-                }
-                nemesis.partition(grudge, kind=str(step.get("kind", "scenario")))
-            elif fault == "heal":
-                nemesis.heal_partition()
-            elif fault == "metadata-heal":
-                nemesis.heal_metadata_delay(self._nodes(step))  # no node(s): every broker
-            else:
-                method_name = {
-                    "kill": "kill",
-                    "start": "start",
-                    "pause": "pause",
-                    "resume": "resume",
-                    "power-loss": "power_loss",
-                    "metadata-delay": "metadata_delay",
-                }[fault]
-                if step.get("announce", True) is False:  # pause and resume only (_check_step)
-                    getattr(nemesis, method_name)(self._nodes(step), announced=False)
-                else:
-                    getattr(nemesis, method_name)(self._nodes(step))
-        elif "wait" in step:
-            self._wait(step)
-        elif "produce" in step:
-            self.context.workload.send_marker(int(step.get("partition", 0)))
-        elif "sleep" in step:
-            seconds = float(step["sleep"])  # the scenario says why: time itself is the point
-            if self.context.stop is not None:
-                self.context.stop.wait(seconds)
-            else:
-                time.sleep(seconds)
-
-    def _wait(self, step: dict[str, Any]) -> None:
-        cluster = self.context.cluster
-        partition = int(step.get("partition", 0))
-        timeout = float(step.get("timeout", 30))
-        condition = step["wait"]
-        topic = self.context.topic
-        if condition == "answers":
-            node = self._nodes(step)[0]
-            wait_until(lambda: cluster.answers(node), timeout, f"{node} to answer Kafka requests")
-            return
-        if condition == "log-end-past":
-            self._wait_log_end_past(self._nodes(step)[0], self.resolve(str(step["than"])), partition, timeout)
-            return
-        if condition == "caught-up":
-            wait_until(
-                lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
-                    _partition_info(cluster.bootstrap, topic, partition)
-                ),
-                timeout,
-                f"partition {partition} fully replicated",
-            )
-            return
-        node = self._nodes(step)[0]
-        node_id = cluster.node_ids[node]
-
-        def holds() -> bool:
-            info = _partition_info(cluster.bootstrap, topic, partition)
-            if info is None:
-                return False
-            if condition == "leader-is":
-                return bool(info.leader == node_id)
-            if condition == "leader-is-not":
-                return bool(info.leader != node_id)
-            if condition == "in-isr":
-                return node_id in info.isr
-            return node_id not in info.isr
-
-        wait_until(holds, timeout, f"{condition} {node} (partition {partition})")
-
-    def _wait_log_end_past(self, node: str, than: str, partition: int, timeout: float) -> None:
-        """Until ``node``'s replica of the partition ends past ``than``'s (both read from their files)."""
-        cluster = self.context.cluster
-        if not isinstance(cluster, LiveReplicas):
-            raise ScenarioFailed("wait log-end-past: this cluster's replicas cannot be read while it runs")
-        topic = self.context.topic
-        seen: list[tuple[int | None, int | None]] = []
-
-        def past() -> bool:
-            ends = (
-                cluster.replica_log_end(node, topic, partition),
-                cluster.replica_log_end(than, topic, partition),
-            )
-            seen[:] = [ends]
-            return ends[0] is not None and ends[1] is not None and ends[0] > ends[1]
-
-        try:
-            wait_until(past, timeout, f"{node}'s log of partition {partition} to end past {than}'s")
-        except TimeoutError as error:
-            raise TimeoutError(f"{error} (last seen: log ends {seen[0] if seen else 'none'})") from None
-        self.context.log(f"  log ends {node}: {seen[0][0]}, {than}: {seen[0][1]}")
-
-
-def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
-    """The freshest view any broker holds: a zombie's stale belief must not satisfy a wait."""
-    return freshest_partition_info(bootstrap, topic, partition)
-
-
-def describe_step(step: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in step.items() if key != "why") + (
-        f"  ({step['why']})" if "why" in step else ""
-    )
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -540,6 +347,15 @@ def _check_step(step: Any, where: str) -> None:
                 f"{where}: announce = true|false is for {' and '.join(UNANNOUNCEABLE)} only, not"
                 f" {step['fault']} = {step['announce']!r}"
             )
+    if ("stop" in step or "pick" in step) and step.get("fault") != CONSUMER_CHURN:
+        raise ScenarioError(f"{where}: stop and pick are for fault = {CONSUMER_CHURN!r} only")
+    if step.get("stop", CHURN_STOPS[0]) not in CHURN_STOPS:
+        raise ScenarioError(f"{where}: stop must be one of {', '.join(CHURN_STOPS)}, not {step['stop']!r}")
+    pick = step.get("pick", 0)
+    if not isinstance(pick, int) or isinstance(pick, bool) or pick < 0:
+        raise ScenarioError(f"{where}: pick must be a whole number >= 0, not {pick!r}")
+    if "partition" in step:
+        _check_partition(step["partition"], where, offsets_allowed=verb != "produce")
     if verb == "wait":
         if step["wait"] not in WAITS:
             raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")
@@ -557,6 +373,17 @@ def _check_step(step: Any, where: str) -> None:
                 parse_role(name)
             except ValueError as error:
                 raise ScenarioError(f"{where}: {error}") from None
+
+
+def _check_partition(partition: Any, where: str, *, offsets_allowed: bool) -> None:
+    """A step's ``partition``: a partition number of the workload's topic, or (except where a
+    step writes to the workload's topic) :data:`OFFSETS_PARTITION`."""
+    if isinstance(partition, int) and not isinstance(partition, bool) and partition >= 0:
+        return
+    if offsets_allowed and partition == OFFSETS_PARTITION:
+        return
+    allowed = f"a partition number >= 0{f' or {OFFSETS_PARTITION!r}' if offsets_allowed else ''}"
+    raise ScenarioError(f"{where}: partition must be {allowed}, not {partition!r}")
 
 
 def _names(step: Mapping[str, Any]) -> list[str]:

@@ -44,7 +44,8 @@ from harness.record.rundir import RunDir
 from harness.run.progress import ProgressLine
 from harness.run.spec import TestSpec
 from nemesis.mechanism import Nemesis
-from nemesis.scenario import ScenarioContext
+from nemesis.scenario import ScenarioFailed
+from nemesis.scenario_run import ScenarioContext, ScenarioRun
 from workloads.queue import QueueWorkload
 
 logger = logging.getLogger(__name__)
@@ -260,9 +261,14 @@ def _run_phases(
         with progress, _main_phase_problems(problems):
             if scenario is not None and nemesis is not None:
                 context = ScenarioContext(
-                    cluster, nemesis, workload, topic, lambda text: print(text, file=out)
+                    cluster,
+                    nemesis,
+                    workload,
+                    topic,
+                    lambda text: print(text, file=out),
+                    group=spec.workload.group,
                 )
-                scenario.body(context)
+                ScenarioRun(scenario, context).run()
             else:
                 stop.wait(spec.time_limit)
     finally:
@@ -301,7 +307,10 @@ def _main_phase_problems(problems: list[str]) -> Iterator[None]:
     still heals, drains, dumps and gets checked: the evidence so far is worth a verdict."""
     try:
         yield
-    except Exception as error:
+    except ScenarioFailed as error:  # a step that could not be carried out: its message says all
+        logger.error("main phase failed: %s", error)
+        problems.append(f"main phase: {type(error).__name__}: {error}")
+    except Exception as error:  # a bug: the traceback is for whoever fixes it
         logger.exception("main phase failed")
         problems.append(f"main phase: {type(error).__name__}: {error}")
 

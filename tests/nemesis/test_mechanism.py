@@ -203,6 +203,21 @@ def test_partition_applies_the_grudge_on_every_node_of_the_scope_and_heal_flushe
     assert nemesis.active_faults() == []
 
 
+def test_heal_flushes_a_controller_the_grudge_named_outside_the_scope(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    """A scenario may cut the controller off although the schedule's scope is the brokers; its
+    heal must lift the controller's rules too, or the isolated broker stays fenced for good."""
+    nemesis, cluster, _ = make(recorded)
+    grudge = {"n1": frozenset({"n2", "n3", "c"}), "c": frozenset({"n1"})}
+    assert nemesis.partition(grudge, "isolate-with-controller").type == "ok"
+    assert cluster.remotes["c"].scripts == [iptables.partition_script(["10.9.0.1"])]
+    healed = nemesis.heal_partition()
+    assert (healed.type, healed.value) == ("ok", {"nodes": ["n1", "n2", "n3", "c"]})
+    assert cluster.remotes["c"].scripts[-1] == iptables.heal_script()
+    assert nemesis.heal_partition().value == {"nodes": ["n1", "n2", "n3"]}, "nothing more once healed"
+
+
 def test_partition_failures(recorded: tuple[Recorder, list[Op]]) -> None:
     nemesis, cluster, _ = make(recorded)
     for node in ("n1", "n2", "n3"):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-import nemesis.scenario as scenario_module
+import nemesis.scenario_run as scenario_run_module
 from harness.cluster.kafka_admin import PartitionInfo
 from harness.record.ops import Op
 from harness.record.recorder import Recorder
@@ -210,7 +210,7 @@ def test_a_package_runs_as_ops_inside_a_package_op(
 ) -> None:
     leader = {"id": 2}
     monkeypatch.setattr(
-        scenario_module,
+        scenario_run_module,
         "_partition_info",
         lambda bootstrap, topic, partition: PartitionInfo(0, leader["id"], 1, (1, 2, 3), (1, 2, 3)),
     )
@@ -249,7 +249,7 @@ def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
     recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        scenario_module,
+        scenario_run_module,
         "_partition_info",
         lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
     )

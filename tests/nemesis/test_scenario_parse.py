@@ -11,22 +11,21 @@ from typing import Any
 
 import pytest
 
-import nemesis.scenario as scenario_module
+import nemesis.scenario_run as scenario_run_module
 from harness.cli import scenario as scenario_cli
 from harness.cluster.kafka_admin import PartitionInfo
 from nemesis.scenario import (
     FAULTS,
     Role,
-    ScenarioContext,
     ScenarioError,
     ScenarioFailed,
-    ScenarioRun,
     library,
     load_scenario,
     parse_role,
     parse_scenario,
     role_node,
 )
+from nemesis.scenario_run import ScenarioContext, ScenarioRun
 
 SOURCE = "test.toml"
 
@@ -135,8 +134,8 @@ def test_roles_parse(name: str, role: Role) -> None:
         ("follower-of:0#-1", "N in #N must be a whole number >= 1"),
         ("leader-of:0#1", "only follower-of takes #N"),
         ("follower:0", "'follower' is not one of leader-of, follower-of"),
-        ("leader-of:x", "the partition must be a whole number, not 'x'"),
-        ("leader-of:", "the partition must be a whole number, not ''"),
+        ("leader-of:x", "the partition must be a whole number or 'offsets', not 'x'"),
+        ("leader-of:", "the partition must be a whole number or 'offsets', not ''"),
     ],
 )
 def test_bad_roles_are_refused_when_the_file_is_read_naming_step_and_role(name: str, problem: str) -> None:
@@ -201,7 +200,7 @@ class FakeNemesis:
 def run_steps(
     steps: Sequence[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, cluster: FakeCluster | None = None
 ) -> FakeNemesis:
-    monkeypatch.setattr(scenario_module, "_partition_info", lambda bootstrap, topic, partition: INFO)
+    monkeypatch.setattr(scenario_run_module, "_partition_info", lambda bootstrap, topic, partition: INFO)
     nemesis = FakeNemesis()
     parsed = parse_scenario(scenario_data(*steps), SOURCE)
     context = ScenarioContext(
@@ -418,7 +417,7 @@ def test_pause_and_resume_may_be_unannounced_and_nothing_else(monkeypatch: pytes
         def resume(self, nodes: Sequence[str], announced: bool = True) -> None:
             calls.append(("resume", list(nodes), announced))
 
-    monkeypatch.setattr(scenario_module, "_partition_info", lambda bootstrap, topic, partition: INFO)
+    monkeypatch.setattr(scenario_run_module, "_partition_info", lambda bootstrap, topic, partition: INFO)
     steps = [
         {"fault": "pause", "nodes": ["n1", "n2"], "announce": False},
         {"fault": "resume", "nodes": ["n1", "n2"], "announce": False},

@@ -1,0 +1,286 @@
+"""Carrying out a parsed scenario (:mod:`nemesis.scenario`) against a running cluster.
+
+:class:`ScenarioRun` walks the steps in order, resolves node names (bound aliases, roles,
+``controller``) at the moment a step needs them, calls the nemesis for faults -- so every fault
+is an op in the history -- and polls the cluster for waits.  It knows the cluster only through
+:class:`~harness.cluster.protocol.Cluster` (and :class:`~harness.cluster.protocol.LiveReplicas`
+for ``log-end-past``) and asks partition state of the freshest broker view, so a zombie's stale
+belief never satisfies a wait.  Partitions are the workload topic's, or ``offsets``: the
+``__consumer_offsets`` partition of the workload's consumer group, found by Kafka's own rule
+(:func:`harness.cluster.kafka_admin.group_offsets_partition`) once that topic exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from harness.cluster.kafka_admin import (
+    OFFSETS_TOPIC,
+    ClusterUnavailable,
+    PartitionInfo,
+    freshest_partition_info,
+    group_offsets_partition,
+    wait_until,
+)
+from harness.cluster.protocol import Cluster, LiveReplicas
+from nemesis.scenario import (
+    CONTROLLER,
+    OFFSETS_PARTITION,
+    Role,
+    Scenario,
+    ScenarioFailed,
+    parse_role,
+    role_node,
+)
+
+
+class ScenarioNemesis(Protocol):
+    """The fault verbs a scenario step calls (:class:`nemesis.mechanism.Nemesis` has them)."""
+
+    def kill(self, nodes: Sequence[str]) -> object: ...
+    def start(self, nodes: Sequence[str]) -> object: ...
+    def pause(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
+    def resume(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
+    def power_loss(self, nodes: Sequence[str]) -> object: ...
+    def partition(self, grudge: Mapping[str, frozenset[str]], kind: str = ...) -> object: ...
+    def heal_partition(self) -> object: ...
+    def metadata_delay(self, nodes: Sequence[str]) -> object:
+        """The brokers ``nodes`` drop every packet from the controller until healed."""
+        ...
+
+    def heal_metadata_delay(self, nodes: Sequence[str] = ...) -> object:
+        """Undo :meth:`metadata_delay` on ``nodes`` (empty: on every broker)."""
+        ...
+
+    def consumer_churn(self, stop: str, pick: int) -> object:
+        """Replace one of the workload's group consumers (:mod:`nemesis.consumer_churn`);
+        ValueError when this run's workload has no group to churn."""
+        ...
+
+
+class MarkerSender(Protocol):
+    """What a ``produce`` step needs of the workload."""
+
+    def send_marker(self, partition: int) -> object: ...
+
+
+@dataclasses.dataclass
+class ScenarioContext:
+    """What a running scenario acts on; built by the runner."""
+
+    cluster: Cluster
+    nemesis: ScenarioNemesis
+    workload: MarkerSender
+    topic: str
+    log: Callable[[str], None]
+    stop: threading.Event | None = None
+    """Set: the run is ending -- no further step starts, and a ``sleep`` step ends early."""
+    group: str | None = None
+    """The workload's consumer group (None: it has none), whose ``__consumer_offsets`` partition
+    the partition name ``offsets`` means."""
+
+
+class ScenarioRun:
+    def __init__(self, scenario: Scenario, context: ScenarioContext) -> None:
+        self.scenario = scenario
+        self.context = context
+        self.bound: dict[str, str] = {}
+
+    def run(self) -> None:
+        for number, step in enumerate(self.scenario.steps, start=1):
+            if self.context.stop is not None and self.context.stop.is_set():
+                return
+            where = f"{self.scenario.source}: step {number}"
+            self.context.log(f"{where}: {describe_step(step)}")
+            try:
+                self._run_step(step)
+            except (TimeoutError, ClusterUnavailable, ValueError, ScenarioFailed) as error:
+                # ValueError: the nemesis refused; ScenarioFailed: a role or partition named nothing
+                raise ScenarioFailed(f"{where}: {error}") from None
+
+    # ---- node names -------------------------------------------------------------------
+
+    def resolve(self, name: str) -> str:
+        """The node ``name`` means now: a bound alias, a role, ``controller``, or a node name."""
+        if name in self.bound:
+            return self.bound[name]
+        if ":" in name:
+            try:
+                role = parse_role(name)
+            except ValueError as error:
+                raise ScenarioFailed(str(error)) from None
+            return self._role(role)
+        cluster = self.context.cluster
+        if name == CONTROLLER and name not in cluster.brokers:
+            if cluster.controller is None:
+                raise ScenarioFailed(f"{CONTROLLER!r} names the controller node, and this cluster has none")
+            return cluster.controller
+        if name in cluster.brokers or name == cluster.controller:
+            return name
+        raise ScenarioFailed(f"unknown node {name!r} (bound: {', '.join(self.bound) or 'none'})")
+
+    def _role(self, role: Role) -> str:
+        cluster = self.context.cluster
+        topic, partition = self._where(role.partition)
+        info = wait_until(
+            lambda: _partition_info(cluster.bootstrap, topic, partition),
+            30,
+            f"a leader of {_described(topic, partition)}",
+        )
+        return role_node(role, info, cluster.node_of)
+
+    def _where(self, partition: int | str) -> tuple[str, int]:
+        """(topic, index) of a step's or role's partition: a number is the workload topic's;
+        ``offsets`` is the group's ``__consumer_offsets`` partition (waited for: the topic
+        appears with the group's first FindCoordinator)."""
+        if partition != OFFSETS_PARTITION:
+            return self.context.topic, int(partition)
+        group = self.context.group
+        if group is None:
+            raise ScenarioFailed(
+                f"partition {OFFSETS_PARTITION!r} is the workload's consumer group's partition of "
+                f"{OFFSETS_TOPIC}, and this run's workload has no group (--consume-via subscribe)"
+            )
+        bootstrap = self.context.cluster.bootstrap
+        found = wait_until(
+            lambda: _boxed(group_offsets_partition(bootstrap, group)),
+            30,
+            f"{OFFSETS_TOPIC} to exist (it holds group {group})",
+        )
+        return OFFSETS_TOPIC, found[0]
+
+    def _nodes(self, step: dict[str, Any]) -> list[str]:
+        names = step.get("nodes") or ([step["node"]] if "node" in step else [])
+        return [self.resolve(str(name)) for name in names]
+
+    # ---- steps --------------------------------------------------------------------------
+
+    def _run_step(self, step: dict[str, Any]) -> None:
+        nemesis = self.context.nemesis
+        if "bind" in step:
+            for alias, name in step["bind"].items():
+                self.bound[alias] = self.resolve(str(name))
+            self.context.log(f"  bound {self.bound}")
+        elif "fault" in step:
+            fault = step["fault"]
+            if fault == "partition":
+                grudge = {
+                    self.resolve(node): frozenset(self.resolve(o) for o in others)
+                    for node, others in step["grudge"].items()
+                }
+                nemesis.partition(grudge, kind=str(step.get("kind", "scenario")))
+            elif fault == "heal":
+                nemesis.heal_partition()
+            elif fault == "metadata-heal":
+                nemesis.heal_metadata_delay(self._nodes(step))  # no node(s): every broker
+            elif fault == "consumer-churn":
+                nemesis.consumer_churn(str(step.get("stop", "leave")), int(step.get("pick", 0)))
+            else:
+                method_name = {
+                    "kill": "kill",
+                    "start": "start",
+                    "pause": "pause",
+                    "resume": "resume",
+                    "power-loss": "power_loss",
+                    "metadata-delay": "metadata_delay",
+                }[fault]
+                if step.get("announce", True) is False:  # pause and resume only (_check_step)
+                    getattr(nemesis, method_name)(self._nodes(step), announced=False)
+                else:
+                    getattr(nemesis, method_name)(self._nodes(step))
+        elif "wait" in step:
+            self._wait(step)
+        elif "produce" in step:
+            self.context.workload.send_marker(int(step.get("partition", 0)))
+        elif "sleep" in step:
+            seconds = float(step["sleep"])  # the scenario says why: time itself is the point
+            if self.context.stop is not None:
+                self.context.stop.wait(seconds)
+            else:
+                time.sleep(seconds)
+
+    def _wait(self, step: dict[str, Any]) -> None:
+        cluster = self.context.cluster
+        topic, partition = self._where(step.get("partition", 0))
+        timeout = float(step.get("timeout", 30))
+        condition = step["wait"]
+        if condition == "answers":
+            node = self._nodes(step)[0]
+            wait_until(lambda: cluster.answers(node), timeout, f"{node} to answer Kafka requests")
+            return
+        if condition == "log-end-past":
+            self._wait_log_end_past(
+                self._nodes(step)[0], self.resolve(str(step["than"])), topic, partition, timeout
+            )
+            return
+        if condition == "caught-up":
+            wait_until(
+                lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
+                    _partition_info(cluster.bootstrap, topic, partition)
+                ),
+                timeout,
+                f"{_described(topic, partition)} fully replicated",
+            )
+            return
+        node = self._nodes(step)[0]
+        node_id = cluster.node_ids[node]
+
+        def holds() -> bool:
+            info = _partition_info(cluster.bootstrap, topic, partition)
+            if info is None:
+                return False
+            if condition == "leader-is":
+                return bool(info.leader == node_id)
+            if condition == "leader-is-not":
+                return bool(info.leader != node_id)
+            if condition == "in-isr":
+                return node_id in info.isr
+            return node_id not in info.isr
+
+        wait_until(holds, timeout, f"{condition} {node} ({_described(topic, partition)})")
+
+    def _wait_log_end_past(self, node: str, than: str, topic: str, partition: int, timeout: float) -> None:
+        """Until ``node``'s replica of the partition ends past ``than``'s (both read from their files)."""
+        cluster = self.context.cluster
+        if not isinstance(cluster, LiveReplicas):
+            raise ScenarioFailed("wait log-end-past: this cluster's replicas cannot be read while it runs")
+        seen: list[tuple[int | None, int | None]] = []
+
+        def past() -> bool:
+            ends = (
+                cluster.replica_log_end(node, topic, partition),
+                cluster.replica_log_end(than, topic, partition),
+            )
+            seen[:] = [ends]
+            return ends[0] is not None and ends[1] is not None and ends[0] > ends[1]
+
+        try:
+            wait_until(past, timeout, f"{node}'s log of {_described(topic, partition)} to end past {than}'s")
+        except TimeoutError as error:
+            raise TimeoutError(f"{error} (last seen: log ends {seen[0] if seen else 'none'})") from None
+        self.context.log(f"  log ends {node}: {seen[0][0]}, {than}: {seen[0][1]}")
+
+
+def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
+    """The freshest view any broker holds: a zombie's stale belief must not satisfy a wait."""
+    return freshest_partition_info(bootstrap, topic, partition)
+
+
+def describe_step(step: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in step.items() if key != "why") + (
+        f"  ({step['why']})" if "why" in step else ""
+    )
+
+
+def _described(topic: str, partition: int) -> str:
+    """A partition as messages name it: ``partition 0`` of the workload's topic, in full otherwise."""
+    return f"partition {partition} of {OFFSETS_TOPIC}" if topic == OFFSETS_TOPIC else f"partition {partition}"
+
+
+def _boxed(value: int | None) -> tuple[int] | None:
+    """``value`` in a tuple, so that partition 0 is a truthy answer for :func:`wait_until`."""
+    return None if value is None else (value,)
