@@ -6,7 +6,10 @@ and the mode that must not.
 For each (scenario, setting) it runs the scenario ``--repeats`` times through the real
 harness and checker and prints how often the run matched the scenario's expectation (the
 anomaly found in the buggy mode; none of it in the fixed mode), how many runs reported the
-scenario's anomaly, and the median / max wall time per run.  Targets (issue 5): >= 95 %
+scenario's anomaly, how many runs the white-box invariant checks (the brokers' own event logs,
+``checker.definitions.INVARIANT_CHECKS``) flagged, and in how many of those no client-side
+check found anything -- a bug only the brokers' records show -- and the median / max wall time
+per run (``--buggy-only``: only the settings that turn a scenario's bug on).  Targets (issue 5): >= 95 %
 reproduction in the buggy mode, 0 anomalies in the fixed mode, <= 90 s per run.  The run
 directory of every run that missed its expectation is kept under
 ``$TMPDIR/tidemark-bench-misses/`` for reading.
@@ -25,6 +28,7 @@ from pathlib import Path
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checker.definitions import INVARIANT_CHECKS
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.scenario import Scenario, library, load_scenario
@@ -42,14 +46,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument(
+        "--buggy-only",
+        action="store_true",
+        help="only the settings whose expectation names the bug's anomalies",
+    )
     args = parser.parse_args()
     chosen = [name for name in sorted(library()) if not args.only or name in args.only.split(",")]
     rows = []
     for name in chosen:
         scenario = load_scenario(name)
         for settings in modes(scenario):
+            if args.buggy_only and not any(e.anomalies for e in scenario.expected if e.when == settings):
+                continue
             setting = ",".join(f"{key}={value}" for key, value in settings.items()) or "(defaults)"
-            matched, anomalous, times = 0, 0, []
+            matched, anomalous, white_box, white_box_alone, times = 0, 0, 0, 0, []
             for repeat in range(args.repeats):
                 spec = TestSpec(name=name, seed=repeat, settings=settings).with_scenario(scenario)
                 expectation = scenario.expectation_for(spec.effective_settings())
@@ -66,6 +77,9 @@ def main() -> None:
                         print(f"  kept {kept}", flush=True)
                 matched += ok
                 found = set(results.get("anomalies", {}))
+                invariants = found & set(INVARIANT_CHECKS)
+                white_box += bool(invariants)
+                white_box_alone += bool(invariants) and not (found - invariants)
                 if expectation.anomalies:  # buggy mode: the scenario's anomaly reported?
                     anomalous += set(expectation.anomalies) <= found
                 elif expectation.absent:  # fixed mode that still loses power: the tell-tale anomaly?
@@ -77,15 +91,27 @@ def main() -> None:
                     f"({', '.join(results.get('anomalies', {})) or 'no anomalies'}) {times[-1]:.0f} s",
                     flush=True,
                 )
-            rows.append((name, setting, matched, anomalous, statistics.median(times), max(times)))
+            rows.append(
+                (
+                    name,
+                    setting,
+                    matched,
+                    anomalous,
+                    white_box,
+                    white_box_alone,
+                    statistics.median(times),
+                    max(times),
+                )
+            )
     print()
     print(
-        f"{'scenario':30} {'setting':60} {'as expected':>12} {'anomaly seen':>13} {'median s':>9} {'max s':>6}"
+        f"{'scenario':30} {'setting':60} {'as expected':>12} {'anomaly seen':>13} {'white-box':>10}"
+        f" {'alone':>7} {'median s':>9} {'max s':>6}"
     )
-    for name, setting, matched, anomalous, median, worst in rows:
+    for name, setting, matched, anomalous, white_box, alone, median, worst in rows:
         print(
             f"{name:30} {setting:60} {matched:>5}/{args.repeats:<6} {anomalous:>6}/{args.repeats:<6} "
-            f"{median:9.0f} {worst:6.0f}"
+            f"{white_box:>4}/{args.repeats:<5} {alone:>3}/{args.repeats:<3} {median:9.0f} {worst:6.0f}"
         )
 
 

@@ -173,6 +173,7 @@ class Nemesis:
         self._dirty = False  # something may need healing since the last heal_all
         self._schedule_stopped = False
         self._run_stop_events: list[threading.Event] = []
+        self._no_new_steps = threading.Event()  # wind_down: the schedule starts nothing more
         self._metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
         self._node_faults: dict[str, _NodeFault] = {
             KILL: _NodeFault("start", self._kill_one, self._start_one),
@@ -205,7 +206,13 @@ class Nemesis:
             self._run_stop_events.append(stop_event)
             if self._schedule_stopped:
                 return
-        follow_schedule(self, stop_event)
+        follow_schedule(self, stop_event, self._no_new_steps)
+
+    def wind_down(self) -> None:
+        """Start no further scheduled step: the run's time is up.  A fault package in flight goes
+        on to its end (its steps stop only at the run's stop event or :meth:`heal_all`); a single
+        fault in effect is left to :meth:`heal_all`.  Returns at once."""
+        self._no_new_steps.set()
 
     def execute_step(
         self, step: PlannedStep, *, from_schedule: bool = False
@@ -358,6 +365,7 @@ class Nemesis:
         """
         with self._state_lock:
             self._schedule_stopped = True
+            self._no_new_steps.set()
             for event in self._run_stop_events:
                 event.set()  # wakes run() out of its wait at once
         acquired = self._action_lock.acquire(timeout=self.heal_all_wait)

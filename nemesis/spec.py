@@ -127,6 +127,10 @@ buggy setting of the catalogue (the figures are in ``docs/bugs.md``).
 POWER_LOSS_MIX: tuple[str, ...] = (POWER_LOSS, POWER_LOSS_FOLLOWER_LEADER_CRASH, LAST_REPLICA_STANDING)
 """What a mix adds to :data:`HUNT_MIX` where power loss is under test (the lazy filesystem runs)."""
 
+PACKAGE_GRACE_SECONDS = 60.0
+"""How long a fault package still running at the run's time limit may go on to its end before
+the run stops it (the workload keeps running meanwhile): its waits -- an election, an ISR
+change -- take up to 20-30 s each, and a package cut mid-way tests nothing it was drawn for."""
 NODE_TARGETS: tuple[str, ...] = ("one", "minority", "majority", "all", "leader", "followers")
 PARTITION_KINDS: tuple[str, ...] = ("isolate-one", "isolate-leader", "halves", "bridge", "majorities-ring")
 LEADER_DEPENDENT: frozenset[str] = frozenset({"leader", "followers", "isolate-leader"})

@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from harness.record import store
 from harness.record.rundir import RunDir
 from harness.run.spec import TestSpec
+from nemesis.spec import PACKAGE_GRACE_SECONDS
 
 HUNT_FILE = "hunt.json"
 _clock = time.monotonic
@@ -57,8 +58,9 @@ def parse_duration(text: str) -> float:
 
 
 def default_run_timeout(spec: TestSpec) -> float:
-    """A run that takes longer than this hangs: twice its time limit and drain, plus set-up and check."""
-    return 2 * (spec.time_limit + spec.drain_timeout) + CHECK_SECONDS
+    """A run that takes longer than this hangs: twice its time limit and drain, plus set-up and
+    check, plus the grace a fault package in flight at the time limit gets to finish."""
+    return 2 * (spec.time_limit + spec.drain_timeout) + CHECK_SECONDS + PACKAGE_GRACE_SECONDS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,7 @@ from harness.run.spec import TestSpec
 from nemesis.mechanism import Nemesis
 from nemesis.scenario import ScenarioFailed
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from nemesis.spec import PACKAGE_GRACE_SECONDS
 from workloads.queue import QueueWorkload
 
 logger = logging.getLogger(__name__)
@@ -271,6 +272,9 @@ def _run_phases(
                 ScenarioRun(scenario, context).run()
             else:
                 stop.wait(spec.time_limit)
+                if nemesis is not None and len(threads) > 1 and not stop.is_set():
+                    nemesis.wind_down()  # a fault package in flight finishes; nothing new starts
+                    threads[1].join(timeout=PACKAGE_GRACE_SECONDS)
     finally:
         stop.set()
         if nemesis is not None:

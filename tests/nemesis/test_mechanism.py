@@ -772,3 +772,22 @@ def test_an_unannounced_pause_is_recorded_as_such_and_opens_no_liveness_window(
     windows = fault_windows(nemesis_events(rows))
     assert [(w.nodes, w.announced) for w in windows] == [(("n1",), False), (("n2",), True)]
     assert [w.nodes for w in fault_windows(nemesis_events(rows), announced_only=True)] == [("n2",)]
+
+
+def test_wind_down_starts_nothing_new_and_leaves_a_fault_in_effect_to_heal_all(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, ops = make(
+        recorded, NemesisSpec(faults=("kill",), interval_seconds=0.01, fault_seconds=60)
+    )
+    stop = threading.Event()
+    thread = run_in_thread(nemesis, stop)
+    wait_for_ops(ops, 2)
+    nemesis.wind_down()
+    thread.join(5)
+    assert not thread.is_alive(), "the schedule ends at once: its fault lasts 60 s"
+    assert not stop.is_set(), "winding down is not stopping the run"
+    assert [(op.f, op.type) for op in ops] == [("kill", "invoke"), ("kill", "ok")]
+    assert nemesis.active_faults() != []
+    assert [op.f for op in nemesis.heal_all()][-1] == "start"
+    assert all(remote.state == "running" for remote in cluster.remotes.values())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,31 @@ def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
     completed = [(op.f, op.type, op.value) for op in ops if op.type != "invoke"]
     assert completed[-1] == ("start", "ok", {"nodes": ["n2"]})  # healed after the package gave up
     assert nemesis.active_faults() == []
+
+
+def test_a_package_in_flight_when_the_run_winds_down_goes_on_to_its_end_and_nothing_new_starts(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    recorder, ops = recorded
+    cluster = PackageCluster()
+    nemesis = Nemesis(
+        NemesisSpec(faults=("quiet",), interval_seconds=0.6),
+        cluster,
+        recorder,
+        leader_partitions=[("queue", 0)],
+        settle_timeout=1,
+        package_cluster=cluster,
+        replication_factor=3,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=nemesis.run, args=(stop,), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not any(op.f == "package" and op.type == "invoke" for op in ops):
+        assert time.monotonic() < deadline, "no package started"
+        stop.wait(0.01)
+    nemesis.wind_down()
+    thread.join(10)
+    assert not thread.is_alive()
+    packages = [(op.type, op.error) for op in ops if op.f == "package"]
+    assert packages == [("invoke", None), ("ok", None)], "finished, not cut off, and no second one"
