@@ -23,7 +23,9 @@ every patch in turn, the bench
 The hunt is the first ``[[hunt]]`` table of the ``--profile`` campaign file
 (:func:`harness.run.campaign.load_campaign`): its test spec (settings, workload, fault mix) as
 planned there, under the bench's ``--budget`` instead of the table's own.  A hunt stops at its
-first invalid run.
+first run that a client-side check flagged (:data:`CLIENT_SIDE_CHECKS`); a run before it that
+only the white-box invariant checks (the brokers' event logs) flagged counts as a detection too,
+so each row gives the time to detection with the invariant checks and without them.
 
 What it prints is the **detection matrix**: per mutant, whether the hunt found an anomaly, the time
 from the hunt's start to the end of its first invalid run, the runs it took, the anomalies of that
@@ -59,6 +61,7 @@ from typing import Any
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checker.definitions import ALL_CHECKS, INVARIANT_CHECKS
 from harness.run.campaign import CampaignError, load_campaign
 from harness.run.hunt import parse_duration
 from harness.run.spec import TestSpec
@@ -68,6 +71,11 @@ MUTANT_DIRECTORY = REPO / "bench" / "mutants"
 DEFAULT_PROFILE = REPO / "harness" / "run" / "campaigns" / "nightly.toml"
 BASELINE = "baseline"
 TITLE_FIELD = "Title:"
+CLIENT_SIDE_CHECKS = tuple(check for check in ALL_CHECKS if check not in INVARIANT_CHECKS)
+"""What the checker finds without the brokers' event logs.  A hunt ends only at a run that
+reports one of these, so a run that only the white-box invariant checks flagged is recorded and
+passed: one hunt gives the time to detection with the invariant checks (its first invalid run)
+and without them (the run that ended it)."""
 DIFF_START = "diff --git "
 STRAGGLER_GRACE_SECONDS = 60.0
 """How long a run left behind by an interrupted hunt gets to tear its cluster down after SIGTERM
@@ -81,16 +89,17 @@ from harness.cluster.image import source_root
 from harness.run.hunt import hunt
 from harness.run.spec import TestSpec
 
-spec_file, store, budget, out = sys.argv[1:5]
+spec_file, store, budget, out, stop_on = sys.argv[1:6]
 here = Path.cwd().resolve()
 if source_root().resolve() != here:
     sys.exit(f"mutants bench: the harness was imported from {source_root()}, not the scratch copy {here}")
 spec = TestSpec.from_dict(json.loads(Path(spec_file).read_text(encoding="utf-8")))
-result = hunt(spec, Path(store), float(budget))
+result = hunt(spec, Path(store), float(budget), stop_on=frozenset(filter(None, stop_on.split(","))))
 record = {"directory": str(result.directory), **result.to_dict()}
 Path(out).write_text(json.dumps(record), encoding="utf-8")
 """
-"""The hunt, as run by ``python -c`` inside a scratch copy: ``SPEC_JSON STORE BUDGET_SECONDS OUT_JSON``.
+"""The hunt, as run by ``python -c`` inside a scratch copy: ``SPEC_JSON STORE BUDGET_SECONDS OUT_JSON
+STOP_ON`` (comma-separated anomaly names: only a run reporting one of them ends the hunt).
 
 It refuses to hunt when the image would not be built from the copy it runs in (an installed
 ``harness`` shadowing the copy's would test the unmutated broker and report a miss).  It writes
@@ -128,6 +137,10 @@ class Row:
     anomalies: tuple[str, ...]
     run_dir: str | None
     problem: str | None = None
+    client_detected: bool | None = None
+    """Whether a client-side check (no event logs) found it within the budget (None: unknown)."""
+    client_seconds: float | None = None
+    """Time to the first run a client-side check flagged."""
 
     @property
     def is_baseline(self) -> bool:
@@ -304,6 +317,7 @@ def run_hunt(
             str(store.resolve()),
             repr(budget_seconds),
             str(out_file),
+            ",".join(CLIENT_SIDE_CHECKS),
         ]
         child = subprocess.Popen(command, cwd=scratch, env=environment)
         try:
@@ -371,34 +385,39 @@ def row_from_record(
     results: Callable[[Path], Mapping[str, Any] | None] = read_results,
 ) -> Row:
     """The matrix row of one hunt from its record (``hunt.json`` plus ``directory``; None: the
-    hunt process failed).  Detection is the hunt's first invalid run, as the hunt decided it."""
+    hunt process failed).  Detection is the hunt's first invalid run, whichever check flagged it;
+    client-side detection is the run that ended the hunt (its ``first_invalid``: a run a
+    client-side check flagged, see :data:`CLIENT_SIDE_CHECKS`).  The time to a first invalid run
+    that did not end the hunt is the sum of the run times before and including it."""
     if record is None:
         return Row(mutant, title, None, None, 0, 0, (), None, "the hunt process failed (output above)")
     runs: list[Mapping[str, Any]] = list(record.get("runs", []))
-    first_dir = record.get("first_invalid")
-    first = next((run for run in runs if run.get("run_dir") == first_dir), None) if first_dir else None
+    client_dir = record.get("first_invalid")
+    client_seconds = record.get("seconds_to_first_anomaly")
     unknown = sum(1 for run in runs if run.get("verdict") not in (True, False))
     problem = None if record.get("finished", True) else "the hunt was interrupted"
-    if first is None:
-        return Row(mutant, title, False, None, len(runs), unknown, (), record.get("directory"), problem)
-    seconds = record.get("seconds_to_first_anomaly")
-    anomalies = describe_anomalies(dict(first.get("anomalies", {})), results(Path(str(first_dir))))
-    return Row(
-        mutant,
-        title,
-        True,
-        float(seconds) if seconds is not None else None,
-        len(runs),
-        unknown,
-        anomalies,
-        str(first_dir),
-        problem,
-    )
+    position = next((number for number, run in enumerate(runs) if run.get("verdict") is False), None)
+    client = {
+        "client_detected": client_dir is not None,
+        "client_seconds": float(client_seconds) if client_seconds is not None else None,
+    }
+    if position is None:
+        return Row(
+            mutant, title, False, None, len(runs), unknown, (), record.get("directory"), problem, **client
+        )
+    first = runs[position]
+    first_dir = str(first.get("run_dir"))
+    if first_dir == client_dir:
+        seconds = client["client_seconds"]
+    else:
+        seconds = round(sum(float(run.get("seconds") or 0.0) for run in runs[: position + 1]), 1)
+    anomalies = describe_anomalies(dict(first.get("anomalies", {})), results(Path(first_dir)))
+    return Row(mutant, title, True, seconds, len(runs), unknown, anomalies, first_dir, problem, **client)
 
 
 # ---- the matrix -------------------------------------------------------------------------------
 
-COLUMNS = ("mutant", "detected", "time to detection", "runs", "anomaly", "run dir")
+COLUMNS = ("mutant", "detected", "time to detection", "client-side only", "runs", "anomaly", "run dir")
 
 
 def _cells(row: Row) -> tuple[str, ...]:
@@ -409,10 +428,17 @@ def _cells(row: Row) -> tuple[str, ...]:
     else:
         detected = "yes" if row.detected else "no"
     seconds = row.seconds_to_detection
+    if row.client_detected is None or row.detected is None:
+        client = "-"
+    elif row.client_detected:
+        client = f"{row.client_seconds / 60:.1f} min" if row.client_seconds is not None else "yes"
+    else:
+        client = "not found"
     return (
         row.mutant,
         detected,
         f"{seconds / 60:.1f} min" if seconds is not None else "-",
+        client,
         f"{row.runs} ({row.unknown_runs} unknown)" if row.unknown_runs else str(row.runs),
         ", ".join(row.anomalies) or "-",
         row.run_dir or "-",
@@ -434,10 +460,12 @@ def format_matrix(rows: Iterable[Row]) -> str:
     mutants = [row for row in ordered if not row.is_baseline]
     if mutants:
         found = sum(1 for row in mutants if row.detected is True)
+        by_clients = sum(1 for row in mutants if row.client_detected is True)
         errors = sum(1 for row in mutants if row.detected is None)
         lines.append("")
         lines.append(
-            f"detected {found} of {len(mutants)} mutants" + (f"; {errors} hunt(s) failed" if errors else "")
+            f"detected {found} of {len(mutants)} mutants ({by_clients} by the client-side checks alone)"
+            + (f"; {errors} hunt(s) failed" if errors else "")
         )
     for row in ordered:
         if row.problem:

@@ -254,7 +254,7 @@ def test_matrix_puts_the_baseline_first_and_shouts_a_false_positive() -> None:
     assert lines[2].startswith("baseline") and "no (clean)" in lines[2]
     assert "01-hw" in lines[3] and "yes" in lines[3] and "1.5 min" in lines[3] and "lost-write x2" in lines[3]
     assert "05-isr" in lines[4] and "9 (2 unknown)" in lines[4]
-    assert "detected 1 of 2 mutants" in text
+    assert "detected 1 of 2 mutants (0 by the client-side checks alone)" in text
     assert "FALSE POSITIVE" not in text
 
     dirty = bench.Row(bench.BASELINE, "unmutated", True, 30.0, 1, 0, ("duplicate x1",), "/store/base/r1")
@@ -280,6 +280,30 @@ def test_matrix_json_keeps_every_row() -> None:
             "anomalies": ["lost-write x2"],
             "run_dir": "/r3",
             "problem": None,
+            "client_detected": None,
+            "client_seconds": None,
             "false_positive": False,
         }
     ]
+
+
+def test_a_run_only_the_invariant_checks_flagged_is_a_detection_but_not_a_client_side_one() -> None:
+    """The hunt goes on past a run only the white-box checks flagged (it ends at a client-side
+    find): the row gives both times, the first from the run times that led to it."""
+    runs = [
+        {**_run("/store/m/r1", True), "seconds": 40.0},
+        {**_run("/store/m/r2", False, {"truncated-committed": 1}), "seconds": 45.0},
+        {**_run("/store/m/r3", False, {"lost-write": 2, "truncated-committed": 2}), "seconds": 50.0},
+    ]
+    row = bench.row_from_record("04-hw", "HW rule", _record(runs, "/store/m/r3", 140.0), _results)
+    assert (row.detected, row.seconds_to_detection, row.run_dir) == (True, 85.0, "/store/m/r2")
+    assert row.anomalies == ("truncated-committed x1",)
+    assert (row.client_detected, row.client_seconds) == (True, 140.0)
+    white_box_only = bench.row_from_record("08-x", "x", _record(runs[:2], None, None), _results)
+    assert (white_box_only.detected, white_box_only.client_detected) == (True, False)
+    cells = bench.format_matrix([row, white_box_only]).splitlines()
+    assert "1.4 min" in cells[2] and "2.3 min" in cells[2]
+    assert "not found" in cells[3]
+    assert "detected 2 of 2 mutants (1 by the client-side checks alone)" in "\n".join(cells)
+    assert set(bench.CLIENT_SIDE_CHECKS) & {"truncated-committed", "incomplete-leader"} == set()
+    assert "lost-write" in bench.CLIENT_SIDE_CHECKS
