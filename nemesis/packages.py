@@ -246,6 +246,10 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
     _three_replicas(STALE_LEADER_LAGGING_JOINER, context)
     p = _partition_of(rng, context)
     steps: list[Step] = [
+        # The choreography needs B in the ISR when A dies (it must be elected); after an earlier
+        # fault of a random run a replica may still be catching up, as the scripted scenario's
+        # opening wait rules out.
+        {"wait": "caught-up", "partition": p, "timeout": 40},
         {"bind": {"A": f"leader-of:{p}", "B": f"follower-of:{p}#1", "C": f"follower-of:{p}#2"}},
         {"fault": "kill", "node": "C"},
         {"wait": "not-in-isr", "node": "C", "timeout": 40},
