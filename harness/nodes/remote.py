@@ -358,7 +358,19 @@ class ShellDaemons(ABC):
     ) -> int:
         script = daemon_start_script(self.state_dir, name, argv, log_path, env)
         result = self.exec(script, timeout=timeout)
-        return int(result.stdout_text.split()[-1])
+        words = result.stdout_text.split()
+        if words and words[-1].isdigit():
+            return int(words[-1])
+        # The script succeeded, so it wrote the pid file; its output was lost on the way (seen
+        # once under heavy load with Docker's exec stream).  The pid file says what it printed.
+        record = self.exec(f"cat {shlex.quote(f'{self.state_dir}/{name}.pid')}", timeout=timeout, check=False)
+        recorded = record.stdout_text.split()
+        if record.exit_code == 0 and recorded and recorded[0].isdigit():
+            return int(recorded[0])
+        raise RemoteError(
+            self.node,
+            f"start {name}: no pid in the start script's output ({result.stdout_text!r}) nor in its pid file",
+        )
 
     def signal(self, name: str, sig: signal_module.Signals, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
         result = self.exec(daemon_signal_script(self.state_dir, name, sig), timeout=timeout, check=False)
