@@ -18,8 +18,10 @@ from nemesis.scenario import library, load_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause"})
-"""Run with its twin by ``tests/nemesis/test_liveness_scenario.py`` (the same expectation, and more)."""
+RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions"})
+"""Run elsewhere with the same expectation and more: the liveness scenario with its twin by
+``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
+``tests/workloads/test_consumer_groups_docker.py``."""
 CASES = [
     (name, dict(expectation.when))
     for name in sorted(library())
