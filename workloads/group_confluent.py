@@ -197,7 +197,16 @@ class ConfluentGroupConsumer:
         return None
 
     def close(self) -> list[Step]:
+        # A rebalance event still queued when close() serves it can hang for good inside
+        # rd_kafka_rebalance_protocol(), which confluent-kafka's callback wrapper calls with the
+        # GIL held -- so every thread of the harness stops (librdkafka #4041; seen here with
+        # confluent-kafka 2.16.1 when a consumer that had just joined was closed mid-rebalance).
+        # A member that stalled, or joined and is told to leave, has such events queued: they are
+        # served first by a poll, while the consumer group handle is alive.
+        steps: list[Step] = []
+        with contextlib.suppress(Exception):  # a failed poll here changes nothing of the close
+            steps += self.poll(0.0)
         with contextlib.suppress(Exception):  # a close that fails leaves nothing more to record
             self.consumer.close()  # serves the revoke (and any commit answer) callbacks first
         self._helper.shutdown(wait=False, cancel_futures=True)
-        return self._events.take()
+        return steps + self._events.take()
