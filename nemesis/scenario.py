@@ -4,8 +4,11 @@ A scenario is a TOML file (the library lives in ``nemesis/scenarios/``; users pa
 path to their own).  Its top level names it (``name``, ``description``; optionally ``bug``,
 the bug it reproduces, e.g. ``"KIP-279 (KAFKA-6361)"``, and ``switch``, the ``KEY=VALUE``
 setting that turns that bug on, e.g. ``"leader.epoch.lookup=single"``), sets up the test
-(``node_count``, ``[workload]``, ``[settings]`` -- broker/controller settings the user's
-``--set`` may override) and says what the checker must find, per configuration::
+(``node_count``, ``[workload]``, ``[settings]`` -- settings of the target the user's ``--set``
+may override -- and ``target``, the system the scenario is written for, one of
+:data:`harness.cluster.targets.TARGETS`, e.g. ``"tansu"``; without it the scenario runs on the
+run's target, by default the bundled broker) and says what the checker must find, per
+configuration::
 
     [[expected]]
     when = { "truncation.mode" = "high-watermark" }
@@ -69,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster.kafka_admin import PartitionInfo
+from harness.cluster.targets import TARGETS
 from nemesis.plan import CHURN_STOPS
 from nemesis.spec import CONSUMER_CHURN
 
@@ -215,6 +219,9 @@ class Scenario:
     """The bug the scenario reproduces, e.g. ``"KIP-279 (KAFKA-6361)"`` (empty: not said)."""
     switch: str = ""
     """``KEY=VALUE``: the setting that turns the bug on, e.g. ``"leader.epoch.lookup=single"`` (empty: not said)."""
+    target: str | None = None
+    """The target the scenario is written for (:data:`harness.cluster.targets.TARGETS`); None: not
+    said, so the run's target (``--target``, else the default)."""
 
     @property
     def switch_setting(self) -> tuple[str, str] | None:
@@ -263,7 +270,18 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
     """The scenario ``data`` (parsed TOML) describes; ScenarioError naming ``source`` and the key or step."""
-    known = {"name", "description", "bug", "switch", "node_count", "workload", "settings", "expected", "step"}
+    known = {
+        "name",
+        "description",
+        "bug",
+        "switch",
+        "target",
+        "node_count",
+        "workload",
+        "settings",
+        "expected",
+        "step",
+    }
     unknown = sorted(set(data) - known)
     if unknown:
         raise ScenarioError(f"{source}: unknown keys {', '.join(unknown)}")
@@ -305,7 +323,17 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
         definition={**data, "name": name},
         bug=bug.strip(),
         switch=_switch(data, source),
+        target=_target(data, source),
     )
+
+
+def _target(data: Mapping[str, Any], source: str) -> str | None:
+    """The ``target`` key (None when absent); ScenarioError naming the file and key otherwise."""
+    if "target" not in data:
+        return None
+    if data["target"] not in TARGETS:
+        raise ScenarioError(f"{source}: target: expected one of {', '.join(TARGETS)}, not {data['target']!r}")
+    return str(data["target"])
 
 
 def _switch(data: Mapping[str, Any], source: str) -> str:

@@ -5,6 +5,7 @@ Examples::
     tidemark run --time-limit 30 --nemesis kill,partition --nemesis-interval 10
     tidemark run --set truncation.mode=high-watermark --set flush.messages=1 --seed 7
     tidemark run --scenario kip101-loss --set truncation.mode=high-watermark
+    tidemark run --scenario tansu-pg-power-loss --set postgresql.fsync=off   # the scenario's target: tansu
 
 Prints the run directory, a live progress line, and the verdict; exit codes as
 ``tidemark check`` (0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal).
@@ -22,6 +23,7 @@ line and exit 2 as well, its run directory kept as far as it got.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from harness.cli.errors import UsageError
 from harness.record.rundir import RunDir
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
-from harness.run.spec import TARGETS, SpecError, TestSpec
+from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from workloads.queue import QueueSpec
@@ -114,10 +116,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target",
-        default="bundled",
+        default=None,
         choices=TARGETS,
         help="what to start in Docker: the bundled broker, or tansu brokers sharing one PostgreSQL node "
-        "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 15-25 min)",
+        "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 15-25 min); default: "
+        f"the scenario's target, else {DEFAULT_TARGET}; refused when it differs from the scenario's",
     )
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
     add_liveness_options(parser)
@@ -173,7 +176,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             transport=args.transport,
             bootstrap=args.bootstrap,
             inventory=args.inventory,
-            target=args.target,
+            target=args.target or DEFAULT_TARGET,
         )
     except (SpecError, ValueError) as error:
         raise UsageError(str(error)) from None
@@ -275,7 +278,9 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_arguments(args)
     if spec.scenario is not None:
         try:
-            spec = spec.with_scenario(load_scenario(spec.scenario))
+            scenario = load_scenario(spec.scenario)
+            target = scenario_target(args.target, scenario, "--target")
+            spec = dataclasses.replace(spec, target=target).with_scenario(scenario)
         except (ScenarioError, SpecError, ValueError) as error:
             raise UsageError(str(error)) from None
     check_spec(spec)

@@ -17,6 +17,7 @@ Modules:
 * ``postgres`` / ``postgres_node`` -- PostgreSQL's command lines, settings and log dump, and the
   PostgreSQL node driven through its Remote (``tansu_schema.sql``: the tables tansu expects);
 * ``tansu_image`` -- the pinned tansu binary (built once with cargo, cached) and the tansu image;
+* ``targets`` -- the names of the systems a run can start (``--target``) and the default;
 * ``kafka_admin`` -- topic creation and leader/ISR questions over the real Kafka protocol.
 
 May import: ``harness.nodes``, ``harness.record``, ``broker_impl`` (for its settings) and

@@ -18,6 +18,11 @@ Verdict classes (:func:`verdict_class`):
 * ``unknown`` -- nothing proven, evidence incomplete;
 * ``not-checked`` -- no (readable) ``results.json``.
 
+Check statuses (:func:`check_status`): per check, ``found``, ``clean``, ``not-applicable`` (the
+checker's ``not_applicable``, with its reason: the target cannot hold that evidence -- one replica
+in PostgreSQL, an external cluster, no event logs -- which leaves the verdict as it is), ``not-run``
+(a partial check: the verdict is then unknown) or ``not-checked``.
+
 Key settings (:func:`key_settings`) come from ``test.json``'s ``broker_config``: the
 effective settings the spec resolved when the run started (defaults applied, ``acks``
 included).  Nothing here knows a default: a key the run did not record (an external
@@ -119,6 +124,11 @@ def _results_problem(results: Mapping[str, Any]) -> str | None:
             return f"anomaly {name!r}: 'examples' must be a list"
     if not isinstance(results.get("incomplete", []), list):
         return "'incomplete' must be a list"
+    not_applicable = results.get("not_applicable", {})
+    if not isinstance(not_applicable, dict) or not all(isinstance(v, str) for v in not_applicable.values()):
+        return "'not_applicable' must be an object of check name -> reason"
+    if not isinstance(results.get("checks", []), list):
+        return "'checks' must be a list"
     return None
 
 
@@ -153,6 +163,47 @@ def verdict_class(results: Mapping[str, Any] | None) -> VerdictClass:
     if valid is False:
         return "expected" if results.get("expected_only") is True else "invalid"
     return "unknown"
+
+
+CheckStatus = Literal["found", "clean", "not-applicable", "not-run", "not-checked"]
+CHECK_STATUS_LABELS: Final[dict[str, str]] = {
+    "found": "found",
+    "clean": "nothing found",
+    "not-applicable": "not applicable",
+    "not-run": "not run",
+    "not-checked": "not checked",
+}
+"""How every report names a check's status (:func:`check_status`)."""
+
+
+def not_applicable_checks(results: Mapping[str, Any] | None) -> dict[str, str]:
+    """``results.json``'s ``not_applicable``: check -> why it has no bearing on this run's target
+    (one replica, no event logs); empty when not checked or nothing was inapplicable."""
+    found = (results or {}).get("not_applicable", {})
+    return {str(name): str(why) for name, why in found.items()} if isinstance(found, dict) else {}
+
+
+def check_status(results: Mapping[str, Any] | None, name: str) -> tuple[CheckStatus, str]:
+    """``(status, reason)`` of check ``name`` in a run, the same on every page:
+
+    * ``not-checked`` -- no results at all;
+    * ``found`` -- the anomaly is reported (whatever else the file says);
+    * ``not-applicable`` -- the checker named it in ``not_applicable`` (the reason is its why):
+      the target cannot have this anomaly's evidence, so it is *no* gap in the evidence --
+      unlike ``not-run``, which makes the verdict unknown;
+    * ``clean`` -- the check ran and found nothing;
+    * ``not-run`` -- results exist but the check is not among ``checks`` (a partial check).
+    """
+    if results is None:
+        return "not-checked", ""
+    if name in results.get("anomalies", {}):  # never hidden, whatever else results.json says
+        return "found", ""
+    why = not_applicable_checks(results).get(name)
+    if why is not None:
+        return "not-applicable", why
+    if name in results.get("checks", []):
+        return "clean", ""
+    return "not-run", ""
 
 
 UNKNOWN_SETTING: Final = "?"

@@ -6,8 +6,11 @@ followed, so no run is listed twice) and writes ``DIRECTORY/index.html`` with on
 run: its settings (truncation mode, acks, min.insync.replicas, unclean election, flush
 policy, nemesis faults, scenario), its colour-coded verdict (valid green, invalid red,
 invalid-but-every-anomaly-expected amber, unknown grey, not checked light grey), one
-column per anomaly kind found in any run (``*`` when the run's configuration permits it)
-and a link to the run's ``report.html``.  A click on a column header sorts by that
+column per anomaly kind found in any run (``*`` when the run's configuration permits it;
+``n/a`` with the reason on hover when the check does not apply to the run's target -- one
+replica in PostgreSQL, an external cluster, no event logs --, ``not run`` when a partial check
+skipped it, blank when it ran and found nothing), a ``not applicable`` column counting the run's
+inapplicable checks (hover: each with its reason) and a link to the run's ``report.html``.  A click on a column header sorts by that
 column (a small inline script: numbers as numbers, verdicts by urgency); a second click
 reverses the order.
 
@@ -26,15 +29,18 @@ from typing import Any, Final
 
 from harness.record.rundir import REPORT_FILE, find_run_directories
 from harness.record.stored_run import (
+    CHECK_STATUS_LABELS,
     VERDICT_LABELS,
     VERDICT_ORDER,
     StoredRun,
+    check_status,
     history_span_seconds,
     key_settings,
     load_stored_run,
+    not_applicable_checks,
     started_at,
 )
-from harness.report.run_page import badge, esc, href, page, utc_text, write_atomically
+from harness.report.html_page import badge, esc, href, page, utc_text, write_atomically
 
 INDEX_FILE: Final = "index.html"
 SETTING_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -47,7 +53,10 @@ SETTING_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("scenario", "scenario"),
 )
 
-INDEX_CSS: Final = "body{max-width:none}#runs{font-size:13px}#runs td{white-space:nowrap}"
+INDEX_CSS: Final = (
+    "body{max-width:none}#runs{font-size:13px}#runs td{white-space:nowrap}"
+    "#runs td.not-applicable{color:#8250df}#runs td.not-run{color:#6e7781;font-style:italic}"
+)
 
 SORT_SCRIPT: Final = """
 (function () {
@@ -100,6 +109,38 @@ def _verdict_cell(run: StoredRun) -> str:
     return f'<td class="verdict" data-sort="{VERDICT_ORDER[verdict]}"{title}>{badge(verdict)}</td>'
 
 
+_NOT_APPLICABLE_TEXT: Final = "n/a"
+NOT_APPLICABLE_HEADER: Final = CHECK_STATUS_LABELS["not-applicable"]
+
+
+def _no_anomaly_cell(run: StoredRun, name: str) -> str:
+    """The cell of an anomaly column the run did not report: blank when the check ran and found
+    nothing (or the run was not checked), ``n/a`` with the reason when it does not apply, ``not
+    run`` when it was skipped.  Sorted below every count, so real zeros and gaps stay apart."""
+    status, why = check_status(run.results, name)
+    if status == "not-applicable":
+        return (
+            f'<td class="num not-applicable" data-sort="-1" title="{esc(f"{NOT_APPLICABLE_HEADER}: {why}")}">'
+            f"{_NOT_APPLICABLE_TEXT}</td>"
+        )
+    if status == "not-run":
+        label = CHECK_STATUS_LABELS["not-run"]
+        return f'<td class="num not-run" data-sort="-2" title="{esc(label)}">{esc(label)}</td>'
+    return '<td class="num" data-sort="0"></td>'
+
+
+def _not_applicable_cell(run: StoredRun) -> str:
+    """How many checks do not apply to the run's target; the hover lists each with its reason."""
+    inapplicable = not_applicable_checks(run.results)
+    if not inapplicable:
+        return '<td class="num" data-sort="0"></td>'
+    title = "; ".join(f"{name}: {why}" for name, why in inapplicable.items())
+    return (
+        f'<td class="num not-applicable" data-sort="{len(inapplicable)}" title="{esc(title)}">'
+        f"{len(inapplicable)} {_NOT_APPLICABLE_TEXT}</td>"
+    )
+
+
 def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
     relative = Path(os.path.relpath(run.run_dir, directory))
     report = run.run_dir / REPORT_FILE
@@ -116,13 +157,14 @@ def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
     for name in anomaly_columns:
         anomaly = anomalies.get(name)
         if anomaly is None:
-            cells.append('<td class="num" data-sort="0"></td>')
+            cells.append(_no_anomaly_cell(run, name))
             continue
         mark = "*" if anomaly.get("expected") else ""
         title = f' title="expected: {esc(anomaly.get("rule"))}"' if anomaly.get("expected") else ""
         cells.append(
             f'<td class="num" data-sort="{int(anomaly["count"])}"{title}>{int(anomaly["count"])}{mark}</td>'
         )
+    cells.append(_not_applicable_cell(run))
     started = started_at(run.run_dir)
     cells.append(
         f'<td data-sort="{esc(started.isoformat() if started else "")}">{esc(utc_text(started))}</td>'
@@ -146,6 +188,7 @@ def index_html(directory: Path | str) -> str:
         *(title for _, title in SETTING_COLUMNS),
         "verdict",
         *columns,
+        NOT_APPLICABLE_HEADER,
         "started",
         "history (s)",
     ]
@@ -162,7 +205,9 @@ def index_html(directory: Path | str) -> str:
         f"<p>{len(runs)} run(s){': ' + summary if summary else ''}. Written "
         f"{esc(utc_text(datetime.datetime.now(datetime.UTC)))}.</p>\n"
         '<p class="note">Click a column header to sort; again to reverse. <b>*</b>: permitted by the run\'s '
-        "configuration (hover for the rule). Hover a verdict for why evidence was incomplete.</p>\n"
+        "configuration (hover for the rule). <b>n/a</b>: the check does not apply to the run's target, "
+        "which leaves the verdict as it is (hover for why); <b>not run</b>: skipped, so the verdict is "
+        "unknown. Hover a verdict for why evidence was incomplete.</p>\n"
     )
     if runs:
         body += f'<table class="sortable" id="runs"><thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody></table>'

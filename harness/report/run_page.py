@@ -24,13 +24,9 @@ from __future__ import annotations
 
 import base64
 import datetime
-import html
-import json
-import os
-import urllib.parse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -42,96 +38,28 @@ from harness.record.stored_run import (
     anomaly_phrases,
     key_settings,
     load_stored_run,
+    not_applicable_checks,
     started_at,
+)
+from harness.report.evidence_section import evidence_section
+from harness.report.html_page import (
+    badge,
+    cell,
+    compact,
+    esc,
+    href,
+    kv_table,
+    page,
+    records_table,
+    utc_text,
+    write_atomically,
 )
 from harness.report.liveness_section import fault_table, liveness_table, offsets_figure
 from harness.report.plots import fault_colour, render_figure, summarise_latency, time_range
 from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
 
-MAX_TEXT: Final = 400
-MAX_TABLE_ROWS: Final = 20
 DIVERGENCE_CONTEXT_BEFORE, DIVERGENCE_CONTEXT_AFTER = 2, 5
-
-PAGE_CSS: Final = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;margin:0 auto;max-width:1240px;padding:0 16px 48px}
-h1{font-size:22px;margin:18px 0 6px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
-h3{font-size:15px;margin:16px 0 6px}table{border-collapse:collapse;margin:6px 0 12px}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f6f8fa}
-code,pre{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
-.badge{display:inline-block;white-space:nowrap;padding:2px 10px;border-radius:12px;color:#fff;font-weight:600;font-size:13px}
-.valid{background:#1a7f37}.invalid{background:#cf222e}.expected{background:#bf8700}
-.unknown{background:#6e7781}.not-checked{background:#8c959f}
-tr.verdict-valid td.verdict{background:#dafbe1}tr.verdict-invalid td.verdict{background:#ffebe9}
-tr.verdict-expected td.verdict{background:#fff8c5}tr.verdict-unknown td.verdict,tr.verdict-not-checked td.verdict{background:#eaeef2}
-.note{color:#57606a}.problem{color:#cf222e}.meta th{width:150px}.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.diff td{background:#ffebe9}.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px}
-.op-ok{color:#1a7f37}.op-fail{color:#cf222e}.op-info{color:#9a6700}img.plot{max-width:100%;border:1px solid #d0d7de}
-details{margin:6px 0 14px}.grid{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}summary{cursor:pointer;font-weight:600}
-table.sortable th{cursor:pointer;user-select:none}table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
-table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
-"""
-CONTENT_SECURITY_POLICY: Final = (
-    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
-)
-
-
-# ----------------------------------------------------------------------------- shared HTML helpers
-
-
-def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def href(relative: Path | str) -> str:
-    return esc(urllib.parse.quote(Path(relative).as_posix()))
-
-
-def compact(value: Any, limit: int = MAX_TEXT) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def badge(verdict: str) -> str:
-    return f'<span class="badge {esc(verdict)}">{esc(VERDICT_LABELS.get(verdict, verdict))}</span>'
-
-
-def page(title: str, body: str, script: str | None = None, extra_css: str = "") -> str:
-    """A complete HTML document: inline CSS, optional inline script, a CSP that forbids any fetch."""
-    tail = f"<script>\n{script}\n</script>\n" if script else ""
-    return (
-        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(CONTENT_SECURITY_POLICY)}">\n'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{esc(title)}</title>\n'
-        f"<style>{PAGE_CSS}{extra_css}</style>\n</head>\n<body>\n{body}\n{tail}</body>\n</html>\n"
-    )
-
-
-def kv_table(mapping: Mapping[str, Any], css: str = "") -> str:
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{_cell(v)}</td></tr>" for k, v in mapping.items())
-    return f'<table class="{css}">{rows}</table>' if rows else '<p class="note">(none)</p>'
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return '<span class="note">-</span>'
-    if isinstance(value, dict | list):
-        return f"<code>{esc(compact(value))}</code>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return esc(value)
-
-
-def write_atomically(path: Path, text: str) -> Path:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-    return path
-
-
-def utc_text(moment: datetime.datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else "unknown"
-
 
 # ----------------------------------------------------------------------------- sections
 
@@ -153,8 +81,16 @@ def _verdict_sentence(run: StoredRun) -> str:
         )
         return f"Anomalies found, all permitted by this configuration ({esc(rules.pop())}): {esc(counts)}."
     if verdict == "valid":
-        return "Every check ran on complete evidence and found nothing." + (
-            f" Warnings: {esc(phrases)}." if phrases else ""
+        inapplicable = not_applicable_checks(results)
+        return (
+            ("Every applicable check" if inapplicable else "Every check")
+            + " ran on complete evidence and found nothing."
+            + (f" Warnings: {esc(phrases)}." if phrases else "")
+            + (
+                f' Not applicable to this target: {esc(", ".join(inapplicable))} (<a href="#checks">why</a>).'
+                if inapplicable
+                else ""
+            )
         )
     if verdict == "invalid":
         return f"Anomalies this configuration does not permit: {esc(phrases)}."
@@ -209,23 +145,8 @@ def _value_html(value: Any) -> str:
     if _is_op(value):
         return _op_html(value)
     if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        return _records_table(value)
-    return _cell(value)
-
-
-def _records_table(records: list[dict[str, Any]]) -> str:
-    columns: list[str] = []
-    for record in records:
-        columns += [key for key in record if key not in columns]
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>"
-        for r in records[:MAX_TABLE_ROWS]
-    )
-    more = (
-        f'<p class="note">… {len(records) - MAX_TABLE_ROWS} more</p>' if len(records) > MAX_TABLE_ROWS else ""
-    )
-    return f"<table><tr>{head}</tr>{body}</table>{more}"
+        return records_table(value)
+    return cell(value)
 
 
 def _replica_context(
@@ -279,7 +200,7 @@ def _divergence_html(run: StoredRun, example: Mapping[str, Any]) -> str:
         differs = len({(k, v) for k, v in zip(shown[1], values, strict=True)}) > 1
         mark = " ◀ first divergent offset" if at == offset else ""
         cells = "".join(
-            f"<td>{_cell(e)}</td><td>{_cell(k)}</td><td>{_cell(v)}</td>"
+            f"<td>{cell(e)}</td><td>{cell(k)}</td><td>{cell(v)}</td>"
             for e, k, v in zip(shown[0], shown[1], values, strict=True)
         )
         rows.append(
@@ -317,7 +238,7 @@ def _anomalies(run: StoredRun) -> str:
     for name in order:
         examples = anomalies[name].get("examples", [])
         if name == "replica-divergence":
-            shown = "".join(_divergence_html(run, e) if isinstance(e, dict) else _cell(e) for e in examples)
+            shown = "".join(_divergence_html(run, e) if isinstance(e, dict) else cell(e) for e in examples)
             shown += _replica_states(run)
         else:
             shown = _examples_table(examples)
@@ -344,7 +265,7 @@ def _examples_table(examples: list[Any]) -> str:
                 "<tr>" + "".join(f"<td>{_value_html(example.get(c))}</td>" for c in columns) + "</tr>"
             )
         else:
-            rows.append(f'<tr><td colspan="{max(len(columns), 1)}">{_cell(example)}</td></tr>')
+            rows.append(f'<tr><td colspan="{max(len(columns), 1)}">{cell(example)}</td></tr>')
     return f'<table class="examples"><tr>{head}</tr>{"".join(rows)}</table>' if rows else ""
 
 
@@ -369,7 +290,7 @@ def _replica_states(run: StoredRun) -> str:
         }
         for row in rows
     ]
-    return "<h3>replica state at the end (from the dumps)</h3>" + _records_table(shown) if shown else ""
+    return "<h3>replica state at the end (from the dumps)</h3>" + records_table(shown) if shown else ""
 
 
 def _events_table(events: Iterable[NemesisEvent]) -> str:
@@ -385,7 +306,7 @@ def _events_table(events: Iterable[NemesisEvent]) -> str:
             f'<tr><td class="num">{event.invoked_s:.3f}</td><td class="num">{done}</td>'
             f'<td><span class="swatch" style="background:{fault_colour(event.f)}"></span>{esc(event.f)}</td>'
             f'<td class="op-{esc(event.outcome)}">{esc(event.outcome)}</td><td><code>{esc(compact(detail))}</code></td>'
-            f"<td>{_cell(event.error)}</td></tr>"
+            f"<td>{cell(event.error)}</td></tr>"
         )
     if not rows:
         return '<p class="note">No nemesis operations in the history.</p>'
@@ -431,40 +352,6 @@ def _timeline_section(run: StoredRun, timeline: Timeline | None, unavailable: st
         )
         + _events_table(timeline.events)
     )
-
-
-def _evidence(run: StoredRun, notes: list[str]) -> str:
-    parts = [f'<p class="problem">{esc(p)}</p>' for p in run.problems]
-    parts += [f'<p class="note">{esc(n)}</p>' for n in notes]
-    results = run.results
-    if results is None:
-        return "".join(parts) or '<p class="note">Not checked.</p>'
-    incomplete = results.get("incomplete", [])
-    parts.append(
-        "<h3>incomplete evidence</h3>"
-        + (
-            "<ul>" + "".join(f"<li>{esc(r)}</li>" for r in incomplete) + "</ul>"
-            if incomplete
-            else "<p>None: every check saw complete evidence.</p>"
-        )
-    )
-    stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}
-    assert isinstance(stats, dict)
-    if stats:
-        flat = {k: v for k, v in stats.items() if k not in ("partitions", "replicas")}
-        parts.append("<h3>what the checker saw</h3>" + kv_table(flat))
-        partitions = stats.get("partitions")
-        if isinstance(partitions, dict) and partitions:
-            parts.append(
-                "<h3>final drain per partition</h3>"
-                + _records_table(
-                    [{"partition": p, **s} for p, s in partitions.items() if isinstance(s, dict)]
-                )
-            )
-        if isinstance(stats.get("replicas"), dict):
-            parts.append("<h3>replica dumps</h3>" + kv_table(stats["replicas"]))
-    parts.append("<p>checks run: " + esc(", ".join(str(c) for c in results.get("checks", []))) + "</p>")
-    return "".join(parts)
 
 
 def _configuration(run: StoredRun) -> str:
@@ -550,7 +437,7 @@ def run_report_html(run_dir: Path | str) -> str:
             "<h2>Anomalies</h2>",
             _anomalies(run),
             "<h2>Evidence</h2>",
-            _evidence(run, notes),
+            evidence_section(run, notes),
             "<h2>Configuration</h2>",
             _configuration(run),
             "<h2>Logs and files</h2>",

@@ -6,12 +6,15 @@ File format (``tidemark campaign FILE``)::
     time_limit = 30          # seconds of main phase per run
     repeats = 2
     nodes = 3
+    target = "tansu"         # what every run starts (harness.run.spec.TARGETS); default: a
+                             # scenario's own target, else the bundled broker
 
     [matrix]                 # every combination of these axes is a run (x repeats)
-    "truncation.mode" = ["high-watermark", "leader-epoch"]   # any broker/controller setting
+    "truncation.mode" = ["high-watermark", "leader-epoch"]   # any setting of the target
     acks = ["1", "all"]                                       # workload acks
     nemesis = ["kill,partition", "pause", "power-loss"]       # nemesis fault mixes
     scenario = ["kip101-loss"]                                # scenarios (then nemesis is unused)
+    target = ["bundled", "tansu"]                             # targets (instead of the top-level one)
 
     [settings]               # fixed broker/controller settings for every run
     [workload]               # fixed queue-workload settings (partitions, rate, client, ...)
@@ -22,8 +25,15 @@ File format (``tidemark campaign FILE``)::
     budget = "10m"
     nemesis = "follower-restart-leader-crash,kill"   # faults and fault packages
     settings = { "truncation.mode" = "high-watermark" }   # on top of [settings]
+    target = "bundled"       # instead of the top-level target
     expect_anomaly = true    # a known bug: finding nothing is the failure (default false)
     keep_going = false
+
+Instead of one ``[matrix]`` a file may give several ``[[matrix]]`` tables: each is expanded
+as above and the runs are their union (so kill/pause/partition mixes and a scenario, which
+ignores the nemesis axis, sit in one campaign without a product of both); two tables that plan
+the same run key are an error.  Settings are checked against the run's target (the bundled
+broker's keys, or ``postgresql.*`` for tansu) before anything runs.
 
 Runs are stored in ``<store>/<campaign name>/runs/<run key>`` where the key spells the
 axes' values, so a second invocation finds them: a run whose ``run.json`` says it
@@ -43,16 +53,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cluster.bundled import SettingsError, split_settings
+from harness.cluster.bundled import SettingsError
 from harness.record.rundir import RunDir
 from harness.run.hunt import parse_duration
-from harness.run.spec import SpecError, TestSpec
+from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
 from workloads.queue import QueueSpec
 
 WORKLOAD_AXES = {"acks", "client", "partitions", "replication_factor", "rate", "producers", "consumers"}
-SPECIAL_AXES = {"nemesis", "scenario"}
+SPECIAL_AXES = {"nemesis", "scenario", "target"}
 TOP_LEVEL = {
     "name",
     "time_limit",
@@ -65,6 +75,7 @@ TOP_LEVEL = {
     "nemesis",
     "engine",
     "hunt",
+    "target",
 }
 HUNT_KEYS = {
     "name",
@@ -75,6 +86,7 @@ HUNT_KEYS = {
     "expect_anomaly",
     "keep_going",
     "time_limit",
+    "target",
 }
 
 
@@ -133,30 +145,20 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
     if unknown:
         raise CampaignError(f"{source}: unknown keys {', '.join(unknown)}")
     name = str(data.get("name") or source.stem)
-    matrix = data.get("matrix", {})
-    if not isinstance(matrix, dict):
-        raise CampaignError(f"{source}: [matrix] must be a table of lists")
-    axes: list[tuple[str, list[str]]] = []
-    for axis, values in matrix.items():
-        if not isinstance(values, list) or not values:
-            raise CampaignError(f"{source}: matrix.{axis} must be a non-empty list")
-        axes.append((axis, [_text(v) for v in values]))
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise CampaignError(f"{source}: repeats must be a positive integer")
+    if "target" in data:
+        _target(data["target"], f"{source}: target")
     base_settings = {str(k): _text(v) for k, v in data.get("settings", {}).items()}
     base_workload = dict(data.get("workload", {}))
     base_nemesis = dict(data.get("nemesis", {}))
-    runs = []
-    names = [axis for axis, _ in axes]
-    # Without a matrix a campaign is one set-up run -- unless it is there for its hunts alone.
-    combinations = (
-        itertools.product(*[values for _, values in axes]) if axes else [] if "hunt" in data else [()]
-    )
-    for combination in combinations:
-        chosen = dict(zip(names, combination, strict=True))
+    runs: list[PlannedRun] = []
+    for chosen in _combinations(data, source):
         for repeat in range(repeats):
             key = _key(chosen, repeat)
+            if any(run.key == key for run in runs):
+                raise CampaignError(f"{source}: run {key} is planned twice (by two [[matrix]] tables)")
             try:
                 spec = _spec_for(name, data, chosen, base_settings, base_workload, base_nemesis, repeat)
             except (SpecError, NemesisSpecError, SettingsError, ScenarioError, ValueError) as error:
@@ -170,6 +172,43 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
         for number, entry in enumerate(_hunt_tables(data, source), start=1)
     )
     return Campaign(name, source, tuple(runs), engine, hunts)
+
+
+def _combinations(data: dict[str, Any], source: Path) -> Iterator[dict[str, str]]:
+    """Every run's axis values (axis -> value), table by table of ``[matrix]``/``[[matrix]]``.
+
+    Without a matrix a campaign is one set-up run -- unless it is there for its hunts alone.
+    """
+    matrix = data.get("matrix", {})
+    tables = matrix if isinstance(matrix, list) else [matrix]
+    if not tables or not all(isinstance(table, dict) for table in tables):
+        raise CampaignError(f"{source}: [matrix] must be a table of lists (or [[matrix]] tables of them)")
+    if tables == [{}]:
+        if "hunt" not in data:
+            yield {}
+        return
+    for number, table in enumerate(tables, start=1):
+        where = "matrix" if len(tables) == 1 else f"matrix[{number}]"
+        axes: list[tuple[str, list[str]]] = []
+        for axis, values in table.items():
+            if not isinstance(values, list) or not values:
+                raise CampaignError(f"{source}: {where}.{axis} must be a non-empty list")
+            if axis == "target":
+                for value in values:
+                    _target(value, f"{source}: {where}.target")
+            axes.append((axis, [_text(v) for v in values]))
+        if not axes:
+            raise CampaignError(f"{source}: {where}: no axes")
+        names = [axis for axis, _ in axes]
+        for combination in itertools.product(*[values for _, values in axes]):
+            yield dict(zip(names, combination, strict=True))
+
+
+def _target(value: Any, where: str) -> str:
+    """``value`` as a target name; CampaignError naming ``where`` (file and key) otherwise."""
+    if value not in TARGETS:
+        raise CampaignError(f"{where}: expected one of {', '.join(TARGETS)}, not {value!r}")
+    return str(value)
 
 
 def _hunt_tables(data: dict[str, Any], source: Path) -> list[dict[str, Any]]:
@@ -194,10 +233,10 @@ def _plan_hunt(
     unknown = sorted(set(entry) - HUNT_KEYS)
     if unknown:
         raise CampaignError(f"{where}: unknown keys {', '.join(unknown)}")
+    target = _target(entry["target"], f"{where}: target") if "target" in entry else None
     try:
         budget = parse_duration(entry.get("budget", ""))
         settings = {**base_settings, **{str(k): _text(v) for k, v in entry.get("settings", {}).items()}}
-        split_settings(settings)
         nemesis = dict(base_nemesis)
         nemesis["faults"] = list(parse_name_list(str(entry.get("nemesis", "")), NEMESIS_CHOICES, "nemesis"))
         if not nemesis["faults"]:
@@ -209,7 +248,9 @@ def _plan_hunt(
             settings=settings,
             workload=QueueSpec.from_dict({**base_workload, **dict(entry.get("workload", {}))}),
             nemesis=NemesisSpec.from_dict(nemesis, where="hunt nemesis"),
+            target=target or data.get("target", DEFAULT_TARGET),
         )
+        spec.effective_settings()  # a key the target does not have fails here, before anything runs
     except (SpecError, NemesisSpecError, SettingsError, ValueError) as error:
         raise CampaignError(f"{where}: {error}") from None
     return PlannedHunt(
@@ -230,9 +271,12 @@ def _spec_for(
     workload = dict(base_workload)
     nemesis = dict(base_nemesis)
     scenario = None
+    target: str | None = data.get("target")  # checked by plan_campaign
     for axis, value in chosen.items():
         if axis == "scenario":
             scenario = value
+        elif axis == "target":
+            target = value
         elif axis == "nemesis":
             nemesis["faults"] = list(parse_name_list(value, NEMESIS_CHOICES, "matrix.nemesis"))
         elif axis in WORKLOAD_AXES:
@@ -241,9 +285,11 @@ def _spec_for(
             )
         else:
             settings[axis] = value
-    split_settings(settings)  # unknown keys fail here, before anything runs
     seed = int(data.get("seed", 0)) + repeat
     nemesis.setdefault("seed", seed)
+    loaded = load_scenario(scenario) if scenario is not None else None
+    if loaded is not None:
+        target = scenario_target(target, loaded, "target")
     spec = TestSpec(
         name=name,
         node_count=int(data.get("nodes", 3)),
@@ -253,9 +299,11 @@ def _spec_for(
         workload=QueueSpec.from_dict(workload),
         nemesis=NemesisSpec.from_dict(nemesis, where="campaign nemesis"),
         scenario=scenario,
+        target=target or DEFAULT_TARGET,
     )
-    if scenario is not None:
-        spec = spec.with_scenario(load_scenario(scenario))
+    if loaded is not None:
+        spec = spec.with_scenario(loaded)
+    spec.effective_settings()  # a key the target does not have fails here, before anything runs
     return spec
 
 

@@ -58,6 +58,7 @@ def scenario_definition(spec: TestSpec, steps: list[Step], anomalies: list[str],
         "node_count": spec.node_count,
         "workload": {k: v for k, v in spec.workload.to_dict().items() if k != "name" and v is not None},
         "settings": dict(spec.settings),
+        "target": spec.target,
         "expected": [{"valid": False, "anomalies": anomalies}],
         "step": steps,
     }

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.cluster import bundled, postgres
+from harness.cluster.targets import DEFAULT_TARGET as DEFAULT_TARGET
+from harness.cluster.targets import TARGETS as TARGETS
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec
 from workloads.queue import QueueSpec
@@ -29,8 +31,6 @@ DERIVED_FIELDS = ("broker_config", "scenario_faults", "nodes", "replica_evidence
 """Fields of ``test.json`` computed from the spec (here or by the runner); ``from_dict`` ignores them."""
 
 SPEC_SCHEMA_VERSION = 1
-TARGETS = ("bundled", "tansu")
-"""What a run starts in Docker: the bundled broker, or tansu brokers on PostgreSQL (``harness.cluster.tansu``)."""
 
 
 class SpecError(ValueError):
@@ -65,7 +65,7 @@ class TestSpec:
     """An external Kafka-compatible cluster (``--bootstrap``); None runs the bundled broker in Docker."""
     inventory: str | None = None
     """With ``bootstrap``: an SSH inventory file, so the nemesis can reach the nodes."""
-    target: str = "bundled"
+    target: str = DEFAULT_TARGET
     """Which system runs in Docker (:data:`TARGETS`); ``node_count`` counts its brokers."""
 
     __test__ = False  # not a pytest test class, despite the name
@@ -181,11 +181,14 @@ class TestSpec:
 
     def with_scenario(self, scenario: Scenario) -> TestSpec:
         """This spec running ``scenario``: its set-up applied (``--set`` wins over the
-        scenario's settings) and its whole definition embedded."""
+        scenario's settings), its target (:func:`scenario_target`, this spec's target counting as
+        asked unless it is the default) and its whole definition embedded."""
         workload = QueueSpec.from_dict({**self.workload.to_dict(), **scenario.workload})
         power_loss = any(step.get("fault") == "power-loss" for step in scenario.steps)
+        asked = None if self.target == DEFAULT_TARGET else self.target
         return dataclasses.replace(
             self,
+            target=scenario_target(asked, scenario, "target"),
             node_count=scenario.node_count,
             workload=workload,
             scenario=scenario.name,
@@ -204,3 +207,18 @@ class TestSpec:
         if expectation is None:
             return ["no expectation written for these settings"]
         return expectation.problems(results)
+
+
+def scenario_target(asked: str | None, scenario: Scenario, asked_by: str) -> str:
+    """The target a run of ``scenario`` starts: ``asked`` (``--target``, a campaign's ``target``),
+    else the scenario's own ``target``, else :data:`DEFAULT_TARGET`.
+
+    SpecError, one line naming both (``asked_by`` says where ``asked`` came from, e.g.
+    ``--target``), when ``asked`` and the scenario's target differ.
+    """
+    if asked is not None and scenario.target is not None and asked != scenario.target:
+        raise SpecError(
+            f"{asked_by} {asked} conflicts with scenario {scenario.name}'s target = "
+            f'"{scenario.target}" ({scenario.source}): leave {asked_by} out, or give the same'
+        )
+    return asked or scenario.target or DEFAULT_TARGET

@@ -21,11 +21,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions"})
 """Run elsewhere with the same expectation and more: the liveness scenario with its twin by
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
-``tests/workloads/test_consumer_groups_docker.py``."""
+``tests/workloads/test_consumer_groups_docker.py``.  Scenarios of another target
+(``target = "tansu"``) are run by ``tests/harness/cluster/test_tansu_docker.py``."""
 CASES = [
     (name, dict(expectation.when))
     for name in sorted(library())
-    if name not in RUN_ELSEWHERE
+    if name not in RUN_ELSEWHERE and load_scenario(name).target in (None, "bundled")
     for expectation in load_scenario(name).expected
 ]
 """Every bundled scenario under every setting its expectations name (the buggy and the fixed)."""

@@ -3,6 +3,7 @@ line (exit 254, before anything starts)."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -86,3 +87,72 @@ def test_the_refusal_is_one_line_and_exit_254_from_the_command(tmp_path: Path) -
     )
     one_line_error(result, EXIT_BAD_ARGUMENTS, "--target tansu starts its own brokers and PostgreSQL")
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- a scenario's target
+
+
+def spec_run_would_start(monkeypatch: pytest.MonkeyPatch, *arguments: str) -> TestSpec:
+    """The spec ``tidemark run ARGUMENTS`` would start, caught where the run would begin."""
+    started: list[TestSpec] = []
+
+    def run_and_report(spec: TestSpec, *rest: object, **named: object) -> int:
+        started.append(spec)
+        return 0
+
+    monkeypatch.setattr(run_cli, "run_and_report", run_and_report)
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    assert run_cli.run(parser.parse_args(list(arguments))) == 0
+    (spec,) = started
+    return spec
+
+
+def test_a_tansu_scenario_runs_on_tansu_without_target(
+    monkeypatch: pytest.MonkeyPatch, binary_built: None
+) -> None:
+    spec = spec_run_would_start(
+        monkeypatch, "--scenario", "tansu-pg-power-loss", "--set", "postgresql.fsync=off"
+    )
+    assert (spec.target, spec.node_count, spec.power_loss_filesystem) == ("tansu", 2, True)
+    assert spec.broker_config()["postgresql.fsync"] == "off"
+    again = spec_run_would_start(monkeypatch, "--scenario", "tansu-pg-power-loss", "--target", "tansu")
+    assert again.target == "tansu"
+
+
+def test_a_scenario_without_a_target_runs_on_the_one_asked_for(
+    monkeypatch: pytest.MonkeyPatch, binary_built: None, tmp_path: Path
+) -> None:
+    path = tmp_path / "anywhere.toml"
+    path.write_text(
+        'name = "anywhere"\nnode_count = 2\n[workload]\nreplication_factor = 1\n'
+        '[[step]]\nsleep = 1\nwhy = "w"\n',
+        encoding="utf-8",
+    )
+    assert spec_run_would_start(monkeypatch, "--scenario", str(path), "--target", "tansu").target == "tansu"
+    assert spec_run_would_start(monkeypatch, "--scenario", str(path)).target == "bundled"
+
+
+def test_a_target_that_conflicts_with_the_scenarios_is_one_line_naming_both(tmp_path: Path) -> None:
+    result = tidemark(
+        "run",
+        "--scenario",
+        "tansu-pg-power-loss",
+        "--target",
+        "bundled",
+        "--store",
+        str(tmp_path),
+        timeout=60,
+    )
+    line = one_line_error(
+        result, EXIT_BAD_ARGUMENTS, "--target bundled", "tansu-pg-power-loss", 'target = "tansu"'
+    )
+    assert "tansu-pg-power-loss.toml" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scenario_file_with_a_bad_target_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('name = "m"\ntarget = "kafka"\n[[step]]\nsleep = 1\nwhy = "w"\n', encoding="utf-8")
+    result = tidemark("run", "--scenario", str(path), "--store", str(tmp_path / "store"), timeout=60)
+    one_line_error(result, EXIT_BAD_ARGUMENTS, f"{path}: target: expected one of bundled, tansu, not 'kafka'")

@@ -1,5 +1,6 @@
 """``--target tansu`` end to end in Docker: 2 tansu brokers sharing one PostgreSQL node, the queue
-workload, faults recorded as ops, the checker's verdict.
+workload, faults recorded as ops, the checker's verdict -- through the library's tansu scenarios
+(``nemesis/scenarios/tansu-*.toml``, ``target = "tansu"``), run on the target they name:
 
 * kills and partitions of the *brokers* (scripted, so PostgreSQL is never the target) lose nothing:
   the run is valid, divergence is not applicable (one replica) rather than unknown;
@@ -20,89 +21,29 @@ from checker.definitions import INVARIANT_CHECKS
 from harness.record.history import read_history
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
-from nemesis.scenario import parse_scenario
+from nemesis.scenario import library, load_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.tansu, pytest.mark.slow]
 
-# read_uncommitted: tansu 0.6.0 answers a read_committed ListOffsets (the drain's end offset, the
-# last stable offset) with a query PostgreSQL 15 rejects ("subquery in FROM must have an alias",
-# SQLSTATE 42601; PostgreSQL 16 accepts it), so under read_committed every drain times out and the
-# verdict is unknown.  Without transactions both levels read the same records.
-WORKLOAD = {
-    "partitions": 2,
-    "replication_factor": 1,
-    "producers": 2,
-    "consumers": 1,
-    "rate": 100.0,
-    "isolation": "read_uncommitted",
-}
+TANSU_SCENARIOS = sorted(name for name in library() if load_scenario(name).target == "tansu")
+"""The library's tansu scenarios (``tests/nemesis/test_scenarios.py`` runs the others)."""
 
 
-def sleep(seconds: float, why: str) -> dict[str, Any]:
-    return {"sleep": seconds, "why": why}
+def test_the_library_has_the_tansu_scenarios_run_here() -> None:
+    assert TANSU_SCENARIOS == ["tansu-broker-faults", "tansu-pg-power-loss"]
 
 
-BROKER_FAULTS = {
-    "name": "tansu-broker-faults",
-    "description": "Kill and partition the tansu brokers, never PostgreSQL, for about 30 s.",
-    "node_count": 2,
-    "workload": WORKLOAD,
-    "expected": [{"valid": True}],
-    "step": [
-        sleep(4, "acknowledged writes accumulate before the first fault"),
-        {"fault": "kill", "node": "n1"},
-        sleep(4, "the clients of n1 time out while n2 serves"),
-        {"fault": "start", "node": "n1"},
-        {"wait": "answers", "node": "n1"},
-        {"fault": "partition", "grudge": {"n2": ["pg"], "pg": ["n2"]}, "kind": "broker-off-postgresql"},
-        sleep(5, "n2's writes hang on PostgreSQL while cut off"),
-        {"fault": "heal"},
-        {"fault": "kill", "node": "n2"},
-        sleep(4, "the clients of n2 time out while n1 serves"),
-        {"fault": "start", "node": "n2"},
-        {"wait": "answers", "node": "n2"},
-        {
-            "fault": "partition",
-            "grudge": {"n1": ["n2", "pg"], "n2": ["n1"], "pg": ["n1"]},
-            "kind": "isolate-n1",
-        },
-        sleep(4, "n1 is isolated from PostgreSQL and n2"),
-        {"fault": "heal"},
-        sleep(3, "writes after the last heal"),
-    ],
-}
-
-POWER_LOSS = {
-    "name": "tansu-postgresql-power-loss",
-    "description": "Cut the power of the PostgreSQL node: fsync=off loses acknowledged writes, the defaults do not.",
-    "node_count": 2,
-    "workload": WORKLOAD,
-    "expected": [
-        {"when": {"postgresql.fsync": "off"}, "valid": False, "anomalies": ["lost-write"]},
-        {"valid": True},
-    ],
-    "step": [
-        sleep(5, "acknowledged writes accumulate after the set-up was made durable"),
-        {"fault": "power-loss", "node": "pg"},
-        {"fault": "start", "node": "pg"},
-        {"wait": "answers", "node": "pg", "timeout": 60},
-        sleep(4, "the brokers reconnect and the workload writes again"),
-    ],
-}
-
-
-def run(
-    definition: dict[str, Any], tmp_path: Path, settings: dict[str, str] | None = None
-) -> tuple[Any, Any]:
-    scenario = parse_scenario(definition, f"{definition['name']} (test)")
-    spec = TestSpec(name=scenario.name, target="tansu", settings=settings or {}).with_scenario(scenario)
+def run(name: str, tmp_path: Path, settings: dict[str, str] | None = None) -> tuple[Any, Any]:
+    """The library scenario ``name`` as ``tidemark run --scenario NAME`` runs it: on its own target."""
+    spec = TestSpec(name=name, settings=settings or {}).with_scenario(load_scenario(name))
+    assert spec.target == "tansu"
     outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
     return spec, outcome
 
 
 def test_broker_kills_and_partitions_lose_nothing(tansu_image: str, tmp_path: Path) -> None:
-    spec, outcome = run(BROKER_FAULTS, tmp_path)
+    spec, outcome = run("tansu-broker-faults", tmp_path)
     results = outcome.results
     assert results["valid"] is True, json.dumps({k: results[k] for k in ("anomalies", "incomplete")})[:3000]
     assert set(results["not_applicable"]) == {"replica-divergence", "divergent-tail", *INVARIANT_CHECKS}
@@ -123,7 +64,7 @@ def test_broker_kills_and_partitions_lose_nothing(tansu_image: str, tmp_path: Pa
 def test_power_loss_of_postgresql_loses_writes_only_with_fsync_off(
     tansu_image: str, tmp_path: Path, fsync: str
 ) -> None:
-    spec, outcome = run(POWER_LOSS, tmp_path, {"postgresql.fsync": fsync})
+    spec, outcome = run("tansu-pg-power-loss", tmp_path, {"postgresql.fsync": fsync})
     results = outcome.results
     ops, _ = read_history(outcome.run_dir / "history.jsonl")
     assert any(op.f == "power-loss" and op.type == "ok" and op.value["nodes"] == ["pg"] for op in ops)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from checker.driver import check_pass, write_results
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from harness.cluster.bundled import effective_settings
+from harness.cluster.tansu import REPLICA_EVIDENCE as TANSU_REPLICA_EVIDENCE
 from harness.record.history import HistoryWriter
 from harness.record.ops import Op
 
@@ -57,6 +59,9 @@ class RunShape:
     drain_complete: bool = True
     unhealed_kill: bool = False
     """A ``kill n3`` at the end that no ``start`` follows."""
+    single_store: bool = False
+    """Recorded as tansu records itself (``replica_evidence`` single-store): the replica and the
+    white-box checks are then not applicable."""
 
 
 def _in_fault(seconds: float) -> bool:
@@ -252,16 +257,20 @@ def _write_spec(run_dir: Path, shape: RunShape) -> None:
         "broker_config": {**effective_settings(settings), "acks": shape.acks},  # as TestSpec records it
         "versions": {"python": "3.11", "tidemark": "0.1.0"},
     }
+    if shape.single_store:
+        spec["replica_evidence"] = TANSU_REPLICA_EVIDENCE
     (run_dir / "test.json").write_text(json.dumps(spec, indent=2), encoding="utf-8")
 
 
-def check_run(run_dir: Path) -> dict[str, Any]:
+def check_run(run_dir: Path, checks: Sequence[str] = ALL_CHECKS) -> dict[str, Any]:
     """Check the run with the real checker (pandas engine) and write its ``results.json``."""
-    result = check_pass(PandasEngine(), [load_run(run_dir)], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+    result = check_pass(PandasEngine(), [load_run(run_dir)], checks, DEFAULT_EXAMPLE_LIMIT)[0]
     write_results(result, run_dir)
     return result
 
 
-def make_checked_run(run_dir: Path, shape: RunShape = RunShape()) -> dict[str, Any]:
+def make_checked_run(
+    run_dir: Path, shape: RunShape = RunShape(), checks: Sequence[str] = ALL_CHECKS
+) -> dict[str, Any]:
     write_run(run_dir, shape)
-    return check_run(run_dir)
+    return check_run(run_dir, checks)

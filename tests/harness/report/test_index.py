@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
 import pytest
 
+from checker.definitions import ALL_CHECKS
 from harness.cli.main import main
 from harness.record.history import HistoryWriter
 from harness.record.ops import Op
@@ -91,6 +93,7 @@ def test_rows_carry_settings_anomaly_counts_and_a_link_to_the_report(campaign: P
         "verdict",
         "lost-write",
         "replica-divergence",
+        "not applicable",
         "started",
         "history (s)",
     ]
@@ -105,6 +108,40 @@ def test_rows_carry_settings_anomaly_counts_and_a_link_to_the_report(campaign: P
     for name, cells in by_run.items():  # every run, the crashed one included, links to its own report
         assert f'<td><a href="{name}/report.html">' in cells
         assert (campaign / name / "report.html").is_file()
+
+
+def test_checks_that_do_not_apply_read_n_a_with_the_reason_apart_from_zero_and_not_run(
+    tmp_path: Path,
+) -> None:
+    make_checked_run(tmp_path / "bundled", RunShape(divergent_offsets=2))  # makes a divergence column
+    tansu = make_checked_run(tmp_path / "tansu", RunShape(single_store=True))
+    make_checked_run(tmp_path / "partial", RunShape(), [c for c in ALL_CHECKS if c != "replica-divergence"])
+    make_checked_run(tmp_path / "clean", RunShape())
+    render_index(tmp_path)
+    text = (tmp_path / "index.html").read_text(encoding="utf-8")
+    headers = re.findall(r'<th scope="col">([^<]+)</th>', text)
+    divergence = headers.index("replica-divergence")
+    inapplicable = headers.index("not applicable")
+    cells = {run_name(row): re.findall(r"<td[^>]*>.*?</td>", row) for _, row in rows(tmp_path)}
+    why = tansu["not_applicable"]["replica-divergence"]
+    assert cells["tansu"][divergence] == (
+        f'<td class="num not-applicable" data-sort="-1" title="not applicable: {html.escape(why)}">n/a</td>'
+    )
+    assert (
+        cells["partial"][divergence] == '<td class="num not-run" data-sort="-2" title="not run">not run</td>'
+    )
+    assert cells["clean"][divergence] == '<td class="num" data-sort="0"></td>'
+    assert cells["bundled"][divergence] == '<td class="num" data-sort="2">2</td>'
+    count = len(tansu["not_applicable"])
+    assert cells["tansu"][inapplicable].startswith(
+        f'<td class="num not-applicable" data-sort="{count}" title="'
+    )
+    for name, reason in tansu["not_applicable"].items():
+        assert f"{name}: {html.escape(reason)}" in cells["tansu"][inapplicable]
+    assert cells["tansu"][inapplicable].endswith(f">{count} n/a</td>")
+    for name in ("bundled", "partial", "clean"):
+        assert cells[name][inapplicable] == '<td class="num" data-sort="0"></td>'
+    assert dict((run_name(row), verdict) for verdict, row in rows(tmp_path))["tansu"] == "valid"
 
 
 def test_why_evidence_was_incomplete_is_on_the_verdict(campaign: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 import re
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness.record.stored_run import RunDirectoryError
+from checker.definitions import ALL_CHECKS, INVARIANT_CHECKS
+from harness.record.rundir import RunDirectoryError
 from harness.report.run_page import render_run_report
 from tests.harness.report.browser import Browser, require_chromium
 from tests.harness.report.report_runs import RunShape, make_checked_run, write_run
@@ -155,6 +157,46 @@ def test_a_run_never_checked_says_so(tmp_path: Path) -> None:
     assert len(IMAGE.findall(text)) == 1  # the history is still plotted
 
 
+def test_checks_not_applicable_to_the_target_are_shown_with_their_reason_apart_from_checks_run(
+    tmp_path: Path,
+) -> None:
+    result = make_checked_run(tmp_path, RunShape(single_store=True))
+    assert result["valid"] is True
+    inapplicable = result["not_applicable"]
+    assert {"replica-divergence", "divergent-tail", *INVARIANT_CHECKS} == set(inapplicable)
+    render_run_report(tmp_path)
+    text = page(tmp_path)
+    assert '<span class="badge valid">' in text, "not applicable is no gap in the evidence"
+    assert "Every applicable check ran on complete evidence and found nothing." in text
+    (named,) = re.findall(r"Not applicable to this target: ([^(]+) \(<a href=\"#checks\">why</a>\)", text)
+    assert set(named.split(", ")) == set(inapplicable)
+    rows = re.findall(
+        r'<tr class="not-applicable"><td>([^<]+)</td><td><span class="badge not-applicable">'
+        r"not applicable</span></td><td>([^<]+)</td></tr>",
+        text,
+    )
+    assert dict(rows) == {name: html.escape(why, quote=True) for name, why in inapplicable.items()}
+    assert "one replica only: the log lives in one PostgreSQL" in dict(rows)["replica-divergence"]
+    (ran,) = re.findall(r"<p>checks run: ([^<]*)</p>", text)
+    assert "lost-write" in ran.split(", ")
+    assert not set(ran.split(", ")) & set(inapplicable), "an inapplicable check is not listed as run"
+    assert "checks not run" not in text
+
+
+def test_a_check_not_run_is_incomplete_evidence_not_a_check_that_does_not_apply(tmp_path: Path) -> None:
+    skipped = {"replica-divergence", "divergent-tail"}
+    make_checked_run(tmp_path, RunShape(), [c for c in ALL_CHECKS if c not in skipped])
+    render_run_report(tmp_path)
+    text = page(tmp_path)
+    assert '<span class="badge unknown">' in text
+    assert "checks not run: replica-divergence, divergent-tail" in text
+    assert "badge not-applicable" not in text and "Not applicable to this target" not in text
+    assert "Every check ran" not in text and "Every applicable check ran" not in text
+    plain = make_checked_run(tmp_path / "bundled", RunShape())  # the bundled broker: everything applies
+    render_run_report(tmp_path / "bundled")
+    assert plain["not_applicable"] == {} and "badge not-applicable" not in page(tmp_path / "bundled")
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
@@ -167,6 +209,10 @@ def test_a_run_never_checked_says_so(tmp_path: Path) -> None:
         (
             '{"valid": false, "anomalies": {"lost-write": {"count": "many"}}}',
             "must be an object with an integer",
+        ),
+        (
+            '{"valid": true, "anomalies": {}, "not_applicable": ["replica-divergence"]}',
+            "&#x27;not_applicable&#x27; must be an object of check name -&gt; reason",
         ),
     ],
 )
