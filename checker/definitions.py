@@ -170,6 +170,16 @@ integer value once, to one partition.
   ``commit {"0": 7} ok`` -> 5 and 6 not read (``{"0": 5}`` is exact).  A reader that read
   nothing of the partition allows 0.  Counted per (commit, partition); the example names the
   read of the highest offset (null when none).
+* **generation-regression** -- an ``ok`` ``assign`` of a consumer (one client object) with
+  generation G, invoked after an ``ok`` ``assign`` of the same consumer with a higher
+  generation completed: the coordinator lost the group's state (its generation is in the
+  group's metadata record, which the next coordinator loads).  ``assign gen=2 consumer=1``,
+  ``revoke``, ``assign gen=1 consumer=1`` -> 1 < 2.  Per consumer: one client's assigns are
+  recorded in the order its callbacks ran, but after the client call returned, so across members
+  history order is not the order generations were handed out.  Equal is no regression (Kafka
+  answers a follower rejoining a stable group with the current generation); a takeover counts
+  only as the earlier assign; overlapping assigns, null generations and consumers take no
+  part.  Counted per ``assign``, against the highest generation before it (its first assign).
 
 **White-box invariant checks** (Kafka's replication invariants from its TLA+ specifications,
 tested on the brokers' own event logs, ``docs/events.md``; ``n1 hw leader e0 hw=2`` is an
@@ -284,6 +294,7 @@ GROUP_SKIP: Final = "group-skip"
 GROUP_REDELIVERY: Final = "group-redelivery"
 COMMIT_REGRESSION: Final = "commit-regression"
 COMMITTED_BEYOND_READ: Final = "committed-beyond-read"
+GENERATION_REGRESSION: Final = "generation-regression"
 UNSEEN: Final = "unseen"
 DIVERGENT_TAIL: Final = "divergent-tail"
 TRUNCATED_COMMITTED: Final = "truncated-committed"
@@ -312,6 +323,7 @@ ALL_CHECKS: Final[tuple[str, ...]] = (
     GROUP_REDELIVERY,
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
     TRUNCATED_COMMITTED,
     INCOMPLETE_LEADER,
     HW_REGRESSION,
@@ -391,6 +403,7 @@ GROUP_CHECKS: Final[tuple[str, ...]] = (
     GROUP_REDELIVERY,
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
 )
 """Answered together by one engine question (``Engine.group_anomalies``): the consumer-group checks."""
 INVARIANT_CHECKS: Final[tuple[str, ...]] = (
@@ -447,11 +460,12 @@ GROUP_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 """Columns every engine returns for each group-check example, ordered by (partition, offset, index, item).
 
 ``index``/``item``/``offset``: the acknowledged send and its position (group-skip), the
-re-read record (group-redelivery), or the ``ok`` commit's completion and its offset (the
-commit checks); ``prev_index``/``prev_offset``: the op that set the known committed position
-and that position, the earlier commit and its offset (commit-regression), or the read of the
-highest offset and that offset (committed-beyond-read; null when nothing was read).
-``process``: the reading or committing process (null for group-skip)."""
+re-read record (group-redelivery), the ``ok`` commit's completion and its offset (the commit
+checks), or the assign's completion and its generation (generation-regression, no partition);
+``prev_index``/``prev_offset``: the op that set the known committed position and that
+position, the earlier commit and its offset (commit-regression), the read of the highest
+offset and that offset (committed-beyond-read; null when nothing was read), or the earlier
+assign and its generation.  ``process``: the reader, committer or assignee (group-skip: null)."""
 GROUP_ORDER: Final[tuple[str, ...]] = ("partition", "offset", "index", "item")
 INVARIANT_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "partition",

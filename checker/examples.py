@@ -17,7 +17,8 @@ about -- so an example is read the way the definition is written:
   (``committed_by``: an ``ok`` commit, or the read a fresh assignment resumed with)
   for group-skip; the re-read and ``committed_by`` for group-redelivery; both commits for
   commit-regression; the commit and the read of the highest offset (``read_offset``, null
-  when nothing was read) for committed-beyond-read;
+  when nothing was read) for committed-beyond-read; both assigns and their generations
+  (``prev_generation``, ``generation``) for generation-regression;
 * replica-divergence: the first divergent offset of a replica pair and both records.
 
 Example ops show only the records that matter to the example (:func:`trim`).
@@ -32,6 +33,7 @@ from checker.definitions import (
     ABORTED_READ,
     COMMIT_REGRESSION,
     DUPLICATE,
+    GENERATION_REGRESSION,
     GROUP_REDELIVERY,
     GROUP_SKIP,
     INT_NONMONOTONIC_POLL,
@@ -190,6 +192,14 @@ def group_example(kind: str, row: dict[str, Any], found: Evidence, run_id: int) 
             "committed_offset": known,
             "read": shown(row["index"], offset),
             "committed_by": shown(row["prev_index"], known),
+        }
+    if kind == GENERATION_REGRESSION:
+        return {
+            "process": row["process"],
+            "generation": offset,
+            "prev_generation": known,
+            "prev_assign": found.op(run_id, row["prev_index"]),
+            "assign": found.op(run_id, row["index"]),
         }
     example: dict[str, Any] = {"process": row["process"], "partition": partition, "offset": offset}
     if kind == COMMIT_REGRESSION:

@@ -84,10 +84,14 @@ loss or a crash must not lose anything acknowledged.
 the rules that let committed data vanish let a commit vanish too (the group's position goes
 back: commit-regression, and a later generation re-reads what was committed:
 group-redelivery), and a log rewritten below a committed position holds acknowledged records
-the group never reads (group-skip).  So the committed-data-loss set includes those three;
-``acks=0``/``acks=1`` permit none of them (consumers read, and commit, only below the high
-watermark, which a clean leader change keeps).  ``--commit auto`` permits none either: an
-auto commit stores the position after the records a poll *returned* -- every one of which
+the group never reads (group-skip).  The group's generation is a record of the same log (the
+group's metadata record, which the next coordinator loads): where it vanishes, the coordinator
+forgets the group and hands out generations again from 1 (generation-regression) -- whatever
+the commit mode, since the group forms and every assignment is recorded under ``--commit auto``
+too.  So the committed-data-loss set includes those four; ``acks=0``/``acks=1`` permit none
+of them (consumers read, and commit, only below the high watermark, which a clean leader
+change keeps, and the coordinator appends acks=all).  ``--commit auto`` is no rule either (it
+permits nothing by itself, and takes nothing from the rules above): an auto commit stores the position after the records a poll *returned* -- every one of which
 the history records -- so it never passes an unread record, and it lags at most: the next
 generation re-reads above the last known position (at-least-once), which the group checks
 already allow.  committed-beyond-read is never permitted: it is the workload's (or a
@@ -123,6 +127,7 @@ from typing import Any
 from checker.definitions import (
     COMMIT_REGRESSION,
     DUPLICATE,
+    GENERATION_REGRESSION,
     GROUP_REDELIVERY,
     GROUP_SKIP,
     HW_REGRESSION,
@@ -147,12 +152,15 @@ _ACKED_DATA_LOSS = frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE, *SEND
 # commits are records of the same kind (``__consumer_offsets``, acks=all): a commit that vanishes
 # takes the group back (commit-regression, and its members re-read: group-redelivery), and a
 # log rewritten below a committed position holds records the group never reads (group-skip).
+# The group's metadata record (its generation) is one too: lost, the group restarts at
+# generation 1 (generation-regression), in every commit mode.
 _COMMITTED_DATA_LOSS = _ACKED_DATA_LOSS | {
     LOST_READ,
     *POLL_CHECKS,
     GROUP_SKIP,
     GROUP_REDELIVERY,
     COMMIT_REGRESSION,
+    GENERATION_REGRESSION,
 }
 # In the bundled broker's own records, committed data vanishing is a truncation below an exposed
 # HW, a leader elected without it and, once that leader's HW is established, the HW going back.

@@ -15,8 +15,9 @@ The steps, each the counterpart of one Spark query:
 * :func:`members` -- each member process with its takeover chain and generation;
 * :func:`commits` -- one row per (commit, partition);
 * :func:`evidence` -- the known committed positions: ``ok`` commits and resume positions;
-* :func:`group_anomalies` -- the four checks, one row per anomaly with ``kind`` and
-  :data:`checker.definitions.GROUP_EXAMPLE_COLUMNS`.
+* :func:`group_anomalies` -- the five checks, one row per anomaly with ``kind`` and
+  :data:`checker.definitions.GROUP_EXAMPLE_COLUMNS` (generation-regression reads the assigns
+  alone: :func:`_generation_regressions`).
 
 :class:`checker.pandas.engine.PandasEngine` keeps the first examples of each kind.
 """
@@ -37,6 +38,7 @@ from checker.definitions import (
     COMMIT,
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
     GROUP_EXAMPLE_COLUMNS,
     GROUP_REDELIVERY,
     GROUP_SKIP,
@@ -315,6 +317,27 @@ def _regressions(ok: pd.DataFrame, late: pd.DataFrame) -> pd.DataFrame:
     return _found(candidates.assign(index=candidates["complete_index"]), COMMIT_REGRESSION)
 
 
+def _generation_regressions(ops: pd.DataFrame) -> pd.DataFrame:
+    """``ok`` assigns (not takeovers) below the highest generation an ``ok`` assign of the same
+    consumer completed before their invoke; null generations and consumers take no part."""
+    ok = (ops["f_name"] == ASSIGN) & (ops["outcome"] == TYPE_OK) & ops["generation"].notna()
+    assigns = ops[(ok & ops["consumer"].notna()).fillna(False).astype(bool).to_numpy()]
+    if assigns.empty:
+        return _found(pd.DataFrame(), GENERATION_REGRESSION)
+    keys = ["run_id", "consumer"]
+    assigns = assigns.astype({"consumer": "int64", "generation": "int64", "complete_index": "int64"})
+    done = assigns.assign(index=assigns["complete_index"], offset=assigns["generation"])
+    done = done.sort_values([*keys, "index"], kind="stable", ignore_index=True)
+    known = _highest_so_far(done, keys, []).assign(at=done["index"]).sort_values("at", kind="stable")
+    fresh = assigns[assigns["takeover"].isna().to_numpy()]
+    later = fresh.assign(at=fresh["invoke_index"].astype("int64")).sort_values("at", kind="stable")
+    matched = pd.merge_asof(later, known, on="at", by=keys, allow_exact_matches=False)
+    below = matched[(matched["generation"] < matched["prev_offset"]).fillna(False).astype(bool).to_numpy()]
+    return _found(
+        below.assign(index=below["complete_index"], offset=below["generation"]), GENERATION_REGRESSION
+    )
+
+
 def _beyond_read(ok: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
     """``ok`` commits (with their reader's ``chain``) past the highest offset that chain had read + 1."""
     if ok.empty:
@@ -360,6 +383,8 @@ def group_anomalies(
         by_reader = with_chain(ok.rename(columns={"process": "committer", "reader": "process"}), chained)
         by_reader = by_reader.rename(columns={"process": "reader", "committer": "process"})
         parts.append(_beyond_read(by_reader, with_chain(reads, chained)))
+    if GENERATION_REGRESSION in checks:
+        parts.append(_generation_regressions(ops))
     found = [part for part in parts if not part.empty]
     return pd.concat(found, ignore_index=True) if found else _found(pd.DataFrame(), GROUP_SKIP)
 

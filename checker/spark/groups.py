@@ -16,7 +16,9 @@ step here is the counterpart of one step there:
   against their reader's reads before their invoke (committed-beyond-read), reads against the
   known committed positions of older generations (group-redelivery);
 * a late commit that may explain an anomaly is a ``left_anti`` join on (run, partition) with
-  the commits that did not end ``ok``.
+  the commits that did not end ``ok``;
+* generation-regression: ``max(struct(generation, -index))`` over a consumer's ``ok`` assigns
+  completed before each assign's invoke, the same range frame.
 
 :func:`group_anomalies` is asked only for passes with group ops (the engine knows from the
 row counts it computes anyway), so runs without consumer groups cost nothing here.  With
@@ -40,6 +42,7 @@ from checker.definitions import (
     COMMIT,
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
     GROUP_EXAMPLE_COLUMNS,
     GROUP_REDELIVERY,
     GROUP_SKIP,
@@ -335,6 +338,47 @@ def _regressions(ok: DataFrame, late: DataFrame) -> DataFrame:
     return _output(_unexplained(below, late, "invoke_index", "offset"), COMMIT_REGRESSION)
 
 
+def _generation_regressions(ops: DataFrame) -> DataFrame:
+    """``ok`` assigns (not takeovers) below the highest generation a consumer's ``ok`` assigns
+    completed before their invoke (events by index, per consumer)."""
+    assigns = ops.where(
+        (F.col("f_name") == ASSIGN)
+        & (F.col("outcome") == TYPE_OK)
+        & F.col("v.generation").isNotNull()
+        & F.col("v.consumer").isNotNull()
+    )
+    done = assigns.select(
+        "run_id",
+        F.col("v.consumer").alias("consumer"),
+        F.col("complete_index").alias("at"),
+        F.struct("v.generation", (-F.col("complete_index")).alias("first")).alias("done"),
+    )
+    assign = F.struct("process", "complete_index", "v.generation")
+    fresh = assigns.where(F.col("v.takeover").isNull()).select(
+        "run_id",
+        F.col("v.consumer").alias("consumer"),
+        F.col("invoke_index").alias("at"),
+        F.lit(None).cast(done.schema["done"].dataType).alias("done"),
+        assign.alias("assign"),
+    )
+    events = done.withColumn("assign", F.lit(None).cast(fresh.schema["assign"].dataType)).unionByName(fresh)
+    known = F.max("done").over(_before("run_id", "consumer", order="at"))
+    below = events.withColumn("known", known).where(
+        F.col("assign").isNotNull() & (F.col("assign.generation") < F.col("known.generation"))
+    )
+    return _output(
+        below.select(
+            "run_id",
+            "assign.process",
+            F.col("assign.complete_index").alias("index"),
+            F.col("assign.generation").alias("offset"),
+            F.col("known.generation").alias("prev_offset"),
+            (-F.col("known.first")).alias("prev_index"),
+        ),
+        GENERATION_REGRESSION,
+    )
+
+
 def _beyond_read(ok: DataFrame, reads: DataFrame, chained: DataFrame) -> DataFrame:
     """``ok`` commits past the highest offset their reader's chain had read + 1 (events by index)."""
     by_reader = with_chain(
@@ -414,6 +458,8 @@ def group_anomalies(
         parts.append(_regressions(ok, late))
     if COMMITTED_BEYOND_READ in checks:
         parts.append(_beyond_read(ok, reads, chains(members_)))
+    if GENERATION_REGRESSION in checks:
+        parts.append(_generation_regressions(ops))
     return union_all(parts)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from checker.definitions import (
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
     GROUP_REDELIVERY,
     GROUP_SKIP,
     NONMONOTONIC_POLL,
@@ -41,7 +42,7 @@ def assign(
     return [(process, "invoke", "assign", value), (process, "ok", "assign", value)]
 
 
-def revoke(process: int, generation: Any, consumer: int, partitions: tuple[int, ...] = (0,)) -> list[Step]:
+def revoke(process: int, generation: Any, consumer: Any, partitions: tuple[int, ...] = (0,)) -> list[Step]:
     value = {"partitions": list(partitions), "lost": False, "generation": generation, "consumer": consumer}
     return [(process, "invoke", "revoke", value), (process, "ok", "revoke", value)]
 
@@ -294,6 +295,73 @@ CASES = [
     Case(
         "a takeover whose assignment began before the history is no resume",
         [*acks(0, 6), *assign(11, 1, 1, takeover=10), *reads(11, 0, 5, 5), *assign(21, 1, None, takeover=20)],
+        {},
+    ),
+    Case(
+        "generation-regression: a consumer is handed an older generation than it held",
+        [*assign(10, 2, 1), *revoke(10, 2, 1), *assign(11, 1, 1)],
+        {GENERATION_REGRESSION: 1},
+        {GENERATION_REGRESSION: (2, 1)},
+    ),
+    Case(
+        "each regressed assign counts, against the first assign of the highest generation",
+        [
+            *assign(10, 3, 1),
+            *revoke(10, 3, 1),
+            *assign(11, 3, 1),
+            *revoke(11, 3, 1),
+            *assign(12, 1, 1),
+            *revoke(12, 1, 1),
+            *assign(13, 2, 1),
+        ],
+        {GENERATION_REGRESSION: 2},
+        {GENERATION_REGRESSION: (3, 1)},
+        earlier={GENERATION_REGRESSION: [1, 1]},
+    ),
+    Case(
+        "an equal generation is no regression",
+        [*assign(10, 2, 1), *revoke(10, 2, 1), *assign(11, 2, 1)],
+        {},
+    ),
+    Case(
+        "a takeover repeats its chain's generation; a regressed chain counts once",
+        [
+            *assign(10, 2, 1),
+            *commit(10, {}, 2, "info"),
+            *assign(11, 2, 1, takeover=10),
+            *revoke(11, 2, 1),
+            *assign(20, 1, 1),
+            *commit(20, {}, 1, "info"),
+            *assign(21, 1, 1, takeover=20),
+        ],
+        {GENERATION_REGRESSION: 1},
+    ),
+    Case(
+        "null generations and consumers take no part",
+        [
+            *assign(10, 2, 1),
+            *revoke(10, 2, 1),
+            *assign(11, None, 1),
+            *revoke(11, None, 1),
+            *assign(12, 1, None),
+            *revoke(12, 1, None),
+            *assign(13, "1", 1),
+        ],
+        {},
+    ),
+    Case(
+        "overlapping assigns are not compared",
+        [
+            (10, "invoke", "assign", {"partitions": [0], "generation": 2, "consumer": 1}),
+            (11, "invoke", "assign", {"partitions": [0], "generation": 1, "consumer": 1}),
+            (10, "ok", "assign", {"partitions": [0], "generation": 2, "consumer": 1}),
+            (11, "ok", "assign", {"partitions": [0], "generation": 1, "consumer": 1}),
+        ],
+        {},
+    ),
+    Case(
+        "another member's newer generation recorded first is no regression",
+        [*assign(10, 1, 1), *revoke(10, 1, 1), *assign(20, 2, 2), *assign(11, 1, 1)],
         {},
     ),
     Case(

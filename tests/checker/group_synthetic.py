@@ -22,7 +22,9 @@ another's evidence (the clean generations read those partitions too):
   ``k`` positions nobody read;
 * group-redelivery -- ``k`` members of new generations each re-read one committed record;
 * commit-regression -- a committer commits ``k`` lower offsets after the last generation's;
-* committed-beyond-read -- a committer commits ``k`` offsets past what its reader read.
+* committed-beyond-read -- a committer commits ``k`` offsets past what its reader read;
+* generation-regression -- consumer 0, which held every generation, is assigned ``k`` times
+  more, each time an older generation (it reads and commits nothing, so no other check sees it).
 """
 
 from __future__ import annotations
@@ -34,11 +36,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from checker.definitions import COMMIT_REGRESSION, COMMITTED_BEYOND_READ, GROUP_REDELIVERY, GROUP_SKIP
+from checker.definitions import (
+    COMMIT_REGRESSION,
+    COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
+    GROUP_REDELIVERY,
+    GROUP_SKIP,
+)
 from harness.record.history import HistoryWriter
 from harness.record.ops import Op
 
-GROUP_PLANTABLE = (GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, COMMITTED_BEYOND_READ)
+GROUP_PLANTABLE = (
+    GROUP_SKIP,
+    GROUP_REDELIVERY,
+    COMMIT_REGRESSION,
+    COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +189,8 @@ def write_group_run(run_dir: Path, plan: GroupPlan) -> dict[str, int]:
     """Write the run and return ``{anomaly: count}`` expected (only kinds with count > 0)."""
     rng = random.Random(plan.seed)
     planted = {kind: count for kind, count in plan.plant if count}
+    if GENERATION_REGRESSION in planted and plan.generations < 2:
+        raise ValueError("a generation regression needs two clean generations: one to fall back to")
     kinds = [kind for kind in GROUP_PLANTABLE if kind in planted]
     own = {kind: plan.partitions + number for number, kind in enumerate(kinds)}
     partitions = plan.partitions + len(kinds)
@@ -215,6 +231,9 @@ def write_group_run(run_dir: Path, plan: GroupPlan) -> dict[str, int]:
                     "polled_by": finals.get(p),
                 }
                 history.pair(committer, "commit", value)
+        for number in range(planted.get(GENERATION_REGRESSION, 0)):
+            back = _Member(history, 0, 1 + number % (plan.generations - 1), [])
+            back.revoke()
         for p in range(partitions):
             drained = [{"offset": o, "key": f"k{p}", "value": _value(p, o)} for o in range(ends[p])]
             chunk = {"partition": p, "records": drained, "end_offset": ends[p], "complete": True}

@@ -16,6 +16,7 @@ from checker.definitions import (
     COMMIT_REGRESSION,
     COMMITTED_BEYOND_READ,
     DEFAULT_EXAMPLE_LIMIT,
+    GENERATION_REGRESSION,
     GROUP_CHECKS,
     GROUP_REDELIVERY,
     GROUP_SKIP,
@@ -38,7 +39,10 @@ COMPARED_NAMES = {
     GROUP_REDELIVERY: ("committed_offset", "offset"),
     COMMIT_REGRESSION: ("prev_offset", "offset"),
     COMMITTED_BEYOND_READ: ("read_offset", "offset"),
+    GENERATION_REGRESSION: ("prev_generation", "generation"),
 }
+EARLIER_OPS = ("committed_by", "prev_commit", "prev_assign")
+"""The example field naming the earlier op each group check compares with (committed-beyond-read: none)."""
 
 
 def check(run_dir: Path, checks: tuple[str, ...] = ALL_CHECKS) -> dict[str, Any]:
@@ -56,6 +60,10 @@ def assert_group_case(case: Case, result: dict[str, Any]) -> None:
         example = result["anomalies"][kind]["examples"][0]
         names = COMPARED_NAMES.get(kind, ("prev_offset", "offset"))
         assert (example[names[0]], example[names[1]]) == pair, (case.name, kind)
+    for kind, indexes in case.earlier.items():
+        examples = result["anomalies"][kind]["examples"]
+        named = [next(e[key]["index"] for key in EARLIER_OPS if key in e) for e in examples]
+        assert named == indexes, (case.name, kind)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -100,6 +108,15 @@ def test_examples_show_the_ops_compared(tmp_path: Path) -> None:
     assert back["prev_commit"]["index"] < back["commit"]["index"]
     assert back["commit"]["value"]["offsets"][str(back["partition"])] == back["offset"] < back["prev_offset"]
     assert back["prev_commit"]["value"]["offsets"][str(back["partition"])] == back["prev_offset"]
+    (older, newer) = anomalies[GENERATION_REGRESSION]["examples"]
+    assert older["generation"] <= newer["generation"] < newer["prev_generation"]
+    for back in (older, newer):
+        assert back["prev_assign"]["index"] < back["assign"]["index"]
+        assert back["assign"]["f"] == back["prev_assign"]["f"] == "assign"
+        assert back["assign"]["process"] == back["process"]
+        assert back["assign"]["value"]["consumer"] == back["prev_assign"]["value"]["consumer"]
+        assert back["assign"]["value"]["generation"] == back["generation"]
+        assert back["prev_assign"]["value"]["generation"] == back["prev_generation"]
     beyond = anomalies[COMMITTED_BEYOND_READ]["examples"][0]
     assert beyond["commit"]["value"]["polled_by"] == beyond["read"]["process"]
     assert [r["offset"] for r in beyond["read"]["value"]] == [beyond["read_offset"]]
@@ -200,7 +217,7 @@ _SAFE: dict[str, Any] = {
     "broker_config": {},
     "nemesis": {"faults": ["kill", "consumer-churn"]},
 }
-_LOST_COMMITS = {GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION}
+_LOST_COMMITS = {GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, GENERATION_REGRESSION}
 
 
 @pytest.mark.parametrize(
@@ -214,6 +231,14 @@ _LOST_COMMITS = {GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION}
         ({**_SAFE, "broker_config": {"flush.messages": "1"}, "nemesis": {"faults": ["power-loss"]}}, set()),
         ({**_SAFE, "broker_config": {"truncation.mode": "high-watermark"}}, _LOST_COMMITS),
         ({**_SAFE, "broker_config": {"leader.epoch.fencing.enable": "false"}}, _LOST_COMMITS),
+        (
+            {
+                **_SAFE,
+                "workload": {**_SAFE["workload"], "commit": "auto"},
+                "broker_config": {"truncation.mode": "high-watermark"},
+            },
+            _LOST_COMMITS,
+        ),
     ],
     ids=[
         "safe",
@@ -224,25 +249,28 @@ _LOST_COMMITS = {GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION}
         "power-loss+fsync",
         "hw-truncation",
         "no-fencing",
+        "hw-truncation+auto-commit",
     ],
 )
 def test_group_anomalies_are_expected_where_committed_data_may_vanish(
     spec: dict[str, Any], permitted: set[str]
 ) -> None:
-    """A commit is a record of ``__consumer_offsets``: where committed data may vanish, so may a
-    commit.  committed-beyond-read is the workload's arithmetic: never expected."""
+    """A commit is a record of ``__consumer_offsets``, and so is the group's generation: where
+    committed data may vanish, so may either, whatever the commit mode.  committed-beyond-read
+    is the workload's arithmetic: never expected."""
     rules = applicable_rules(spec)
     assert {kind for kind in GROUP_CHECKS if expectation(kind, rules)[0]} == permitted
 
 
-def test_a_planted_commit_regression_is_expected_under_hw_truncation(tmp_path: Path) -> None:
+def test_planted_commit_and_generation_regressions_are_expected_under_hw_truncation(tmp_path: Path) -> None:
     plan = GroupPlan(
         seed=8,
-        plant=((COMMIT_REGRESSION, 1), (COMMITTED_BEYOND_READ, 1)),
+        plant=((COMMIT_REGRESSION, 1), (COMMITTED_BEYOND_READ, 1), (GENERATION_REGRESSION, 1)),
         broker_config=(("truncation.mode", "high-watermark"),),
     )
     write_group_run(tmp_path, plan)
     anomalies = check(tmp_path)["anomalies"]
-    regression = anomalies[COMMIT_REGRESSION]
-    assert regression["expected"] is True and regression["rule"] == "truncation.mode=high-watermark"
+    for kind in (COMMIT_REGRESSION, GENERATION_REGRESSION):
+        regression = anomalies[kind]
+        assert regression["expected"] is True and regression["rule"] == "truncation.mode=high-watermark"
     assert anomalies[COMMITTED_BEYOND_READ]["expected"] is False

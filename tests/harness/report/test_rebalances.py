@@ -157,11 +157,13 @@ def test_the_anomaly_table_shows_the_group_anomalies_with_their_example_ops(
         "group-redelivery": ("read", "committed_by"),
         "commit-regression": ("prev_commit", "commit"),
         "committed-beyond-read": ("read", "commit"),
+        "generation-regression": ("prev_assign", "assign"),
     }
+    assert set(shown) == set(GROUP_CHECKS)
     for kind, fields in shown.items():
         details = text.split(f'id="anomaly-{kind}"', 1)[1].split("</details>", 1)[0]
         (example,) = anomalies[kind]["examples"]
         for field in fields:
             op = example[field]
             assert f"#{op['index']} process {op['process']} {op['f']} {op['type']}" in details, (kind, field)
-        assert json.dumps(example["partition"]) in details
+        assert json.dumps(example.get("partition", example.get("generation"))) in details
