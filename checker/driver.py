@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -90,14 +91,20 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _ops_from_rows(frame: pd.DataFrame) -> dict[tuple[int, int], dict[str, Any]]:
-    """(run_id, index) -> op dict, restored with the history module's own decoder."""
+    """(run_id, index) -> op dict, restored with the history module's own decoder.
+
+    The rows of the whole pass become one Arrow table, which is cut into its runs' slices:
+    a pandas group and an Arrow table built per run cost 1.3-2.8 s for 1000 runs' few rows.
+    """
     ops: dict[tuple[int, int], dict[str, Any]] = {}
-    for run_id, rows in frame.groupby("run_id"):
-        table = pa.Table.from_pylist(
-            _records(rows.drop(columns=["run_id"]).assign(run_id=run_id)), schema=HISTORY_SCHEMA
-        )
-        for op in table_to_ops(table):
-            ops[(int(str(run_id)), op.index)] = op.to_dict()
+    if frame.empty:
+        return ops
+    table = pa.Table.from_pylist(_records(frame), schema=HISTORY_SCHEMA).sort_by("run_id")
+    run_ids = table["run_id"].to_numpy()
+    starts = np.flatnonzero(np.concatenate([[True], run_ids[1:] != run_ids[:-1]]))
+    for start, end in zip(starts, [*starts[1:], len(run_ids)], strict=True):
+        for op in table_to_ops(table.slice(start, end - start)):
+            ops[(int(run_ids[start]), op.index)] = op.to_dict()
     return ops
 
 

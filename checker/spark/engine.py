@@ -20,11 +20,13 @@ pushed into the Parquet reader, and each answer is reduced to ``limit`` example 
 only ever receives small results.  String aggregates are avoided on purpose: a ``min`` of a
 string forces Spark from hash to sort aggregation.
 
-Three things are not done in Spark jobs, on purpose: how the files are presented
+Four things are not done in Spark jobs, on purpose: how the files are presented
 (:mod:`checker.spark.inputs` -- a bucketed table lets every aggregation above run without a
-shuffle), fetching the few rows that examples show, and the value-check examples' own
+shuffle), fetching the few rows that examples show, the value-check examples' own
 columns (send and read indexes, ack and poll offsets), which are aggregated from the rows of
-the few values shown (:mod:`checker.fetch`, on the driver) instead of for every value.
+the few values shown (:mod:`checker.fetch`, on the driver) instead of for every value, and
+the row counts and drain status of a pass of many small runs (:mod:`checker.spark.small_counts`),
+whose cost as a job was the files, not the rows.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from checker.definitions import (
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
-from checker.spark import groups, invariants, liveness, replicas
+from checker.spark import groups, invariants, liveness, replicas, small_counts
 from checker.spark.inputs import InputFile, SparkInputs
 from checker.spark.order import poll_order, send_order
 from harness.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
@@ -109,7 +111,9 @@ class SparkEngine:
         self.spark = session
         self.inputs = SparkInputs(session, bucketed)
         self._counts_for: tuple[int, ...] = ()
-        self._counts_cache = pd.DataFrame()
+        self._counts_cache = (pd.DataFrame(), pd.DataFrame())
+        self.counts_in_spark = False
+        """Count every pass in a Spark job, even one of small runs (tests use both ways)."""
         self._counting = threading.Lock()  # row counts and drain status may be asked from two threads
         # The ops of the value-check examples, read with their details: (pass, keys, rows).
         self._example_ops: tuple[tuple[int, ...], set[tuple[Any, ...]], pd.DataFrame] = (
@@ -171,46 +175,53 @@ class SparkEngine:
 
     # ---------------------------------------------------------------- questions
 
-    def _counts(self, runs: list[RunInput]) -> pd.DataFrame:
-        """Row counts and drain status in one job: grouped by (run, f, type, is_record, drained partition)."""
+    def _counts(self, runs: list[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Row counts and drain status of the pass, computed once for both questions: on the driver
+        for many small runs (:mod:`checker.spark.small_counts`), else in one Spark job."""
         key = tuple(run.history_run_id for run in runs)
         with self._counting:
-            return self._counts_of(runs, key)
+            if self._counts_for != key:
+                self._counts_cache = (
+                    small_counts.row_counts_and_drains(runs)
+                    if small_counts.applies(runs) and not self.counts_in_spark
+                    else self._counts_job(runs)
+                )
+                self._counts_for = key
+            return self._counts_cache
 
-    def _counts_of(self, runs: list[RunInput], key: tuple[int, ...]) -> pd.DataFrame:
-        if self._counts_for != key:
-            is_drain = (F.col("f") == F_DRAIN) & (F.col("type") == TYPE_OK)
-            rows = self._history(runs).select(
-                "run_id",
-                "f",
-                "type",
-                F.col("item").isNotNull().alias("is_record"),
-                F.when(is_drain, F.col("partition")).alias("drain_partition"),
-                F.when(is_drain, F.col("complete")).alias("complete"),
-                F.when(is_drain, F.col("end_offset")).alias("end_offset"),
-            )
-            grouped = rows.groupBy("run_id", "f", "type", "is_record", "drain_partition").agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.max("complete").alias("complete"),
-                F.max("end_offset").alias("end_offset"),
-            )
-            self._counts_cache, self._counts_for = _collect(grouped), key
-        return self._counts_cache
-
-    def row_counts(self, runs: list[RunInput]) -> pd.DataFrame:
-        counts = self._counts(runs)
-        return counts.groupby(["run_id", "f", "type", "is_record"])["rows"].sum().reset_index()
-
-    def drain_status(self, runs: list[RunInput]) -> pd.DataFrame:
-        counts = self._counts(runs)
+    def _counts_job(self, runs: list[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Both answers from one job: rows grouped by (run, f, type, is_record, drained partition)."""
+        is_drain = (F.col("f") == F_DRAIN) & (F.col("type") == TYPE_OK)
+        rows = self._history(runs).select(
+            "run_id",
+            "f",
+            "type",
+            F.col("item").isNotNull().alias("is_record"),
+            F.when(is_drain, F.col("partition")).alias("drain_partition"),
+            F.when(is_drain, F.col("complete")).alias("complete"),
+            F.when(is_drain, F.col("end_offset")).alias("end_offset"),
+        )
+        grouped = rows.groupBy("run_id", "f", "type", "is_record", "drain_partition").agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.max("complete").alias("complete"),
+            F.max("end_offset").alias("end_offset"),
+        )
+        counts = _collect(grouped)
         drains = counts[counts["drain_partition"].notna()]
         drains = drains.assign(records=drains["rows"].where(drains["is_record"], 0))
         return (
+            counts.groupby(["run_id", "f", "type", "is_record"])["rows"].sum().reset_index(),
             drains.rename(columns={"drain_partition": "partition"})
             .groupby(["run_id", "partition"])
             .agg(complete=("complete", "max"), end_offset=("end_offset", "max"), records=("records", "sum"))
-            .reset_index()
+            .reset_index(),
         )
+
+    def row_counts(self, runs: list[RunInput]) -> pd.DataFrame:
+        return self._counts(runs)[0]
+
+    def drain_status(self, runs: list[RunInput]) -> pd.DataFrame:
+        return self._counts(runs)[1]
 
     def value_anomalies(
         self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
@@ -403,7 +414,7 @@ class SparkEngine:
     def _has_group_ops(self, runs: list[RunInput]) -> bool:
         """Whether some run of the pass has other client ops (the group ops): told by the row
         counts, which the drain status already computed -- no job for a pass without any."""
-        counts = self._counts(runs)
+        counts = self.row_counts(runs)
         return bool(((counts["f"] == F_OTHER) & (counts["rows"] > 0)).any())
 
     def group_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
