@@ -58,6 +58,28 @@ REPLICA_EVIDENCE = f"{EVIDENCE_SINGLE_STORE}: the log lives in one PostgreSQL, n
 """``test.json``'s ``replica_evidence`` for this target (vocabulary: :mod:`harness.record.replicas`)."""
 
 
+RESTART_DELAY_SECONDS = 1
+"""How long the supervisor of a tansu broker waits before starting it again after it exited."""
+
+
+def supervised(argv: Sequence[str]) -> list[str]:
+    """``argv`` run again each time it exits on its own, as a service manager would run it.
+
+    tansu 0.6.0 exits at once when PostgreSQL does not accept connections (``Connection refused``
+    from its storage pool) instead of retrying.  In production its supervisor starts it again; here,
+    without one, a broker restarted together with a restarting PostgreSQL died at once and stayed
+    down, so a tansu campaign run ended in "recovery timed out" (2 of its 6 kill runs).  The loop is
+    the daemon's process group with tansu in it: the nemesis's kill (SIGKILL to the group) ends both,
+    pause and resume stop and continue both, so a fault still means what it says.
+    """
+    loop = (
+        'while :; do "$@"; status=$?; '
+        f'echo "tidemark: tansu exited with status $status, starting it again in {RESTART_DELAY_SECONDS} s" >&2; '
+        f"sleep {RESTART_DELAY_SECONDS}; done"
+    )
+    return ["sh", "-c", loop, "tansu-supervisor", *argv]
+
+
 def broker_argv(binary: str, *, port: int, advertised_host: str, storage: str) -> list[str]:
     """A tansu broker in the foreground, listening on ``port`` and storing in ``storage``."""
     return [
@@ -136,11 +158,13 @@ class TansuCluster:
             return
         remote.start_daemon(
             SERVER_DAEMON,
-            broker_argv(
-                TANSU_IMAGE_PATH,
-                port=KAFKA_PORT,
-                advertised_host=self._ips[node],
-                storage=postgres.storage_url(self._ips[self.postgres_node]),
+            supervised(
+                broker_argv(
+                    TANSU_IMAGE_PATH,
+                    port=KAFKA_PORT,
+                    advertised_host=self._ips[node],
+                    storage=postgres.storage_url(self._ips[self.postgres_node]),
+                )
             ),
             log_path=BROKER_LOG,
         )
