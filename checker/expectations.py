@@ -21,6 +21,9 @@ back to the workload's own record for runs stored before ``broker_config`` held 
     its offset, in the same process or another: nonmonotonic-send, realtime-order.  Not the
     poll checks: consumers are served only records below the high watermark, which the ISR
     holds, so a clean leader change keeps everything a consumer could have read.
+``idempotent=false`` (the workload's producers, any target)
+    A producer without idempotence retries a send whose answer it did not get; if the first
+    attempt was written, the retry writes the record again.  Permits duplicate, nothing else.
 ``unclean.leader.election.enable=true``
     An out-of-sync replica may become leader and the others truncate to it: committed data
     (already read by consumers) vanishes and consumers are reset; a producer's retry of a
@@ -199,6 +202,8 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     faults |= {str(f) for f in spec.get("scenario_faults") or []}  # faults a scripted scenario injects
     rules: list[Rule] = []
     acks = str(workload.get("acks", "all")).strip().lower()  # the workload owns acks
+    if workload.get("idempotent") is False:  # a client's rule, whatever the target
+        rules.append(Rule("idempotent=false", frozenset({DUPLICATE})))
     if any(str(key).startswith(_POSTGRESQL) for key in config):
         if acks == "0":
             rules.append(Rule("acks=0", _ACKED_DATA_LOSS))

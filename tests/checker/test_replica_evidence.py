@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from checker.api import check_runs
-from checker.definitions import ALL_CHECKS, DIVERGENT_TAIL, INVARIANT_CHECKS, LOST_WRITE, REPLICA_DIVERGENCE
+from checker.definitions import (
+    ALL_CHECKS,
+    DIVERGENT_TAIL,
+    DUPLICATE,
+    INVARIANT_CHECKS,
+    LOST_WRITE,
+    REPLICA_DIVERGENCE,
+)
 from checker.evidence import load_run
 from checker.expectations import applicable_rules, expectation
 from checker.pandas.engine import PandasEngine
@@ -164,3 +171,20 @@ def test_the_kafka_rules_do_not_describe_a_log_kept_in_postgresql() -> None:
     assert applicable_rules(_spec(TANSU_CONFIG, ["power-loss"])) == []
     acks_one = {"workload": {"acks": "1"}, "broker_config": TANSU_CONFIG, "nemesis": {"faults": ["kill"]}}
     assert applicable_rules(acks_one) == []  # tansu acknowledges after the commit whatever acks says
+
+
+@pytest.mark.parametrize("config", [{}, TANSU_CONFIG], ids=["bundled", "tansu"])
+def test_producers_without_idempotence_permit_duplicates_and_nothing_else(config: dict[str, str]) -> None:
+    plain = {
+        "workload": {"acks": "all", "idempotent": False},
+        "broker_config": config,
+        "nemesis": {"faults": ["kill"]},
+    }
+    rules = applicable_rules(plain)
+    assert [rule.name for rule in rules] == ["idempotent=false"]
+    assert expectation(DUPLICATE, rules) == (True, "idempotent=false")
+    assert expectation(LOST_WRITE, rules) == (False, None)
+    idempotent = {**plain, "workload": {"acks": "all", "idempotent": True}}
+    assert applicable_rules(idempotent) == []
+    unrecorded = {**plain, "workload": {"acks": "all"}}  # a run stored before the field: no rule
+    assert applicable_rules(unrecorded) == []
