@@ -197,6 +197,21 @@ class PackageCluster(FakeCluster):
         pass
 
 
+def package_nemesis(recorder: Recorder, spec: NemesisSpec) -> tuple[Nemesis, PackageCluster]:
+    """A nemesis that runs ``spec``'s packages on a fresh fake cluster (partition ``queue``-0, RF 3)."""
+    cluster = PackageCluster()
+    nemesis = Nemesis(
+        spec,
+        cluster,
+        recorder,
+        leader_partitions=[("queue", 0)],
+        settle_timeout=1,
+        package_cluster=cluster,
+        replication_factor=3,
+    )
+    return nemesis, cluster
+
+
 @pytest.fixture
 def recorded(tmp_path: Path) -> Any:
     recorder = Recorder(tmp_path / "history.jsonl")
@@ -216,16 +231,7 @@ def test_a_package_runs_as_ops_inside_a_package_op(
         lambda bootstrap, topic, partition: PartitionInfo(0, leader["id"], 1, (1, 2, 3), (1, 2, 3)),
     )
     recorder, ops = recorded
-    cluster = PackageCluster()
-    nemesis = Nemesis(
-        NemesisSpec(faults=("follower-restart-leader-crash",)),
-        cluster,
-        recorder,
-        leader_partitions=[("queue", 0)],
-        settle_timeout=1,
-        package_cluster=cluster,
-        replication_factor=3,
-    )
+    nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("follower-restart-leader-crash",)))
     assert nemesis.packages is not None and nemesis.packages.power_loss is False
     steps = tuple(
         step if "sleep" not in step else {**step, "sleep": 0}
@@ -255,16 +261,7 @@ def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
         lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
     )
     recorder, ops = recorded
-    cluster = PackageCluster()
-    nemesis = Nemesis(
-        NemesisSpec(faults=("leader-crash-storm",)),
-        cluster,
-        recorder,
-        leader_partitions=[("queue", 0)],
-        settle_timeout=1,
-        package_cluster=cluster,
-        replication_factor=3,
-    )
+    nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)))
     # The leader never changes in the planted view: "leader-is-not" times out.
     steps = (
         {"bind": {"K1": "leader-of:0"}},
@@ -290,16 +287,7 @@ def test_a_package_in_flight_when_the_run_winds_down_goes_on_to_its_end_and_noth
     recorded: tuple[Recorder, list[Op]],
 ) -> None:
     recorder, ops = recorded
-    cluster = PackageCluster()
-    nemesis = Nemesis(
-        NemesisSpec(faults=("quiet",), interval_seconds=0.6),
-        cluster,
-        recorder,
-        leader_partitions=[("queue", 0)],
-        settle_timeout=1,
-        package_cluster=cluster,
-        replication_factor=3,
-    )
+    nemesis, _ = package_nemesis(recorder, NemesisSpec(faults=("quiet",), interval_seconds=0.6))
     stop = threading.Event()
     thread = threading.Thread(target=nemesis.run, args=(stop,), daemon=True)
     thread.start()
