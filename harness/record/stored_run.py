@@ -223,7 +223,11 @@ NEVER_FLUSH: Final = str(2**63 - 1)
 
 
 def flush_policy(settings: Mapping[str, Any]) -> str:
-    """``never`` (Kafka's default: fsync left to the OS), or the ``flush.*`` settings in force."""
+    """``never`` (Kafka's default: fsync left to the OS), or the ``flush.*`` settings in force;
+    ``?`` when the run recorded no ``flush.*`` setting at all (a target without them, such as
+    tansu, or an external cluster: unknown, not Kafka's default)."""
+    if not any(settings.get(key) is not None for key in ("flush.messages", "flush.ms")):
+        return "?"
     parts = [
         f"{key.removeprefix('flush.')}={_text(settings[key])}"
         for key in ("flush.messages", "flush.ms")

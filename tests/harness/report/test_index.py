@@ -189,7 +189,7 @@ def test_key_settings_read_the_recorded_effective_settings_and_know_no_defaults(
         "acks": "?",
         "min.insync.replicas": "?",
         "unclean.leader.election.enable": "?",
-        "flush": "never",
+        "flush": "?",
         "faults": "-",
         "scenario": "-",
     }
