@@ -18,7 +18,7 @@ from harness.cluster.protocol import (
     ReplicaDumps,
     replica_nodes,
 )
-from harness.cluster.tansu import POSTGRES_NODE, TANSU_NODE_ID, TansuCluster
+from harness.cluster.tansu import POSTGRES_NODE, TANSU_NODE_ID, TansuCluster, supervised
 from harness.nodes.remote import ExecResult
 
 
@@ -84,14 +84,17 @@ def test_a_broker_starts_as_the_broker_daemon_pointing_at_postgresql(
 ) -> None:
     cluster.start_broker("n2")
     ((_kind, argv),) = [call for call in remotes["n2"].calls if call[0] == "start_daemon"]
-    assert argv == [
-        "/usr/local/bin/tansu",
-        "broker",
-        "--cluster-id=tidemark",
-        "--listener-url=tcp://0.0.0.0:9092",
-        "--advertised-listener-url=tcp://10.9.0.4:9092",
-        "--storage-engine=postgres://postgres@10.9.0.2:5432/postgres",
-    ]
+    assert argv == supervised(
+        [
+            "/usr/local/bin/tansu",
+            "broker",
+            "--cluster-id=tidemark",
+            "--listener-url=tcp://0.0.0.0:9092",
+            "--advertised-listener-url=tcp://10.9.0.4:9092",
+            "--storage-engine=postgres://postgres@10.9.0.2:5432/postgres",
+        ]
+    )
+    assert argv[:2] == ["sh", "-c"], "under the supervisor loop that starts tansu again when it exits"
 
 
 def test_a_signal_to_the_postgresql_server_reaches_every_postgresql_process(
