@@ -254,8 +254,13 @@ def _run_phases(
     stop = threading.Event()
     progress = ProgressLine(recorder, nemesis.active_faults if nemesis else list, out)
     threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
-    if scenario is None and nemesis is not None:
-        threads.append(threading.Thread(target=nemesis.run, args=(stop,), name="nemesis", daemon=True))
+    schedule = (
+        threading.Thread(target=nemesis.run, args=(stop,), name="nemesis", daemon=True)
+        if scenario is None and nemesis is not None
+        else None
+    )
+    if schedule is not None:
+        threads.append(schedule)
     for thread in threads:
         thread.start()
     try:
@@ -272,9 +277,9 @@ def _run_phases(
                 ScenarioRun(scenario, context).run()
             else:
                 stop.wait(spec.time_limit)
-                if nemesis is not None and len(threads) > 1 and not stop.is_set():
+                if nemesis is not None and schedule is not None and not stop.is_set():
                     nemesis.wind_down()  # a fault package in flight finishes; nothing new starts
-                    threads[1].join(timeout=PACKAGE_GRACE_SECONDS)
+                    schedule.join(timeout=PACKAGE_GRACE_SECONDS)
     finally:
         stop.set()
         if nemesis is not None:
