@@ -469,7 +469,7 @@ def test_killing_a_leader_leaves_the_evidence_of_every_decision(start_cluster: C
     truncation = wait_for_event(
         cluster, "1", "the truncation", lambda e: e["kind"] == "truncate" and e["new_leo"] < e["old_leo"]
     )
-    assert picked(truncation, "reason leader epoch old_leo new_leo") == ("leader-epoch", 2, epoch, 15, 10)
+    assert picked(truncation, "reason leader epoch old_leo new_leo") == ("leader-epoch", new, epoch, 15, 10)
     assert picked(truncation, "queried_epoch answer_epoch answer_end_offset complete") == (0, 0, 10, True)
     assert truncation["new_hw"] <= 10
     restarted = read_event_file(cluster.events_path("1"))
