@@ -108,5 +108,29 @@ def test_every_library_scenario_of_a_target_names_one_the_harness_has() -> None:
     assert set(targets.values()) <= {None, *TARGETS}
     assert {name for name, target in targets.items() if target == "tansu"} == {
         "tansu-broker-faults",
+        "tansu-idempotent-producer-loss",
         "tansu-pg-power-loss",
     }
+
+
+def test_the_tansu_finding_is_two_pauses_of_idempotent_producers_on_postgresql_defaults() -> None:
+    """The shrunk tansu finding: idempotent producers, PostgreSQL's defaults (no setting permits
+    loss), two pauses -- every node, then PostgreSQL alone -- and lost-write must be reported."""
+    scenario = load_scenario("tansu-idempotent-producer-loss")
+    assert scenario.target == "tansu" and scenario.bug.startswith("tansu 0.6.0")
+    assert scenario.workload["idempotent"] is True and scenario.settings == {}
+    faults = [(step["fault"], step["nodes"]) for step in scenario.steps if "fault" in step]
+    assert faults == [
+        ("pause", ["n1", "n2", "pg"]),
+        ("resume", ["n1", "n2", "pg"]),
+        ("pause", ["pg"]),
+        ("resume", ["pg"]),
+    ]
+    spec = TestSpec(name=scenario.name).with_scenario(scenario)
+    assert spec.target == "tansu" and spec.workload.idempotent
+    lost = {"valid": False, "expected_only": False, "anomalies": {"lost-write": {"expected": False}}}
+    assert spec.scenario_problems(lost) == []
+    assert spec.scenario_problems({"valid": True, "anomalies": {}}) == [
+        "verdict True, expected False",
+        "lost-write not reported",
+    ]

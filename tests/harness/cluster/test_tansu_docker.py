@@ -6,7 +6,10 @@ workload, faults recorded as ops, the checker's verdict -- through the library's
   the run is valid, divergence is not applicable (one replica) rather than unknown;
 * a power loss of the *PostgreSQL node* (its data directory on the lazy filesystem) loses
   acknowledged writes with ``postgresql.fsync=off`` -- reported, and expected under that rule --
-  and nothing with PostgreSQL's defaults.
+  and nothing with PostgreSQL's defaults;
+* the campaign's finding (``tansu-idempotent-producer-loss``: idempotent producers lose
+  acknowledged writes) is not run here: it reproduces in about 4 of 5 runs, so its Docker run
+  would be a flaky test. ``test_tansu_idempotent_retry.py`` pins the bug deterministically.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from nemesis.scenario import library, load_scenario
 pytestmark = [pytest.mark.docker, pytest.mark.tansu, pytest.mark.slow]
 
 TANSU_SCENARIOS = sorted(name for name in library() if load_scenario(name).target == "tansu")
-"""The library's tansu scenarios (``tests/nemesis/test_scenarios.py`` runs the others)."""
+"""The library's tansu scenarios (``tests/nemesis/test_scenarios.py`` runs the others; this
+module the two whose outcome is certain)."""
 
 
 def test_the_library_has_the_tansu_scenarios_run_here() -> None:
-    assert TANSU_SCENARIOS == ["tansu-broker-faults", "tansu-pg-power-loss"]
+    assert TANSU_SCENARIOS == ["tansu-broker-faults", "tansu-idempotent-producer-loss", "tansu-pg-power-loss"]
 
 
 def run(name: str, tmp_path: Path, settings: dict[str, str] | None = None) -> tuple[Any, Any]:
