@@ -19,6 +19,15 @@ core checks (lost-write, replica-divergence, duplicate):
 * ``duckdb`` -- a bench-only SQL implementation of the same three checks (counts plus
   five examples each), as a reference for how fast a scan can go on this machine.
 
+With ``--checks all`` two more rows per round, ``spark+all`` and ``pandas+all``, run every check
+(:data:`checker.definitions.ALL_CHECKS`: the order, group, white-box and liveness checks too)
+over the same runs, reported apart so the core three stay comparable with earlier figures; each
+also prints the wall time of every question of the pass (:data:`checker.driver.QUESTIONS`) --
+the time from the previous answer of the same chain (the driver answers the history questions
+in one thread and the replica, white-box, liveness and row-count questions in another) -- so the
+cost of the liveness job on a big pass is measured, not guessed.  The synthetic runs have no
+nemesis ops or broker event logs, so those questions measure their scans, not their findings.
+
 Each measurement runs in its own subprocess, which samples the RSS of itself and every
 descendant (the Spark JVM included) to report the peak.  Every engine's counts are
 compared with the planted counts.  No timing is asserted anywhere; the numbers are printed,
@@ -132,10 +141,37 @@ def _duckdb(runs: list[Path]) -> dict[str, int]:
     return {"lost-write": lost[0], "duplicate": lost[1], "replica-divergence": diverged[0]}
 
 
-def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, int], float]:
-    from checker.definitions import CORE_CHECKS, DEFAULT_EXAMPLE_LIMIT
+ALL_SUFFIX = "+all"
+"""An engine name with this suffix runs every check, not the core three (``--checks all``)."""
+HISTORY_CHAIN = (
+    "drain status",
+    "value checks",
+    "offset checks",
+    "order checks",
+    "group checks",
+    "example ops",
+)
+"""The questions the driver answers one after another in its first thread (the rest in a second)."""
+
+
+def _question_seconds(answered: list[tuple[str, float]], started: float) -> dict[str, float]:
+    """Each question's wall time: from the previous answer of its chain (or the pass's start)."""
+    seconds: dict[str, float] = {}
+    last = {True: started, False: started}
+    for question, at in answered:
+        chain = question in HISTORY_CHAIN
+        seconds[question] = at - last[chain]
+        last[chain] = at
+    return seconds
+
+
+def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]:
+    from checker.definitions import ALL_CHECKS, CORE_CHECKS, DEFAULT_EXAMPLE_LIMIT
     from checker.driver import check_pass
     from checker.evidence import load_run
+
+    every_check = engine_name.endswith(ALL_SUFFIX)
+    engine_name = engine_name.removesuffix(ALL_SUFFIX)
 
     start_session = time.perf_counter()
     session = None
@@ -150,10 +186,20 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, int], float]
 
         engine = PandasEngine()
     session_seconds = time.perf_counter() - start_session
+    answered: list[tuple[str, float]] = []
     started = time.perf_counter()
-    results = check_pass(engine, [load_run(r) for r in runs], CORE_CHECKS, DEFAULT_EXAMPLE_LIMIT)
-    counts = {k: sum(r["anomalies"].get(k, {}).get("count", 0) for r in results) for k in CORE_CHECKS}
-    counts["_seconds"] = time.perf_counter() - started  # type: ignore[assignment]
+    results = check_pass(
+        engine,
+        [load_run(r) for r in runs],
+        ALL_CHECKS if every_check else CORE_CHECKS,
+        DEFAULT_EXAMPLE_LIMIT,
+        on_answer=lambda question: answered.append((question, time.perf_counter())),
+    )
+    counts: dict[str, Any] = {
+        k: sum(r["anomalies"].get(k, {}).get("count", 0) for r in results) for k in CORE_CHECKS
+    }
+    counts["_seconds"] = time.perf_counter() - started
+    counts["_questions"] = _question_seconds(answered, started)
     if session is not None:
         engine.close()
         session.stop()
@@ -179,6 +225,7 @@ def worker(engine: str, runs: list[Path]) -> None:
     done.set()
     peak[0] = max(peak[0], _tree_rss(os.getpid()))
     seconds = counts.pop("_seconds")
+    questions = counts.pop("_questions", {})
     print(
         json.dumps(
             {
@@ -187,6 +234,7 @@ def worker(engine: str, runs: list[Path]) -> None:
                 "session_seconds": session,
                 "peak_rss": peak[0],
                 "counts": counts,
+                "questions": questions,
             }
         )
     )
@@ -208,6 +256,12 @@ def main() -> None:
     parser.add_argument("--run-size", default="1M", help="history rows per run directory (default 1M)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds per size")
     parser.add_argument("--pandas-max", default="10M", help="largest size the pandas engine is run on")
+    parser.add_argument(
+        "--checks",
+        choices=("core", "all"),
+        default="core",
+        help="all: also time every check (spark+all, pandas+all rows, with each question's time)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("runs", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -215,7 +269,7 @@ def main() -> None:
         worker(args.worker, [Path(r) for r in args.runs])
         return
     print(
-        f"{'size':>6} {'engine':>7} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'session s':>9}  vs duckdb  counts"
+        f"{'size':>6} {'engine':>9} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'session s':>9}  vs duckdb  counts"
     )
     # (size, engine) -> [(wall seconds, seconds / DuckDB's of the same round)] for the closing ranges.
     measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -233,6 +287,8 @@ def main() -> None:
             flush=True,
         )
         engines = ["duckdb", "spark"] + (["pandas"] if total <= _size(args.pandas_max) else [])
+        if args.checks == "all":
+            engines += [engine + ALL_SUFFIX for engine in engines if engine != "duckdb"]
         for _ in range(args.rounds):
             duck = None
             for engine in engines:
@@ -250,10 +306,13 @@ def main() -> None:
                 )
                 verdict = "ok" if result["counts"] == expected else f"MISMATCH {result['counts']}"
                 print(
-                    f"{size_text:>6} {engine:>7} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
+                    f"{size_text:>6} {engine:>9} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
                     f"{result['peak_rss'] / 2**30:8.2f}G {result['session_seconds']:9.1f} {ratio}  {verdict}",
                     flush=True,
                 )
+                if engine.endswith(ALL_SUFFIX):
+                    spent = ", ".join(f"{q} {t:.1f}" for q, t in result["questions"].items())
+                    print(f"#      {engine} questions (s): {spent}", flush=True)
     _print_ranges(measured, args.rounds)
 
 
@@ -264,7 +323,7 @@ def _print_ranges(measured: dict[tuple[str, str], list[tuple[float, float]]], ro
         walls = [wall for wall, _ in figures]
         ratios = [ratio for _, ratio in figures]
         print(
-            f"{size_text:>6} {engine:>7} {min(walls):6.1f}-{max(walls):.1f} s"
+            f"{size_text:>6} {engine:>9} {min(walls):6.1f}-{max(walls):.1f} s"
             f"   {min(ratios):.2f}-{max(ratios):.2f}x duckdb"
         )
 
