@@ -272,7 +272,14 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         steps.append(_sleep(rng, 0.5, 6.0, "the double failure lands while the joiner catches up"))
     steps += [
         {"fault": "kill", "nodes": ["A", "B"]},
-        _sleep(rng, 3.0, 6.0, "the joiner leads if it is eligible; the others' writes hang on it"),
+        # Awaited, not slept: the controller elects C only once it has seen A and B go (their
+        # sessions time out), which took longer than a fixed 3-6 s -- A and B came back first,
+        # were elected again with their whole logs, and the hunt never saw the loss the
+        # scripted scenario (which waits here) shows every time.  When C is not eligible (the
+        # bug is off, or it had not joined the ISR), the wait times out and the package's heal
+        # restarts A and B.
+        {"wait": "leader-is", "node": "C", "timeout": 20},
+        _sleep(rng, 1.0, 4.0, "acknowledged writes land on the joiner as leader"),
         {"fault": "heal"},
         {"fault": "start", "nodes": ["A", "B"]},
     ]

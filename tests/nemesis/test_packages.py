@@ -154,6 +154,10 @@ def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns(
         ]
         assert faults.index(("start", ("C",))) < faults.index(("kill", ("A", "B")))
         awaited.add(any(step.get("wait") == "in-isr" for step in steps))
+        after_double_failure = steps[[step.get("nodes") for step in steps].index(["A", "B"]) + 1]
+        assert after_double_failure == {"wait": "leader-is", "node": "C", "timeout": 20}, (
+            "the heal waits for the joiner's election, as the scripted scenario does"
+        )
     assert awaited == {True, False}
 
 
