@@ -202,7 +202,8 @@ def launch_isolated(
 
     Returns None when the child finished, else what went wrong (it hung, or died).  After a
     timeout: SIGTERM to the child's process group (the cluster tears down), SIGKILL after
-    :data:`TERMINATE_GRACE_SECONDS`, then the dead run's containers are removed by label.
+    :data:`TERMINATE_GRACE_SECONDS`, then the dead run's containers are removed by label.  An
+    interrupt of the hunt itself (KeyboardInterrupt) stops the child the same way and is re-raised.
     """
     spec_path = log_path.with_suffix(".spec.json")
     spec_path.write_text(json.dumps(spec.to_dict()), encoding="utf-8")
@@ -215,6 +216,12 @@ def launch_isolated(
             _stop(child)
             _remove_orphans()
             return f"timed out after {timeout:g} s (stopped; see {log_path})"
+        except BaseException:
+            # Ctrl-C (or SIGTERM turned into an exception) reaches only the hunt: the run is in
+            # a session of its own, so without this it would go on, cluster and all, after the
+            # hunt is gone.  Stopped the same way as a run that hangs; then the interrupt goes on.
+            _stop(child)
+            raise
     spec_path.unlink(missing_ok=True)
     if code < 0:
         _remove_orphans()

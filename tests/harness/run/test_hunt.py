@@ -2,15 +2,18 @@
 
 The loop's contract: fresh seeds, stop at the first invalid verdict unless told to keep going,
 a run that could not finish recorded ``unknown``, and ``hunt.json`` rewritten after every run.
-The isolation's: a child that outlives its timeout is stopped with its whole process group.
+The isolation's: a child that outlives its timeout, or is running when the hunt is interrupted,
+is stopped with its whole process group.
 """
 
 from __future__ import annotations
 
+import _thread
 import io
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -116,6 +119,33 @@ def test_a_run_that_hangs_is_stopped_with_its_process_group(tmp_path: Path) -> N
         time.sleep(0.05)  # polling a condition with a deadline
     else:
         pytest.fail("the run's own child outlived the stop")
+
+
+def test_ctrl_c_of_the_hunt_stops_the_run_in_flight_with_its_process_group(tmp_path: Path) -> None:
+    """The run is in a session of its own, so a Ctrl-C reaches only the hunt: the hunt must stop
+    it (its cluster tears down on SIGTERM) rather than leave it running."""
+    script = tmp_path / "long.py"
+    pid_file = tmp_path / "run.pid"
+    script.write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+
+    def interrupt_once_running() -> None:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)  # polling a condition with a deadline
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_once_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        launch_isolated(
+            SPEC, tmp_path / "run", 120.0, tmp_path / "run.log", worker=(sys.executable, str(script))
+        )
+    run = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(run, 0)  # stopped and reaped before the interrupt went on
 
 
 def test_a_run_that_finishes_leaves_no_problem(tmp_path: Path) -> None:
