@@ -60,7 +60,7 @@ from checker.definitions import (
 )
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
-from checker.pandas.engine import aggregate_values
+from checker.pandas.engine import PandasEngine, aggregate_values
 from checker.spark import groups, invariants, liveness, replicas, small_counts
 from checker.spark.inputs import InputFile, SparkInputs
 from checker.spark.order import poll_order, send_order
@@ -112,8 +112,9 @@ class SparkEngine:
         self.inputs = SparkInputs(session, bucketed)
         self._counts_for: tuple[int, ...] = ()
         self._counts_cache = (pd.DataFrame(), pd.DataFrame())
-        self.counts_in_spark = False
-        """Count every pass in a Spark job, even one of small runs (tests use both ways)."""
+        self.small_runs_in_spark = False
+        """Answer every question of every pass in Spark jobs, even the counts, order checks and
+        liveness of a pass of many small runs (:mod:`checker.spark.small_counts`; tests use both ways)."""
         self._counting = threading.Lock()  # row counts and drain status may be asked from two threads
         # The ops of the value-check examples, read with their details: (pass, keys, rows).
         self._example_ops: tuple[tuple[int, ...], set[tuple[Any, ...]], pd.DataFrame] = (
@@ -183,11 +184,15 @@ class SparkEngine:
             if self._counts_for != key:
                 self._counts_cache = (
                     small_counts.row_counts_and_drains(runs)
-                    if small_counts.applies(runs) and not self.counts_in_spark
+                    if self._small_runs(runs)
                     else self._counts_job(runs)
                 )
                 self._counts_for = key
             return self._counts_cache
+
+    def _small_runs(self, runs: list[RunInput]) -> bool:
+        """Whether the pass's per-run questions are answered on the driver (:mod:`checker.spark.small_counts`)."""
+        return small_counts.applies(runs) and not self.small_runs_in_spark
 
     def _counts_job(self, runs: list[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Both answers from one job: rows grouped by (run, f, type, is_record, drained partition)."""
@@ -395,7 +400,12 @@ class SparkEngine:
     def order_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
         """The order checks (:mod:`checker.spark.order`) in one job: their rows unioned, then the examples.
 
-        A pass with group ops reads its takeover chains too (:func:`checker.spark.groups.chains`)."""
+        A pass with group ops reads its takeover chains too (:func:`checker.spark.groups.chains`).
+        A pass of many small runs is answered on the driver, chunk by chunk, by the pandas engine."""
+        if self._small_runs(runs):
+            return small_counts.by_chunks(
+                runs, lambda chunk: PandasEngine().order_anomalies(chunk, checks, limit)
+            )
         history = self._history(runs)
         chains = groups.takeover_chains(history) if self._has_group_ops(runs) else None
         parts = [
@@ -445,7 +455,18 @@ class SparkEngine:
         )
 
     def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
-        """The liveness figures in one job (:mod:`checker.spark.liveness`); the fault tables broadcast."""
+        """The liveness figures in one job (:mod:`checker.spark.liveness`); the fault tables broadcast.
+        A pass of many small runs is answered on the driver, chunk by chunk, by the pandas engine."""
+        if self._small_runs(runs):
+
+            def chunk_liveness(chunk: list[RunInput]) -> pd.DataFrame:
+                ids = [run.history_run_id for run in chunk]
+                return PandasEngine().liveness(
+                    chunk, windows[windows["run_id"].isin(ids)], heals[heals["run_id"].isin(ids)]
+                )
+
+            found = small_counts.by_chunks(runs, chunk_liveness)
+            return found.sort_values(["run_id", "partition"], ignore_index=True)
         spans = self._small(
             windows[["run_id", "start", "end"]],
             pa.schema([("run_id", pa.int64()), ("start", pa.int64()), ("end", pa.int64())]),

@@ -35,6 +35,7 @@ def check_cases_in_one_pass(
         write_case(root / f"case-{number}", case)
     runs = [load_run(root / f"case-{number}") for number in range(len(cases))]
     engine = SparkEngine(spark)
+    engine.small_runs_in_spark = True  # the Spark jobs under test, not the driver's pandas path
     try:
         results = check_pass(engine, runs, checks, DEFAULT_EXAMPLE_LIMIT)
     finally:

@@ -31,6 +31,7 @@ def test_every_case_as_pandas_answers_it(tmp_path: Path, spark: Any, bucketed: b
         for number, case in enumerate(CASES)
     ]
     engine = SparkEngine(spark, bucketed=bucketed)
+    engine.small_runs_in_spark = True  # the Spark jobs under test, not the driver's pandas path
     try:
         results = check_pass(engine, runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
     finally:

@@ -38,6 +38,7 @@ def test_planted_and_announced_gaps_as_pandas_reports_them(
     runs = [load_run(tmp_path / f"run-{plan.seed}") for plan in batch]
     strict = Liveness(mode=LIVENESS_STRICT)
     engine = SparkEngine(spark, bucketed=bucketed)
+    engine.small_runs_in_spark = True  # the Spark jobs under test, not the driver's pandas path
     try:
         results = check_pass(engine, runs, ALL_CHECKS, 2, strict)
     finally:

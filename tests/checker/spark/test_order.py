@@ -37,6 +37,7 @@ def test_every_planted_order_anomaly_as_pandas_reports_it(tmp_path: Path, spark:
     planted = [write_run(tmp_path / f"run-{plan.seed}", plan) for plan in batch]
     runs = [load_run(tmp_path / f"run-{plan.seed}") for plan in batch]
     engine = SparkEngine(spark, bucketed=bucketed)
+    engine.small_runs_in_spark = True  # the Spark jobs under test, not the driver's pandas path
     try:
         results = check_pass(engine, runs, ALL_CHECKS, 2)
     finally:

@@ -31,9 +31,9 @@ def canonical(result: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize(
-    ("bucketed", "counts_in_spark"),
+    ("bucketed", "small_runs_in_spark"),
     [(False, True), (True, False)],
-    ids=["plain-files-counted-in-spark", "bucketed-table-counted-on-the-driver"],
+    ids=["plain-files-all-in-spark", "bucketed-table-small-runs-on-the-driver"],
 )
 @settings(
     max_examples=3,
@@ -44,17 +44,18 @@ def canonical(result: dict[str, Any]) -> str:
     batch=st.lists(st.one_of(plans(), plans(clean=True)), min_size=2, max_size=6, unique_by=lambda p: p.seed)
 )
 def test_spark_matches_pandas_and_the_planted_anomalies(
-    tmp_path: Path, spark: Any, bucketed: bool, counts_in_spark: bool, batch: list[Plan]
+    tmp_path: Path, spark: Any, bucketed: bool, small_runs_in_spark: bool, batch: list[Plan]
 ) -> None:
-    """Both input layouts of :mod:`checker.spark.inputs`, and both ways of counting rows
-    (:mod:`checker.spark.small_counts` or a Spark job), must give pandas' answers."""
+    """Both input layouts of :mod:`checker.spark.inputs`, and both ways of answering a pass of
+    small runs (counts, order checks and liveness on the driver, :mod:`checker.spark.small_counts`,
+    or Spark jobs), must give pandas' answers."""
     root = tmp_path / "batch"
     shutil.rmtree(root, ignore_errors=True)
     planted = [write_run(root / f"run-{plan.seed}", plan) for plan in batch]
     runs = [load_run(root / f"run-{plan.seed}") for plan in batch]
     (group,) = split_passes(runs)
     engine = SparkEngine(spark, bucketed=bucketed)
-    engine.counts_in_spark = counts_in_spark
+    engine.small_runs_in_spark = small_runs_in_spark
     try:
         spark_results = check_pass(engine, group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
         if bucketed:
