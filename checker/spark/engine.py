@@ -25,8 +25,8 @@ Four things are not done in Spark jobs, on purpose: how the files are presented
 shuffle), fetching the few rows that examples show, the value-check examples' own
 columns (send and read indexes, ack and poll offsets), which are aggregated from the rows of
 the few values shown (:mod:`checker.fetch`, on the driver) instead of for every value, and
-the row counts and drain status of a pass of many small runs (:mod:`checker.spark.small_counts`),
-whose cost as a job was the files, not the rows.
+the row counts, drain status, order checks and liveness of a pass of many small runs
+(:mod:`checker.spark.small_counts`), whose cost as jobs was the files and runs, not the rows.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from checker.definitions import (
 )
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
-from checker.pandas.engine import PandasEngine, aggregate_values
+from checker.pandas.engine import aggregate_values
 from checker.spark import groups, invariants, liveness, replicas, small_counts
 from checker.spark.inputs import InputFile, SparkInputs
 from checker.spark.order import poll_order, send_order
@@ -113,8 +113,7 @@ class SparkEngine:
         self._counts_for: tuple[int, ...] = ()
         self._counts_cache = (pd.DataFrame(), pd.DataFrame())
         self.small_runs_in_spark = False
-        """Answer every question of every pass in Spark jobs, even the counts, order checks and
-        liveness of a pass of many small runs (:mod:`checker.spark.small_counts`; tests use both ways)."""
+        """Spark jobs even for a pass of many small runs (:mod:`checker.spark.small_counts`)."""
         self._counting = threading.Lock()  # row counts and drain status may be asked from two threads
         # The ops of the value-check examples, read with their details: (pass, keys, rows).
         self._example_ops: tuple[tuple[int, ...], set[tuple[Any, ...]], pd.DataFrame] = (
@@ -400,12 +399,10 @@ class SparkEngine:
     def order_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
         """The order checks (:mod:`checker.spark.order`) in one job: their rows unioned, then the examples.
 
-        A pass with group ops reads its takeover chains too (:func:`checker.spark.groups.chains`).
-        A pass of many small runs is answered on the driver, chunk by chunk, by the pandas engine."""
+        A pass with group ops reads its takeover chains too (:func:`checker.spark.groups.chains`);
+        small runs: on the driver (:mod:`checker.spark.small_counts`)."""
         if self._small_runs(runs):
-            return small_counts.by_chunks(
-                runs, lambda chunk: PandasEngine().order_anomalies(chunk, checks, limit)
-            )
+            return small_counts.order_anomalies(runs, checks, limit)
         history = self._history(runs)
         chains = groups.takeover_chains(history) if self._has_group_ops(runs) else None
         parts = [
@@ -455,18 +452,9 @@ class SparkEngine:
         )
 
     def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
-        """The liveness figures in one job (:mod:`checker.spark.liveness`); the fault tables broadcast.
-        A pass of many small runs is answered on the driver, chunk by chunk, by the pandas engine."""
+        """The liveness figures in one job (:mod:`checker.spark.liveness`), fault tables broadcast."""
         if self._small_runs(runs):
-
-            def chunk_liveness(chunk: list[RunInput]) -> pd.DataFrame:
-                ids = [run.history_run_id for run in chunk]
-                return PandasEngine().liveness(
-                    chunk, windows[windows["run_id"].isin(ids)], heals[heals["run_id"].isin(ids)]
-                )
-
-            found = small_counts.by_chunks(runs, chunk_liveness)
-            return found.sort_values(["run_id", "partition"], ignore_index=True)
+            return small_counts.liveness(runs, windows, heals)
         spans = self._small(
             windows[["run_id", "start", "end"]],
             pa.schema([("run_id", pa.int64()), ("start", pa.int64()), ("end", pa.int64())]),

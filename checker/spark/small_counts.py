@@ -36,6 +36,7 @@ import pyarrow as pa
 from checker import fetch
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts
+from checker.pandas.engine import PandasEngine
 
 SMALL_RUN_ROWS = fetch.SMALL_FILE_ROWS
 """History rows per run, on average, up to which a pass is counted here."""
@@ -94,3 +95,20 @@ def row_counts_and_drains(runs: Sequence[RunInput]) -> tuple[pd.DataFrame, pd.Da
         rows.sort_values(["run_id", "f", "type", "is_record"], ignore_index=True),
         drains.sort_values(["run_id", "partition"], ignore_index=True),
     )
+
+
+def order_anomalies(runs: Sequence[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
+    """``Engine.order_anomalies`` of ``runs`` (for which :func:`applies`), by the pandas engine."""
+    return by_chunks(runs, lambda chunk: PandasEngine().order_anomalies(chunk, checks, limit))
+
+
+def liveness(runs: Sequence[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
+    """``Engine.liveness`` of ``runs`` (for which :func:`applies`), by the pandas engine; each
+    chunk gets the fault windows and last heals of its own runs."""
+
+    def chunk_liveness(chunk: list[RunInput]) -> pd.DataFrame:
+        ids = [run.history_run_id for run in chunk]
+        mine, healed = windows[windows["run_id"].isin(ids)], heals[heals["run_id"].isin(ids)]
+        return PandasEngine().liveness(chunk, mine, healed)
+
+    return by_chunks(runs, chunk_liveness).sort_values(["run_id", "partition"], ignore_index=True)
