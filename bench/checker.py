@@ -58,6 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from checker.driver import HISTORY_QUESTIONS
 from checker.synthetic_runs import generate_run
 from harness.record.history import PARQUET_LAYOUT
 
@@ -143,15 +144,6 @@ def _duckdb(runs: list[Path]) -> dict[str, int]:
 
 ALL_SUFFIX = "+all"
 """An engine name with this suffix runs every check, not the core three (``--checks all``)."""
-HISTORY_CHAIN = (
-    "drain status",
-    "value checks",
-    "offset checks",
-    "order checks",
-    "group checks",
-    "example ops",
-)
-"""The questions the driver answers one after another in its first thread (the rest in a second)."""
 
 
 def _question_seconds(answered: list[tuple[str, float]], started: float) -> dict[str, float]:
@@ -159,7 +151,7 @@ def _question_seconds(answered: list[tuple[str, float]], started: float) -> dict
     seconds: dict[str, float] = {}
     last = {True: started, False: started}
     for question, at in answered:
-        chain = question in HISTORY_CHAIN
+        chain = question in HISTORY_QUESTIONS
         seconds[question] = at - last[chain]
         last[chain] = at
     return seconds

@@ -137,18 +137,16 @@ def _recorded(config: dict[str, Any], key: str) -> str | None:
     return "never" if key.startswith("flush.") and text == NEVER_FLUSH else text
 
 
-QUESTIONS = (
+HISTORY_QUESTIONS = (
     "drain status",
     "value checks",
     "offset checks",
     "order checks",
     "group checks",
     "example ops",
-    "replica checks",
-    "white-box checks",
-    "liveness",
-    "row counts",
 )
+"""The questions answered one after another in the driver's first chain (the rest in a second)."""
+QUESTIONS = (*HISTORY_QUESTIONS, "replica checks", "white-box checks", "liveness", "row counts")
 """What a pass asks its engine, each reported to ``on_answer`` once answered (or skipped):
 a batch of thousands of runs takes minutes, and its progress is these, pass by pass."""
 
