@@ -263,13 +263,14 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         {"wait": "leader-is", "node": "B", "timeout": 20},
         {"fault": "start", "node": "C"},
     ]
+    # The double failure must land while C is still behind: measured in the hunt's event logs, a
+    # C given 0.5-2 s after its start had caught up completely (its LEO the old leader's) when it
+    # was elected, so nothing was lost, while the scripted scenario's C, killed at once after
+    # joining, led with 273 of 923 records.
     if rng.random() < 0.5:
-        steps += [
-            {"wait": "in-isr", "node": "C", "timeout": 40},
-            _sleep(rng, 0.0, 2.0, "the joiner is in sync on paper"),
-        ]
+        steps.append({"wait": "in-isr", "node": "C", "timeout": 40})
     else:
-        steps.append(_sleep(rng, 0.5, 6.0, "the double failure lands while the joiner catches up"))
+        steps.append(_sleep(rng, 0.0, 0.3, "the double failure lands while the joiner catches up"))
     steps += [
         {"fault": "kill", "nodes": ["A", "B"]},
         # Awaited, not slept: the controller elects C only once it has seen A and B go (their
