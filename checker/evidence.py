@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from checker.definitions import REPLICA_CHECKS
 from checker.invariant_evidence import event_evidence
 from harness.record.history import HistoryFormatError, convert_history, holds_only, read_footer
+from harness.record.packed import RowSlice
 from harness.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
 from harness.record.rundir import RunDir, SpecFileError
 
@@ -87,6 +88,13 @@ class RunInput:
     """The replica file's footer proves every row is of the run's topic (no topic filter needed)."""
     replica_log_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
     """node -> records of the run's topic in that replica (LEO - log start, summed over partitions)."""
+    history_slice: RowSlice | None = None
+    """Where the run's rows are in ``history_path`` when that is a packed file
+    (:mod:`harness.record.packed`); None: the file is the run's own."""
+    replicas_slice: RowSlice | None = None
+    """Likewise for ``replicas_path``."""
+    events_slice: RowSlice | None = None
+    """Likewise for ``events_path``."""
 
     @property
     def name(self) -> str:

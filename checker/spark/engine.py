@@ -131,7 +131,13 @@ class SparkEngine:
         """All histories of the pass as one DataFrame (the schema is given: no footer is read twice)."""
         return self.inputs.frame(
             [
-                InputFile(run.history_run_id, run.history_path, run.history_rows, run.history_holds_one_run)
+                InputFile(
+                    run.history_run_id,
+                    run.history_path,
+                    run.history_rows,
+                    run.history_holds_one_run,
+                    run.history_slice,
+                )
                 for run in runs
             ],
             HISTORY_SCHEMA,
@@ -141,7 +147,13 @@ class SparkEngine:
         with_replicas = [run for run in runs if run.replicas_path is not None]
         frame = self.inputs.frame(
             [
-                InputFile(run.replicas_run_id, run.replicas_path, run.replica_rows, run.replicas_hold_one_run)
+                InputFile(
+                    run.replicas_run_id,
+                    run.replicas_path,
+                    run.replica_rows,
+                    run.replicas_hold_one_run,
+                    run.replicas_slice,
+                )
                 for run in with_replicas
                 if run.replicas_path is not None and run.replicas_run_id is not None
             ],

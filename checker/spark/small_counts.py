@@ -37,6 +37,7 @@ from checker import fetch
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts
 from checker.pandas.engine import PandasEngine
+from harness.record.packed import read_run
 
 SMALL_RUN_ROWS = fetch.SMALL_FILE_ROWS
 """History rows per run, on average, up to which a pass is counted here."""
@@ -68,9 +69,7 @@ def _chunks(runs: Sequence[RunInput]) -> list[list[RunInput]]:
 
 def _counted(chunk: list[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
     names = list(counts.COLUMNS)
-    tables = [
-        fetch.open_parquet(run.history_path, ()).read(columns=names, use_threads=False) for run in chunk
-    ]
+    tables = [read_run(run.history_path, run.history_slice, names) for run in chunk]
     columns = candidates.Columns(pa.concat_tables(tables))
     return counts.row_counts(columns), counts.drain_status(columns)
 

@@ -1,0 +1,268 @@
+"""Packing loaded runs into a packed store (:mod:`harness.record.packed`), and verifying one.
+
+:func:`pack_runs` takes runs as :func:`checker.api.load_runs` made them -- so every history,
+replica and event table exists in Parquet, converted from the JSON lines and dumps where
+needed -- and writes each table's rows into one file per bucket, each run's rows whole row
+groups, sorted by run id, plus the index (``runs.parquet``,
+:mod:`checker.packed_runs` reads it back into :class:`checker.evidence.RunInput`).  The run
+directories are only read.
+
+Nothing is taken on trust: before the index is written, :func:`verify_pack` reads every run's
+rows back from the packed files and compares them, run by run and table by table, with the run
+directory's own file -- row count and a content digest (:func:`content_digest`) -- and raises
+:class:`PackError` naming the run and table that differ.  The same check runs on its own
+(``tidemark store verify``) against a store packed earlier: it also tells a run directory
+changed since it was packed.
+
+Refused, with the run named: two runs with one run id (a copied run directory: in one bucketed
+table they would be one run), and a run file holding other runs' rows (written by hand).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from checker.evidence import RunInput
+from checker.packed_runs import INDEX_SCHEMA, PackedRun, read_index, slice_of
+from harness.record.history import ROW_GROUP_ROWS, parquet_options
+from harness.record.packed import (
+    BUCKETS_KEY,
+    EVENTS,
+    HISTORY,
+    INDEX_FILE,
+    PACKED_FORMAT,
+    PACKED_VERSION,
+    REPLICA_PARTITIONS,
+    REPLICAS,
+    TABLE_SCHEMAS,
+    RowSlice,
+    bucket_count,
+    bucket_file_name,
+    bucket_of,
+    read_run,
+    table_dir,
+)
+from harness.record.rundir import RunDir
+
+
+class PackError(Exception):
+    """Runs that cannot be packed, or a packed store that does not match its runs: the message names them."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PackSummary:
+    runs: int
+    buckets: int
+    rows: dict[str, int]
+    """Rows written per table."""
+
+
+def _sources(run: RunInput) -> dict[str, tuple[Path, int] | None]:
+    """Each table's file in the run directory and the run id its rows carry (None: no such table)."""
+    return {
+        HISTORY: (run.history_path, run.history_run_id),
+        REPLICAS: None
+        if run.replicas_path is None or run.replicas_run_id is None
+        else (
+            run.replicas_path,
+            run.replicas_run_id,
+        ),
+        REPLICA_PARTITIONS: None
+        if run.replicas_path is None or run.replicas_run_id is None
+        else (
+            RunDir(run.run_dir).replica_partitions,
+            run.replicas_run_id,
+        ),
+        EVENTS: None
+        if run.events_path is None or run.events_run_id is None
+        else (
+            run.events_path,
+            run.events_run_id,
+        ),
+    }
+
+
+def _check_packable(runs: Sequence[RunInput]) -> None:
+    if not runs:
+        raise PackError("no runs to pack")
+    for table in TABLE_SCHEMAS:
+        seen: dict[int, Path] = {}
+        for run in runs:
+            source = _sources(run)[table]
+            if source is None:
+                continue
+            if source[1] in seen:
+                raise PackError(
+                    f"{run.run_dir}: run id {source[1]} of its {table} is also {seen[source[1]]}'s"
+                    " (a copied run directory?); pack them apart"
+                )
+            seen[source[1]] = run.run_dir
+    for run in runs:
+        if run.history_slice is not None or run.replicas_slice is not None or run.events_slice is not None:
+            raise PackError(f"{run.run_dir}: already packed; pack run directories")
+        if not run.history_holds_one_run or (run.replicas_path is not None and not run.replicas_hold_one_run):
+            raise PackError(f"{run.run_dir}: a table of the run holds rows of other run ids")
+
+
+def content_digest(table: pa.Table) -> str:
+    """A digest of a run's rows of one table: SHA-256 of their Arrow IPC stream (in one batch).
+
+    Read from either file with the same schema, equal rows give equal digests; a changed
+    value, row or row order gives another."""
+    combined = table.replace_schema_metadata(None).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, combined.schema) as writer:
+        writer.write_table(combined)
+    digest = hashlib.sha256(sink.getvalue().to_pybytes())
+    return digest.hexdigest()
+
+
+def _source_table(run: RunInput, table: str, path: Path, run_id: int) -> pa.Table:
+    """A run directory's table with the packed schema (no per-run metadata), its rows checked to be the run's."""
+    schema = TABLE_SCHEMAS[table]
+    try:
+        rows = pq.ParquetFile(path).read(use_threads=False)
+        rows = rows.select(schema.names).cast(schema)
+    except (OSError, KeyError, pa.ArrowException) as error:
+        raise PackError(f"{run.run_dir}: {path.name} does not have the {table} schema ({error})") from None
+    ids = rows.column("run_id")
+    if rows.num_rows and (
+        ids.null_count or pa.compute.min_max(ids).as_py() != {"min": run_id, "max": run_id}
+    ):
+        raise PackError(f"{run.run_dir}: {path.name} holds rows of other run ids than {run_id}")
+    return rows
+
+
+def _write_bucket(target: Path, tables: list[pa.Table], schema: pa.Schema, buckets: int) -> list[RowSlice]:
+    """Write the runs' ``tables`` in order, each starting a row group; where each one's rows went."""
+    partial = target.with_name(target.name + ".partial")
+    described = schema.with_metadata({BUCKETS_KEY: str(buckets)})
+    with pq.ParquetWriter(partial, described, **parquet_options(schema)) as writer:
+        for rows in tables:
+            if rows.num_rows:
+                writer.write_table(
+                    rows.replace_schema_metadata(described.metadata), row_group_size=ROW_GROUP_ROWS
+                )
+    footer = pq.read_metadata(partial)
+    sizes = [footer.row_group(g).num_rows for g in range(footer.num_row_groups)]
+    placed, group, row = [], 0, 0
+    for rows in tables:
+        first, left = group, rows.num_rows
+        while left > 0:
+            left -= sizes[group]
+            group += 1
+        if left != 0:
+            raise PackError(f"{target}: row groups do not follow run boundaries")
+        placed.append(RowSlice(first, group - first, row, rows.num_rows))
+        row += rows.num_rows
+    os.replace(partial, target)
+    return placed
+
+
+def pack_runs(
+    runs: Sequence[RunInput],
+    out: Path,
+    cores: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PackSummary:
+    """Pack ``runs`` (loaded by :func:`checker.api.load_runs`) into the new directory ``out``, then verify it.
+
+    ``cores``: for the bucket count (:func:`harness.record.packed.bucket_count`), default this
+    machine's.  ``out`` must not exist or be empty; on any error it is left without an index
+    (so never mistaken for a packed store)."""
+    _check_packable(runs)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PackError(f"{out}: exists and is not an empty directory")
+    buckets = bucket_count([run.history_rows for run in runs], cores or os.cpu_count() or 1)
+    packed = [PackedRun.of(run) for run in runs]
+    written: dict[str, int] = {}
+    for table, schema in TABLE_SCHEMAS.items():
+        members = [(number, _sources(run)[table]) for number, run in enumerate(runs)]
+        present = [(number, source) for number, source in members if source is not None]
+        if not present:
+            continue
+        folder = table_dir(out, table)
+        folder.mkdir(parents=True, exist_ok=True)
+        by_bucket: dict[int, list[tuple[int, Path, int]]] = {}
+        for number, (path, run_id) in present:
+            by_bucket.setdefault(bucket_of(run_id, buckets), []).append((number, path, run_id))
+        for bucket, members_of in sorted(by_bucket.items()):
+            members_of.sort(key=lambda member: member[2])
+            tables = [_source_table(runs[n], table, path, run_id) for n, path, run_id in members_of]
+            name = bucket_file_name(bucket, bucket)
+            placed = _write_bucket(folder / name, tables, schema, buckets)
+            for (number, _, _), rows, where in zip(members_of, tables, placed, strict=True):
+                packed[number].place(table, name, where, content_digest(rows))
+            written[table] = written.get(table, 0) + sum(rows.num_rows for rows in tables)
+            if progress is not None:
+                progress(f"{table} bucket {bucket}: {len(members_of)} run(s)")
+    index = pa.Table.from_pylist([run.row() for run in packed], schema=INDEX_SCHEMA)
+    index = index.replace_schema_metadata(
+        {
+            "tidemark.format": PACKED_FORMAT,
+            "tidemark.packed_version": str(PACKED_VERSION),
+            BUCKETS_KEY: str(buckets),
+        }
+    )
+    verify_rows(out, [run.row() for run in packed])
+    partial = out / (INDEX_FILE + ".partial")
+    pq.write_table(index, partial)
+    os.replace(partial, out / INDEX_FILE)
+    return PackSummary(len(runs), buckets, written)
+
+
+def verify_rows(out: Path, rows: Sequence[dict[str, object]]) -> None:
+    """Compare every run's packed rows with its run directory's file (see the module docstring)."""
+    for row in rows:
+        run_dir = Path(str(row["run_dir"]))
+        for table in TABLE_SCHEMAS:
+            located = slice_of(row, table)
+            if located is None:
+                continue
+            name, rows_at = located
+            # Cast: nested fields come back under Parquet's names (list<element>), not Arrow's (list<item>).
+            packed = read_run(table_dir(out, table) / name, rows_at).cast(TABLE_SCHEMAS[table])
+            source = _source_path(run_dir, table)
+            if not source.is_file():
+                raise PackError(f"{run_dir}: its {table} is packed but the run directory has no such file")
+            original = pq.ParquetFile(source).read(use_threads=False)
+            original = original.select(TABLE_SCHEMAS[table].names).cast(TABLE_SCHEMAS[table])
+            if packed.num_rows != original.num_rows or packed.num_rows != rows_at.rows:
+                raise PackError(
+                    f"{run_dir}: {table} has {original.num_rows} row(s) in the run directory,"
+                    f" {packed.num_rows} packed in {name} (index: {rows_at.rows})"
+                )
+            digest = row[f"{table}_digest"]
+            if content_digest(packed) != digest or content_digest(original) != digest:
+                raise PackError(f"{run_dir}: {table} rows packed in {name} differ from the run directory's")
+
+
+def _source_path(run_dir: Path, table: str) -> Path:
+    directory = RunDir(run_dir)
+    return {
+        HISTORY: directory.history_parquet,
+        REPLICAS: directory.replicas,
+        REPLICA_PARTITIONS: directory.replica_partitions,
+        EVENTS: directory.events,
+    }[table]
+
+
+def verify_pack(out: Path) -> int:
+    """Verify a packed store against its run directories (see the module docstring); the runs checked."""
+    rows = read_index(out)
+    verify_rows(out, rows)
+    return len(rows)
+
+
+def remove_partial(out: Path) -> None:
+    """Remove a store whose packing failed (it has no index): nothing half-written stays behind."""
+    if out.is_dir() and not (out / INDEX_FILE).exists():
+        shutil.rmtree(out)
