@@ -81,7 +81,8 @@ class RunInput:
     replica_rows: int = 0
     """Rows of the replica file (its footer), 0 without one."""
     history_holds_one_run: bool = False
-    """The history file's footer proves it holds this run's rows alone (``run_id`` min = max)."""
+    """The history file's footer proves it holds this run's rows alone (``run_id`` min = max); for
+    a packed store, its slice does (verified when packed)."""
     replicas_hold_one_run: bool = False
     """Likewise for the replica file (:mod:`checker.spark.inputs` may then bucket the pass by run)."""
     replicas_hold_one_topic: bool = False

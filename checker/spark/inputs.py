@@ -13,7 +13,12 @@ afterwards).  Spark then aggregates each run inside the task that reads it, with
 exchange: measured on 50 one-million-op runs, the value aggregation went from 15.9 s to
 9.1 s on 2 cores.
 
-When it is used, and why only then:
+A packed store (:mod:`harness.record.packed`) is that layout already, written by
+``tidemark store pack``: each table's directory is registered as it stands, with the bucket
+count its files record -- no links, so on any master -- and filtered to the pass's runs unless
+the pass is every run of it.
+
+For run directories, when it is used, and why only then:
 
 * only with a local master -- the links are on the driver's disk, which a cluster's
   executors cannot see;

@@ -12,7 +12,8 @@ So, when every history file holds one run (its footer proves it) and the runs ar
 (:data:`SMALL_RUN_ROWS` on average), the files are read here, a chunk of about
 :data:`CHUNK_ROWS` rows at a time (memory stays bounded, however many runs), and counted by
 the pandas engine's own functions (:mod:`checker.pandas.counts`): one implementation of
-both answers, for both engines.  A run's rows are all in its one file, hence in one chunk,
+both answers, for both engines.  A run's rows are all in its one file (or, in a packed store,
+its own row groups of one file: :mod:`harness.record.packed`), hence in one chunk,
 so the chunks' answers only need concatenating.  Big runs keep the Spark job, which reads
 their row groups on every core.
 
@@ -46,7 +47,7 @@ CHUNK_ROWS = 1_000_000
 
 
 def applies(runs: Sequence[RunInput]) -> bool:
-    """Whether the pass's counts are read here: many small runs, each alone in its file."""
+    """Whether the pass's counts are read here: many small runs, each alone in its file (or its row groups)."""
     return (
         bool(runs)
         and all(run.history_holds_one_run for run in runs)
