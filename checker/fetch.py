@@ -51,16 +51,6 @@ DICTIONARY_COLUMNS = ("f_name", "key", "error", "node", "payload", "topic")
 """String columns read as dictionaries: never filtered on, one per row, few distinct values."""
 
 
-def read_table(
-    path: Path,
-    columns: Sequence[str] | None = None,
-    filters: list[tuple[str, str, list[int]]] | None = None,
-) -> pa.Table:
-    """``columns`` (default all) of the rows of ``path`` matching ``filters``, strings that repeat as dictionaries."""
-    names = None if columns is None else list(columns)
-    return pq.read_table(path, columns=names, filters=filters, read_dictionary=DICTIONARY_COLUMNS)
-
-
 def read_run_table(
     path: Path,
     rows: RowSlice | None,

@@ -7,12 +7,12 @@ groups, sorted by run id, plus the index (``runs.parquet``,
 :mod:`checker.packed_runs` reads it back into :class:`checker.evidence.RunInput`).  The run
 directories are only read.
 
-Nothing is taken on trust: before the index is written, :func:`verify_pack` reads every run's
-rows back from the packed files and compares them, run by run and table by table, with the run
-directory's own file -- row count and a content digest (:func:`content_digest`) -- and raises
-:class:`PackError` naming the run and table that differ.  The same check runs on its own
-(``tidemark store verify``) against a store packed earlier: it also tells a run directory
-changed since it was packed.
+Nothing is taken on trust: before the index is written, every run's rows are read back from the
+packed files and compared, run by run and table by table, with the run directory's own file --
+row count and a content digest (:func:`content_digest`, computed from the run directory's rows as
+they were packed) -- and :class:`PackError` names the run and table that differ.
+:func:`verify_pack` (``tidemark store verify``) checks a store packed earlier the same way and
+reads the run directories' files again too, so it also names a run directory changed since.
 
 Refused, with the run named: two runs with one run id (a copied run directory: in one bucketed
 table they would be one run), and a run file holding other runs' rows (written by hand).
@@ -20,14 +20,18 @@ table they would be one run), and a run file holding other runs' rows (written b
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from checker.evidence import RunInput
@@ -113,16 +117,42 @@ def _check_packable(runs: Sequence[RunInput]) -> None:
 
 
 def content_digest(table: pa.Table) -> str:
-    """A digest of a run's rows of one table: SHA-256 of their Arrow IPC stream (in one batch).
+    """A digest of a run's rows of one table: SHA-256 over each column's values, in order.
 
-    Read from either file with the same schema, equal rows give equal digests; a changed
-    value, row or row order gives another."""
-    combined = table.replace_schema_metadata(None).combine_chunks()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, combined.schema) as writer:
-        writer.write_table(combined)
-    digest = hashlib.sha256(sink.getvalue().to_pybytes())
+    Of the values alone (:func:`_digest_array`), never of how a file or a reader laid them out
+    (an Arrow IPC stream of equal tables differed with the writer of the file they were read
+    from): equal rows give equal digests, a changed value, null, row or row order another."""
+    digest = hashlib.sha256()
+    for name in table.column_names:
+        digest.update(name.encode() + b"\0")
+        column = table.column(name)
+        _digest_array(digest, column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
     return digest.hexdigest()
+
+
+def _digest_array(digest: Any, array: pa.Array) -> None:
+    """Feed ``array``'s values to ``digest``: which are null, then the values (nulls as zero or
+    empty), strings as their lengths and bytes, lists as their lengths and their items' values."""
+    kind = array.type
+    digest.update(np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes())
+    if pa.types.is_list(kind):
+        lengths = pc.fill_null(pc.list_value_length(array), 0)
+        digest.update(np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64).tobytes())
+        _digest_array(digest, pc.list_flatten(array))
+    elif pa.types.is_string(kind) or pa.types.is_binary(kind):
+        filled = pc.fill_null(array, "").cast(pa.binary())
+        lengths = pc.binary_length(filled)
+        digest.update(np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64).tobytes())
+        _, offsets, data = filled.buffers()
+        if len(filled) and offsets is not None and data is not None:
+            ends = np.frombuffer(offsets, dtype=np.int32, count=len(filled) + 1, offset=filled.offset * 4)
+            digest.update(memoryview(data)[int(ends[0]) : int(ends[-1])])
+    elif pa.types.is_boolean(kind):
+        digest.update(
+            np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()
+        )
+    else:
+        digest.update(np.ascontiguousarray(pc.fill_null(array, 0).to_numpy(zero_copy_only=False)).tobytes())
 
 
 def _source_table(run: RunInput, table: str, path: Path, run_id: int) -> pa.Table:
@@ -212,16 +242,24 @@ def pack_runs(
             BUCKETS_KEY: str(buckets),
         }
     )
-    verify_rows(out, [run.row() for run in packed])
+    verify_rows(out, [run.row() for run in packed], sources=False)
     partial = out / (INDEX_FILE + ".partial")
     pq.write_table(index, partial)
     os.replace(partial, out / INDEX_FILE)
     return PackSummary(len(runs), buckets, written)
 
 
-def verify_rows(out: Path, rows: Sequence[dict[str, object]]) -> None:
-    """Compare every run's packed rows with its run directory's file (see the module docstring)."""
-    for row in rows:
+VERIFY_THREADS = 4
+"""Runs verified at once: reading, decoding and hashing release the GIL."""
+
+
+def verify_rows(out: Path, rows: Sequence[dict[str, object]], *, sources: bool = True) -> None:
+    """Compare every run's packed rows with its run directory's files (see the module docstring).
+
+    ``sources`` False: compare with the index alone (row counts and digests), as packing does right
+    after computing them from the run directories' rows; raises for the first run in index order."""
+
+    def verify(row: dict[str, object]) -> None:
         run_dir = Path(str(row["run_dir"]))
         for table in TABLE_SCHEMAS:
             located = slice_of(row, table)
@@ -230,19 +268,31 @@ def verify_rows(out: Path, rows: Sequence[dict[str, object]]) -> None:
             name, rows_at = located
             # Cast: nested fields come back under Parquet's names (list<element>), not Arrow's (list<item>).
             packed = read_run(table_dir(out, table) / name, rows_at).cast(TABLE_SCHEMAS[table])
+            digest = row[f"{table}_digest"]
+            if packed.num_rows != rows_at.rows or content_digest(packed) != digest:
+                raise PackError(
+                    f"{run_dir}: {table} rows packed in {name} differ from the run directory's"
+                    f" ({packed.num_rows} row(s) packed, {rows_at.rows} when packed)"
+                )
+            if not sources:
+                continue
             source = _source_path(run_dir, table)
             if not source.is_file():
                 raise PackError(f"{run_dir}: its {table} is packed but the run directory has no such file")
             original = pq.ParquetFile(source).read(use_threads=False)
             original = original.select(TABLE_SCHEMAS[table].names).cast(TABLE_SCHEMAS[table])
-            if packed.num_rows != original.num_rows or packed.num_rows != rows_at.rows:
+            if original.num_rows != packed.num_rows:
                 raise PackError(
                     f"{run_dir}: {table} has {original.num_rows} row(s) in the run directory,"
-                    f" {packed.num_rows} packed in {name} (index: {rows_at.rows})"
+                    f" {packed.num_rows} packed in {name}"
                 )
-            digest = row[f"{table}_digest"]
-            if content_digest(packed) != digest or content_digest(original) != digest:
-                raise PackError(f"{run_dir}: {table} rows packed in {name} differ from the run directory's")
+            if content_digest(original) != digest:
+                raise PackError(
+                    f"{run_dir}: {table} rows of the run directory differ from those packed in {name}"
+                )
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
+        list(pool.map(verify, rows))
 
 
 def _source_path(run_dir: Path, table: str) -> Path:

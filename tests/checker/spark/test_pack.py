@@ -16,9 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from checker.api import check_runs, load_runs
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.pack import pack_runs
 from checker.packed_runs import load_packed
 from checker.spark.engine import SparkEngine
 from harness.record.packed import bucket_of, spark_hash_long
+from harness.record.rundir import RunDir
+from tests.checker.synthetic import PLANTABLE, Plan, write_run
 from tests.checker.test_pack import checked_bytes, packed_store
 
 pytestmark = pytest.mark.spark
@@ -50,3 +55,28 @@ def test_a_packed_store_checks_as_its_run_directories(tmp_path: Path, spark: Any
         for engine in engines:
             engine.close()
     assert "Bucketed: true" in text and "Exchange" not in text
+
+
+def test_some_runs_of_a_store_and_a_run_directory_check_as_their_directories(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A pass of part of a store (its table filtered to the pass's runs) and a run directory beside
+    (the packed files and the run's own read plainly, filtered likewise)."""
+    dirs = [tmp_path / "runs" / f"run-{number}" for number in range(5)]
+    for number, run_dir in enumerate(dirs):
+        write_run(run_dir, Plan(seed=40 + number, plant=((PLANTABLE[number], 1),)))
+    pack_runs(load_runs(dirs[:4]), tmp_path / "packed", cores=2)
+    chosen = [
+        run for run in load_packed(tmp_path / "packed") if run.run_dir in {d.absolute() for d in dirs[1:3]}
+    ]
+    for runs in (chosen, [*chosen, *load_runs(dirs[4:])]):
+        checked = [run.run_dir for run in runs]
+        engine = SparkEngine(spark)
+        try:
+            direct = checked_bytes(checked, engine)
+            for run_dir in checked:
+                RunDir(run_dir).results.unlink()
+            check_runs(runs, engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+        finally:
+            engine.close()
+        assert {run_dir: RunDir(run_dir).results.read_bytes() for run_dir in checked} == direct
