@@ -9,7 +9,7 @@ directories are only read.
 
 Nothing is taken on trust: before the index is written, every run's rows are read back from the
 packed files and compared, run by run and table by table, with the run directory's own file --
-row count and a content digest (:func:`content_digest`, computed from the run directory's rows as
+row count and a content digest (:mod:`checker.digest`, computed from the run directory's rows as
 they were packed) -- and :class:`PackError` names the run and table that differ.
 :func:`verify_pack` (``tidemark store verify``) checks a store packed earlier the same way and
 reads the run directories' files again too, so it also names a run directory changed since.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import hashlib
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -31,9 +30,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from checker.digest import Digests, content_digest
 from checker.evidence import RunInput
 from checker.packed_runs import INDEX_SCHEMA, PackedRun, read_index, slice_of
 from harness.record.history import ROW_GROUP_ROWS, parquet_options
@@ -51,7 +50,6 @@ from harness.record.packed import (
     bucket_count,
     bucket_file_name,
     bucket_of,
-    read_run,
     table_dir,
 )
 from harness.record.rundir import RunDir
@@ -114,45 +112,6 @@ def _check_packable(runs: Sequence[RunInput]) -> None:
             raise PackError(f"{run.run_dir}: already packed; pack run directories")
         if not run.history_holds_one_run or (run.replicas_path is not None and not run.replicas_hold_one_run):
             raise PackError(f"{run.run_dir}: a table of the run holds rows of other run ids")
-
-
-def content_digest(table: pa.Table) -> str:
-    """A digest of a run's rows of one table: SHA-256 over each column's values, in order.
-
-    Of the values alone (:func:`_digest_array`), never of how a file or a reader laid them out
-    (an Arrow IPC stream of equal tables differed with the writer of the file they were read
-    from): equal rows give equal digests, a changed value, null, row or row order another."""
-    digest = hashlib.sha256()
-    for name in table.column_names:
-        digest.update(name.encode() + b"\0")
-        column = table.column(name)
-        _digest_array(digest, column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
-    return digest.hexdigest()
-
-
-def _digest_array(digest: Any, array: pa.Array) -> None:
-    """Feed ``array``'s values to ``digest``: which are null, then the values (nulls as zero or
-    empty), strings as their lengths and bytes, lists as their lengths and their items' values."""
-    kind = array.type
-    digest.update(np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes())
-    if pa.types.is_list(kind):
-        lengths = pc.fill_null(pc.list_value_length(array), 0)
-        digest.update(np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64).tobytes())
-        _digest_array(digest, pc.list_flatten(array))
-    elif pa.types.is_string(kind) or pa.types.is_binary(kind):
-        filled = pc.fill_null(array, "").cast(pa.binary())
-        lengths = pc.binary_length(filled)
-        digest.update(np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64).tobytes())
-        _, offsets, data = filled.buffers()
-        if len(filled) and offsets is not None and data is not None:
-            ends = np.frombuffer(offsets, dtype=np.int32, count=len(filled) + 1, offset=filled.offset * 4)
-            digest.update(memoryview(data)[int(ends[0]) : int(ends[-1])])
-    elif pa.types.is_boolean(kind):
-        digest.update(
-            np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()
-        )
-    else:
-        digest.update(np.ascontiguousarray(pc.fill_null(array, 0).to_numpy(zero_copy_only=False)).tobytes())
 
 
 def _source_table(run: RunInput, table: str, path: Path, run_id: int) -> pa.Table:
@@ -229,8 +188,12 @@ def pack_runs(
             tables = [_source_table(runs[n], table, path, run_id) for n, path, run_id in members_of]
             name = bucket_file_name(bucket, bucket)
             placed = _write_bucket(folder / name, tables, schema, buckets)
-            for (number, _, _), rows, where in zip(members_of, tables, placed, strict=True):
-                packed[number].place(table, name, where, content_digest(rows))
+            # Digested from the run directories' rows, all of the bucket's at once (checker.digest).
+            digests = Digests(pa.concat_tables(tables))
+            for (number, _, _), where in zip(members_of, placed, strict=True):
+                packed[number].place(
+                    table, name, where, digests.of(where.first_row, where.first_row + where.rows)
+                )
             written[table] = written.get(table, 0) + sum(rows.num_rows for rows in tables)
             if progress is not None:
                 progress(f"{table} bucket {bucket}: {len(members_of)} run(s)")
@@ -249,50 +212,87 @@ def pack_runs(
     return PackSummary(len(runs), buckets, written)
 
 
-VERIFY_THREADS = 4
-"""Runs verified at once: reading, decoding and hashing release the GIL."""
+VERIFY_THREADS = 2
+"""Packed files verified at once: reading, decoding and hashing release the GIL."""
+VERIFY_CHUNK_ROWS = 1 << 20
+"""Rows of a packed file read and digested together (consecutive runs, never split)."""
 
 
-def verify_rows(out: Path, rows: Sequence[dict[str, object]], *, sources: bool = True) -> None:
+def verify_rows(out: Path, rows: Sequence[dict[str, Any]], *, sources: bool = True) -> None:
     """Compare every run's packed rows with its run directory's files (see the module docstring).
 
-    ``sources`` False: compare with the index alone (row counts and digests), as packing does right
-    after computing them from the run directories' rows; raises for the first run in index order."""
-
-    def verify(row: dict[str, object]) -> None:
-        run_dir = Path(str(row["run_dir"]))
+    Each packed file is read once, :data:`VERIFY_CHUNK_ROWS` rows of whole runs at a time, and
+    every run's rows there are checked against the index: its row groups, row count and digest.
+    ``sources`` also compares the index with the run directories' files as they are now, run by
+    run; packing does not, having just made the digests from those files' rows."""
+    files: dict[tuple[str, str], list[tuple[dict[str, Any], RowSlice]]] = {}
+    for row in rows:
         for table in TABLE_SCHEMAS:
             located = slice_of(row, table)
-            if located is None:
-                continue
-            name, rows_at = located
+            if located is not None:
+                files.setdefault((table, located[0]), []).append((row, located[1]))
+
+    def verify(key: tuple[str, str]) -> None:
+        table, name = key
+        path = table_dir(out, table) / name
+        footer = pq.read_metadata(path)
+        starts = np.cumsum([0, *(footer.row_group(g).num_rows for g in range(footer.num_row_groups))])
+        runs = sorted(files[key], key=lambda run: run[1].first_row)
+        for chunk in _chunks(runs):
+            first, last = chunk[0][1], chunk[-1][1]
+            groups = list(range(first.first_group, last.first_group + last.groups))
+            read = pq.ParquetFile(path, metadata=footer).read_row_groups(groups, use_threads=False)
             # Cast: nested fields come back under Parquet's names (list<element>), not Arrow's (list<item>).
-            packed = read_run(table_dir(out, table) / name, rows_at).cast(TABLE_SCHEMAS[table])
-            digest = row[f"{table}_digest"]
-            if packed.num_rows != rows_at.rows or content_digest(packed) != digest:
-                raise PackError(
-                    f"{run_dir}: {table} rows packed in {name} differ from the run directory's"
-                    f" ({packed.num_rows} row(s) packed, {rows_at.rows} when packed)"
+            digests = Digests(read.cast(TABLE_SCHEMAS[table]))
+            base = int(starts[first.first_group]) if groups else first.first_row
+            for row, at in chunk:
+                end = at.first_group + at.groups
+                fits = end <= footer.num_row_groups and (
+                    int(starts[at.first_group]) == at.first_row and int(starts[end]) - at.first_row == at.rows
                 )
-            if not sources:
-                continue
-            source = _source_path(run_dir, table)
-            if not source.is_file():
-                raise PackError(f"{run_dir}: its {table} is packed but the run directory has no such file")
-            original = pq.ParquetFile(source).read(use_threads=False)
-            original = original.select(TABLE_SCHEMAS[table].names).cast(TABLE_SCHEMAS[table])
-            if original.num_rows != packed.num_rows:
-                raise PackError(
-                    f"{run_dir}: {table} has {original.num_rows} row(s) in the run directory,"
-                    f" {packed.num_rows} packed in {name}"
-                )
-            if content_digest(original) != digest:
-                raise PackError(
-                    f"{run_dir}: {table} rows of the run directory differ from those packed in {name}"
-                )
+                low = at.first_row - base
+                if (
+                    not fits
+                    or low + at.rows > digests.rows
+                    or digests.of(low, low + at.rows) != row[f"{table}_digest"]
+                ):
+                    raise PackError(
+                        f"{row['run_dir']}: {table} rows packed in {name} differ from the run directory's"
+                        f" (index: {at.rows} row(s) from row {at.first_row})"
+                    )
+                if sources:
+                    _verify_source(Path(str(row["run_dir"])), table, row, at.rows)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
-        list(pool.map(verify, rows))
+        list(pool.map(verify, sorted(files)))
+
+
+def _chunks(runs: list[tuple[dict[str, Any], RowSlice]]) -> list[list[tuple[dict[str, Any], RowSlice]]]:
+    """Runs in file order, cut into chunks of about :data:`VERIFY_CHUNK_ROWS` rows."""
+    chunks: list[list[tuple[dict[str, Any], RowSlice]]] = [[]]
+    rows = 0
+    for run in runs:
+        if chunks[-1] and rows + run[1].rows > VERIFY_CHUNK_ROWS:
+            chunks.append([])
+            rows = 0
+        chunks[-1].append(run)
+        rows += run[1].rows
+    return chunks
+
+
+def _verify_source(run_dir: Path, table: str, row: dict[str, Any], packed_rows: int) -> None:
+    """The run directory's file of ``table`` still holds the rows packed (count and digest)."""
+    source = _source_path(run_dir, table)
+    if not source.is_file():
+        raise PackError(f"{run_dir}: its {table} is packed but the run directory has no such file")
+    original = pq.ParquetFile(source).read(use_threads=False)
+    original = original.select(TABLE_SCHEMAS[table].names).cast(TABLE_SCHEMAS[table])
+    if original.num_rows != packed_rows:
+        raise PackError(
+            f"{run_dir}: {table} has {original.num_rows} row(s) in the run directory, {packed_rows} packed"
+        )
+    if content_digest(original) != row[f"{table}_digest"]:
+        raise PackError(f"{run_dir}: {table} rows of the run directory differ from those packed")
 
 
 def _source_path(run_dir: Path, table: str) -> Path:

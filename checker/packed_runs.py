@@ -68,7 +68,7 @@ _PLACEMENT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("digest", pa.string()),
 ]
 """Per table: the file (name within the table's directory), the run's row groups and rows in it,
-and the digest of its rows (:func:`checker.pack.content_digest`); null where the run has no such table."""
+and the digest of its rows (:mod:`checker.digest`); null where the run has no such table."""
 INDEX_SCHEMA = pa.schema(
     [
         *_PLAIN_FIELDS,
