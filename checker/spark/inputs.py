@@ -50,6 +50,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from checker.evidence import RunInput
 from harness.record.packed import RowSlice, bucket_count, bucket_file_name, packed_buckets, table_rows
 
 _SPARK_TYPES = {
@@ -79,6 +80,26 @@ class InputFile(NamedTuple):
     """The footer proves every row has ``run_id`` (min = max): the file may be a bucket's part."""
     rows_at: RowSlice | None = None
     """The run's rows in ``path`` when that is a packed store's file (:mod:`harness.record.packed`)."""
+
+
+def history_file(run: RunInput) -> InputFile:
+    """The run's history as an input file of a pass."""
+    return InputFile(
+        run.history_run_id, run.history_path, run.history_rows, run.history_holds_one_run, run.history_slice
+    )
+
+
+def replica_file(run: RunInput) -> InputFile | None:
+    """The run's replica table as an input file of a pass (None without one)."""
+    if run.replicas_path is None or run.replicas_run_id is None:
+        return None
+    return InputFile(
+        run.replicas_run_id,
+        run.replicas_path,
+        run.replica_rows,
+        run.replicas_hold_one_run,
+        run.replicas_slice,
+    )
 
 
 class SparkInputs:

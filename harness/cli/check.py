@@ -46,7 +46,10 @@ from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH_OR_GLOB", help="run directories, directories of runs, or globs"
+        "paths",
+        nargs="+",
+        metavar="PATH_OR_GLOB",
+        help="run directories, directories of runs, globs, or packed stores (tidemark store pack)",
     )
     add_check_options(parser)
 
