@@ -437,7 +437,9 @@ def value_details_with_ops(
 
     jobs = _history_jobs(runs, shown)
     with concurrent.futures.ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
-        found = list(pool.map(lambda job: locate(*job), jobs))
+        found = list(pool.map(lambda job: locate(*job), [job for job in jobs if job[1] is None]))
+        chunks = _packed_chunks([(path, at, wanted) for path, at, wanted in jobs if at is not None])
+        found += pool.map(_locate_chunk, chunks)
     if not found:
         no_rows = pd.DataFrame(columns=list(HISTORY_ROW_COLUMNS))
         return aggregate(no_rows), example_op_keys(pd.DataFrame()), no_rows
@@ -449,6 +451,54 @@ def value_details_with_ops(
     keys = example_op_keys(details.assign(value_text=None))
     kept = to_pandas(_joined([table for _, table in found]))
     return details, keys, select_example_rows(kept, keys)
+
+
+PACKED_CHUNK_ROWS = 1 << 20
+"""Rows of a packed file read together for the value details of the runs in it."""
+
+
+def _packed_chunks(
+    jobs: list[tuple[Path, RowSlice, pd.DataFrame]],
+) -> list[tuple[Path, list[tuple[RowSlice, pd.DataFrame]]]]:
+    """Packed runs' jobs by file, in file order, cut into chunks of about :data:`PACKED_CHUNK_ROWS` rows."""
+    by_file: dict[Path, list[tuple[RowSlice, pd.DataFrame]]] = {}
+    for path, at, wanted in jobs:
+        by_file.setdefault(path, []).append((at, wanted))
+    chunks: list[tuple[Path, list[tuple[RowSlice, pd.DataFrame]]]] = []
+    for path, items in by_file.items():
+        items.sort(key=lambda item: item[0].first_row)
+        rows = 0
+        for item in items:
+            if not chunks or chunks[-1][0] != path or rows + item[0].rows > PACKED_CHUNK_ROWS:
+                chunks.append((path, []))
+                rows = 0
+            chunks[-1][1].append(item)
+            rows += item[0].rows
+    return chunks
+
+
+def _locate_chunk(chunk: tuple[Path, list[tuple[RowSlice, pd.DataFrame]]]) -> tuple[pa.Table, pa.Table]:
+    """The value rows and the shown ops' rows (as ``locate`` in :func:`value_details_with_ops`) of
+    several runs of one packed file, from one read of their row groups.
+
+    Per run, the read and a dozen Arrow calls were 48 s of a 159 s check of 10,000 packed runs.
+    Here the values are matched for the whole chunk (a value shown in one run may be held by
+    another: the caller's merges keep each run's own), and each op is found by its exact (run,
+    index) pair."""
+    path, items = chunk
+    groups = [group for at, _ in items for group in at.row_groups]
+    table = open_packed(path, DICTIONARY_COLUMNS).read_row_groups(groups, use_threads=False)
+    values = pa.array(sorted({v for _, wanted in items for v in _ints(wanted["value"])}), pa.int64())
+    holding = pc.is_in(table["value"], values)
+    value_rows = table.select(list(VALUE_ROW_COLUMNS)).filter(holding)
+    # Ops as (run, index) pairs, each run numbered within the chunk: exact, however runs' indexes overlap.
+    _, run_number = np.unique(table["run_id"].to_numpy(), return_inverse=True)
+    index = table["index"].to_numpy()
+    op_key = run_number.astype(np.int64) * (int(index.max(initial=0)) + 1) + index
+    in_ops = np.isin(op_key, op_key[_positions(holding)])
+    of_ops = table.filter(pa.array(in_ops))
+    kept = of_ops.filter(pc.or_kleene(pc.is_null(of_ops["item"]), pc.is_in(of_ops["value"], values)))
+    return value_rows, kept
 
 
 def _may_hold(group: pq.RowGroupMetaData, names: list[str], positions: list[tuple[int, int]]) -> bool:
