@@ -7,6 +7,7 @@ through the real :class:`Nemesis` and scenario runner against the fake cluster o
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import threading
@@ -22,7 +23,7 @@ from harness.record.ops import Op
 from harness.record.recorder import Recorder
 from nemesis.mechanism import Nemesis
 from nemesis.package_run import run_package
-from nemesis.packages import PLANNERS, PackageContext, PackageError, plan_package
+from nemesis.packages import PARTITION_WAITS, PLANNERS, PackageContext, PackageError, plan_package
 from nemesis.plan import Layout, PlanError, PlannedStep, schedule
 from nemesis.scenario import parse_scenario
 from nemesis.spec import HEALS, PACKAGE_FAULTS, PACKAGE_KINDS, NemesisSpec
@@ -139,8 +140,47 @@ def test_zombie_fetch_keeps_the_zombie_deaf_over_two_leadership_moves() -> None:
         deaf = faults.index(("metadata-delay", "G"))
         hears = faults.index(("metadata-heal", "G"))
         assert deaf < faults.index(("kill", "L")) < faults.index(("kill", "F")) < hears
-        bind = steps[0]["bind"]
+        bind = next(step["bind"] for step in steps if "bind" in step)
         assert {bind["F"].split("#")[1], bind["G"].split("#")[1]} == {"1", "2"}
+        waits = [(step["wait"], step.get("node")) for step in steps if "wait" in step]
+        # The scripted scenario's conditions: G fenced before the leader is cut off, G's log past
+        # F's before the leader dies, each new leader awaited by name.
+        assert waits.index(("not-in-isr", "G")) < waits.index(("log-end-past", "G"))
+        assert ("leader-is", "F") in waits and ("leader-is", "L") in waits
+        assert not any("produce" in step for step in steps), "no markers where the workload sends none"
+
+
+def test_zombie_fetch_sends_a_marker_in_each_new_epoch_where_the_workload_can() -> None:
+    context = dataclasses.replace(CONTEXTS[0], markers=True)
+    for seed in range(10):
+        steps = plan_package("zombie-fetch-across-epochs", random.Random(seed), context)
+        p = int(next(step["bind"] for step in steps if "bind" in step)["L"].split(":")[1])
+        markers = [number for number, step in enumerate(steps) if "produce" in step]
+        assert [steps[number - 1] for number in markers] == [
+            {"wait": "leader-is", "node": "F", "timeout": 20, "partition": p},
+            {"wait": "leader-is", "node": "L", "timeout": 20, "partition": p},
+        ]
+        assert all(steps[number]["partition"] == p for number in markers)
+        parse_scenario({"name": "zombie", "step": list(steps)}, "zombie")
+
+
+def test_every_partition_wait_of_a_package_is_on_the_partition_its_roles_are_bound_on() -> None:
+    context = dataclasses.replace(CONTEXTS[0], markers=True)
+    seen: set[int] = set()
+    for name in PLANNERS:
+        for seed in range(20):
+            steps = plan_package(name, random.Random(seed), context)
+            roles = [role for step in steps for role in step.get("bind", {}).values()]
+            if not roles:
+                continue
+            partitions = {int(role.split(":")[1].split("#")[0]) for role in roles}
+            assert len(partitions) == 1
+            p = partitions.pop()
+            seen.add(p)
+            for step in steps:
+                if step.get("wait") in PARTITION_WAITS:
+                    assert step.get("partition") == p, f"{name} seed {seed}: {step} is not on partition {p}"
+    assert seen == {0, 1, 2}
 
 
 def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:
@@ -155,7 +195,8 @@ def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns(
         assert faults.index(("start", ("C",))) < faults.index(("kill", ("A", "B")))
         awaited.add(any(step.get("wait") == "in-isr" for step in steps))
         after_double_failure = steps[[step.get("nodes") for step in steps].index(["A", "B"]) + 1]
-        assert after_double_failure == {"wait": "leader-is", "node": "C", "timeout": 20}, (
+        p = int(steps[1]["bind"]["A"].split(":")[1])
+        assert after_double_failure == {"wait": "leader-is", "node": "C", "timeout": 20, "partition": p}, (
             "the heal waits for the joiner's election, as the scripted scenario does"
         )
     assert awaited == {True, False}
@@ -201,7 +242,9 @@ class PackageCluster(FakeCluster):
         pass
 
 
-def package_nemesis(recorder: Recorder, spec: NemesisSpec) -> tuple[Nemesis, PackageCluster]:
+def package_nemesis(
+    recorder: Recorder, spec: NemesisSpec, workload: object | None = None
+) -> tuple[Nemesis, PackageCluster]:
     """A nemesis that runs ``spec``'s packages on a fresh fake cluster (partition ``queue``-0, RF 3)."""
     cluster = PackageCluster()
     nemesis = Nemesis(
@@ -212,8 +255,54 @@ def package_nemesis(recorder: Recorder, spec: NemesisSpec) -> tuple[Nemesis, Pac
         settle_timeout=1,
         package_cluster=cluster,
         replication_factor=3,
+        workload=workload,
     )
     return nemesis, cluster
+
+
+class MarkerWorkload:
+    """A workload with the marker ability: records the partitions it was asked to send to."""
+
+    def __init__(self) -> None:
+        self.markers: list[int] = []
+
+    def send_marker(self, partition: int) -> None:
+        self.markers.append(partition)
+
+
+def test_a_package_sends_its_markers_through_the_workload_that_has_them(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        scenario_run_module,
+        "_partition_info",
+        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
+    )
+    recorder, ops = recorded
+    workload = MarkerWorkload()
+    nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)), workload)
+    assert nemesis.packages is not None and nemesis.packages.markers
+    steps = (
+        {"bind": {"K1": "leader-of:0"}},
+        {"fault": "kill", "node": "K1"},
+        {"produce": "marker", "partition": 0},
+        {"fault": "start", "node": "K1"},
+    )
+    run_package(
+        nemesis,
+        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
+        cluster,
+        "queue",
+        threading.Event(),
+    )
+    assert workload.markers == [0]
+    assert [(op.f, op.type) for op in ops if op.f == "package" and op.type != "invoke"] == [("package", "ok")]
+
+
+def test_without_the_marker_ability_packages_plan_no_markers(recorded: tuple[Recorder, list[Op]]) -> None:
+    recorder, _ = recorded
+    nemesis, _ = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)), object())
+    assert nemesis.packages is not None and not nemesis.packages.markers and nemesis.markers is None
 
 
 @pytest.fixture
