@@ -31,6 +31,7 @@ in ``$TMPDIR`` printed at the start).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -41,7 +42,7 @@ from typing import Any
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.run.hunt import HuntResult, hunt, parse_duration
+from harness.run.hunt import HuntResult, default_mix, hunt, parse_duration
 from harness.run.spec import TestSpec
 from nemesis.scenario import Scenario, library, load_scenario
 from nemesis.spec import HUNT_MIX, POWER_LOSS, POWER_LOSS_MIX, NemesisSpec
@@ -104,7 +105,7 @@ in the safe baseline is a finding of its own."""
 
 def spec_for(scenario: Scenario, settings: dict[str, str], time_limit: float, interval: float) -> TestSpec:
     faults = mix_for(scenario)
-    return TestSpec(
+    spec = TestSpec(
         name=f"hunt-{scenario.name}",
         node_count=scenario.node_count,
         time_limit=time_limit,
@@ -115,6 +116,10 @@ def spec_for(scenario: Scenario, settings: dict[str, str], time_limit: float, in
             interval_seconds=interval,
             targets=MINORITY_TARGETS if POWER_LOSS in faults else None,
         ),
+    )
+    # Only the packages that fit the scenario's cluster: KIP-279's topic has two replicas.
+    return dataclasses.replace(
+        spec, nemesis=dataclasses.replace(spec.nemesis, faults=default_mix(spec, faults))
     )
 
 

@@ -440,6 +440,25 @@ def _on_the_package_partition(steps: list[Step]) -> list[Step]:
     ]
 
 
+def applicable_packages(names: tuple[str, ...], context: PackageContext) -> tuple[str, ...]:
+    """``names`` without the packages that cannot apply to ``context`` (single faults kept).
+
+    For a *default* mix, which must fit any cluster it is given: a hunt of a two-replica
+    topic with every package of :data:`nemesis.spec.HUNT_MIX` named had each run refused
+    (``stale-leader-lagging-joiner needs a replication factor of at least 3``).  Packages a
+    user named are checked with :func:`check_packages` instead, which refuses with the reason.
+    """
+    kept = []
+    for name in names:
+        if name in PLANNERS:
+            try:
+                plan_package(name, random.Random(0), context)
+            except PackageError:
+                continue
+        kept.append(name)
+    return tuple(kept)
+
+
 def check_packages(names: tuple[str, ...], context: PackageContext) -> None:
     """Raise :class:`PackageError` now if any of ``names`` cannot apply to ``context``."""
     for name in names:

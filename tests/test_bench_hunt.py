@@ -41,3 +41,12 @@ def test_the_safe_baseline_turns_every_switch_to_its_valid_value(bench_hunt: Mod
     assert safe["eligible.leader.replicas.enable"] == "true"
     assert safe["truncation.mode"] != "high-watermark"
     assert safe["unclean.leader.election.enable"] == "false"
+
+
+def test_a_two_replica_mode_hunts_with_only_the_packages_its_topic_can_take(bench_hunt: ModuleType) -> None:
+    kip279 = bench_hunt.catalogue()["leader.epoch.lookup=single"]
+    assert kip279.workload["replication_factor"] == 2
+    spec = bench_hunt.spec_for(kip279, {"leader.epoch.lookup": "single"}, 30.0, 5.0)
+    assert "leader-crash-storm" in spec.nemesis.faults
+    assert "stale-leader-lagging-joiner" not in spec.nemesis.faults
+    assert "zombie-fetch-across-epochs" not in spec.nemesis.faults

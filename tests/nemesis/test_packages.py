@@ -23,7 +23,14 @@ from harness.record.ops import Op
 from harness.record.recorder import Recorder
 from nemesis.mechanism import Nemesis
 from nemesis.package_run import run_package
-from nemesis.packages import PARTITION_WAITS, PLANNERS, PackageContext, PackageError, plan_package
+from nemesis.packages import (
+    PARTITION_WAITS,
+    PLANNERS,
+    PackageContext,
+    PackageError,
+    applicable_packages,
+    plan_package,
+)
 from nemesis.plan import Layout, PlanError, PlannedStep, schedule
 from nemesis.scenario import parse_scenario
 from nemesis.spec import HEALS, PACKAGE_FAULTS, PACKAGE_KINDS, NemesisSpec
@@ -393,3 +400,16 @@ def test_a_package_in_flight_when_the_run_winds_down_goes_on_to_its_end_and_noth
     assert not thread.is_alive()
     packages = [(op.type, op.error) for op in ops if op.f == "package"]
     assert packages == [("invoke", None), ("ok", None)], "finished, not cut off, and no second one"
+
+
+def test_applicable_packages_keeps_single_faults_and_drops_only_what_cannot_apply() -> None:
+    mix = (
+        "kill",
+        "stale-leader-lagging-joiner",
+        "last-replica-standing",
+        "quiet",
+        "zombie-fetch-across-epochs",
+    )
+    assert applicable_packages(mix, CONTEXTS[0]) == mix
+    # replication factor 2, no lazy filesystem: the three-replica and power-loss packages go
+    assert applicable_packages(mix, CONTEXTS[1]) == ("kill", "quiet")
