@@ -25,7 +25,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 * ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within
   0-2 s; half the draws hold the window open by cutting the two apart while the follower restarts;
 * ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor
-  leads (fast failover, KIP-279), then all restarted;
+  leads, then all restarted; or (half the draws) the leadership sent back and forth 2-4 times
+  between two replicas that each return alone while the other is down (fast failover, KIP-279);
 * ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the
   controller) long enough for the ISR to shrink, then it is killed;
 * ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and
@@ -121,7 +122,15 @@ def follower_restart_leader_crash(rng: random.Random, context: PackageContext) -
 
 
 def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step]:
+    """Leaders killed in quick succession.  Half the draws keep every crashed leader down (a
+    storm: each failover lands on a replica that saw the last one); the other half restart the
+    previous leader as the next one falls, so the leadership goes back and forth between two
+    replicas that each come back alone while the other is down -- KIP-279's fast failover, where
+    each election is unclean if the settings allow it (else the wait for it times out and the
+    package heals)."""
     p = _partition_of(rng, context)
+    if rng.random() < 0.5:
+        return _ping_pong(rng, context, p)
     crashes = rng.randint(2, min(4, max(2, context.replication_factor)))
     steps: list[Step] = []
     names = []
@@ -136,6 +145,43 @@ def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step
         if number < crashes:
             steps.append({"wait": "leader-is-not", "node": name, "timeout": 20})
     steps.append({"fault": "start", "nodes": names})
+    return steps
+
+
+def _ping_pong(rng: random.Random, context: PackageContext, p: int) -> list[Step]:
+    """The leadership back and forth between A and B, each returning alone (the other replicas
+    down meanwhile), each new epoch given a marker where the workload sends them -- after a
+    failover the workload's producers may still be backing off, and an epoch without a record
+    leaves nothing to diverge."""
+    others = [f"O{n}" for n in range(2, context.replication_factor)]
+    binding = {
+        "A": f"leader-of:{p}",
+        "B": f"follower-of:{p}#1",
+        **{o: f"follower-of:{p}#{o[1:]}" for o in others},
+    }
+    marker: list[Step] = [{"produce": "marker", "partition": p}] if context.markers else []
+    steps: list[Step] = [{"bind": binding}]
+    if others:
+        steps.append({"fault": "kill", "nodes": others})
+    steps += [
+        {"fault": "kill", "node": "B"},
+        {"wait": "not-in-isr", "node": "B", "timeout": 40},
+        *marker,
+        _sleep(rng, 0.5, 2.0, "the leader takes writes alone in its epoch"),
+    ]
+    falls, rises = "A", "B"
+    for _ in range(rng.randint(2, 4)):
+        steps += [
+            {"fault": "kill", "node": falls},
+            {"fault": "start", "node": rises},
+            {"wait": "leader-is", "node": rises, "timeout": 20},
+            *marker,
+            _sleep(rng, 0.5, 2.0, "the returned replica takes writes alone in a new epoch"),
+        ]
+        falls, rises = rises, falls
+    steps.append({"fault": "start", "node": rises})
+    if others:
+        steps.append({"fault": "start", "nodes": others})
     return steps
 
 

@@ -413,3 +413,32 @@ def test_applicable_packages_keeps_single_faults_and_drops_only_what_cannot_appl
     assert applicable_packages(mix, CONTEXTS[0]) == mix
     # replication factor 2, no lazy filesystem: the three-replica and power-loss packages go
     assert applicable_packages(mix, CONTEXTS[1]) == ("kill", "quiet")
+
+
+def test_leader_crash_storm_also_sends_the_leadership_back_and_forth_between_two_lone_replicas() -> None:
+    context = dataclasses.replace(CONTEXTS[0], markers=True)
+    variants = set()
+    for seed in range(40):
+        steps = plan_package("leader-crash-storm", random.Random(seed), context)
+        ping_pong = "A" in steps[0]["bind"]
+        variants.add(ping_pong)
+        if not ping_pong:
+            continue
+        faults = [
+            (step["fault"], tuple(step.get("nodes") or [step["node"]])) for step in steps if "fault" in step
+        ]
+        # The third replica is down for the whole exchange, so each return is alone.
+        assert faults[0] == ("kill", ("O2",)) and faults[-1] == ("start", ("O2",))
+        leaders = [step["node"] for step in steps if step.get("wait") == "leader-is"]
+        assert 2 <= len(leaders) <= 4 and leaders[:2] == ["B", "A"]
+        assert all(a != b for a, b in itertools.pairwise(leaders)), "the leadership alternates"
+        for number, step in enumerate(steps):
+            if step.get("wait") == "leader-is":
+                assert steps[number - 1] == {"fault": "start", "node": step["node"]}
+                assert "produce" in steps[number + 1], "each new epoch gets a marker"
+    assert variants == {True, False}
+    two_replicas = PackageContext(("n1", "n2"), 1, 2)
+    for seed in range(20):
+        steps = plan_package("leader-crash-storm", random.Random(seed), two_replicas)
+        assert not any("produce" in step for step in steps)
+        assert not any(step.get("nodes") == ["O2"] for step in steps)
