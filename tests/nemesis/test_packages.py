@@ -267,6 +267,32 @@ def package_nemesis(
     return nemesis, cluster
 
 
+def plant_leader_n2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every metadata view answers: partition 0 led by n2, every replica in the ISR."""
+    monkeypatch.setattr(
+        scenario_run_module,
+        "_partition_info",
+        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
+    )
+
+
+def run_around_the_leaders_kill(nemesis: Nemesis, cluster: PackageCluster, middle: dict[str, Any]) -> None:
+    """Run a leader-crash-storm package of its leader's kill, ``middle``, and its restart."""
+    steps = (
+        {"bind": {"K1": "leader-of:0"}},
+        {"fault": "kill", "node": "K1"},
+        middle,
+        {"fault": "start", "node": "K1"},
+    )
+    run_package(
+        nemesis,
+        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
+        cluster,
+        "queue",
+        threading.Event(),
+    )
+
+
 class MarkerWorkload:
     """A workload with the marker ability: records the partitions it was asked to send to."""
 
@@ -280,28 +306,12 @@ class MarkerWorkload:
 def test_a_package_sends_its_markers_through_the_workload_that_has_them(
     recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        scenario_run_module,
-        "_partition_info",
-        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
-    )
+    plant_leader_n2(monkeypatch)
     recorder, ops = recorded
     workload = MarkerWorkload()
     nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)), workload)
     assert nemesis.packages is not None and nemesis.packages.markers
-    steps = (
-        {"bind": {"K1": "leader-of:0"}},
-        {"fault": "kill", "node": "K1"},
-        {"produce": "marker", "partition": 0},
-        {"fault": "start", "node": "K1"},
-    )
-    run_package(
-        nemesis,
-        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
-        cluster,
-        "queue",
-        threading.Event(),
-    )
+    run_around_the_leaders_kill(nemesis, cluster, {"produce": "marker", "partition": 0})
     assert workload.markers == [0]
     assert [(op.f, op.type) for op in ops if op.f == "package" and op.type != "invoke"] == [("package", "ok")]
 
@@ -355,27 +365,11 @@ def test_a_package_runs_as_ops_inside_a_package_op(
 def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
     recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        scenario_run_module,
-        "_partition_info",
-        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
-    )
+    plant_leader_n2(monkeypatch)
     recorder, ops = recorded
     nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)))
     # The leader never changes in the planted view: "leader-is-not" times out.
-    steps = (
-        {"bind": {"K1": "leader-of:0"}},
-        {"fault": "kill", "node": "K1"},
-        {"wait": "leader-is-not", "node": "K1", "timeout": 0.3},
-        {"fault": "start", "node": "K1"},
-    )
-    run_package(
-        nemesis,
-        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
-        cluster,
-        "queue",
-        threading.Event(),
-    )
+    run_around_the_leaders_kill(nemesis, cluster, {"wait": "leader-is-not", "node": "K1", "timeout": 0.3})
     package = [op for op in ops if op.f == "package" and op.type != "invoke"]
     assert package[0].type == "info" and "timed out" in str(package[0].error)
     completed = [(op.f, op.type, op.value) for op in ops if op.type != "invoke"]
