@@ -75,6 +75,7 @@ from nemesis.plan import (
     resolve_leader_step,
     schedule,
 )
+from nemesis.scenario_run import MarkerSender
 from nemesis.schedule_run import follow_schedule
 from nemesis.spec import (
     CONSUMER_CHURN,
@@ -124,7 +125,8 @@ class Nemesis:
 
     ``leader_partitions`` are the topic partitions whose leader the ``leader``/``followers``/
     ``isolate-leader`` targets follow (one is drawn per step); ``workload`` is asked for the
-    optional abilities some faults need (``consumer-churn``: :mod:`nemesis.consumer_churn`).
+    optional abilities some faults need (``consumer-churn``: :mod:`nemesis.consumer_churn`; marker
+    sends for packages' ``produce`` steps: :class:`nemesis.scenario_run.MarkerSender`).
     Raises PlanError at once when the spec cannot be carried out on this cluster or workload. ``remote_timeout`` bounds every remote call;
     ``settle_timeout`` bounds the wait for a SIGKILLed broker to be gone.
     """
@@ -157,6 +159,7 @@ class Nemesis:
                 power_loss=isinstance(cluster, PowerLoss),
                 metadata_delay=cluster.controller is not None,
                 quiet_seconds=spec.interval_seconds,
+                markers=isinstance(workload, MarkerSender),
             )
             if package_cluster is not None and self.leader_partitions
             else None
@@ -164,6 +167,8 @@ class Nemesis:
         check_plan(spec, self.layout, self.leader_partitions, self.packages)
         self.churn = check_churn(spec.faults, workload)  # the workload's optional ability, if needed
         self._workload = workload
+        self.markers = workload if isinstance(workload, MarkerSender) else None
+        """The workload's marker sends, for packages' ``produce`` steps (None: it has none)."""
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.heal_all_wait = heal_all_wait

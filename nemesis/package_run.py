@@ -40,10 +40,11 @@ PACKAGE_OP = "package"
 
 
 class _NoMarkers:
-    """Packages never ``produce``: a marker step is refused by construction."""
+    """The workload sends no markers: a package plans none then
+    (:attr:`nemesis.packages.PackageContext.markers`), so one reaching here is a planning bug."""
 
     def send_marker(self, partition: int) -> object:
-        raise ScenarioFailed("fault packages do not send markers")
+        raise ScenarioFailed("this run's workload sends no markers")
 
 
 def run_package(
@@ -59,7 +60,7 @@ def run_package(
         context = ScenarioContext(
             cluster=cluster,
             nemesis=nemesis,
-            workload=_NoMarkers(),
+            workload=nemesis.markers or _NoMarkers(),
             topic=topic,
             log=logger.info,
             stop=stop_event,

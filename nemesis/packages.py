@@ -7,7 +7,8 @@ package is such a choreography with its timing and targets drawn from a ``random
 run's packages follow from its seed like the rest of its schedule.
 
 A package plans **scenario steps** -- the vocabulary of :mod:`nemesis.scenario` (``bind`` nodes
-by role, ``fault``, ``wait`` on a condition, ``sleep`` with a ``why``) -- so that what the
+by role, ``fault``, ``wait`` on a condition, ``sleep`` with a ``why``, and ``produce`` a marker
+where the workload sends them) -- so that what the
 nemesis did is one format whether it was scripted or drawn: the mechanism runs the steps with
 the scenario runner, every fault lands in the history as an op, and a failing run's packages can
 be written back as a scenario file. Roles (``leader-of:P``, ``follower-of:P#N``) are resolved
@@ -24,7 +25,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 * ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within
   0-2 s; half the draws hold the window open by cutting the two apart while the follower restarts;
 * ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor
-  leads (fast failover, KIP-279), then all restarted;
+  leads, then all restarted; or (half the draws) the leadership sent back and forth 2-4 times
+  between two replicas that each return alone while the other is down (fast failover, KIP-279);
 * ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the
   controller) long enough for the ISR to shrink, then it is killed;
 * ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and
@@ -84,6 +86,9 @@ class PackageContext:
     power_loss: bool = False
     metadata_delay: bool = False
     quiet_seconds: float = 10.0
+    markers: bool = False
+    """The workload sends markers (``produce`` steps): packages that need writes to reach a new
+    leader at once plan them only then."""
 
 
 def _sleep(rng: random.Random, low: float, high: float, why: str) -> Step:
@@ -117,7 +122,15 @@ def follower_restart_leader_crash(rng: random.Random, context: PackageContext) -
 
 
 def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step]:
+    """Leaders killed in quick succession.  Half the draws keep every crashed leader down (a
+    storm: each failover lands on a replica that saw the last one); the other half restart the
+    previous leader as the next one falls, so the leadership goes back and forth between two
+    replicas that each come back alone while the other is down -- KIP-279's fast failover, where
+    each election is unclean if the settings allow it (else the wait for it times out and the
+    package heals)."""
     p = _partition_of(rng, context)
+    if rng.random() < 0.5:
+        return _ping_pong(rng, context, p)
     crashes = rng.randint(2, min(4, max(2, context.replication_factor)))
     steps: list[Step] = []
     names = []
@@ -132,6 +145,43 @@ def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step
         if number < crashes:
             steps.append({"wait": "leader-is-not", "node": name, "timeout": 20})
     steps.append({"fault": "start", "nodes": names})
+    return steps
+
+
+def _ping_pong(rng: random.Random, context: PackageContext, p: int) -> list[Step]:
+    """The leadership back and forth between A and B, each returning alone (the other replicas
+    down meanwhile), each new epoch given a marker where the workload sends them -- after a
+    failover the workload's producers may still be backing off, and an epoch without a record
+    leaves nothing to diverge."""
+    others = [f"O{n}" for n in range(2, context.replication_factor)]
+    binding = {
+        "A": f"leader-of:{p}",
+        "B": f"follower-of:{p}#1",
+        **{o: f"follower-of:{p}#{o[1:]}" for o in others},
+    }
+    marker: list[Step] = [{"produce": "marker", "partition": p}] if context.markers else []
+    steps: list[Step] = [{"bind": binding}]
+    if others:
+        steps.append({"fault": "kill", "nodes": others})
+    steps += [
+        {"fault": "kill", "node": "B"},
+        {"wait": "not-in-isr", "node": "B", "timeout": 40},
+        *marker,
+        _sleep(rng, 0.5, 2.0, "the leader takes writes alone in its epoch"),
+    ]
+    falls, rises = "A", "B"
+    for _ in range(rng.randint(2, 4)):
+        steps += [
+            {"fault": "kill", "node": falls},
+            {"fault": "start", "node": rises},
+            {"wait": "leader-is", "node": rises, "timeout": 20},
+            *marker,
+            _sleep(rng, 0.5, 2.0, "the returned replica takes writes alone in a new epoch"),
+        ]
+        falls, rises = rises, falls
+    steps.append({"fault": "start", "node": rises})
+    if others:
+        steps.append({"fault": "start", "nodes": others})
     return steps
 
 
@@ -298,7 +348,10 @@ def last_replica_standing(rng: random.Random, context: PackageContext) -> list[S
     followers = [f"F{n}" for n in range(1, context.replication_factor)]
     rng.shuffle(followers)
     binding = {"L": f"leader-of:{p}", **{name: f"follower-of:{p}#{name[1:]}" for name in followers}}
-    steps: list[Step] = [{"bind": binding}]
+    # As the scripted scenario opens: every follower in the ISR, so that each cut below is what
+    # shrinks it (after an earlier fault of a random run one may still be catching up, and the
+    # writes "acknowledged by the ISR that is left" would then be acknowledged by the leader alone).
+    steps: list[Step] = [{"wait": "caught-up", "partition": p, "timeout": 40}, {"bind": binding}]
     cut: list[str] = []
     for name in followers:
         cut.append(name)
@@ -309,8 +362,9 @@ def last_replica_standing(rng: random.Random, context: PackageContext) -> list[S
                 "kind": "isolate-leader-from-followers" if len(cut) == len(followers) else "leader-follower",
             },
             {"wait": "not-in-isr", "node": name, "timeout": 40},
-            _sleep(rng, 0.0, 3.0, "writes are acknowledged by the ISR that is left"),
         ]
+        if len(cut) < len(followers):
+            steps.append(_sleep(rng, 0.5, 3.0, "writes are acknowledged by the ISR that is left"))
     steps += [
         {"fault": "power-loss", "node": "L"},
         {"fault": "start", "node": "L"},
@@ -323,13 +377,22 @@ def last_replica_standing(rng: random.Random, context: PackageContext) -> list[S
 
 def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> list[Step]:
     """KIP-320: the zombie follower G holds records of epoch e that the next leader never got,
-    and keeps fetching from the old leader after it leads again in a later epoch."""
+    and keeps fetching from the old leader after it leads again in a later epoch.
+
+    Its waits are the scripted scenario's conditions (``kip320-zombie-follower``), its sleeps
+    drawn: G out of the ISR before the leader is cut off (else G, not F, may be elected), G's
+    log past F's before the leader dies (else there is no stale suffix to diverge), and -- where
+    the workload sends markers -- one marker in each new epoch, since the workload's producers
+    mostly cannot find the new leader while the zombie answers Metadata with the old one.
+    """
     if not context.metadata_delay:
         raise PackageError(f"{ZOMBIE_FETCH_ACROSS_EPOCHS} needs a controller node")
     _three_replicas(ZOMBIE_FETCH_ACROSS_EPOCHS, context)
     p = _partition_of(rng, context)
     zombie = rng.randint(1, 2)
+    marker: list[Step] = [{"produce": "marker", "partition": p}] if context.markers else []
     return [
+        {"wait": "caught-up", "partition": p, "timeout": 40},
         {
             "bind": {
                 "L": f"leader-of:{p}",
@@ -338,17 +401,20 @@ def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> l
             }
         },
         {"fault": "metadata-delay", "node": "G"},
-        _sleep(rng, 0.5, 4.0, "the zombie may leave the ISR before the leader is cut off, or not"),
+        {"wait": "not-in-isr", "node": "G", "timeout": 40},
         {"fault": "partition", "grudge": {"L": ["F"], "F": ["L"]}, "kind": "leader-follower"},
-        _sleep(rng, 0.5, 3.0, "the leader appends what only the zombie replicates"),
+        {"wait": "log-end-past", "node": "G", "than": "F", "partition": p, "timeout": 30},
+        _sleep(rng, 0.0, 2.0, "the leader appends more that only the zombie replicates"),
         {"fault": "kill", "node": "L"},
-        {"wait": "leader-is-not", "node": "L", "timeout": 20},
+        {"wait": "leader-is", "node": "F", "timeout": 20},
+        *marker,
         _sleep(rng, 0.5, 2.0, "the next leader takes writes in the next epoch"),
         {"fault": "heal"},
         {"fault": "start", "node": "L"},
         {"wait": "in-isr", "node": "L", "timeout": 40},
         {"fault": "kill", "node": "F"},
-        {"wait": "leader-is-not", "node": "F", "timeout": 20},
+        {"wait": "leader-is", "node": "L", "timeout": 20},
+        *marker,
         _sleep(rng, 1.0, 4.0, "the zombie fetches from a leader of a newer epoch than it knows"),
         {"fault": "metadata-heal", "node": "G"},
         {"fault": "start", "node": "F"},
@@ -385,7 +451,58 @@ def plan_package(name: str, rng: random.Random, context: PackageContext) -> tupl
         raise PackageError(f"no fault package {name!r}; known: {', '.join(PLANNERS)}")
     if context.partitions < 1:
         raise PackageError(f"{name} needs a topic partition to follow")
-    return tuple(PLANNERS[name](rng, context))
+    return tuple(_on_the_package_partition(PLANNERS[name](rng, context)))
+
+
+PARTITION_WAITS = frozenset(
+    {"leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "log-end-past"}
+)
+"""The waits whose condition is about one partition (a scenario step without ``partition``
+means partition 0)."""
+
+
+def _on_the_package_partition(steps: list[Step]) -> list[Step]:
+    """Every partition wait of a package on the partition its roles are bound on.
+
+    A wait without ``partition`` is about partition 0 in the scenario vocabulary; a package
+    binds its roles on a drawn partition ``p``, so ``leader-is C`` must ask about ``p`` too (it
+    asked about 0 before, and with two partitions half the draws awaited the wrong one).
+    """
+    bound = [
+        int(role.split(":")[1].split("#")[0])
+        for step in steps
+        for role in step.get("bind", {}).values()
+        if role.split(":")[0] in ("leader-of", "follower-of")
+    ]
+    if not bound:
+        return steps
+    if len(set(bound)) > 1:
+        raise AssertionError(f"a package binds roles on one partition, not {sorted(set(bound))}")
+    return [
+        {**step, "partition": bound[0]}
+        if step.get("wait") in PARTITION_WAITS and "partition" not in step
+        else step
+        for step in steps
+    ]
+
+
+def applicable_packages(names: tuple[str, ...], context: PackageContext) -> tuple[str, ...]:
+    """``names`` without the packages that cannot apply to ``context`` (single faults kept).
+
+    For a *default* mix, which must fit any cluster it is given: a hunt of a two-replica
+    topic with every package of :data:`nemesis.spec.HUNT_MIX` named had each run refused
+    (``stale-leader-lagging-joiner needs a replication factor of at least 3``).  Packages a
+    user named are checked with :func:`check_packages` instead, which refuses with the reason.
+    """
+    kept = []
+    for name in names:
+        if name in PLANNERS:
+            try:
+                plan_package(name, random.Random(0), context)
+            except PackageError:
+                continue
+        kept.append(name)
+    return tuple(kept)
 
 
 def check_packages(names: tuple[str, ...], context: PackageContext) -> None:

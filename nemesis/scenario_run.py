@@ -16,7 +16,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from harness.cluster.kafka_admin import (
     OFFSETS_TOPIC,
@@ -62,8 +62,10 @@ class ScenarioNemesis(Protocol):
         ...
 
 
+@runtime_checkable
 class MarkerSender(Protocol):
-    """What a ``produce`` step needs of the workload."""
+    """What a ``produce`` step needs of the workload (an optional ability: fault packages use
+    it where the workload has it, :attr:`nemesis.packages.PackageContext.markers`)."""
 
     def send_marker(self, partition: int) -> object: ...
 

@@ -121,7 +121,9 @@ HUNT_MIX: tuple[str, ...] = (
 Every package that needs no lazy filesystem, with kill and partition as single faults; power
 loss is left out because, unless the broker fsyncs every message (``flush.messages=1``), the
 loss it causes is permitted and would end every hunt with an expected anomaly -- the nightly
-hunt adds it (and the packages built on it, :data:`POWER_LOSS_MIX`) with ``flush.messages=1``.  ``bench/hunt.py`` measures this mix against every
+hunt adds it (and the packages built on it, :data:`POWER_LOSS_MIX`) with ``flush.messages=1``.
+A hunt draws only the packages its cluster can take (``harness.run.hunt.default_mix``: no
+three-replica choreography on a topic of two).  ``bench/hunt.py`` measures this mix against every
 buggy setting of the catalogue (the figures are in ``docs/bugs.md``).
 """
 POWER_LOSS_MIX: tuple[str, ...] = (POWER_LOSS, POWER_LOSS_FOLLOWER_LEADER_CRASH, LAST_REPLICA_STANDING)

@@ -19,9 +19,9 @@ from checker.definitions import ALL_CHECKS
 from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.run.hunt import hunt
+from harness.run.hunt import default_mix, hunt
 from harness.run.hunt import parse_duration as run_duration
-from nemesis.spec import HUNT_MIX, NemesisSpecError, parse_name_list
+from nemesis.spec import NemesisSpecError, parse_name_list
 
 
 def parse_duration(text: str, flag: str) -> float:
@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     spec = run_cli.spec_from_arguments(args)
     if args.name is None:
         spec = dataclasses.replace(spec, name="hunt")
-    if not spec.nemesis.faults:  # no --nemesis: the measured default mix
-        spec = dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=HUNT_MIX))
+    if not spec.nemesis.faults:  # no --nemesis: the measured default mix, what of it applies
+        spec = dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=default_mix(spec)))
     run_cli.check_spec(spec)
     stop_on = parse_anomaly_names(args.stop_on) if args.stop_on else frozenset()
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()

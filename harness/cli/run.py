@@ -217,6 +217,23 @@ def check_spec(spec: TestSpec) -> None:
         split_settings(spec.settings)
     except SettingsError as error:
         raise UsageError(str(error)) from None
+    check_nemesis_packages(spec)
+
+
+def check_nemesis_packages(spec: TestSpec) -> None:
+    """Refuse a named fault package that cannot apply to the spec's cluster, before it starts
+    (it was refused inside the run, with a traceback, once per run of a hunt)."""
+    from nemesis.packages import PackageError, check_packages
+    from nemesis.spec import PACKAGE_KINDS
+
+    context = spec.package_context()
+    named = tuple(name for name in spec.nemesis.faults if name in PACKAGE_KINDS)
+    if context is None or not named:
+        return
+    try:
+        check_packages(named, context)
+    except PackageError as error:
+        raise UsageError(f"--nemesis: {error}") from None
 
 
 def check_tansu_spec(spec: TestSpec) -> None:

@@ -34,7 +34,8 @@ from typing import Any, TextIO
 from harness.record import store
 from harness.record.rundir import RunDir
 from harness.run.spec import TestSpec
-from nemesis.spec import PACKAGE_GRACE_SECONDS
+from nemesis.packages import applicable_packages
+from nemesis.spec import HUNT_MIX, PACKAGE_GRACE_SECONDS
 
 HUNT_FILE = "hunt.json"
 _clock = time.monotonic
@@ -55,6 +56,15 @@ def parse_duration(text: str) -> float:
     if match is None or float(match[1]) <= 0:
         raise ValueError(f"{text!r}: expected a positive duration such as 90s, 10m or 1h")
     return float(match[1]) * _UNIT_SECONDS[match[2]]
+
+
+def default_mix(spec: TestSpec, mix: tuple[str, ...] = HUNT_MIX) -> tuple[str, ...]:
+    """``mix`` (default :data:`nemesis.spec.HUNT_MIX`) without the fault packages that cannot
+    apply to ``spec``'s cluster -- e.g. the three-replica choreographies on a topic of two
+    replicas -- so that a default mix fits any cluster (a named package that cannot apply is
+    refused instead: ``harness.cli.run.check_nemesis_packages``)."""
+    context = spec.package_context()
+    return mix if context is None else applicable_packages(mix, context)
 
 
 def default_run_timeout(spec: TestSpec) -> float:

@@ -23,6 +23,7 @@ from typing import Any
 from harness.cluster import bundled, postgres
 from harness.cluster.targets import DEFAULT_TARGET as DEFAULT_TARGET
 from harness.cluster.targets import TARGETS as TARGETS
+from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec
 from workloads.queue import QueueSpec
@@ -195,6 +196,26 @@ class TestSpec:
             scenario_definition=scenario.definition,
             settings={**scenario.settings, **self.settings},
             power_loss_filesystem=self.power_loss_filesystem or power_loss,
+        )
+
+    def package_context(self) -> PackageContext | None:
+        """What the nemesis's fault packages will be given on this spec's cluster, known before it
+        starts -- for the bundled broker in containers only (None for an external cluster or
+        tansu, whose nodes are known only once the cluster answers): its brokers, the workload's
+        partitions and replication factor, the lazy filesystem, the controller node, and the
+        queue workload's marker sends."""
+        if self.target != DEFAULT_TARGET or self.bootstrap is not None:
+            return None
+        from harness.cluster.docker_cluster import broker_names
+
+        return PackageContext(
+            brokers=tuple(broker_names(self.node_count)),
+            partitions=self.workload.partitions,
+            replication_factor=self.workload.replication_factor,
+            power_loss=self.power_loss_filesystem,
+            metadata_delay=True,
+            quiet_seconds=self.nemesis.interval_seconds,
+            markers=True,
         )
 
     def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:

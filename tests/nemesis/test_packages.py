@@ -7,6 +7,7 @@ through the real :class:`Nemesis` and scenario runner against the fake cluster o
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import threading
@@ -22,7 +23,14 @@ from harness.record.ops import Op
 from harness.record.recorder import Recorder
 from nemesis.mechanism import Nemesis
 from nemesis.package_run import run_package
-from nemesis.packages import PLANNERS, PackageContext, PackageError, plan_package
+from nemesis.packages import (
+    PARTITION_WAITS,
+    PLANNERS,
+    PackageContext,
+    PackageError,
+    applicable_packages,
+    plan_package,
+)
 from nemesis.plan import Layout, PlanError, PlannedStep, schedule
 from nemesis.scenario import parse_scenario
 from nemesis.spec import HEALS, PACKAGE_FAULTS, PACKAGE_KINDS, NemesisSpec
@@ -139,8 +147,47 @@ def test_zombie_fetch_keeps_the_zombie_deaf_over_two_leadership_moves() -> None:
         deaf = faults.index(("metadata-delay", "G"))
         hears = faults.index(("metadata-heal", "G"))
         assert deaf < faults.index(("kill", "L")) < faults.index(("kill", "F")) < hears
-        bind = steps[0]["bind"]
+        bind = next(step["bind"] for step in steps if "bind" in step)
         assert {bind["F"].split("#")[1], bind["G"].split("#")[1]} == {"1", "2"}
+        waits = [(step["wait"], step.get("node")) for step in steps if "wait" in step]
+        # The scripted scenario's conditions: G fenced before the leader is cut off, G's log past
+        # F's before the leader dies, each new leader awaited by name.
+        assert waits.index(("not-in-isr", "G")) < waits.index(("log-end-past", "G"))
+        assert ("leader-is", "F") in waits and ("leader-is", "L") in waits
+        assert not any("produce" in step for step in steps), "no markers where the workload sends none"
+
+
+def test_zombie_fetch_sends_a_marker_in_each_new_epoch_where_the_workload_can() -> None:
+    context = dataclasses.replace(CONTEXTS[0], markers=True)
+    for seed in range(10):
+        steps = plan_package("zombie-fetch-across-epochs", random.Random(seed), context)
+        p = int(next(step["bind"] for step in steps if "bind" in step)["L"].split(":")[1])
+        markers = [number for number, step in enumerate(steps) if "produce" in step]
+        assert [steps[number - 1] for number in markers] == [
+            {"wait": "leader-is", "node": "F", "timeout": 20, "partition": p},
+            {"wait": "leader-is", "node": "L", "timeout": 20, "partition": p},
+        ]
+        assert all(steps[number]["partition"] == p for number in markers)
+        parse_scenario({"name": "zombie", "step": list(steps)}, "zombie")
+
+
+def test_every_partition_wait_of_a_package_is_on_the_partition_its_roles_are_bound_on() -> None:
+    context = dataclasses.replace(CONTEXTS[0], markers=True)
+    seen: set[int] = set()
+    for name in PLANNERS:
+        for seed in range(20):
+            steps = plan_package(name, random.Random(seed), context)
+            roles = [role for step in steps for role in step.get("bind", {}).values()]
+            if not roles:
+                continue
+            partitions = {int(role.split(":")[1].split("#")[0]) for role in roles}
+            assert len(partitions) == 1
+            p = partitions.pop()
+            seen.add(p)
+            for step in steps:
+                if step.get("wait") in PARTITION_WAITS:
+                    assert step.get("partition") == p, f"{name} seed {seed}: {step} is not on partition {p}"
+    assert seen == {0, 1, 2}
 
 
 def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:
@@ -155,7 +202,8 @@ def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns(
         assert faults.index(("start", ("C",))) < faults.index(("kill", ("A", "B")))
         awaited.add(any(step.get("wait") == "in-isr" for step in steps))
         after_double_failure = steps[[step.get("nodes") for step in steps].index(["A", "B"]) + 1]
-        assert after_double_failure == {"wait": "leader-is", "node": "C", "timeout": 20}, (
+        p = int(steps[1]["bind"]["A"].split(":")[1])
+        assert after_double_failure == {"wait": "leader-is", "node": "C", "timeout": 20, "partition": p}, (
             "the heal waits for the joiner's election, as the scripted scenario does"
         )
     assert awaited == {True, False}
@@ -201,7 +249,9 @@ class PackageCluster(FakeCluster):
         pass
 
 
-def package_nemesis(recorder: Recorder, spec: NemesisSpec) -> tuple[Nemesis, PackageCluster]:
+def package_nemesis(
+    recorder: Recorder, spec: NemesisSpec, workload: object | None = None
+) -> tuple[Nemesis, PackageCluster]:
     """A nemesis that runs ``spec``'s packages on a fresh fake cluster (partition ``queue``-0, RF 3)."""
     cluster = PackageCluster()
     nemesis = Nemesis(
@@ -212,8 +262,64 @@ def package_nemesis(recorder: Recorder, spec: NemesisSpec) -> tuple[Nemesis, Pac
         settle_timeout=1,
         package_cluster=cluster,
         replication_factor=3,
+        workload=workload,
     )
     return nemesis, cluster
+
+
+def plant_leader_n2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every metadata view answers: partition 0 led by n2, every replica in the ISR."""
+    monkeypatch.setattr(
+        scenario_run_module,
+        "_partition_info",
+        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
+    )
+
+
+def run_around_the_leaders_kill(nemesis: Nemesis, cluster: PackageCluster, middle: dict[str, Any]) -> None:
+    """Run a leader-crash-storm package of its leader's kill, ``middle``, and its restart."""
+    steps = (
+        {"bind": {"K1": "leader-of:0"}},
+        {"fault": "kill", "node": "K1"},
+        middle,
+        {"fault": "start", "node": "K1"},
+    )
+    run_package(
+        nemesis,
+        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
+        cluster,
+        "queue",
+        threading.Event(),
+    )
+
+
+class MarkerWorkload:
+    """A workload with the marker ability: records the partitions it was asked to send to."""
+
+    def __init__(self) -> None:
+        self.markers: list[int] = []
+
+    def send_marker(self, partition: int) -> None:
+        self.markers.append(partition)
+
+
+def test_a_package_sends_its_markers_through_the_workload_that_has_them(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant_leader_n2(monkeypatch)
+    recorder, ops = recorded
+    workload = MarkerWorkload()
+    nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)), workload)
+    assert nemesis.packages is not None and nemesis.packages.markers
+    run_around_the_leaders_kill(nemesis, cluster, {"produce": "marker", "partition": 0})
+    assert workload.markers == [0]
+    assert [(op.f, op.type) for op in ops if op.f == "package" and op.type != "invoke"] == [("package", "ok")]
+
+
+def test_without_the_marker_ability_packages_plan_no_markers(recorded: tuple[Recorder, list[Op]]) -> None:
+    recorder, _ = recorded
+    nemesis, _ = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)), object())
+    assert nemesis.packages is not None and not nemesis.packages.markers and nemesis.markers is None
 
 
 @pytest.fixture
@@ -259,27 +365,11 @@ def test_a_package_runs_as_ops_inside_a_package_op(
 def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
     recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        scenario_run_module,
-        "_partition_info",
-        lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
-    )
+    plant_leader_n2(monkeypatch)
     recorder, ops = recorded
     nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)))
     # The leader never changes in the planted view: "leader-is-not" times out.
-    steps = (
-        {"bind": {"K1": "leader-of:0"}},
-        {"fault": "kill", "node": "K1"},
-        {"wait": "leader-is-not", "node": "K1", "timeout": 0.3},
-        {"fault": "start", "node": "K1"},
-    )
-    run_package(
-        nemesis,
-        PlannedStep(0, 0, "leader-crash-storm", "package", steps=steps),
-        cluster,
-        "queue",
-        threading.Event(),
-    )
+    run_around_the_leaders_kill(nemesis, cluster, {"wait": "leader-is-not", "node": "K1", "timeout": 0.3})
     package = [op for op in ops if op.f == "package" and op.type != "invoke"]
     assert package[0].type == "info" and "timed out" in str(package[0].error)
     completed = [(op.f, op.type, op.value) for op in ops if op.type != "invoke"]
@@ -304,3 +394,45 @@ def test_a_package_in_flight_when_the_run_winds_down_goes_on_to_its_end_and_noth
     assert not thread.is_alive()
     packages = [(op.type, op.error) for op in ops if op.f == "package"]
     assert packages == [("invoke", None), ("ok", None)], "finished, not cut off, and no second one"
+
+
+def test_applicable_packages_keeps_single_faults_and_drops_only_what_cannot_apply() -> None:
+    mix = (
+        "kill",
+        "stale-leader-lagging-joiner",
+        "last-replica-standing",
+        "quiet",
+        "zombie-fetch-across-epochs",
+    )
+    assert applicable_packages(mix, CONTEXTS[0]) == mix
+    # replication factor 2, no lazy filesystem: the three-replica and power-loss packages go
+    assert applicable_packages(mix, CONTEXTS[1]) == ("kill", "quiet")
+
+
+def test_leader_crash_storm_also_sends_the_leadership_back_and_forth_between_two_lone_replicas() -> None:
+    context = dataclasses.replace(CONTEXTS[0], markers=True)
+    variants = set()
+    for seed in range(40):
+        steps = plan_package("leader-crash-storm", random.Random(seed), context)
+        ping_pong = "A" in steps[0]["bind"]
+        variants.add(ping_pong)
+        if not ping_pong:
+            continue
+        faults = [
+            (step["fault"], tuple(step.get("nodes") or [step["node"]])) for step in steps if "fault" in step
+        ]
+        # The third replica is down for the whole exchange, so each return is alone.
+        assert faults[0] == ("kill", ("O2",)) and faults[-1] == ("start", ("O2",))
+        leaders = [step["node"] for step in steps if step.get("wait") == "leader-is"]
+        assert 2 <= len(leaders) <= 4 and leaders[:2] == ["B", "A"]
+        assert all(a != b for a, b in itertools.pairwise(leaders)), "the leadership alternates"
+        for number, step in enumerate(steps):
+            if step.get("wait") == "leader-is":
+                assert steps[number - 1] == {"fault": "start", "node": step["node"]}
+                assert "produce" in steps[number + 1], "each new epoch gets a marker"
+    assert variants == {True, False}
+    two_replicas = PackageContext(("n1", "n2"), 1, 2)
+    for seed in range(20):
+        steps = plan_package("leader-crash-storm", random.Random(seed), two_replicas)
+        assert not any("produce" in step for step in steps)
+        assert not any(step.get("nodes") == ["O2"] for step in steps)

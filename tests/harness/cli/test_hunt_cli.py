@@ -44,3 +44,35 @@ def test_an_unknown_stop_on_name_is_a_bad_argument(
     code = main(["hunt", "--budget", "1m", "--stop-on", "lost", "--store", str(tmp_path)])
     assert code == 254 and not calls
     assert "--stop-on[0]: unknown name 'lost'" in capsys.readouterr().err
+
+
+def test_the_default_mix_leaves_out_the_packages_a_two_replica_topic_cannot_take(
+    calls: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    main(["hunt", "--budget", "1m", "--replication-factor", "2", "--store", str(tmp_path)])
+    faults = calls[0]["spec"].nemesis.faults
+    left_out = {"stale-leader-lagging-joiner", "zombie-fetch-across-epochs"}
+    assert left_out <= set(HUNT_MIX) and not left_out & set(faults)
+    assert faults == tuple(name for name in HUNT_MIX if name not in left_out)
+
+
+def test_a_named_package_the_cluster_cannot_take_is_refused_in_one_line_before_any_run(
+    calls: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "hunt",
+            "--budget",
+            "1m",
+            "--replication-factor",
+            "2",
+            "--nemesis",
+            "kill,stale-leader-lagging-joiner",
+            "--store",
+            str(tmp_path),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 254 and not calls
+    assert "--nemesis: stale-leader-lagging-joiner needs a replication factor of at least 3" in err
+    assert "Traceback" not in err

@@ -1,0 +1,52 @@
+"""The hunt bench's pure parts: which catalogue scenario stands for each switch, and the nemesis a
+mode's hunts get (no Docker: nothing here hunts)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench_hunt() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_hunt", REPO / "bench" / "hunt.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_hunt"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_power_loss_modes_never_strike_a_majority_and_the_others_strike_anywhere(
+    bench_hunt: ModuleType,
+) -> None:
+    catalogue = bench_hunt.catalogue()
+    kip966 = catalogue["eligible.leader.replicas.enable=false"]
+    spec = bench_hunt.spec_for(kip966, {"eligible.leader.replicas.enable": "false"}, 30.0, 5.0)
+    assert "power-loss" in spec.nemesis.faults
+    assert spec.nemesis.targets == ("one", "minority", "leader")
+    kip101 = catalogue["truncation.mode=high-watermark"]
+    spec = bench_hunt.spec_for(kip101, {"truncation.mode": "high-watermark"}, 30.0, 5.0)
+    assert "power-loss" not in spec.nemesis.faults and spec.nemesis.targets is None
+
+
+def test_the_safe_baseline_turns_every_switch_to_its_valid_value(bench_hunt: ModuleType) -> None:
+    safe = bench_hunt.safe_settings(bench_hunt.catalogue())
+    assert safe["eligible.leader.replicas.enable"] == "true"
+    assert safe["truncation.mode"] != "high-watermark"
+    assert safe["unclean.leader.election.enable"] == "false"
+
+
+def test_a_two_replica_mode_hunts_with_only_the_packages_its_topic_can_take(bench_hunt: ModuleType) -> None:
+    kip279 = bench_hunt.catalogue()["leader.epoch.lookup=single"]
+    assert kip279.workload["replication_factor"] == 2
+    spec = bench_hunt.spec_for(kip279, {"leader.epoch.lookup": "single"}, 30.0, 5.0)
+    assert "leader-crash-storm" in spec.nemesis.faults
+    assert "stale-leader-lagging-joiner" not in spec.nemesis.faults
+    assert "zombie-fetch-across-epochs" not in spec.nemesis.faults
