@@ -19,6 +19,13 @@ core checks (lost-write, replica-divergence, duplicate):
 * ``duckdb`` -- a bench-only SQL implementation of the same three checks (counts plus
   five examples each), as a reference for how fast a scan can go on this machine.
 
+With ``--packed`` the same runs are also packed (``tidemark store pack``, :mod:`checker.pack`; once,
+cached beside the runs, its time printed apart and never inside a check's) and two more rows per
+round time ``duckdb@packed`` and ``spark@packed`` over the packed store: the bench's SQL over the
+packed tables' directories, and the real checker over the runs of the store's index.  Their ratio
+is to the same round's DuckDB on the run directories, as for every row, and also to
+``duckdb@packed`` (printed in brackets).
+
 With ``--checks all`` two more rows per round, ``spark+all`` and ``pandas+all``, run every check
 (:data:`checker.definitions.ALL_CHECKS`: the order, group, white-box and liveness checks too)
 over the same runs, reported apart so the core three stay comparable with earlier figures; each
@@ -72,6 +79,25 @@ def _size(text: str) -> int:
 # ---------------------------------------------------------------- data generation
 
 
+PACKED_SUFFIX = "@packed"
+"""An engine name with this suffix reads the packed store of the runs (``--packed``)."""
+
+
+def packed_dataset(runs: list[Path]) -> tuple[Path, float | None]:
+    """The packed store of ``runs`` (beside them) and the seconds packing took (None: cached)."""
+    from checker.api import load_runs
+    from checker.pack import pack_runs, remove_partial
+    from harness.record.packed import is_packed
+
+    target = runs[0].parent.with_name(runs[0].parent.name + "-packed")
+    if is_packed(target):
+        return target, None
+    remove_partial(target)
+    started = time.perf_counter()
+    pack_runs(load_runs(runs), target)
+    return target, time.perf_counter() - started
+
+
 def dataset(root: Path, total: int, run_size: int) -> list[Path]:
     # A new layout is generated afresh; the run size is part of the name, since the same total
     # in runs of another size is another data set.
@@ -109,13 +135,18 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def _duckdb(runs: list[Path]) -> dict[str, int]:
+def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     import duckdb
+
+    from harness.record.packed import HISTORY, REPLICAS
 
     con = duckdb.connect()
     con.execute("SET threads = 2")
-    hist = "[" + ",".join(f"'{r / 'history.parquet'}'" for r in runs) + "]"
-    reps = "[" + ",".join(f"'{r / 'replicas.parquet'}'" for r in runs) + "]"
+    if packed:  # runs: the packed store; its tables' directories as globs
+        hist, reps = (f"'{runs[0] / table}/*.parquet'" for table in (HISTORY, REPLICAS))
+    else:
+        hist = "[" + ",".join(f"'{r / 'history.parquet'}'" for r in runs) + "]"
+        reps = "[" + ",".join(f"'{r / 'replicas.parquet'}'" for r in runs) + "]"
     con.execute(f"""
         CREATE TEMP TABLE complete AS SELECT run_id, partition, bool_or(complete) AS complete
         FROM read_parquet({hist}) WHERE f = 2 AND type = 1 GROUP BY ALL""")
@@ -161,7 +192,10 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]
     from checker.definitions import ALL_CHECKS, CORE_CHECKS, DEFAULT_EXAMPLE_LIMIT
     from checker.driver import check_pass
     from checker.evidence import load_run
+    from checker.packed_runs import load_packed
 
+    packed = engine_name.endswith(PACKED_SUFFIX)
+    engine_name = engine_name.removesuffix(PACKED_SUFFIX)
     every_check = engine_name.endswith(ALL_SUFFIX)
     engine_name = engine_name.removesuffix(ALL_SUFFIX)
 
@@ -182,7 +216,7 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]
     started = time.perf_counter()
     results = check_pass(
         engine,
-        [load_run(r) for r in runs],
+        load_packed(runs[0]) if packed else [load_run(r) for r in runs],
         ALL_CHECKS if every_check else CORE_CHECKS,
         DEFAULT_EXAMPLE_LIMIT,
         on_answer=lambda question: answered.append((question, time.perf_counter())),
@@ -209,8 +243,8 @@ def worker(engine: str, runs: list[Path]) -> None:
     threading.Thread(target=sample, daemon=True).start()
     session = 0.0
     started = time.perf_counter()
-    if engine == "duckdb":
-        counts: dict[str, Any] = dict(_duckdb(runs))
+    if engine.removesuffix(PACKED_SUFFIX) == "duckdb":
+        counts: dict[str, Any] = dict(_duckdb(runs, packed=engine.endswith(PACKED_SUFFIX)))
         counts["_seconds"] = time.perf_counter() - started
     else:
         counts, session = _checker(runs, engine)
@@ -254,6 +288,11 @@ def main() -> None:
         default="core",
         help="all: also time every check (spark+all, pandas+all rows, with each question's time)",
     )
+    parser.add_argument(
+        "--packed",
+        action="store_true",
+        help="also pack the runs (tidemark store pack, timed apart) and time duckdb@packed and spark@packed",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("runs", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -261,7 +300,7 @@ def main() -> None:
         worker(args.worker, [Path(r) for r in args.runs])
         return
     print(
-        f"{'size':>6} {'engine':>9} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'session s':>9}  vs duckdb  counts"
+        f"{'size':>6} {'engine':>13} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'session s':>9}  vs duckdb  counts"
     )
     # (size, engine) -> [(wall seconds, seconds / DuckDB's of the same round)] for the closing ranges.
     measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -281,10 +320,17 @@ def main() -> None:
         engines = ["duckdb", "spark"] + (["pandas"] if total <= _size(args.pandas_max) else [])
         if args.checks == "all":
             engines += [engine + ALL_SUFFIX for engine in engines if engine != "duckdb"]
+        store = None
+        if args.packed:
+            store, packing = packed_dataset(runs)
+            took = "cached" if packing is None else f"packed in {packing:.1f} s"
+            print(f"# {size_text}: packed store {store} ({took}, not in any check's time)", flush=True)
+            engines += ["duckdb" + PACKED_SUFFIX, "spark" + PACKED_SUFFIX]
         for _ in range(args.rounds):
-            duck = None
+            duck = duck_packed = None
             for engine in engines:
-                command = [sys.executable, __file__, "--worker", engine, *map(str, runs)]
+                sources = [store] if engine.endswith(PACKED_SUFFIX) and store is not None else runs
+                command = [sys.executable, __file__, "--worker", engine, *map(str, sources)]
                 out = (
                     subprocess.run(command, check=True, capture_output=True, text=True)
                     .stdout.strip()
@@ -292,13 +338,16 @@ def main() -> None:
                 )
                 result = json.loads(out)
                 duck = result["seconds"] if engine == "duckdb" else duck
+                duck_packed = result["seconds"] if engine == "duckdb" + PACKED_SUFFIX else duck_packed
                 ratio = f"{result['seconds'] / duck:8.2f}x" if duck else "        -"
+                if engine.endswith(PACKED_SUFFIX) and duck_packed:
+                    ratio += f" [{result['seconds'] / duck_packed:.2f}x]"
                 measured.setdefault((size_text, engine), []).append(
                     (result["seconds"], result["seconds"] / duck if duck else 0.0)
                 )
                 verdict = "ok" if result["counts"] == expected else f"MISMATCH {result['counts']}"
                 print(
-                    f"{size_text:>6} {engine:>9} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
+                    f"{size_text:>6} {engine:>13} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
                     f"{result['peak_rss'] / 2**30:8.2f}G {result['session_seconds']:9.1f} {ratio}  {verdict}",
                     flush=True,
                 )
@@ -315,7 +364,7 @@ def _print_ranges(measured: dict[tuple[str, str], list[tuple[float, float]]], ro
         walls = [wall for wall, _ in figures]
         ratios = [ratio for _, ratio in figures]
         print(
-            f"{size_text:>6} {engine:>9} {min(walls):6.1f}-{max(walls):.1f} s"
+            f"{size_text:>6} {engine:>13} {min(walls):6.1f}-{max(walls):.1f} s"
             f"   {min(ratios):.2f}-{max(ratios):.2f}x duckdb"
         )
 

@@ -12,6 +12,8 @@ Modules:
   such as realtime-order and stale-read, ...), defined once, with the list of their names;
 * ``expectations`` -- which anomalies a run's own configuration permits;
 * ``evidence`` -- locating and validating a run's files before any engine touches them;
+* ``pack`` and ``packed_runs`` -- packing loaded runs into a packed store (``harness.record.packed``),
+  verified against the run directories, and the store's index read back as runs to check;
 * ``invariant_evidence`` -- the event logs the white-box checks read: not applicable or incomplete;
 * ``engine`` -- the contract between the driver and its engines;
 * ``driver`` -- runs the checks through an engine, decides verdicts, writes ``results.json``;

@@ -2,7 +2,9 @@
 
 The runner (one run, checked as it finishes), the campaign (every run of a matrix in one
 Spark job) and the ``tidemark check``/``analyze`` commands all go through these functions,
-so a run is checked the same way whoever asks.  Bad evidence raises
+so a run is checked the same way whoever asks -- from its run directory or from a packed
+store (:mod:`harness.record.packed`, made by :mod:`checker.pack`), whose runs' results are
+written to their run directories all the same.  Bad evidence raises
 :class:`checker.evidence.InputError` (from :func:`checker.evidence.load_run`), a path that
 names no run raises :class:`harness.record.rundir.RunDirectoryError`; callers decide
 whether that is a usage error (the CLI) or a problem recorded with the run (the runner).
@@ -21,13 +23,25 @@ from checker.definitions import DEFAULT_LIVENESS, Liveness
 from checker.driver import check_pass, write_results
 from checker.engine import Engine
 from checker.evidence import RunInput, load_run, split_passes
+from checker.packed_runs import load_packed
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
+from harness.record.packed import is_packed
 from harness.record.rundir import find_run_dirs
 
 
 def resolve_runs(arguments: Sequence[str]) -> list[Path]:
     """Run directories named by ``arguments`` (run dirs, directories of runs, globs), each once."""
     return find_run_dirs(arguments)
+
+
+def resolve_sources(arguments: Sequence[str]) -> tuple[list[Path], list[Path]]:
+    """The run directories and the packed stores (:mod:`harness.record.packed`) ``arguments`` name.
+
+    A packed store is named as itself (the directory holding ``runs.parquet``), never searched
+    for run directories; every other argument is as for :func:`resolve_runs`."""
+    packed = [Path(argument) for argument in arguments if is_packed(Path(argument))]
+    others = [argument for argument in arguments if not is_packed(Path(argument))]
+    return (resolve_runs(others) if others else []), list(dict.fromkeys(packed))
 
 
 @contextlib.contextmanager
@@ -97,6 +111,18 @@ def load_runs(
         return [load(run_dir) for run_dir in run_dirs]
     with concurrent.futures.ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
         return list(pool.map(load, run_dirs))
+
+
+def load_packed_stores(stores: Sequence[Path], *, progress: CheckProgress | None = None) -> list[RunInput]:
+    """The runs of each packed store, in index order (:func:`checker.packed_runs.load_packed`):
+    one small file per store, no run directory or footer read."""
+    runs = []
+    for store in stores:
+        for run in load_packed(store):
+            runs.append(run)
+            if progress is not None:
+                progress.run_loaded(run.run_dir)
+    return runs
 
 
 def check_runs(

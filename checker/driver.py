@@ -270,8 +270,12 @@ class _Batch:
         if self.invariants.empty:
             return
         rows = _records(self.invariants)
-        paths = {run.events_run_id: run.events_path for run in event_runs if run.events_run_id is not None}
-        self.events = fetch_events({k: v for k, v in paths.items() if v is not None}, event_keys(rows))
+        paths = {
+            run.events_run_id: (run.events_path, run.events_slice)
+            for run in event_runs
+            if run.events_run_id is not None and run.events_path is not None
+        }
+        self.events = fetch_events(paths, event_keys(rows))
         replicas_of = {run.events_run_id: run.replicas_run_id for run in event_runs}
         positions = [
             (replicas_of[row["run_id"]], row["partition"], row["value"])

@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from checker.definitions import REPLICA_CHECKS
 from checker.invariant_evidence import event_evidence
 from harness.record.history import HistoryFormatError, convert_history, holds_only, read_footer
+from harness.record.packed import RowSlice
 from harness.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
 from harness.record.rundir import RunDir, SpecFileError
 
@@ -80,13 +81,21 @@ class RunInput:
     replica_rows: int = 0
     """Rows of the replica file (its footer), 0 without one."""
     history_holds_one_run: bool = False
-    """The history file's footer proves it holds this run's rows alone (``run_id`` min = max)."""
+    """The history file's footer proves it holds this run's rows alone (``run_id`` min = max); for
+    a packed store, its slice does (verified when packed)."""
     replicas_hold_one_run: bool = False
     """Likewise for the replica file (:mod:`checker.spark.inputs` may then bucket the pass by run)."""
     replicas_hold_one_topic: bool = False
     """The replica file's footer proves every row is of the run's topic (no topic filter needed)."""
     replica_log_sizes: dict[str, int] = dataclasses.field(default_factory=dict)
     """node -> records of the run's topic in that replica (LEO - log start, summed over partitions)."""
+    history_slice: RowSlice | None = None
+    """Where the run's rows are in ``history_path`` when that is a packed file
+    (:mod:`harness.record.packed`); None: the file is the run's own."""
+    replicas_slice: RowSlice | None = None
+    """Likewise for ``replicas_path``."""
+    events_slice: RowSlice | None = None
+    """Likewise for ``events_path``."""
 
     @property
     def name(self) -> str:

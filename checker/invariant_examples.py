@@ -31,9 +31,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from checker.definitions import HW_REGRESSION, INCOMPLETE_LEADER, ISR_DIVERGENCE, TRUNCATED_COMMITTED
+from checker.fetch import read_run_table
+from harness.record.packed import RowSlice
 
 EventKey = tuple[int, str, int]
 """(events run id, node name, seq)."""
@@ -49,13 +50,15 @@ def event_keys(rows: Iterable[dict[str, Any]]) -> set[EventKey]:
     return keys
 
 
-def fetch_events(paths: dict[int, Path], keys: set[EventKey]) -> dict[EventKey, dict[str, Any]]:
+def fetch_events(
+    paths: dict[int, tuple[Path, RowSlice | None]], keys: set[EventKey]
+) -> dict[EventKey, dict[str, Any]]:
     """The events ``keys`` name, parsed from the ``line`` column of each run's ``events.parquet``
-    (``paths``: events run id -> file)."""
+    (``paths``: events run id -> file, and the run's rows in it when it is packed)."""
     found: dict[EventKey, dict[str, Any]] = {}
     for run_id in sorted({key[0] for key in keys}):
         wanted = sorted({key[2] for key in keys if key[0] == run_id})
-        table = pq.read_table(paths[run_id], columns=["node_name", "seq", "line"])
+        table = read_run_table(*paths[run_id], ["node_name", "seq", "line"], ())
         table = table.filter(pc.is_in(table["seq"], pa.array(wanted, pa.int64())))
         for node, seq, line in zip(
             *(table[name].to_pylist() for name in ("node_name", "seq", "line")), strict=True

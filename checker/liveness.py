@@ -26,10 +26,11 @@ import pyarrow.compute as pc
 
 from checker.definitions import UNPOLLED_AGE_EDGES_S, Liveness
 from checker.evidence import RunInput
-from checker.fetch import READ_THREADS, open_parquet
+from checker.fetch import DICTIONARY_COLUMNS, READ_THREADS
 from harness.record.faults import NemesisRow, active_intervals, fault_windows, nemesis_events
 from harness.record.history import F_NEMESIS
 from harness.record.ops import OP_TYPES
+from harness.record.packed import read_run
 
 NS: Final = 1_000_000_000
 OPEN_END: Final = 2**63 - 1
@@ -63,11 +64,11 @@ _NEMESIS_COLUMNS = ["index", "time", "type", "f_name", "payload", "error"]
 def nemesis_rows(run: RunInput) -> list[NemesisRow]:
     """The run's nemesis ops, read from ``history.parquet`` (only rows with ``f`` nemesis).
 
-    Read with one bare ``ParquetFile`` and filtered in Arrow: ``pq.read_table`` with a filter
+    Read with one bare ``ParquetFile`` (of a packed store: the run's row groups alone) and filtered in Arrow: ``pq.read_table`` with a filter
     goes through the dataset machinery at ten times the fixed cost per file, which a check of
     thousands of small runs pays once per run.
     """
-    table = open_parquet(run.history_path).read(columns=["f", *_NEMESIS_COLUMNS], use_threads=False)
+    table = read_run(run.history_path, run.history_slice, ["f", *_NEMESIS_COLUMNS], DICTIONARY_COLUMNS)
     table = table.filter(pc.equal(table["f"], F_NEMESIS))
     return [
         NemesisRow(

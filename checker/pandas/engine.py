@@ -123,6 +123,11 @@ def _by_file(positions: candidates.Ints, sizes: list[int]) -> Iterator[tuple[int
             yield number, positions[low:high] - starts[number]
 
 
+def _history_key(runs: list[RunInput]) -> tuple[str, ...]:
+    """What names a pass's histories: each run's file, and its rows in it when the file is packed."""
+    return tuple(f"{run.history_path}:{run.history_slice}" for run in runs)
+
+
 class PandasEngine:
     """Loads each pass's histories once and answers the engine questions from memory."""
 
@@ -142,13 +147,20 @@ class PandasEngine:
 
     def _columns(self, runs: list[RunInput]) -> candidates.Columns:
         """The pass's histories, each column read when a question first needs it."""
-        key = tuple(str(run.history_path) for run in runs)
+        key = _history_key(runs)
         if key not in self._history:
 
             def read(names: list[str]) -> pa.Table:
-                return pa.concat_tables([fetch.read_table(run.history_path, names) for run in runs])
+                return pa.concat_tables(
+                    [fetch.read_run_table(run.history_path, run.history_slice, names) for run in runs]
+                )
 
-            sizes = [pq.ParquetFile(run.history_path).metadata.num_rows for run in runs]
+            sizes = [
+                pq.ParquetFile(run.history_path).metadata.num_rows
+                if run.history_slice is None
+                else run.history_slice.rows
+                for run in runs
+            ]
 
             def read_rows(names: list[str], positions: candidates.Ints) -> pa.Table:
                 asked = list(_by_file(positions, sizes)) or [
@@ -156,7 +168,13 @@ class PandasEngine:
                 ]  # none: types from one footer
                 return pa.concat_tables(
                     [
-                        fetch.read_rows(runs[number].history_path, rows, names, fetch.DICTIONARY_COLUMNS)
+                        fetch.read_run_rows(
+                            runs[number].history_path,
+                            runs[number].history_slice,
+                            rows,
+                            names,
+                            fetch.DICTIONARY_COLUMNS,
+                        )
                         for number, rows in asked
                     ]
                 )
@@ -170,7 +188,7 @@ class PandasEngine:
         by binary search in each file's ``index`` (:func:`checker.fetch.rows_of_ops`): no filter
         runs over every row of the pass."""
         index = self._columns(runs).ints("index")
-        sizes = self._history_sizes[tuple(str(run.history_path) for run in runs)]
+        sizes = self._history_sizes[_history_key(runs)]
         starts = np.cumsum([0, *sizes])
         wanted = {
             int(run_id): np.unique(rows["index"].to_numpy(dtype=np.int64))
@@ -193,22 +211,25 @@ class PandasEngine:
 
     def _replica_columns(self, runs: list[RunInput]) -> candidates.Columns | None:
         """The replica rows of each run's topic, each column read when first needed."""
-        key = tuple(str(run.replicas_path) for run in runs)
+        key = tuple(f"{run.replicas_path}:{run.replicas_slice}" for run in runs)
         if key not in self._replicas:
             stored = [run for run in runs if run.replicas_path is not None]
             of_topic: dict[int, pa.Array] = {}  # per run: which of its rows hold its topic, read once
 
             def topic_mask(number: int) -> pa.Array:
                 if number not in of_topic:
-                    path = stored[number].replicas_path
-                    topic = pq.read_table(path, columns=["topic"], read_dictionary=["topic"])
+                    run = stored[number]
+                    assert run.replicas_path is not None
+                    topic = fetch.read_run_table(run.replicas_path, run.replicas_slice, ["topic"], ["topic"])
                     of_topic[number] = pc.equal(topic["topic"], stored[number].topic).combine_chunks()
                 return of_topic[number]
 
             def read(names: list[str]) -> pa.Table:
                 tables = []
                 for number, run in enumerate(stored):
-                    table, mask = pq.read_table(run.replicas_path, columns=names), topic_mask(number)
+                    assert run.replicas_path is not None
+                    table = fetch.read_run_table(run.replicas_path, run.replicas_slice, names, ())
+                    mask = topic_mask(number)
                     # Most dumps hold one topic: filtering would only copy every column.
                     tables.append(table if mask.true_count == len(mask) else table.filter(mask))
                 return pa.concat_tables(tables)
@@ -221,7 +242,9 @@ class PandasEngine:
                     of_file = np.flatnonzero(np.asarray(topic_mask(number).to_numpy(zero_copy_only=False)))
                     path = stored[number].replicas_path
                     if path is not None:
-                        parts.append(fetch.read_rows(path, of_file[rows], names))
+                        parts.append(
+                            fetch.read_run_rows(path, stored[number].replicas_slice, of_file[rows], names)
+                        )
                 return pa.concat_tables(parts)
 
             self._replicas = {key: candidates.Columns(read, read_rows) if stored else None}

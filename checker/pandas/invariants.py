@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from checker.definitions import (
     HW_REGRESSION,
@@ -45,6 +44,8 @@ from checker.definitions import (
 )
 from checker.engine import to_pandas
 from checker.evidence import RunInput
+from checker.fetch import read_run_table
+from harness.record.packed import RowSlice
 
 EVENT_COLUMNS = (
     "run_id",
@@ -76,9 +77,10 @@ _NONE = -1
 """Stands for "no epoch" and "no HW" in running maxima (epochs and HWs are >= 0)."""
 
 
-def read_events(paths: Sequence[Path]) -> pd.DataFrame:
-    """The check columns of every ``events.parquet`` of a pass, as one frame."""
-    tables = [pq.read_table(path, columns=list(EVENT_COLUMNS)) for path in paths]
+def read_events(sources: Sequence[tuple[Path, RowSlice | None]]) -> pd.DataFrame:
+    """The check columns of every ``events.parquet`` of a pass (or a run's rows of a packed
+    file, :mod:`harness.record.packed`), as one frame."""
+    tables = [read_run_table(path, rows, EVENT_COLUMNS, ()) for path, rows in sources]
     if not tables:
         return pd.DataFrame(columns=list(EVENT_COLUMNS))
     return to_pandas(pa.concat_tables(tables))
@@ -346,9 +348,10 @@ def event_anomalies(events: pd.DataFrame, topics: dict[int, str], checks: frozen
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=OUTPUT)
 
 
-def replica_records(path: Path, topic: str, nodes: list[str]) -> pd.DataFrame:
-    """``node, partition, offset, record_id`` of ``nodes`` in the run's topic, from ``replicas.parquet``."""
-    table = pq.read_table(path, columns=["node", "topic", "partition", "offset", "record_id"])
+def replica_records(path: Path, rows: RowSlice | None, topic: str, nodes: list[str]) -> pd.DataFrame:
+    """``node, partition, offset, record_id`` of ``nodes`` in the run's topic, from ``replicas.parquet``
+    (or the run's ``rows`` of a packed file)."""
+    table = read_run_table(path, rows, ["node", "topic", "partition", "offset", "record_id"], ())
     table = table.filter(pc.and_(pc.equal(table["topic"], topic), pc.is_in(table["node"], pa.array(nodes))))
     return to_pandas(table.drop(["topic"]))
 
@@ -373,7 +376,9 @@ def pass_anomalies(runs: Sequence[RunInput], checks: frozenset[str], limit: int)
     runs = [run for run in runs if run.events_path is not None and run.events_run_id is not None]
     if not runs:
         return pd.DataFrame(columns=OUTPUT)
-    events = prepare(read_events([run.events_path for run in runs if run.events_path is not None]))
+    events = prepare(
+        read_events([(run.events_path, run.events_slice) for run in runs if run.events_path is not None])
+    )
     topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
     found = [event_anomalies(events, topics, checks)]
     if ISR_DIVERGENCE in checks:
@@ -385,7 +390,9 @@ def pass_anomalies(runs: Sequence[RunInput], checks: frozenset[str], limit: int)
                 continue
             nodes = sorted(set(of_run["leader"]) | set(of_run["member"]))
             records.append(
-                replica_records(run.replicas_path, run.topic, nodes).assign(run_id=run.events_run_id)
+                replica_records(run.replicas_path, run.replicas_slice, run.topic, nodes).assign(
+                    run_id=run.events_run_id
+                )
             )
         if records:
             found.append(isr_divergence(pairs, pd.concat(records, ignore_index=True)))

@@ -62,7 +62,7 @@ from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
 from checker.spark import groups, invariants, liveness, replicas, small_counts
-from checker.spark.inputs import InputFile, SparkInputs
+from checker.spark.inputs import SparkInputs, history_file, replica_file
 from checker.spark.order import poll_order, send_order
 from harness.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
 from harness.record.replicas import REPLICAS_SCHEMA
@@ -129,23 +129,12 @@ class SparkEngine:
 
     def _history(self, runs: list[RunInput]) -> DataFrame:
         """All histories of the pass as one DataFrame (the schema is given: no footer is read twice)."""
-        return self.inputs.frame(
-            [
-                InputFile(run.history_run_id, run.history_path, run.history_rows, run.history_holds_one_run)
-                for run in runs
-            ],
-            HISTORY_SCHEMA,
-        )
+        return self.inputs.frame([history_file(run) for run in runs], HISTORY_SCHEMA)
 
     def _replicas(self, runs: list[RunInput]) -> DataFrame:
         with_replicas = [run for run in runs if run.replicas_path is not None]
         frame = self.inputs.frame(
-            [
-                InputFile(run.replicas_run_id, run.replicas_path, run.replica_rows, run.replicas_hold_one_run)
-                for run in with_replicas
-                if run.replicas_path is not None and run.replicas_run_id is not None
-            ],
-            REPLICAS_SCHEMA,
+            [file for file in map(replica_file, with_replicas) if file is not None], REPLICAS_SCHEMA
         )
         if all(run.replicas_hold_one_topic for run in with_replicas):
             # Most dumps hold the run's topic alone, which their footers prove: comparing every

@@ -13,7 +13,12 @@ afterwards).  Spark then aggregates each run inside the task that reads it, with
 exchange: measured on 50 one-million-op runs, the value aggregation went from 15.9 s to
 9.1 s on 2 cores.
 
-When it is used, and why only then:
+A packed store (:mod:`harness.record.packed`) is that layout already, written by
+``tidemark store pack``: each table's directory is registered as it stands, with the bucket
+count its files record -- no links, so on any master -- and filtered to the pass's runs unless
+the pass is every run of it.
+
+For run directories, when it is used, and why only then:
 
 * only with a local master -- the links are on the driver's disk, which a cluster's
   executors cannot see;
@@ -45,6 +50,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from checker.evidence import RunInput
+from harness.record.packed import RowSlice, bucket_count, bucket_file_name, packed_buckets, table_rows
+
 _SPARK_TYPES = {
     "int8": "byte",
     "int16": "short",
@@ -70,27 +78,28 @@ class InputFile(NamedTuple):
     rows: int
     one_run: bool
     """The footer proves every row has ``run_id`` (min = max): the file may be a bucket's part."""
+    rows_at: RowSlice | None = None
+    """The run's rows in ``path`` when that is a packed store's file (:mod:`harness.record.packed`)."""
 
 
-BUCKET_ROWS = 1_000_000
-"""Rows per bucket of a bucketed table that make a task's worth of work (fewer buckets are
-never made than :data:`MIN_BUCKETS_PER_CORE` allows, so small passes get smaller buckets).
-
-One bucket is read by one task, and a task costs a fixed 10-50 ms (scheduling, a Parquet reader
-per file, generated code set up).  With a bucket per run, 1000 runs of 10 k rows meant 1000
-tasks per question for 10 M rows in all; packed into buckets of at least this many rows, every
-task does enough work to dwarf its fixed cost.  At 50 runs of 1 M rows it keeps one run per
-bucket, the layout measured best there."""
-MIN_BUCKETS_PER_CORE = 4
-"""Buckets per core at the least (when there are enough runs), so that runs of unequal size and
-Spark's hash placement (a bucket is ``pmod(hash(run_id), n)``) still leave no core idle at the end."""
+def history_file(run: RunInput) -> InputFile:
+    """The run's history as an input file of a pass."""
+    return InputFile(
+        run.history_run_id, run.history_path, run.history_rows, run.history_holds_one_run, run.history_slice
+    )
 
 
-def bucket_count(files: Sequence[InputFile], cores: int) -> int:
-    """How many buckets a bucketed table of ``files`` gets: see :data:`BUCKET_ROWS`."""
-    total = sum(file.rows for file in files)
-    wanted = max(-(-total // BUCKET_ROWS), MIN_BUCKETS_PER_CORE * cores)
-    return max(1, min(len(files), wanted))
+def replica_file(run: RunInput) -> InputFile | None:
+    """The run's replica table as an input file of a pass (None without one)."""
+    if run.replicas_path is None or run.replicas_run_id is None:
+        return None
+    return InputFile(
+        run.replicas_run_id,
+        run.replicas_path,
+        run.replica_rows,
+        run.replicas_hold_one_run,
+        run.replicas_slice,
+    )
 
 
 class SparkInputs:
@@ -130,22 +139,46 @@ class SparkInputs:
 
     def frame(self, files: Sequence[InputFile], schema: pa.Schema) -> DataFrame:
         """All ``files`` as one DataFrame with ``schema`` (cached per file list)."""
-        key = tuple(str(file.path) for file in files)
+        key = tuple(f"{file.path}:{file.run_id}" if file.rows_at else str(file.path) for file in files)
         with self._lock:
             return self._frame(key, files, schema)
 
     def _frame(self, key: tuple[str, ...], files: Sequence[InputFile], schema: pa.Schema) -> DataFrame:
         if key not in self._frames:
             ddl = pa_to_spark_schema(schema)
-            if self._wants_buckets(files):
+            if any(file.rows_at is not None for file in files):
+                self._frames[key] = self._packed(files, ddl)
+            elif self._wants_buckets(files):
                 self._frames[key] = self._bucketed_table(files, ddl)
             else:
                 paths = [str(file.path.resolve()) for file in files]
                 self._frames[key] = self.spark.read.schema(ddl).parquet(*paths)
         return self._frames[key]
 
+    def _packed(self, files: Sequence[InputFile], ddl: str) -> DataFrame:
+        """The runs' rows of packed files: their table's directory as the bucketed table it is, or,
+        for files of several tables or some of a run directory, the files read plainly; filtered to
+        the pass's runs unless they are all the table holds."""
+        folders = {file.path.parent.resolve() for file in files}
+        whole = all(file.rows_at is not None for file in files) and len(folders) == 1
+        if whole:
+            (folder,) = folders
+            name = f"tidemark_packed_{uuid.uuid4().hex}"
+            buckets = packed_buckets(files[0].path)
+            self.spark.sql(
+                f"CREATE TABLE {name} ({ddl}) USING parquet CLUSTERED BY (run_id) INTO {buckets} BUCKETS "
+                f"LOCATION '{folder.as_uri()}'"
+            )
+            frame = self.spark.table(name)
+            if sum(file.rows for file in files) == table_rows(folder):
+                return frame  # every run of the table: nothing to filter
+        else:
+            paths = list(dict.fromkeys(str(file.path.resolve()) for file in files))
+            frame = self.spark.read.schema(ddl).parquet(*paths)
+        return frame.where(F.col("run_id").isin([file.run_id for file in files]))
+
     def _bucketed_table(self, files: Sequence[InputFile], ddl: str) -> DataFrame:
-        buckets = bucket_count(files, self.spark.sparkContext.defaultParallelism)
+        buckets = bucket_count([file.rows for file in files], self.spark.sparkContext.defaultParallelism)
         # From Arrow: a local relation in the JVM, where a list of rows would start Python workers.
         numbered = self.spark.createDataFrame(
             pa.table({"run_id": pa.array([file.run_id for file in files], pa.int64())})
@@ -165,7 +198,7 @@ class SparkInputs:
         for number, file in enumerate(files):
             # Spark reads the bucket number from the name: part-<n>_<bucket>.c000.parquet; the
             # files of one bucket are read by one task, one after the other.
-            link = location / f"part-{number:05d}_{bucket_of[file.run_id]:05d}.c000.parquet"
+            link = location / bucket_file_name(number, bucket_of[file.run_id])
             os.symlink(file.path.resolve(), link)
         self.spark.sql(
             f"CREATE TABLE {name} ({ddl}) USING parquet CLUSTERED BY (run_id) INTO {buckets} BUCKETS "

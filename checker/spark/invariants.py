@@ -368,8 +368,12 @@ def pass_anomalies(
     runs = [run for run in runs if run.events_path is not None and run.events_run_id is not None]
     if not runs:
         return pd.DataFrame(columns=OUTPUT)
-    paths = [str(run.events_path.resolve()) for run in runs if run.events_path is not None]
-    events = prepare(spark.read.schema(EVENTS_DDL).parquet(*paths))
+    # A packed file (harness.record.packed) holds many runs' events: each read once, the pass's runs kept.
+    paths = list(dict.fromkeys(str(run.events_path.resolve()) for run in runs if run.events_path is not None))
+    read = spark.read.schema(EVENTS_DDL).parquet(*paths)
+    if any(run.events_slice is not None for run in runs):
+        read = read.where(F.col("run_id").isin([run.events_run_id for run in runs]))
+    events = prepare(read)
     topics = _small(
         spark,
         [(run.events_run_id, run.topic) for run in runs],

@@ -12,7 +12,8 @@ So, when every history file holds one run (its footer proves it) and the runs ar
 (:data:`SMALL_RUN_ROWS` on average), the files are read here, a chunk of about
 :data:`CHUNK_ROWS` rows at a time (memory stays bounded, however many runs), and counted by
 the pandas engine's own functions (:mod:`checker.pandas.counts`): one implementation of
-both answers, for both engines.  A run's rows are all in its one file, hence in one chunk,
+both answers, for both engines.  A run's rows are all in its one file (or, in a packed store,
+its own row groups of one file: :mod:`harness.record.packed`), hence in one chunk,
 so the chunks' answers only need concatenating.  Big runs keep the Spark job, which reads
 their row groups on every core.
 
@@ -37,6 +38,7 @@ from checker import fetch
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts
 from checker.pandas.engine import PandasEngine
+from harness.record.packed import read_run
 
 SMALL_RUN_ROWS = fetch.SMALL_FILE_ROWS
 """History rows per run, on average, up to which a pass is counted here."""
@@ -45,7 +47,7 @@ CHUNK_ROWS = 1_000_000
 
 
 def applies(runs: Sequence[RunInput]) -> bool:
-    """Whether the pass's counts are read here: many small runs, each alone in its file."""
+    """Whether the pass's counts are read here: many small runs, each alone in its file (or its row groups)."""
     return (
         bool(runs)
         and all(run.history_holds_one_run for run in runs)
@@ -68,9 +70,7 @@ def _chunks(runs: Sequence[RunInput]) -> list[list[RunInput]]:
 
 def _counted(chunk: list[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
     names = list(counts.COLUMNS)
-    tables = [
-        fetch.open_parquet(run.history_path, ()).read(columns=names, use_threads=False) for run in chunk
-    ]
+    tables = [read_run(run.history_path, run.history_slice, names) for run in chunk]
     columns = candidates.Columns(pa.concat_tables(tables))
     return counts.row_counts(columns), counts.drain_status(columns)
 

@@ -1,7 +1,9 @@
 """``tidemark check PATH_OR_GLOB... [--engine spark|pandas] [--master URL] [--json]``.
 
 Each argument is a run directory (it holds ``test.json``), a directory searched for run
-directories at any depth (a campaign, or the whole store), or a glob of either.  Every
+directories at any depth (a campaign, or the whole store), a glob of either, or a packed store
+(``tidemark store pack``: its runs are read from its few files, and each run's ``results.json``
+is written to its run directory as if that had been named).  Every
 run gets ``results.json``; with more than one run (or ``--summary``) a campaign summary is
 written as Parquet and printed as a table.  Exit codes: 0 all valid, 1 any invalid,
 2 any unknown (and none invalid), 254 bad arguments or bad input, 255 internal error.
@@ -16,12 +18,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
-from checker.api import check_runs, load_runs, open_engine, resolve_runs
+from checker.api import check_runs, load_packed_stores, load_runs, open_engine, resolve_sources
 from checker.definitions import (
     ALL_CHECKS,
     DEFAULT_EXAMPLE_LIMIT,
@@ -32,6 +35,7 @@ from checker.definitions import (
 )
 from checker.engine import Engine
 from checker.evidence import InputError
+from checker.packed_runs import count_runs
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
 from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
 from harness.cli.check_progress import BatchProgress
@@ -42,7 +46,10 @@ from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH_OR_GLOB", help="run directories, directories of runs, or globs"
+        "paths",
+        nargs="+",
+        metavar="PATH_OR_GLOB",
+        help="run directories, directories of runs, globs, or packed stores (tidemark store pack)",
     )
     add_check_options(parser)
 
@@ -156,8 +163,10 @@ def execute(
     run_dirs: list[Path],
     session_engine: Engine | None = None,
     human: TextIO | None = None,
+    packed: Sequence[Path] = (),
 ) -> int:
-    """Check ``run_dirs`` as ``args`` say and print the table and verdicts to ``human``.
+    """Check ``run_dirs`` and the runs of the ``packed`` stores as ``args`` say and print the table
+    and verdicts to ``human``.
 
     ``human`` defaults to standard output, or standard error under ``--json`` (standard output
     then carries the JSON alone).  ``session_engine``: an engine to use instead of opening one.
@@ -169,11 +178,13 @@ def execute(
     if human is None:
         human = sys.stderr if args.json else sys.stdout
     console = Console(file=human, highlight=False, soft_wrap=True)
-    with BatchProgress(len(run_dirs)) as progress:
+    with BatchProgress(len(run_dirs) + sum(count_runs(store) for store in packed)) as progress:
         try:
             runs = load_runs(run_dirs, skip_bad_lines=args.skip_bad_lines, progress=progress)
+            runs += load_packed_stores(packed, progress=progress)
         except InputError as error:
             raise UsageError(str(error)) from None
+        run_dirs = [run.run_dir for run in runs]
         engine_kind = args.engine
         if args.master:
             engine_kind = "spark"
@@ -209,7 +220,7 @@ def execute(
 
 def run(args: argparse.Namespace) -> int:
     try:
-        run_dirs = resolve_runs(args.paths)
+        run_dirs, packed = resolve_sources(args.paths)
     except RunDirectoryError as error:
         raise UsageError(str(error)) from None
-    return execute(args, run_dirs)
+    return execute(args, run_dirs, packed=packed)

@@ -35,6 +35,7 @@ from harness.cli import (
     run,
     scenario,
     shrink,
+    store,
 )
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_INTERNAL_ERROR
@@ -59,6 +60,7 @@ SUBCOMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
     ("analyze", analyze, "re-run the checker on one stored run"),
     ("report", report, "re-render report.html / index.html"),
     ("history", history, "history file tools (convert JSON lines to Parquet)"),
+    ("store", store, "pack many stored runs into a few Parquet files for batch checks, and verify them"),
     ("image", image, "build the container image without a registry"),
     ("cluster", cluster, "manage clusters (down --all removes everything Tidemark started)"),
     ("scenario", scenario, "list the scripted fault scenarios"),

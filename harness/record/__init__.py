@@ -13,6 +13,8 @@ Modules:
 * ``events`` -- the reader of the brokers' and the controller's event logs (the broker writes them);
 * ``event_table`` -- a run's collected event logs turned into ``events.parquet``;
 * ``store`` -- the store: one directory per run, ``latest`` links;
+* ``packed`` -- the packed store for batch analysis: many runs' tables in a few Parquet files in
+  Spark's bucketed layout, with an index (``runs.parquet``); its names and how a run's rows are read;
 * ``rundir`` -- the run directory: every file name in it, the one reader of ``test.json``;
 * ``stored_run`` -- one stored run read without failing: spec, results, verdict, key settings.
 

@@ -522,23 +522,24 @@ def write_parquet(table: pa.Table, target: Path) -> None:
     :data:`PLAIN_COLUMNS` plain, every other column dictionary-encoded (few distinct values).
     """
     partial = target.with_name(target.name + ".partial")
-    delta = [
-        field.name
-        for field in table.schema
-        if field.name in DELTA_COLUMNS and pa.types.is_integer(field.type)
-    ]
-    dictionary = [name for name in table.column_names if name not in delta and name not in PLAIN_COLUMNS]
-    # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
-    pq.write_table(
-        table,
-        partial,
-        compression="snappy",
-        row_group_size=ROW_GROUP_ROWS,
-        write_page_index=True,
-        use_dictionary=dictionary,
-        column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
-    )
+    pq.write_table(table, partial, row_group_size=ROW_GROUP_ROWS, **parquet_options(table.schema))
     os.replace(partial, target)
+
+
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """The encodings of :func:`write_parquet` for ``schema``, as ``pq.write_table`` (or
+    ``pq.ParquetWriter``) arguments: every writer of these tables uses them (:mod:`checker.pack` too)."""
+    delta = [
+        field.name for field in schema if field.name in DELTA_COLUMNS and pa.types.is_integer(field.type)
+    ]
+    dictionary = [name for name in schema.names if name not in delta and name not in PLAIN_COLUMNS]
+    # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
+    return {
+        "compression": "snappy",
+        "write_page_index": True,
+        "use_dictionary": dictionary,
+        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+    }
 
 
 PARQUET_LAYOUT = f"{ROW_GROUP_ROWS}-rows-delta"

@@ -81,7 +81,7 @@ def test_a_clean_run_with_every_legitimate_episode_is_valid(tmp_path: Path) -> N
 
 
 def _table(run_dir: Path) -> pd.DataFrame:
-    events = prepare(read_events([RunDir(run_dir).events]))
+    events = prepare(read_events([(RunDir(run_dir).events, None)]))
     return of_topics(events, {int(events["run_id"].iloc[0]): "queue"})
 
 

@@ -1,7 +1,7 @@
 """The input layouts of :mod:`checker.spark.inputs`: small runs packed many to a bucket.
 
 A check of thousands of small runs used to read one bucket (one task) per run; now small runs
-share buckets (:func:`checker.spark.inputs.bucket_count`).  Sharing must change nothing but
+share buckets (:func:`harness.record.packed.bucket_count`).  Sharing must change nothing but
 the task count: every run still lies in exactly one bucket, Spark still aggregates by run
 without an exchange, and the results are still the pandas engine's.
 """
@@ -19,24 +19,20 @@ from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from checker.spark.engine import SparkEngine
-from checker.spark.inputs import BUCKET_ROWS, MIN_BUCKETS_PER_CORE, InputFile, bucket_count
+from harness.record.packed import BUCKET_ROWS, MIN_BUCKETS_PER_CORE, bucket_count
 from tests.checker.synthetic import PLANTABLE, Plan, write_run
-
-
-def _files(rows: list[int]) -> list[InputFile]:
-    return [InputFile(number, Path(f"/runs/{number}"), size, True) for number, size in enumerate(rows)]
 
 
 def test_small_runs_share_buckets_and_big_ones_get_one_each() -> None:
     cores = 2
     floor = MIN_BUCKETS_PER_CORE * cores
-    assert bucket_count(_files([10_000] * 1000), cores) == 10  # 10 M rows: a bucket per BUCKET_ROWS
-    assert bucket_count(_files([1_000] * 10_000), cores) == 10
-    assert bucket_count(_files([10_000] * 100), cores) == floor  # 1 M rows: still a few per core
-    assert bucket_count(_files([10_000] * 5000), cores) == 50
-    assert bucket_count(_files([BUCKET_ROWS] * 50), cores) == 50  # a big run keeps its own bucket
-    assert bucket_count(_files([10_000] * 3), cores) == 3  # never more buckets than files
-    assert bucket_count(_files([0, 0]), cores) == 2
+    assert bucket_count(([10_000] * 1000), cores) == 10  # 10 M rows: a bucket per BUCKET_ROWS
+    assert bucket_count(([1_000] * 10_000), cores) == 10
+    assert bucket_count(([10_000] * 100), cores) == floor  # 1 M rows: still a few per core
+    assert bucket_count(([10_000] * 5000), cores) == 50
+    assert bucket_count(([BUCKET_ROWS] * 50), cores) == 50  # a big run keeps its own bucket
+    assert bucket_count(([10_000] * 3), cores) == 3  # never more buckets than files
+    assert bucket_count(([0, 0]), cores) == 2
 
 
 @pytest.mark.spark
@@ -65,10 +61,7 @@ def test_runs_packed_several_to_a_bucket_give_the_pandas_results(tmp_path: Path,
     # Every run's file is linked once, under a bucket number below the count; buckets are shared.
     assert sorted(target for _, target in links) == sorted(histories)
     used = {int(name.split("_")[1].split(".")[0]) for name, _ in links}
-    count = bucket_count(
-        [InputFile(run.history_run_id, run.history_path, run.history_rows, True) for run in runs],
-        spark.sparkContext.defaultParallelism,
-    )
+    count = bucket_count([run.history_rows for run in runs], spark.sparkContext.defaultParallelism)
     assert count < len(runs) and max(used) < count
     assert len(used) < len(runs)
     for run, result in zip(runs, from_spark, strict=True):
