@@ -39,8 +39,13 @@ def resolve_sources(arguments: Sequence[str]) -> tuple[list[Path], list[Path]]:
 
     A packed store is named as itself (the directory holding ``runs.parquet``), never searched
     for run directories; every other argument is as for :func:`resolve_runs`."""
-    packed = [Path(argument) for argument in arguments if is_packed(Path(argument))]
-    others = [argument for argument in arguments if not is_packed(Path(argument))]
+    packed: list[Path] = []
+    others: list[str] = []
+    for argument in arguments:
+        if is_packed(Path(argument)):
+            packed.append(Path(argument))
+        else:
+            others.append(argument)
     return (resolve_runs(others) if others else []), list(dict.fromkeys(packed))
 
 
