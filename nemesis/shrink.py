@@ -11,9 +11,18 @@ Two pure halves; the replays that judge a candidate are the caller's (``harness.
    become ``sleep`` steps of the recorded length, a restart is followed by a wait until the
    broker answers, and faults that certainly did nothing (``fail``) are left out.
 2. :func:`shrink` removes whole *units* -- a fault with its heal and the waits on its nodes --
-   while an oracle says the anomaly still reproduces, last unit first; then it halves sleeps,
-   longest first, while it still does.  Binds and the rest are kept; a unit's removal merges
-   the sleeps around it, so the surviving faults keep their spacing.
+   while an oracle says the anomaly still reproduces; then it halves sleeps, longest first,
+   while it still does.  Binds and the rest are kept; a unit's removal merges the sleeps
+   around it, so the surviving faults keep their spacing.
+
+Why the unit moves are ordered as they are: every oracle call is a batch of real runs (minutes),
+and a random run's anomaly is usually caused by a few neighbouring units -- one fault package --
+in a timeline that went on injecting faults after it.  So :func:`shrink` first looks for the
+shortest *prefix* of units that still reproduces and then for the shortest *suffix* of that
+(two binary searches: about ``2 log2(n)`` candidates for ``n`` units), which isolates the window
+of the cause; only then does it try the units inside that window one at a time, last first.
+A unit whose removal was seen to lose the anomaly at a window's edge is not tried again.  The
+oracle is noisy, so a search is a heuristic, not a proof: what is written is re-measured.
 
 :func:`units_of` is the grouping: a fault opens a unit on its nodes; the heal that names one of
 them (``start`` after ``kill`` or ``power-loss``, ``resume`` after ``pause``, ``heal`` after
@@ -192,12 +201,13 @@ def fault_count(steps: Sequence[Step]) -> int:
     return sum(1 for step in steps if step.get("fault") in OPENERS or step.get("fault") == PARTITION)
 
 
-def without_unit(steps: Sequence[Step], unit: int) -> list[Step]:
-    """``steps`` without ``unit``'s steps; sleeps left adjacent are merged into one."""
+def without_units(steps: Sequence[Step], units: set[int]) -> list[Step]:
+    """``steps`` without the steps of ``units``; sleeps left adjacent are merged into one."""
     labels = units_of(steps)
-    kept = [step for step, label in zip(steps, labels, strict=True) if label != unit]
     merged: list[Step] = []
-    for step in kept:
+    for step, label in zip(steps, labels, strict=True):
+        if label in units:
+            continue
         if "sleep" in step and merged and "sleep" in merged[-1]:
             merged[-1] = {**merged[-1], "sleep": round(float(merged[-1]["sleep"]) + float(step["sleep"]), 2)}
         else:
@@ -227,8 +237,9 @@ def shrink(
     """The smallest steps :func:`shrink`'s moves reach for which ``reproduces`` still holds.
 
     ``steps`` is assumed to reproduce (the caller checks it first).  Heal steps that close no
-    fault are dropped without asking (heal-all's blanket ``resume``).  Units are tried last to
-    first, each removal kept if the oracle agrees; then every sleep is halved, longest first,
+    fault are dropped without asking (heal-all's blanket ``resume``).  Units are removed as the
+    module docstring says (prefix, suffix, then one at a time), each removal kept if the oracle
+    agrees; then every sleep is halved, longest first,
     as long as the oracle agrees and it is above :data:`MIN_SLEEP_SECONDS`; a sleep whose
     halving did not reproduce is not tried again.  Each oracle call is a batch of real runs,
     so ``out_of_time()`` is asked before every candidate: when it says so, the smallest steps
@@ -236,25 +247,15 @@ def shrink(
     """
     labels = units_of(steps)
     # Heals that close nothing (heal-all's blanket resume at the end of a run) go first: no oracle.
-    current = [
+    base = [
         dict(step)
         for step, label in zip(steps, labels, strict=True)
         if not (label is None and step.get("fault") in HEAL_STEPS)
     ]
-    tried = 0
-    units = sorted({label for label in units_of(current) if label is not None}, reverse=True)
-    for unit in units:
-        if unit not in units_of(current):
-            continue
-        if out_of_time():
-            return ShrinkResult(current, tried, complete=False)
-        candidate = without_unit(current, unit)
-        tried += 1
-        if reproduces(candidate):
-            log(f"without unit {unit}: still reproduces ({fault_count(candidate)} faults)")
-            current = candidate
-        else:
-            log(f"without unit {unit}: does not reproduce; kept")
+    search = _UnitSearch(base, reproduces, log, out_of_time)
+    if not search.run():
+        return ShrinkResult(search.current, search.tried, complete=False)
+    current, tried = search.current, search.tried
     settled: set[int] = set()  # positions of sleeps whose halving did not reproduce
     changed = True
     while changed:
@@ -283,3 +284,95 @@ def shrink(
                 log(f"sleep {seconds:g} s -> {seconds / 2:g} s: does not reproduce; kept")
                 settled.add(position)
     return ShrinkResult(current, tried)
+
+
+class _UnitSearch:
+    """The unit moves of :func:`shrink` over one timeline (``base``), as removed-unit sets.
+
+    Units are named by their label in ``base`` and ordered by first appearance, so removals
+    never renumber them; :attr:`current` is ``base`` without :attr:`removed`, sleeps merged.
+    """
+
+    def __init__(
+        self,
+        base: list[Step],
+        reproduces: Oracle,
+        log: Callable[[str], None],
+        out_of_time: Callable[[], bool],
+    ) -> None:
+        self.base = base
+        self.order = list(dict.fromkeys(label for label in units_of(base) if label is not None))
+        self.removed: set[int] = set()
+        self.needed: set[int] = set()
+        self.tried = 0
+        self._reproduces = reproduces
+        self._log = log
+        self._out_of_time = out_of_time
+
+    @property
+    def current(self) -> list[Step]:
+        return self._without(self.removed)
+
+    def _without(self, removed: set[int]) -> list[Step]:
+        return without_units(self.base, removed)
+
+    def _kept(self) -> list[int]:
+        return [unit for unit in self.order if unit not in self.removed]
+
+    def _try(self, removal: list[int], what: str) -> bool | None:
+        """Judge ``current`` without ``removal``; keep it if it reproduces (None: out of time)."""
+        if self._out_of_time():
+            return None
+        candidate_removed = self.removed | set(removal)
+        candidate = self._without(candidate_removed)
+        self.tried += 1
+        if self._reproduces(candidate):
+            self._log(f"without {what}: still reproduces ({fault_count(candidate)} faults)")
+            self.removed = candidate_removed
+            return True
+        self._log(f"without {what}: does not reproduce; kept")
+        return False
+
+    def run(self) -> bool:
+        """Prefix search, suffix search, then single units; False when time ran out."""
+        return self._shortest_prefix() and self._shortest_suffix() and self._single_units()
+
+    def _shortest_prefix(self) -> bool:
+        kept = self._kept()
+        low, high = 1, len(kept)  # keeping all of ``kept`` reproduces
+        while low < high:
+            middle = (low + high) // 2
+            verdict = self._try(kept[middle:high], f"units {kept[middle]}..{kept[high - 1]} (the last)")
+            if verdict is None:
+                return False
+            if verdict:
+                high = middle
+            else:
+                low = middle + 1
+                if low == high:
+                    self.needed.add(kept[high - 1])  # the prefix without it failed
+        return True
+
+    def _shortest_suffix(self) -> bool:
+        kept = self._kept()
+        low, high = 0, len(kept) - 1  # dropping none of ``kept`` reproduces; keep at least one
+        while low < high:
+            middle = (low + high + 1) // 2
+            verdict = self._try(kept[low:middle], f"units {kept[low]}..{kept[middle - 1]} (the first)")
+            if verdict is None:
+                return False
+            if verdict:
+                low = middle
+            else:
+                high = middle - 1
+                if low == high:
+                    self.needed.add(kept[low])  # the suffix without it failed
+        return True
+
+    def _single_units(self) -> bool:
+        for unit in reversed(self._kept()):
+            if unit in self.needed:
+                continue
+            if self._try([unit], f"unit {unit}") is None:
+                return False
+        return True

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.record.ops import NEMESIS_PROCESS, Op
 from nemesis.scenario import parse_scenario
-from nemesis.shrink import Step, fault_count, shrink, timeline_steps, units_of, without_unit
+from nemesis.shrink import Step, fault_count, shrink, timeline_steps, units_of, without_units
 
 SECOND = 1_000_000_000
 
@@ -115,7 +115,7 @@ def test_units_group_each_fault_with_its_heal_and_waits() -> None:
     assert labels[12] is None and labels[3] is None
     pause_unit = labels[1]
     assert pause_unit is not None
-    assert without_unit(STEPS, pause_unit)[:2] == [
+    assert without_units(STEPS, {pause_unit})[:2] == [
         {"sleep": 9.0, "why": "w"},  # the sleeps around the removed pause merged
         {"bind": {"U1": "leader-of:0"}},
     ]
@@ -174,4 +174,47 @@ def test_a_sleep_whose_halving_failed_is_not_tried_again_and_time_can_run_out() 
 
     result = shrink(STEPS, lambda candidate: True, out_of_time=out_of_time)
     assert not result.complete and result.tried == 2
-    assert fault_count(result.steps) == fault_count(STEPS) - 2  # the two removals it had time for
+    # The prefix search's two halvings (the last unit, then the middle one) were all it had time for.
+    assert fault_count(result.steps) == fault_count(STEPS) - 2
+
+
+def _long_timeline(units: int) -> list[Step]:
+    """``units`` kills of nodes ``n0``.. each healed, 1 s apart."""
+    steps: list[Step] = []
+    for unit in range(units):
+        steps += [
+            {"sleep": 1.0, "why": "w"},
+            {"fault": "kill", "node": f"n{unit}"},
+            {"sleep": 1.0, "why": "w"},
+            {"fault": "start", "node": f"n{unit}"},
+        ]
+    return steps
+
+
+def _killed(candidate: list[Step]) -> set[str]:
+    return {str(step["node"]) for step in candidate if step.get("fault") == "kill"}
+
+
+def test_the_window_of_the_cause_is_found_in_few_candidates() -> None:
+    """A cause in the middle of a long timeline (two neighbouring units of sixteen) is isolated
+    by the prefix and suffix searches in far fewer candidates than one per unit."""
+    unit_moves: list[set[str]] = []  # candidates that keep every second of sleep: unit removals
+
+    def reproduces(candidate: list[Step]) -> bool:
+        if sum(float(step.get("sleep", 0)) for step in candidate) == 32:
+            unit_moves.append(_killed(candidate))
+        return {"n6", "n7"} <= _killed(candidate)
+
+    result = shrink(_long_timeline(16), reproduces, log=lambda _: None)
+    assert _killed(result.steps) == {"n6", "n7"}
+    # Two binary searches over 16 then 8 units (at most 4 + 3), nothing left to try one by one:
+    # both window edges were seen to be needed.
+    assert len(unit_moves) <= 7
+
+
+def test_units_inside_the_window_are_still_tried_one_by_one() -> None:
+    def reproduces(candidate: list[Step]) -> bool:
+        return {"n2", "n5"} <= _killed(candidate)
+
+    result = shrink(_long_timeline(8), reproduces)
+    assert _killed(result.steps) == {"n2", "n5"}  # n3 and n4 lay between the edges
