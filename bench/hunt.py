@@ -188,6 +188,7 @@ def main() -> None:
         key, value = switch.split("=", 1)
         targets = target_anomalies(scenario)
         times: list[float | None] = []
+        gave_up: list[str] = []
         spent = 0.0
         for number in range(args.hunts):
             spec = spec_for(scenario, {key: value}, args.time_limit, args.interval)
@@ -197,6 +198,7 @@ def main() -> None:
             result = hunt(spec, store, budget, stop_on=targets, out=sys.stdout)
             spent += result.elapsed_seconds
             times.append(result.seconds_to_first_anomaly)
+            gave_up += [result.gave_up] if result.gave_up else []
         baseline_spec = spec_for(scenario, safe, args.time_limit, args.interval)
         print(f"{scenario.name} baseline (every switch safe) for {spent * args.baseline_share / 60:.1f} min:")
         baseline = hunt(baseline_spec, store, spent * args.baseline_share, keep_going=True, out=sys.stdout)
@@ -210,6 +212,7 @@ def main() -> None:
                 "hunts": len(times),
                 "minutes_to_first_anomaly": [None if t is None else round(t / 60, 1) for t in times],
                 "median_minutes": median_minutes(times),
+                "hunts_gave_up": gave_up,
                 "baseline_minutes": round(baseline.elapsed_seconds / 60, 1),
                 "baseline_runs": len(baseline.runs),
                 "baseline_unexpected": unexpected_runs(baseline),

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             f"(run {runs.index(first) + 1}, seed {first.seed}): {found}"
         )
         print(f"failing run: {first.run_dir}")
+    elif result.gave_up is not None:
+        print(f"gave up after {result.elapsed_seconds / 60:.1f} min: {result.gave_up}")
     else:
         print(f"no anomaly in {result.elapsed_seconds / 60:.1f} min")
     print(

@@ -107,10 +107,13 @@ def run_campaign_hunt(planned: PlannedHunt, directory: Path, console: Console) -
             )
         record = result.to_dict()
     found = record["first_invalid"] is not None
-    status = "pass" if found == planned.expect_anomaly else "fail"
+    gave_up = record.get("gave_up")
+    status = "fail" if gave_up else "pass" if found == planned.expect_anomaly else "fail"
     when = (
         f"first anomaly after {record['seconds_to_first_anomaly'] / 60:.1f} min: {record['first_invalid']}"
         if found
+        else f"gave up after {record['elapsed_seconds'] / 60:.1f} min: {gave_up}"
+        if gave_up
         else f"no anomaly in {record['elapsed_seconds'] / 60:.1f} min"
     )
     console.print(

@@ -14,6 +14,12 @@ process group (its cluster tears itself down), SIGKILL after a grace period -- a
 the next run starts (:func:`harness.cluster.docker_cluster.remove_orphans`, which every cluster
 start also calls).  The budget bounds when a run may *start*: a run that started in time
 finishes, so one run may end past the budget by up to the run timeout.
+
+A hunt whose runs cannot get going gives up instead of spending its budget on them: after
+:data:`STILLBORN_LIMIT` runs in a row that ended ``unknown`` before their first fault (the
+cluster did not start, the spec cannot run on it), it stops and says why (``gave_up``, with the
+last run's problem and log).  Such a hunt has measured nothing; an unlucky run or two among
+healthy ones is not that, so only an unbroken row counts.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ TERMINATE_GRACE_SECONDS = 60.0
 """How long a timed-out run gets to tear its cluster down after SIGTERM before SIGKILL."""
 CHECK_SECONDS = 120.0
 """Allowance per run for cluster start, final drain, dumps and the check, beyond its time limit."""
+STILLBORN_LIMIT = 3
+"""Runs in a row that ended unknown before any fault, after which a hunt gives up."""
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
@@ -96,11 +104,14 @@ class HuntResult:
     first_invalid: HuntRun | None
     seconds_to_first_anomaly: float | None
     finished: bool = False
-    """The hunt ended by itself (budget spent or anomaly found), not by an interruption."""
+    """The hunt ended by itself (budget spent, anomaly found, or gave up), not by an interruption."""
+    gave_up: str | None = None
+    """Why the hunt stopped early without a verdict (its runs die before their first fault)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "finished": self.finished,
+            "gave_up": self.gave_up,
             "runs": [dataclasses.asdict(run) for run in self.runs],
             "elapsed_seconds": round(self.elapsed_seconds, 1),
             "first_invalid": self.first_invalid.run_dir if self.first_invalid else None,
@@ -161,10 +172,25 @@ def hunt(
         print(_describe(len(result.runs), run, result.elapsed_seconds), file=out, flush=True)
         if found and not keep_going:
             break
+        result.gave_up = _stillborn_row(result.runs, directory)
+        if result.gave_up is not None:
+            print(f"hunt: giving up: {result.gave_up}", file=out, flush=True)
+            break
     result.elapsed_seconds = _clock() - started
     result.finished = True
     store.write_json(directory / HUNT_FILE, result.to_dict())
     return result
+
+
+def _stillborn_row(runs: list[HuntRun], directory: Path) -> str | None:
+    """Why to give up, when the last :data:`STILLBORN_LIMIT` runs all died before a fault."""
+    last = runs[-STILLBORN_LIMIT:]
+    if len(last) < STILLBORN_LIMIT or any(run.verdict != "unknown" or run.faults for run in last):
+        return None
+    return (
+        f"{STILLBORN_LIMIT} runs in a row ended unknown before their first fault; the last: "
+        f"{last[-1].problem or 'no verdict'} (its log: {directory / f'seed{last[-1].seed}.log'})"
+    )
 
 
 def read_run(run_dir: Path, seed: int, seconds: float, problem: str | None) -> HuntRun:

@@ -94,3 +94,24 @@ def test_a_hunt_passes_when_it_finds_what_it_expects_and_is_not_run_twice(
     )
     (tmp_path / "other" / "logs").mkdir(parents=True)
     assert campaign_run.run_campaign_hunt(expecting_nothing.hunts[0], tmp_path / "other", console) == "fail"
+
+
+def test_a_hunt_that_gave_up_fails_whatever_it_expected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hunt whose runs all died before a fault measured nothing: not a pass for a safe hunt."""
+    campaign = plan_campaign({**BASE, "hunt": [{**BASE["hunt"][0], "expect_anomaly": False}]}, Path("c.toml"))
+
+    def dead_hunt(spec: Any, store: Path, budget: float, **options: Any) -> HuntResult:
+        directory = store / spec.name / "hunt-1"
+        directory.mkdir(parents=True)
+        runs = [HuntRun(seed, "run", "unknown", {}, 0, 5.0, "no results") for seed in (1, 2, 3)]
+        result = HuntResult(directory, runs, 15.0, None, None, True, gave_up="3 runs in a row died")
+        (directory / "hunt.json").write_text(json.dumps(result.to_dict()))
+        return result
+
+    monkeypatch.setattr(campaign_run, "hunt", dead_hunt)
+    out = io.StringIO()
+    (tmp_path / "logs").mkdir()
+    assert campaign_run.run_campaign_hunt(campaign.hunts[0], tmp_path, Console(file=out, width=200)) == "fail"
+    assert "gave up after 0.2 min: 3 runs in a row died" in out.getvalue()

@@ -31,7 +31,10 @@ SPEC = TestSpec(name="h", nemesis=NemesisSpec(faults=("kill",)))
 
 
 class PlantedLauncher:
-    """Writes what a run would leave: results.json with the next planted verdict, a history."""
+    """Writes what a run would leave: results.json with the next planted verdict, a history.
+
+    A verdict of ``"stillborn"`` leaves what a run that died at start-up leaves: a run
+    directory with no history and no results."""
 
     def __init__(self, verdicts: list[bool | str | None], anomaly: str = "lost-write") -> None:
         self.verdicts = list(verdicts)
@@ -44,6 +47,8 @@ class PlantedLauncher:
         verdict = self.verdicts.pop(0)
         directory = RunDir(run_dir)
         directory.nodes.mkdir(parents=True)
+        if verdict == "stillborn":
+            return None  # the worker exited after a traceback in the cluster's start
         ops = [
             {"process": "nemesis", "type": "invoke", "f": "kill", "value": {"nodes": ["n1"]}},
             {"process": "nemesis", "type": "ok", "f": "kill", "value": {"nodes": ["n1"]}},
@@ -201,3 +206,23 @@ def test_the_stop_on_flag_names_unknown_anomalies() -> None:
     assert parse_anomaly_names("lost-write,duplicate") == {"lost-write", "duplicate"}
     with pytest.raises(UsageError, match=r"--stop-on\[0\]: unknown name 'lost'"):
         parse_anomaly_names("lost")
+
+
+def test_a_hunt_whose_runs_die_before_any_fault_gives_up(tmp_path: Path, fake_clock: list[float]) -> None:
+    launcher = PlantedLauncher(["stillborn"] * 10)
+    out = io.StringIO()
+    result = hunt(SPEC, tmp_path, 10_000, keep_going=True, launch=launcher, out=out)
+    assert len(result.runs) == hunt_module.STILLBORN_LIMIT  # not the whole budget
+    assert result.gave_up is not None and "before their first fault" in result.gave_up
+    assert "no results" in result.gave_up and str(result.directory) in result.gave_up
+    assert "giving up" in out.getvalue()
+    record = json.loads((result.directory / HUNT_FILE).read_text())
+    assert record["finished"] and record["gave_up"] == result.gave_up
+
+
+def test_only_an_unbroken_row_of_dead_runs_gives_up(tmp_path: Path, fake_clock: list[float]) -> None:
+    """A run that got going (a valid verdict, or faults injected) breaks the row."""
+    launcher = PlantedLauncher(["stillborn", "stillborn", True, "stillborn", "stillborn", None, False])
+    result = hunt(SPEC, tmp_path, 10_000, launch=launcher, out=io.StringIO())
+    assert result.gave_up is None  # the timed-out run (None) had injected a fault
+    assert len(result.runs) == 7 and result.first_invalid is result.runs[-1]
