@@ -27,7 +27,9 @@ oracle is noisy, so a search is a heuristic, not a proof: what is written is re-
 :func:`units_of` is the grouping: a fault opens a unit on its nodes; the heal that names one of
 them (``start`` after ``kill`` or ``power-loss``, ``resume`` after ``pause``, ``heal`` after
 ``partition``, ``metadata-heal`` after ``metadata-delay``) joins that unit; a heal of several
-open units merges them (one step cannot be split).
+open units merges them (one step cannot be split).  A wait on a node joins that node's latest
+unit, except a wait for an election's outcome (``leader-is``, ``leader-is-not``), which joins the
+latest fault of any node -- the one that forced the election.
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ PARTITION_HEAL = HEALS[PARTITION]
 PACKAGE = PACKAGE_OP
 HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}
 MIN_SLEEP_SECONDS = 0.25
+NODE_KEYS = ("node", "nodes", "than")
+"""The step keys whose values name nodes (besides ``bind`` and ``grudge``): a package's aliases in
+them are renamed apart (:mod:`nemesis.scenario` owns the vocabulary)."""
+ELECTION_WAITS = ("leader-is", "leader-is-not")
+"""Waits for an election's outcome: they belong to the fault that forced the election."""
 
 
 def timeline_steps(ops: Iterable[Op]) -> list[Step]:
@@ -135,7 +142,7 @@ def _renamed(steps: list[Step], prefix: str) -> list[Step]:
                 copy[key] = {prefix + alias: role for alias, role in value.items()}
             elif key == "grudge":
                 copy[key] = {name(node): name(list(others)) for node, others in value.items()}
-            elif key in ("node", "nodes"):
+            elif key in NODE_KEYS:
                 copy[key] = name(value)
             else:
                 copy[key] = value
@@ -189,6 +196,10 @@ def units_of(steps: Sequence[Step]) -> list[int | None]:
             for other in closed[1:]:
                 parent[find(other)] = root
             labels.append(root)
+        elif step.get("wait") in ELECTION_WAITS and next_unit > 0:
+            # ``leader-is B`` after ``kill A`` awaits the kill's consequence, whatever B's own
+            # faults: without the kill it would time out (and end the replay's steps there).
+            labels.append(next_unit - 1)
         elif "wait" in step and "node" in step and step["node"] in last_unit_of_node:
             labels.append(last_unit_of_node[str(step["node"])])
         else:

@@ -218,3 +218,39 @@ def test_units_inside_the_window_are_still_tried_one_by_one() -> None:
 
     result = shrink(_long_timeline(8), reproduces)
     assert _killed(result.steps) == {"n2", "n5"}  # n3 and n4 lay between the edges
+
+
+def test_every_node_a_package_step_names_is_renamed_and_the_result_parses() -> None:
+    """``than`` names a node too: left as ``F`` it would name no bound node in the replay."""
+    planned = [
+        {"bind": {"L": "leader-of:0", "F": "follower-of:0#1", "G": "follower-of:0#2"}},
+        {"fault": "metadata-delay", "node": "G"},
+        {"wait": "log-end-past", "node": "G", "than": "F", "partition": 0, "timeout": 30},
+        {"fault": "metadata-heal", "node": "G"},
+    ]
+    history = History()
+    history.ops.append(
+        Op(0, 5 * SECOND, NEMESIS_PROCESS, "invoke", "package", {"package": "z", "steps": planned})
+    )
+    history.ops.append(Op(1, 9 * SECOND, NEMESIS_PROCESS, "ok", "package", {"package": "z"}))
+    steps = timeline_steps(history.ops)
+    assert {"wait": "log-end-past", "node": "P1G", "than": "P1F", "partition": 0, "timeout": 30} in steps
+    parse_scenario({"name": "s", "step": steps}, "shrunk.toml")
+
+
+def test_a_wait_for_an_election_goes_with_the_fault_that_forced_it() -> None:
+    """Without ``kill A`` nobody elects ``B``: its ``leader-is B`` must go with the kill, not stay
+    behind to time out (which ends a replay's steps there)."""
+    steps: list[Step] = [
+        {"bind": {"A": "leader-of:0", "B": "follower-of:0"}},
+        {"fault": "kill", "node": "B"},
+        {"fault": "start", "node": "B"},
+        {"fault": "kill", "node": "A"},
+        {"wait": "leader-is", "node": "B", "partition": 0, "timeout": 20},
+        {"fault": "start", "node": "A"},
+        {"wait": "in-isr", "node": "A", "partition": 0, "timeout": 20},
+    ]
+    labels = units_of(steps)
+    assert labels[4] == labels[3] != labels[1]  # leader-is B: with kill A, not with B's own unit
+    assert labels[6] == labels[3]  # a wait on A's own state: with A's unit
+    assert all("wait" not in step for step in without_units(steps, {labels[3]}))
