@@ -353,7 +353,7 @@ class _UnitSearch:
         low, high = 1, len(kept)  # keeping all of ``kept`` reproduces
         while low < high:
             middle = (low + high) // 2
-            verdict = self._try(kept[middle:high], f"units {kept[middle]}..{kept[high - 1]} (the last)")
+            verdict = self._try(kept[middle:high], f"{_span(kept[middle:high])} (the last)")
             if verdict is None:
                 return False
             if verdict:
@@ -369,7 +369,7 @@ class _UnitSearch:
         low, high = 0, len(kept) - 1  # dropping none of ``kept`` reproduces; keep at least one
         while low < high:
             middle = (low + high + 1) // 2
-            verdict = self._try(kept[low:middle], f"units {kept[low]}..{kept[middle - 1]} (the first)")
+            verdict = self._try(kept[low:middle], f"{_span(kept[low:middle])} (the first)")
             if verdict is None:
                 return False
             if verdict:
@@ -387,3 +387,7 @@ class _UnitSearch:
             if self._try([unit], f"unit {unit}") is None:
                 return False
         return True
+
+
+def _span(units: list[int]) -> str:
+    return f"unit {units[0]}" if len(units) == 1 else f"units {units[0]}..{units[-1]}"
