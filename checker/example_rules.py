@@ -43,9 +43,7 @@ OP_FILTER_COLUMNS = ("run_id", "index", "item", "value", "offset", "value_text")
 
 def key_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
     """Positions in ``table`` (:data:`OP_FILTER_COLUMNS` suffice) of a superset of the rows :func:`ops_in` keeps."""
-    return positions_where(
-        pc.and_kleene(key_filter(table, keys, ["run_id", "index"]), _may_show(table, keys))
-    )
+    return positions_where(pc.and_kleene(key_filter(table, keys, ["run_id", "index"]), may_show(table, keys)))
 
 
 def position_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
@@ -53,7 +51,7 @@ def position_rows(table: pa.Table, keys: pd.DataFrame) -> npt.NDArray[np.int64]:
     return positions_where(key_filter(table, keys[POSITION].drop_duplicates(), POSITION))
 
 
-def _may_show(table: pa.Table, keys: pd.DataFrame) -> pa.ChunkedArray:
+def may_show(table: pa.Table, keys: pd.DataFrame) -> pa.ChunkedArray:
     """A superset of the rows :func:`select_example_rows` keeps: record-less, or a key's value or offset
     (or a null value, when a key asks for one)."""
     texts = pa.array(sorted({str(v) for v in keys["value_text"].dropna()}), pa.string())
@@ -112,7 +110,7 @@ def op_superset(table: pa.Table, keys: pd.DataFrame) -> pa.Table:
     """The rows of ``table`` of the keys' ops that may be shown: a superset of what
     :func:`select_example_rows` keeps, narrowed in Arrow."""
     table = table.filter(key_filter(table, keys, ["run_id", "index"]))
-    return table.filter(_may_show(table, keys))
+    return table.filter(may_show(table, keys))
 
 
 def at_positions(table: pa.Table, keys: pd.DataFrame, topic: str | None = None) -> pd.DataFrame:

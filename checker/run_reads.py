@@ -121,7 +121,11 @@ def history_jobs(
     runs: list[RunInput], keys: pd.DataFrame
 ) -> list[tuple[Path, RowSlice | None, pd.DataFrame]]:
     """(history file, where the run's rows are in it, its run's keys) for each run that ``keys`` name."""
-    by_run = {int(run_id): rows for run_id, rows in keys.groupby("run_id")}
+    ids = [run.history_run_id for run in runs]
+    if not ids:
+        return []
+    # Only the runs asked for are grouped: a pass's other runs may be read another way.
+    by_run = {int(run_id): rows for run_id, rows in keys[keys["run_id"].isin(ids)].groupby("run_id")}
     return [
         (run.history_path, run.history_slice, by_run[run.history_run_id])
         for run in runs
