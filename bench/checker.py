@@ -36,7 +36,9 @@ cost of the liveness job on a big pass is measured, not guessed.  The synthetic 
 nemesis ops or broker event logs, so those questions measure their scans, not their findings.
 
 Each measurement runs in its own subprocess, which samples the RSS of itself and every
-descendant (the Spark JVM included) to report the peak.  Every engine's counts are
+descendant (the Spark JVM included) to report the peak (``peak RSS``), and reports apart the
+peak of the driver -- the Python process, ``ru_maxrss`` -- and of the JVM -- its ``VmHWM``, the
+kernel's high-water mark, sampled while it lives (``driver``, ``JVM``; 0 without a JVM).  Every engine's counts are
 compared with the planted counts.  No timing is asserted anywhere; the numbers are printed,
 a line per measurement and, last, each engine's min-max over the rounds (wall time and
 ratio to the same round's DuckDB).
@@ -56,6 +58,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -112,8 +115,8 @@ def dataset(root: Path, total: int, run_size: int) -> list[Path]:
 # ---------------------------------------------------------------- engines (in a subprocess)
 
 
-def _tree_rss(root: int) -> int:
-    """RSS in bytes of ``root`` and all its descendants, from /proc."""
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process descended from it, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -123,16 +126,41 @@ def _tree_rss(root: int) -> int:
                 children.setdefault(parent, []).append(int(entry))
             except (OSError, IndexError, ValueError):
                 continue
-    total, stack = 0, [root]
+    found, stack = [], [root]
     while stack:
         pid = stack.pop()
+        found.append(pid)
         stack.extend(children.get(pid, []))
+    return found
+
+
+def _tree_rss(root: int) -> int:
+    """RSS in bytes of ``root`` and all its descendants, from /proc."""
+    total = 0
+    for pid in _descendants(root):
         try:
             with open(f"/proc/{pid}/statm") as handle:
                 total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except OSError:
             continue
     return total
+
+
+def _java_peaks(root: int, peaks: dict[int, int]) -> None:
+    """Record in ``peaks`` (pid -> bytes) the peak RSS so far (``VmHWM``) of every java process
+    descended from ``root`` -- the Spark JVM.  The kernel keeps the high-water mark, so sampling
+    while the JVM lives (and once more before it is stopped) misses no peak but a last moment's."""
+    for pid in _descendants(root):
+        try:
+            with open(f"/proc/{pid}/comm") as handle:
+                if handle.read().strip() != "java":
+                    continue
+            with open(f"/proc/{pid}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        peaks[pid] = max(peaks.get(pid, 0), int(line.split()[1]) * 1024)
+        except (OSError, IndexError, ValueError):
+            continue
 
 
 def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
@@ -227,9 +255,14 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]
     counts["_seconds"] = time.perf_counter() - started
     counts["_questions"] = _question_seconds(answered, started)
     if session is not None:
+        _java_peaks(os.getpid(), JAVA_PEAKS)  # the JVM's last high-water mark before it stops
         engine.close()
         session.stop()
     return counts, session_seconds
+
+
+JAVA_PEAKS: dict[int, int] = {}
+"""pid -> peak RSS (VmHWM) of the worker's java processes, sampled by :func:`worker`."""
 
 
 def worker(engine: str, runs: list[Path]) -> None:
@@ -239,6 +272,7 @@ def worker(engine: str, runs: list[Path]) -> None:
     def sample() -> None:
         while not done.wait(0.25):
             peak[0] = max(peak[0], _tree_rss(os.getpid()))
+            _java_peaks(os.getpid(), JAVA_PEAKS)
 
     threading.Thread(target=sample, daemon=True).start()
     session = 0.0
@@ -259,6 +293,9 @@ def worker(engine: str, runs: list[Path]) -> None:
                 "seconds": seconds,
                 "session_seconds": session,
                 "peak_rss": peak[0],
+                # ru_maxrss: the driver's (this Python process's) own peak, in KiB on Linux.
+                "driver_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "jvm_peak_rss": max(JAVA_PEAKS.values(), default=0),
                 "counts": counts,
                 "questions": questions,
             }
@@ -300,7 +337,8 @@ def main() -> None:
         worker(args.worker, [Path(r) for r in args.runs])
         return
     print(
-        f"{'size':>6} {'engine':>13} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'session s':>9}  vs duckdb  counts"
+        f"{'size':>6} {'engine':>13} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'driver':>7} {'JVM':>6} "
+        f"{'session s':>9}  vs duckdb  counts"
     )
     # (size, engine) -> [(wall seconds, seconds / DuckDB's of the same round)] for the closing ranges.
     measured: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -348,7 +386,8 @@ def main() -> None:
                 verdict = "ok" if result["counts"] == expected else f"MISMATCH {result['counts']}"
                 print(
                     f"{size_text:>6} {engine:>13} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
-                    f"{result['peak_rss'] / 2**30:8.2f}G {result['session_seconds']:9.1f} {ratio}  {verdict}",
+                    f"{result['peak_rss'] / 2**30:8.2f}G {result['driver_peak_rss'] / 2**30:6.2f}G "
+                    f"{result['jvm_peak_rss'] / 2**30:5.2f}G {result['session_seconds']:9.1f} {ratio}  {verdict}",
                     flush=True,
                 )
                 if engine.endswith(ALL_SUFFIX):

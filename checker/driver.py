@@ -57,7 +57,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from checker import fetch
 from checker.definitions import (
     ALL_CHECKS,
     DEFAULT_LIVENESS,
@@ -74,6 +73,7 @@ from checker.definitions import (
 )
 from checker.engine import Engine, plain_value
 from checker.evidence import RunInput
+from checker.example_rules import example_op_keys
 from checker.examples import divergence_example, group_example, offset_example, order_example, value_example
 from checker.expectations import applicable_rules, expectation
 from checker.invariant_examples import event_keys, fetch_events, invariant_example
@@ -308,7 +308,7 @@ class _Batch:
 
     def _op_keys(self) -> pd.DataFrame:
         """Which ops, and which of their records, the examples show (see ``Engine.fetch_ops``)."""
-        return fetch.example_op_keys(self.values, self.orders, self.groups)
+        return example_op_keys(self.values, self.orders, self.groups)
 
     def op(self, run_id: int, index: Any) -> dict[str, Any] | None:
         index = plain_value(index)

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checker.definitions import HW_REGRESSION, INCOMPLETE_LEADER, ISR_DIVERGENCE, TRUNCATED_COMMITTED
-from checker.fetch import read_run_table
+from checker.run_reads import read_run_table
 from harness.record.packed import RowSlice
 
 EventKey = tuple[int, str, int]

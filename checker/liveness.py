@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from checker.definitions import UNPOLLED_AGE_EDGES_S, Liveness
 from checker.evidence import RunInput
-from checker.fetch import DICTIONARY_COLUMNS, READ_THREADS
+from checker.run_reads import DICTIONARY_COLUMNS, READ_THREADS
 from harness.record.faults import NemesisRow, active_intervals, fault_windows, nemesis_events
 from harness.record.history import F_NEMESIS
 from harness.record.ops import OP_TYPES

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from checker.digest import Digests, content_digest
 from checker.evidence import RunInput
-from checker.packed_runs import INDEX_SCHEMA, PackedRun, read_index, slice_of
+from checker.packed_runs import INDEX_SCHEMA, PackedRun, read_index, run_dir_of, slice_of
 from harness.record.history import ROW_GROUP_ROWS, parquet_options
 from harness.record.packed import (
     BUCKETS_KEY,
@@ -171,7 +171,7 @@ def pack_runs(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PackError(f"{out}: exists and is not an empty directory")
     buckets = bucket_count([run.history_rows for run in runs], cores or os.cpu_count() or 1)
-    packed = [PackedRun.of(run) for run in runs]
+    packed = [PackedRun.of(run, out) for run in runs]
     written: dict[str, int] = {}
     for table, schema in TABLE_SCHEMAS.items():
         members = [(number, _sources(run)[table]) for number, run in enumerate(runs)]
@@ -257,11 +257,11 @@ def verify_rows(out: Path, rows: Sequence[dict[str, Any]], *, sources: bool = Tr
                     or digests.of(low, low + at.rows) != row[f"{table}_digest"]
                 ):
                     raise PackError(
-                        f"{row['run_dir']}: {table} rows packed in {name} differ from the run directory's"
+                        f"{run_dir_of(row, out)}: {table} rows packed in {name} differ from the run directory's"
                         f" (index: {at.rows} row(s) from row {at.first_row})"
                     )
                 if sources:
-                    _verify_source(Path(str(row["run_dir"])), table, row, at.rows)
+                    _verify_source(run_dir_of(row, out), table, row, at.rows)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=VERIFY_THREADS) as pool:
         list(pool.map(verify, sorted(files)))

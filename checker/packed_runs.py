@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,10 @@ class PackedRun:
     fields: dict[str, Any]
 
     @classmethod
-    def of(cls, run: RunInput) -> PackedRun:
+    def of(cls, run: RunInput, store: Path) -> PackedRun:
+        """``run``'s row of the index of the packed store ``store`` (see :func:`stored_run_dir`)."""
         fields: dict[str, Any] = {name: getattr(run, name) for name, _ in _PLAIN_FIELDS}
-        fields["run_dir"] = str(run.run_dir.absolute())
+        fields["run_dir"] = stored_run_dir(run.run_dir, store)
         fields.update({name: json.dumps(getattr(run, name)) for name in _JSON_FIELDS})
         return cls(fields)
 
@@ -106,6 +108,28 @@ class PackedRun:
 
     def row(self) -> dict[str, Any]:
         return self.fields
+
+
+def stored_run_dir(run_dir: Path, store: Path) -> str:
+    """How the index of the packed store ``store`` names ``run_dir``: relative to the store when
+    both are below a common directory other than the filesystem's root (``../runs/run-0001``),
+    else absolute.
+
+    Why: a store and its runs are made and kept together (``bench/checker.py`` packs beside the
+    runs, a campaign beside its run directories), and moved or copied together -- to another
+    machine, another mount, a CI workspace -- where absolute paths would name directories that are
+    not there.  Runs with nothing in common with the store but ``/`` stay absolute, as before:
+    a path climbing to the root says nothing more."""
+    target, base = run_dir.absolute(), store.absolute()
+    if os.path.commonpath([target, base]) == target.anchor:
+        return str(target)
+    return os.path.relpath(target, base)
+
+
+def run_dir_of(row: dict[str, Any], store: Path) -> Path:
+    """The run directory an index row of the store ``store`` names (relative: to the store)."""
+    named = Path(str(row["run_dir"]))
+    return named if named.is_absolute() else Path(os.path.normpath(store.absolute() / named))
 
 
 def read_index(directory: Path) -> list[dict[str, Any]]:
@@ -167,10 +191,12 @@ def load_packed(directory: Path | str) -> list[RunInput]:
         replicas_path, replicas_slice = _located(directory, row, REPLICAS)
         events_path, events_slice = _located(directory, row, EVENTS)
         if history_path is None or history_slice is None:
-            raise InputError(f"{directory / INDEX_FILE}: run {row['run_dir']} has no packed history")
+            raise InputError(
+                f"{directory / INDEX_FILE}: run {run_dir_of(row, directory)} has no packed history"
+            )
         runs.append(
             RunInput(
-                run_dir=Path(row["run_dir"]),
+                run_dir=run_dir_of(row, directory),
                 spec=parsed["spec"],
                 topic=row["topic"],
                 partitions=row["partitions"],

@@ -14,7 +14,7 @@ groups (:mod:`checker.pandas.candidates`, a tested superset of what the groupby 
 are Arrow's hash grouping, drain status ``np.bincount`` over dense group codes.  Memory
 matters as much as work here: on this project's VMs memory touched for the first time cost
 up to 2.5 ms per MB, so a column that only a few rows need (the example rows, found with
-the key columns in memory by the rules of :mod:`checker.fetch`; the drains' own columns)
+the key columns in memory by the rules of :mod:`checker.example_rules`; the drains' own columns)
 is read for those rows alone, a row group at a time.
 """
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from checker import fetch
+from checker import example_rules, run_reads
 from checker.definitions import (
     ABORTED_READ,
     DIVERGENCE_EXAMPLE_COLUMNS,
@@ -152,7 +152,7 @@ class PandasEngine:
 
             def read(names: list[str]) -> pa.Table:
                 return pa.concat_tables(
-                    [fetch.read_run_table(run.history_path, run.history_slice, names) for run in runs]
+                    [run_reads.read_run_table(run.history_path, run.history_slice, names) for run in runs]
                 )
 
             sizes = [
@@ -168,12 +168,12 @@ class PandasEngine:
                 ]  # none: types from one footer
                 return pa.concat_tables(
                     [
-                        fetch.read_run_rows(
+                        run_reads.read_run_rows(
                             runs[number].history_path,
                             runs[number].history_slice,
                             rows,
                             names,
-                            fetch.DICTIONARY_COLUMNS,
+                            run_reads.DICTIONARY_COLUMNS,
                         )
                         for number, rows in asked
                     ]
@@ -185,7 +185,7 @@ class PandasEngine:
 
     def _rows_of_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> candidates.Ints:
         """Ascending positions of every history row of the ops ``keys[run_id, index]`` name,
-        by binary search in each file's ``index`` (:func:`checker.fetch.rows_of_ops`): no filter
+        by binary search in each file's ``index`` (:func:`checker.run_reads.rows_of_ops`): no filter
         runs over every row of the pass."""
         index = self._columns(runs).ints("index")
         sizes = self._history_sizes[_history_key(runs)]
@@ -195,7 +195,7 @@ class PandasEngine:
             for run_id, rows in keys[["run_id", "index"]].dropna().groupby("run_id")
         }
         parts = [
-            fetch.rows_of_ops(index[starts[number] : starts[number + 1]], wanted[run.history_run_id])
+            run_reads.rows_of_ops(index[starts[number] : starts[number + 1]], wanted[run.history_run_id])
             + starts[number]
             for number, run in enumerate(runs)
             if run.history_run_id in wanted
@@ -207,7 +207,7 @@ class PandasEngine:
         """Columns ``names`` of the history rows picked by ``rows`` (a mask or positions) as a DataFrame."""
         table = self._columns(runs).select(names)
         picked = table.filter(pa.array(rows)) if rows.dtype == np.bool_ else table.take(pa.array(rows))
-        return fetch.decoded(picked)
+        return run_reads.decoded(picked)
 
     def _replica_columns(self, runs: list[RunInput]) -> candidates.Columns | None:
         """The replica rows of each run's topic, each column read when first needed."""
@@ -220,7 +220,9 @@ class PandasEngine:
                 if number not in of_topic:
                     run = stored[number]
                     assert run.replicas_path is not None
-                    topic = fetch.read_run_table(run.replicas_path, run.replicas_slice, ["topic"], ["topic"])
+                    topic = run_reads.read_run_table(
+                        run.replicas_path, run.replicas_slice, ["topic"], ["topic"]
+                    )
                     of_topic[number] = pc.equal(topic["topic"], stored[number].topic).combine_chunks()
                 return of_topic[number]
 
@@ -228,7 +230,7 @@ class PandasEngine:
                 tables = []
                 for number, run in enumerate(stored):
                     assert run.replicas_path is not None
-                    table = fetch.read_run_table(run.replicas_path, run.replicas_slice, names, ())
+                    table = run_reads.read_run_table(run.replicas_path, run.replicas_slice, names, ())
                     mask = topic_mask(number)
                     # Most dumps hold one topic: filtering would only copy every column.
                     tables.append(table if mask.true_count == len(mask) else table.filter(mask))
@@ -243,7 +245,7 @@ class PandasEngine:
                     path = stored[number].replicas_path
                     if path is not None:
                         parts.append(
-                            fetch.read_run_rows(path, stored[number].replicas_slice, of_file[rows], names)
+                            run_reads.read_run_rows(path, stored[number].replicas_slice, of_file[rows], names)
                         )
                 return pa.concat_tables(parts)
 
@@ -410,7 +412,7 @@ class PandasEngine:
         if stored is None or stored.num_rows == 0:
             return pd.DataFrame(columns=columns)
         rows = candidates.divergent_rows(stored)
-        replicas = fetch.decoded(
+        replicas = run_reads.decoded(
             stored.take(["run_id", "node", "node_index", "partition", "offset", "record_id"], rows)
         )
         position = ["run_id", "partition", "offset"]
@@ -453,7 +455,7 @@ class PandasEngine:
     # ---------------------------------------------------------------- example rows
 
     def fetch_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
-        """By the rule a file read applies (:func:`checker.fetch.ops_in`), on the pass in memory.
+        """By the rule a file read applies (:func:`checker.example_rules.ops_in`), on the pass in memory.
 
         The key columns in memory find the rows; only those rows of the other columns are
         read, a row group at a time (``Columns.take``).  Measured at 1 M ops: reading those
@@ -462,18 +464,20 @@ class PandasEngine:
         """
         columns = self._columns(runs)
         of_ops = self._rows_of_ops(runs, keys)
-        rows = of_ops[fetch.key_rows(columns.take(fetch.OP_FILTER_COLUMNS, of_ops), keys)]
-        return fetch.ops_in(columns.take(HISTORY_ROW_COLUMNS, rows), keys)[list(HISTORY_ROW_COLUMNS)]
+        rows = of_ops[example_rules.key_rows(columns.take(example_rules.OP_FILTER_COLUMNS, of_ops), keys)]
+        return example_rules.ops_in(columns.take(HISTORY_ROW_COLUMNS, rows), keys)[list(HISTORY_ROW_COLUMNS)]
 
     def fetch_observations(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
         columns = self._columns(runs)
-        rows = fetch.position_rows(columns.select(fetch.POSITION), keys)
-        found = fetch.at_positions(columns.take(HISTORY_ROW_COLUMNS, rows), keys)
-        return fetch.observations(found[list(HISTORY_ROW_COLUMNS)])
+        rows = example_rules.position_rows(columns.select(example_rules.POSITION), keys)
+        found = example_rules.at_positions(columns.take(HISTORY_ROW_COLUMNS, rows), keys)
+        return example_rules.observations(found[list(HISTORY_ROW_COLUMNS)])
 
     def fetch_replica_records(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:
         stored = self._replica_columns(runs)
         if stored is None:
             return pd.DataFrame(columns=list(REPLICA_ROW_COLUMNS))
-        rows = fetch.position_rows(stored.select(fetch.POSITION), keys)
-        return fetch.at_positions(stored.take(REPLICA_ROW_COLUMNS, rows), keys)[list(REPLICA_ROW_COLUMNS)]
+        rows = example_rules.position_rows(stored.select(example_rules.POSITION), keys)
+        return example_rules.at_positions(stored.take(REPLICA_ROW_COLUMNS, rows), keys)[
+            list(REPLICA_ROW_COLUMNS)
+        ]

@@ -44,7 +44,7 @@ from checker.definitions import (
 )
 from checker.engine import to_pandas
 from checker.evidence import RunInput
-from checker.fetch import read_run_table
+from checker.run_reads import read_run_table
 from harness.record.packed import RowSlice
 
 EVENT_COLUMNS = (

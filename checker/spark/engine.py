@@ -24,7 +24,7 @@ Four things are not done in Spark jobs, on purpose: how the files are presented
 (:mod:`checker.spark.inputs` -- a bucketed table lets every aggregation above run without a
 shuffle), fetching the few rows that examples show, the value-check examples' own
 columns (send and read indexes, ack and poll offsets), which are aggregated from the rows of
-the few values shown (:mod:`checker.fetch`, on the driver) instead of for every value, and
+the few values shown (:mod:`checker.value_details`, on the driver) instead of for every value, and
 the row counts, drain status, order checks and liveness of a pass of many small runs
 (:mod:`checker.spark.small_counts`), whose cost as jobs was the files and runs, not the rows.
 """
@@ -42,7 +42,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checker import fetch
+from checker import example_rules, fetch, value_details
 from checker.definitions import (
     ABORTED_READ,
     DUPLICATE,
@@ -317,7 +317,7 @@ class SparkEngine:
         if shown.empty:
             return found
         keys = ["run_id", "partition", "value"]
-        details, op_keys, ops = fetch.value_details_with_ops(
+        details, op_keys, ops = value_details.value_details_with_ops(
             runs, shown[keys].drop_duplicates(), aggregate_values
         )
         self._example_ops = (pass_key, {_key_tuple(key) for key in op_keys.itertuples(index=False)}, ops)
@@ -475,7 +475,7 @@ class SparkEngine:
         if pass_key != tuple(run.history_run_id for run in runs) or not known:
             return fetch.fetch_ops(runs, keys)
         served = np.array([_key_tuple(key) in known for key in keys.itertuples(index=False)], dtype=bool)
-        rows = fetch.select_example_rows(kept, keys[served])
+        rows = example_rules.select_example_rows(kept, keys[served])
         if not served.all():
             others = fetch.fetch_ops(runs, keys[~served])
             if not others.empty:

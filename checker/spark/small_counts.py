@@ -34,13 +34,13 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import pyarrow as pa
 
-from checker import fetch
+from checker import run_reads
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts
 from checker.pandas.engine import PandasEngine
 from harness.record.packed import read_run
 
-SMALL_RUN_ROWS = fetch.SMALL_FILE_ROWS
+SMALL_RUN_ROWS = run_reads.SMALL_FILE_ROWS
 """History rows per run, on average, up to which a pass is counted here."""
 CHUNK_ROWS = 1_000_000
 """Rows read and counted together: the columns of one chunk are about 27 MB."""
@@ -87,7 +87,7 @@ def by_chunks(runs: Sequence[RunInput], answer: Callable[[list[RunInput]], pd.Da
 
 def row_counts_and_drains(runs: Sequence[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``Engine.row_counts`` and ``Engine.drain_status`` of ``runs`` (for which :func:`applies`)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=fetch.READ_THREADS) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=run_reads.READ_THREADS) as pool:
         answers = list(pool.map(_counted, _chunks(runs)))
     rows = pd.concat([rows for rows, _ in answers], ignore_index=True)
     drains = pd.concat([drains for _, drains in answers], ignore_index=True)

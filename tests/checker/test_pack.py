@@ -29,7 +29,7 @@ from checker.definitions import (
 )
 from checker.engine import Engine
 from checker.pack import PackError, pack_runs, verify_pack
-from checker.packed_runs import load_packed
+from checker.packed_runs import load_packed, read_index, run_dir_of, stored_run_dir
 from checker.pandas.engine import PandasEngine
 from harness.record.packed import HISTORY, INDEX_FILE, REPLICAS, bucket_of, packed_buckets, spark_hash_long
 from harness.record.rundir import RunDir
@@ -151,3 +151,21 @@ def test_a_copied_run_directory_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(PackError, match=r"copy: .* also .*first"):
         pack_runs(load_runs([first, copy]), tmp_path / "packed")
     assert not (tmp_path / "packed" / INDEX_FILE).exists()
+
+
+def test_a_store_moved_with_its_runs_still_names_them(tmp_path: Path) -> None:
+    dirs, out = packed_store(tmp_path / "before")
+    named = [str(row["run_dir"]) for row in read_index(out)]
+    assert sorted(named) == sorted(f"../runs/{run_dir.name}" for run_dir in dirs)
+    shutil.move(tmp_path / "before", tmp_path / "after")
+    moved = tmp_path / "after" / "packed"
+    assert verify_pack(moved) == len(dirs)  # the run directories' files are found where they now are
+    assert {run.run_dir for run in load_packed(moved)} == {tmp_path / "after" / "runs" / d.name for d in dirs}
+
+
+def test_runs_with_only_the_root_in_common_with_the_store_are_named_absolute() -> None:
+    store = Path("/tmp/campaign/packed")
+    assert stored_run_dir(Path("/srv/runs/r1"), store) == "/srv/runs/r1"
+    assert stored_run_dir(Path("/tmp/campaign/runs/r1"), store) == "../runs/r1"
+    assert run_dir_of({"run_dir": "../runs/r1"}, store) == Path("/tmp/campaign/runs/r1")
+    assert run_dir_of({"run_dir": "/srv/runs/r1"}, store) == Path("/srv/runs/r1")
