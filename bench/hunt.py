@@ -15,7 +15,9 @@ the switch on.  A hunt stops at the first run that reports the scenario's anomal
 expectation's ``anomalies``); the figure is the time from the hunt's start to the end of that
 run.  Two scenarios with the same switch are one mode (the one whose anomaly is ``lost-write``).
 
-The baseline then spends ``--baseline-share`` x the mode's total hunting time on the same
+The baseline then spends ``--baseline-share`` x the mode's total hunting time (or
+``--baseline-minutes MODE=MINUTES,...``: a fixed length, which with ``--hunts 0`` tops up the safe
+time of earlier measurements to match their hunting time) on the same
 set-up with **every** switch of the catalogue safe (the value the scenarios' valid
 expectations name, so also ``unclean.leader.election.enable=false`` and
 ``min.insync.replicas=2``), going on to the end of its budget; it counts runs with an
@@ -153,6 +155,20 @@ def target_runs(result: HuntResult, targets: frozenset[str]) -> list[str]:
     return found
 
 
+def parse_minutes_per_mode(text: str, names: set[str]) -> dict[str, float]:
+    """``--baseline-minutes``: ``kip101-loss=6,kafka7128-isr-join=12.5`` -> minutes per mode."""
+    minutes: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if name not in names:
+            raise SystemExit(f"--baseline-minutes: {name!r} is not a mode ({', '.join(sorted(names))})")
+        try:
+            minutes[name] = float(value)
+        except ValueError:
+            raise SystemExit(f"--baseline-minutes: {item!r}: expected MODE=MINUTES") from None
+    return minutes
+
+
 def median_minutes(times: list[float | None]) -> float | None:
     """Median time to the first find in minutes, a hunt that found nothing counting as slower
     than any that did; None when that median is such a hunt (JSON has no infinity)."""
@@ -170,6 +186,12 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, help="seconds of faults per run")
     parser.add_argument("--interval", type=float, default=5.0, help="mean quiet time before a fault")
     parser.add_argument("--baseline-share", type=float, default=1.0)
+    parser.add_argument(
+        "--baseline-minutes",
+        default="",
+        help="per mode: MODE=MINUTES,... -- a baseline of that length instead of the share "
+        "(with --hunts 0: tops up the safe time of earlier measurements)",
+    )
     parser.add_argument("--store", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -181,6 +203,7 @@ def main() -> None:
     )
     scenarios = catalogue()
     safe = safe_settings(scenarios)
+    fixed_minutes = parse_minutes_per_mode(args.baseline_minutes, {s.name for s in scenarios.values()})
     rows: list[dict[str, Any]] = []
     for switch, scenario in scenarios.items():
         if args.only and scenario.name not in args.only.split(","):
@@ -200,8 +223,9 @@ def main() -> None:
             times.append(result.seconds_to_first_anomaly)
             gave_up += [result.gave_up] if result.gave_up else []
         baseline_spec = spec_for(scenario, safe, args.time_limit, args.interval)
-        print(f"{scenario.name} baseline (every switch safe) for {spent * args.baseline_share / 60:.1f} min:")
-        baseline = hunt(baseline_spec, store, spent * args.baseline_share, keep_going=True, out=sys.stdout)
+        baseline_seconds = fixed_minutes.get(scenario.name, spent * args.baseline_share / 60) * 60
+        print(f"{scenario.name} baseline (every switch safe) for {baseline_seconds / 60:.1f} min:")
+        baseline = hunt(baseline_spec, store, baseline_seconds, keep_going=True, out=sys.stdout)
         found = [t for t in times if t is not None]
         rows.append(
             {

@@ -50,3 +50,16 @@ def test_a_two_replica_mode_hunts_with_only_the_packages_its_topic_can_take(benc
     assert "leader-crash-storm" in spec.nemesis.faults
     assert "stale-leader-lagging-joiner" not in spec.nemesis.faults
     assert "zombie-fetch-across-epochs" not in spec.nemesis.faults
+
+
+def test_baseline_minutes_per_mode_are_parsed_and_bad_ones_named(bench_hunt: ModuleType) -> None:
+    names = {"kip101-loss", "kafka7128-isr-join"}
+    assert bench_hunt.parse_minutes_per_mode("kip101-loss=6, kafka7128-isr-join=12.5", names) == {
+        "kip101-loss": 6.0,
+        "kafka7128-isr-join": 12.5,
+    }
+    assert bench_hunt.parse_minutes_per_mode("", names) == {}
+    with pytest.raises(SystemExit, match="'kip999' is not a mode"):
+        bench_hunt.parse_minutes_per_mode("kip999=3", names)
+    with pytest.raises(SystemExit, match="expected MODE=MINUTES"):
+        bench_hunt.parse_minutes_per_mode("kip101-loss=soon", names)
