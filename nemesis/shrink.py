@@ -29,7 +29,8 @@ them (``start`` after ``kill`` or ``power-loss``, ``resume`` after ``pause``, ``
 ``partition``, ``metadata-heal`` after ``metadata-delay``) joins that unit; a heal of several
 open units merges them (one step cannot be split).  A wait on a node joins that node's latest
 unit, except a wait for an election's outcome (``leader-is``, ``leader-is-not``), which joins the
-latest fault of any node -- the one that forced the election.
+latest fault of any node -- the one that forced the election; a wait on a node with no fault of
+its own yet (a partition's victim) joins the latest fault too.
 """
 
 from __future__ import annotations
@@ -202,6 +203,10 @@ def units_of(steps: Sequence[Step]) -> list[int | None]:
             labels.append(next_unit - 1)
         elif "wait" in step and "node" in step and step["node"] in last_unit_of_node:
             labels.append(last_unit_of_node[str(step["node"])])
+        elif "wait" in step and "node" in step and next_unit > 0:
+            # ``not-in-isr F`` after a partition that cuts F off: F has no fault of its own, so
+            # the wait awaits the latest fault's consequence and goes with it.
+            labels.append(next_unit - 1)
         else:
             labels.append(None)
     return [None if label is None else find(label) for label in labels]

@@ -254,3 +254,16 @@ def test_a_wait_for_an_election_goes_with_the_fault_that_forced_it() -> None:
     assert labels[4] == labels[3] != labels[1]  # leader-is B: with kill A, not with B's own unit
     assert labels[6] == labels[3]  # a wait on A's own state: with A's unit
     assert all("wait" not in step for step in without_units(steps, {labels[3]}))
+
+
+def test_a_wait_on_a_partitions_victim_goes_with_the_partition() -> None:
+    """``not-in-isr F`` after a partition that cuts F off: without the partition it would time out."""
+    steps: list[Step] = [
+        {"bind": {"L": "leader-of:0", "F": "follower-of:0"}},
+        {"fault": "partition", "grudge": {"L": ["F"], "F": ["L"]}, "kind": "leader-follower"},
+        {"wait": "not-in-isr", "node": "F", "partition": 0, "timeout": 40},
+        {"fault": "heal"},
+    ]
+    labels = units_of(steps)
+    assert labels[2] == labels[1] is not None
+    assert [step for step in without_units(steps, {labels[1]})] == [steps[0]]
