@@ -414,9 +414,14 @@ def _check_partition(partition: Any, where: str, *, offsets_allowed: bool) -> No
     raise ScenarioError(f"{where}: partition must be {allowed}, not {partition!r}")
 
 
+NODE_KEYS = ("node", "than")
+"""Step keys whose value is one node name (``nodes`` is a list of them; ``bind`` and ``grudge``
+name nodes too)."""
+
+
 def _names(step: Mapping[str, Any]) -> list[str]:
     """Every node name a step gives (``node``, ``than``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
-    names: list[Any] = [step[key] for key in ("node", "than") if key in step]
+    names: list[Any] = [step[key] for key in NODE_KEYS if key in step]
     if isinstance(step.get("nodes"), list):
         names += step["nodes"]
     if isinstance(step.get("bind"), dict):

@@ -41,6 +41,7 @@ from typing import Any
 
 from harness.record.ops import NEMESIS_PROCESS, Op
 from nemesis.package_run import PACKAGE_OP
+from nemesis.scenario import NODE_KEYS
 from nemesis.spec import HEALS, PARTITION
 
 Step = dict[str, Any]
@@ -51,9 +52,9 @@ PARTITION_HEAL = HEALS[PARTITION]
 PACKAGE = PACKAGE_OP
 HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}
 MIN_SLEEP_SECONDS = 0.25
-NODE_KEYS = ("node", "nodes", "than")
+RENAMED_KEYS = (*NODE_KEYS, "nodes")
 """The step keys whose values name nodes (besides ``bind`` and ``grudge``): a package's aliases in
-them are renamed apart (:mod:`nemesis.scenario` owns the vocabulary)."""
+them are renamed apart."""
 ELECTION_WAITS = ("leader-is", "leader-is-not")
 """Waits for an election's outcome: they belong to the fault that forced the election."""
 
@@ -143,7 +144,7 @@ def _renamed(steps: list[Step], prefix: str) -> list[Step]:
                 copy[key] = {prefix + alias: role for alias, role in value.items()}
             elif key == "grudge":
                 copy[key] = {name(node): name(list(others)) for node, others in value.items()}
-            elif key in NODE_KEYS:
+            elif key in RENAMED_KEYS:
                 copy[key] = name(value)
             else:
                 copy[key] = value
@@ -197,16 +198,13 @@ def units_of(steps: Sequence[Step]) -> list[int | None]:
             for other in closed[1:]:
                 parent[find(other)] = root
             labels.append(root)
-        elif step.get("wait") in ELECTION_WAITS and next_unit > 0:
-            # ``leader-is B`` after ``kill A`` awaits the kill's consequence, whatever B's own
-            # faults: without the kill it would time out (and end the replay's steps there).
-            labels.append(next_unit - 1)
-        elif "wait" in step and "node" in step and step["node"] in last_unit_of_node:
-            labels.append(last_unit_of_node[str(step["node"])])
-        elif "wait" in step and "node" in step and next_unit > 0:
-            # ``not-in-isr F`` after a partition that cuts F off: F has no fault of its own, so
-            # the wait awaits the latest fault's consequence and goes with it.
-            labels.append(next_unit - 1)
+        elif "wait" in step and "node" in step:
+            # A wait goes with its node's own latest fault -- except when it awaits another
+            # fault's consequence: ``leader-is B`` after ``kill A`` (whatever B's own faults), or
+            # ``not-in-isr F`` after a partition that cut F off (F has no fault of its own).
+            # Left behind without that fault, it would time out and end the replay's steps there.
+            own = None if step["wait"] in ELECTION_WAITS else last_unit_of_node.get(str(step["node"]))
+            labels.append(own if own is not None else next_unit - 1 if next_unit else None)
         else:
             labels.append(None)
     return [None if label is None else find(label) for label in labels]
@@ -327,10 +325,7 @@ class _UnitSearch:
 
     @property
     def current(self) -> list[Step]:
-        return self._without(self.removed)
-
-    def _without(self, removed: set[int]) -> list[Step]:
-        return without_units(self.base, removed)
+        return without_units(self.base, self.removed)
 
     def _kept(self) -> list[int]:
         return [unit for unit in self.order if unit not in self.removed]
@@ -340,7 +335,7 @@ class _UnitSearch:
         if self._out_of_time():
             return None
         candidate_removed = self.removed | set(removal)
-        candidate = self._without(candidate_removed)
+        candidate = without_units(self.base, candidate_removed)
         self.tried += 1
         if self._reproduces(candidate):
             self._log(f"without {what}: still reproduces ({fault_count(candidate)} faults)")

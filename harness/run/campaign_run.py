@@ -108,7 +108,7 @@ def run_campaign_hunt(planned: PlannedHunt, directory: Path, console: Console) -
         record = result.to_dict()
     found = record["first_invalid"] is not None
     gave_up = record.get("gave_up")
-    status = "fail" if gave_up else "pass" if found == planned.expect_anomaly else "fail"
+    status = "pass" if not gave_up and found == planned.expect_anomaly else "fail"
     when = (
         f"first anomaly after {record['seconds_to_first_anomaly'] / 60:.1f} min: {record['first_invalid']}"
         if found

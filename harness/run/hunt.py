@@ -160,7 +160,7 @@ def hunt(
         run_spec = dataclasses.replace(spec, seed=seed, nemesis=dataclasses.replace(spec.nemesis, seed=seed))
         run_dir = store_dir / store.safe_name(spec.name) / _stamp()
         run_started = _clock()
-        problem = launch(run_spec, run_dir, timeout, directory / f"seed{seed}.log")
+        problem = launch(run_spec, run_dir, timeout, _run_log(directory, seed))
         run = read_run(run_dir, seed, _clock() - run_started, problem)
         result.runs.append(run)
         result.elapsed_seconds = _clock() - started
@@ -182,6 +182,11 @@ def hunt(
     return result
 
 
+def _run_log(directory: Path, seed: int) -> Path:
+    """Where the hunt in ``directory`` keeps the output of its run with ``seed``."""
+    return directory / f"seed{seed}.log"
+
+
 def _stillborn_row(runs: list[HuntRun], directory: Path) -> str | None:
     """Why to give up, when the last :data:`STILLBORN_LIMIT` runs all died before a fault."""
     last = runs[-STILLBORN_LIMIT:]
@@ -189,7 +194,7 @@ def _stillborn_row(runs: list[HuntRun], directory: Path) -> str | None:
         return None
     return (
         f"{STILLBORN_LIMIT} runs in a row ended unknown before their first fault; the last: "
-        f"{last[-1].problem or 'no verdict'} (its log: {directory / f'seed{last[-1].seed}.log'})"
+        f"{last[-1].problem or 'no verdict'} (its log: {_run_log(directory, last[-1].seed)})"
     )
 
 
