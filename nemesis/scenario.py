@@ -44,7 +44,9 @@ consuming in the background.  Each step has exactly one verb:
 * ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
   with ``node``, ``partition`` (default 0; ``offsets`` as in roles) and ``timeout`` seconds (default 30) -- a
   condition polled until true (``leader-is-not``: the partition has a leader, another node);
-  a timeout fails the run loudly;
+  ``caught-up``: the ISR is every replica and, on a cluster whose replicas can be read while it
+  runs, every replica holds the partition (metadata lists a new partition's followers in the
+  ISR before they have heard of it); a timeout fails the run loudly;
 * ``wait = "log-end-past"`` with ``node``, ``than`` (another node), ``partition`` and
   ``timeout`` -- ``node``'s replica holds records beyond the end of ``than``'s, judged on the
   replicas' files (:class:`~harness.cluster.protocol.LiveReplicas`; a cluster without that

@@ -221,9 +221,7 @@ class ScenarioRun:
             return
         if condition == "caught-up":
             wait_until(
-                lambda: (lambda info: info and set(info.isr) == set(info.replicas))(
-                    _partition_info(cluster.bootstrap, topic, partition)
-                ),
+                lambda: self._fully_replicated(topic, partition),
                 timeout,
                 f"{_described(topic, partition)} fully replicated",
             )
@@ -244,6 +242,23 @@ class ScenarioRun:
             return node_id not in info.isr
 
         wait_until(holds, timeout, f"{condition} {node} ({_described(topic, partition)})")
+
+    def _fully_replicated(self, topic: str, partition: int) -> bool:
+        """The ISR is every replica and, where the replicas' files can be read, every replica holds
+        the partition.  A new partition's ISR lists every replica before the followers have heard
+        of it: a fault that cuts one off from the controller then (``metadata-delay``) leaves a
+        replica that never exists, not the zombie a scenario meant to make."""
+        cluster = self.context.cluster
+        info = _partition_info(cluster.bootstrap, topic, partition)
+        if info is None or set(info.isr) != set(info.replicas):
+            return False
+        if not isinstance(cluster, LiveReplicas):
+            return True
+        names = {node_id: node for node, node_id in cluster.node_ids.items()}
+        return all(
+            replica in names and cluster.replica_log_end(names[replica], topic, partition) is not None
+            for replica in info.replicas
+        )
 
     def _wait_log_end_past(self, node: str, than: str, topic: str, partition: int, timeout: float) -> None:
         """Until ``node``'s replica of the partition ends past ``than``'s (both read from their files)."""

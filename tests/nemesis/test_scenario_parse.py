@@ -313,6 +313,21 @@ def test_log_end_past_fails_the_step_when_it_never_holds_or_cannot_be_judged(
         run_steps([{"wait": "log-end-past", "node": "n1", "than": "n2"}], monkeypatch)
 
 
+def test_caught_up_waits_until_every_replica_holds_the_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ISR (INFO) is every replica from the start; n3 has not heard of the partition for two
+    # reads -- a metadata-delay fault then would leave no zombie, only a replica that never exists.
+    cluster = ReplicaFiles({"n1": [5], "n2": [5], "n3": [None, None, 0]})
+    run_steps([{"wait": "caught-up"}], monkeypatch, cluster)
+    assert cluster.reads.count("n3") == 3
+    never = ReplicaFiles({"n1": [5], "n2": [5], "n3": [None]})
+    with pytest.raises(
+        ScenarioFailed, match=r"timed out after 0\.2 s waiting for partition 0 fully replicated"
+    ):
+        run_steps([{"wait": "caught-up", "timeout": 0.2}], monkeypatch, never)
+    # Without the ability, the ISR alone decides.
+    run_steps([{"wait": "caught-up", "timeout": 0.2}], monkeypatch)
+
+
 # --------------------------------------------------------------------------- the bundled library and `scenario list`
 
 
