@@ -236,6 +236,10 @@ class ShrinkResult:
     """Candidates judged by the oracle."""
     complete: bool = True
     """False when the caller's time ran out before every move was tried."""
+    trail: list[list[Step]] = dataclasses.field(default_factory=list)
+    """Every candidate the oracle accepted, oldest first, after the starting steps (the first
+    entry; the last is :attr:`steps`): where a caller that re-measures :attr:`steps` and finds
+    it short of its threshold steps back to (the oracle is noisy; a quick one more so)."""
 
 
 Oracle = Callable[[list[Step]], bool]
@@ -267,8 +271,9 @@ def shrink(
         if not (label is None and step.get("fault") in HEAL_STEPS)
     ]
     search = _UnitSearch(base, reproduces, log, out_of_time)
+    trail = search.trail
     if not search.run():
-        return ShrinkResult(search.current, search.tried, complete=False)
+        return ShrinkResult(search.current, search.tried, complete=False, trail=trail)
     current, tried = search.current, search.tried
     settled: set[int] = set()  # positions of sleeps whose halving did not reproduce
     changed = True
@@ -287,17 +292,18 @@ def shrink(
             if seconds / 2 < MIN_SLEEP_SECONDS:
                 continue
             if out_of_time():
-                return ShrinkResult(current, tried, complete=False)
+                return ShrinkResult(current, tried, complete=False, trail=trail)
             candidate = [dict(step) for step in current]
             candidate[position]["sleep"] = round(seconds / 2, 2)
             tried += 1
             if reproduces(candidate):
                 log(f"sleep {seconds:g} s -> {seconds / 2:g} s: still reproduces")
                 current, changed = candidate, True
+                trail.append(current)
             else:
                 log(f"sleep {seconds:g} s -> {seconds / 2:g} s: does not reproduce; kept")
                 settled.add(position)
-    return ShrinkResult(current, tried)
+    return ShrinkResult(current, tried, trail=trail)
 
 
 class _UnitSearch:
@@ -318,6 +324,7 @@ class _UnitSearch:
         self.order = list(dict.fromkeys(label for label in units_of(base) if label is not None))
         self.removed: set[int] = set()
         self.needed: set[int] = set()
+        self.trail: list[list[Step]] = [self.current]
         self.tried = 0
         self._reproduces = reproduces
         self._log = log
@@ -340,6 +347,7 @@ class _UnitSearch:
         if self._reproduces(candidate):
             self._log(f"without {what}: still reproduces ({fault_count(candidate)} faults)")
             self.removed = candidate_removed
+            self.trail.append(candidate)
             return True
         self._log(f"without {what}: does not reproduce; kept")
         return False

@@ -32,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="try no new candidate after this long; keep the smallest found (default 30m)",
     )
     parser.add_argument(
+        "--search-replays",
+        type=int,
+        metavar="N",
+        help="quick search: a candidate must reproduce in all of N replays (a miss ends it), only the "
+        "original and the result are measured on --replays, and a result that falls short steps "
+        "back to the last accepted candidate that does not (default: every candidate on --replays)",
+    )
+    parser.add_argument(
         "--anomaly",
         metavar="NAMES",
         help="comma-separated: the anomalies a replay must show (default: every one the run reported)",
@@ -43,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--replays {args.replays}: need at least 1")
     if not 0 < args.threshold <= 1:
         raise UsageError(f"--threshold {args.threshold}: expected a share in (0, 1]")
+    if args.search_replays is not None and not 1 <= args.search_replays <= args.replays:
+        raise UsageError(f"--search-replays {args.search_replays}: expected 1 to --replays ({args.replays})")
     budget = parse_duration(args.budget, "--budget")
     anomalies = parse_anomaly_names(args.anomaly, "--anomaly") if args.anomaly else None
     run_dir = Path(args.run_dir)
@@ -58,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
             log=lambda line: print(line, file=sys.stderr, flush=True),
             budget_seconds=budget,
             anomalies=sorted(anomalies) if anomalies is not None else None,
+            search_replays=args.search_replays,
         )
     except (ShrinkError, SpecFileError) as error:
         raise UsageError(str(error)) from None
@@ -65,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         f"{outcome.original_faults} faults -> {outcome.faults}; reproduced in {outcome.reproduced} of "
         f"{outcome.replays} replays ({outcome.candidates} candidates tried"
         + ("" if outcome.complete else "; the budget ended the search")
+        + (f"; stepped back {outcome.stepped_back}" if outcome.stepped_back else "")
         + ")"
     )
     print(f"scenario: {outcome.scenario_path}  (run it: tidemark run --scenario {outcome.scenario_path})")

@@ -4,7 +4,13 @@
 what the anomaly does not need; this module is its oracle and its output.  A candidate
 *reproduces* when at least ``threshold`` of ``replays`` replays report every anomaly the
 original run reported -- replays stop early once the answer is certain either way, so a
-hopeless candidate costs two runs, not five.  Every replay is a real run of the scenario
+hopeless candidate costs two runs, not five.  A quick search (``search_replays``) judges the
+candidates on fewer replays that must all reproduce (a miss ends the candidate at once) and
+measures only the original and the result on the full count; when the result falls short of the
+threshold it steps back through the accepted candidates to the last that does not.  That halves
+the cost of most candidates -- each replay of a random run's timeline is a minute or two -- at
+the risk, paid for by the step back, of accepting a candidate that reproduces only sometimes.
+Every replay is a real run of the scenario
 (stored under ``<store>/shrink-<name>/``), checked by the pandas engine.
 
 The result is a scenario file that ``tidemark run --scenario FILE`` runs like any other, with
@@ -48,6 +54,8 @@ class ShrinkOutcome:
     candidates: int
     complete: bool = True
     """False when the budget ended the shrink before every move was tried."""
+    stepped_back: int = 0
+    """Accepted candidates given up after the quick search's result fell short on re-measuring."""
 
 
 def scenario_definition(spec: TestSpec, steps: list[Step], anomalies: list[str], note: str) -> dict[str, Any]:
@@ -76,6 +84,7 @@ def shrink_run(
     budget_seconds: float | None = None,
     anomalies: list[str] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    search_replays: int | None = None,
 ) -> ShrinkOutcome:
     """Shrink the failing run in ``run_dir`` and write the smallest reproducing scenario.
 
@@ -84,7 +93,8 @@ def shrink_run(
     invalid, has no faults, or its original timeline does not reproduce.  With
     ``budget_seconds`` no new candidate is tried after that long: the smallest scenario found
     so far is written (every candidate is a batch of real runs, so an unbounded shrink of a
-    long timeline can take hours).
+    long timeline can take hours).  ``search_replays``: the quick search of the module docstring
+    (None: every candidate is judged on ``replays`` and ``threshold``).
     """
     started = clock()
     directory = RunDir(run_dir)
@@ -116,27 +126,32 @@ def shrink_run(
     needed = math.ceil(threshold * replays)
     candidates = 0
 
-    def successes(candidate: list[Step], *, early: bool) -> tuple[int, int]:
+    def successes(candidate: list[Step], count: int, need: int, *, early: bool) -> tuple[int, int]:
         definition = scenario_definition(spec, candidate, target, "candidate")
         scenario = parse_scenario(definition, f"shrink candidate of {run_dir}")
         replay_spec = dataclasses.replace(spec, nemesis=NemesisSpec()).with_scenario(scenario)
         good = runs = 0
-        for _ in range(replays):
+        for _ in range(count):
             runs += 1
             good += set(target) <= replay(replay_spec, shrink_store)
-            if early and (good >= needed or runs - good > replays - needed):
+            if early and (good >= need or runs - good > count - need):
                 break
         return good, runs
 
-    def reproduces(candidate: list[Step]) -> bool:
+    def judged(candidate: list[Step], count: int, need: int) -> bool:
         nonlocal candidates
         candidates += 1
-        good, runs = successes(candidate, early=True)
+        good, runs = successes(candidate, count, need, early=True)
         log(f"  candidate {candidates}: {fault_count(candidate)} faults, reproduced {good}/{runs}")
-        return good >= needed
+        return good >= need
+
+    def reproduces(candidate: list[Step]) -> bool:
+        if search_replays is None:
+            return judged(candidate, replays, needed)
+        return judged(candidate, search_replays, search_replays)
 
     log(f"shrinking {run_dir}: {fault_count(steps)} faults, anomalies {', '.join(target)}")
-    if not reproduces(steps):
+    if not judged(steps, replays, needed):
         raise ShrinkError(
             f"{run_dir}: its fault timeline, replayed as a scenario, does not reproduce "
             f"{', '.join(target)} in {needed} of {replays} replays: the anomaly depends on more than "
@@ -150,17 +165,27 @@ def shrink_run(
     )
     if not result.complete:
         log(f"budget of {budget_seconds:g} s spent: keeping the smallest scenario found so far")
-    good, runs = successes(result.steps, early=False)
+    chosen = result.steps
+    good, runs = successes(chosen, replays, needed, early=False)
+    earlier = result.trail[:-1] if search_replays is not None else []
+    while good < needed and earlier:
+        log(
+            f"{fault_count(chosen)} faults reproduced in {good} of {runs} replays, short of {needed}: "
+            "stepping back to the candidate accepted before"
+        )
+        chosen = earlier.pop()
+        good, runs = successes(chosen, replays, needed, early=False)
     note = (
         f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
-        f"{fault_count(result.steps)}); reproduced {', '.join(target)} in {good} of {runs} replays."
+        f"{fault_count(chosen)}); reproduced {', '.join(target)} in {good} of {runs} replays."
     )
     path = out_path or run_dir / "shrunk.toml"
-    definition = scenario_definition(spec, result.steps, target, note)
+    definition = scenario_definition(spec, chosen, target, note)
     parse_scenario(definition, str(path))  # what is written must load
     path.write_text(tomli_w.dumps(definition), encoding="utf-8")
+    stepped_back = len(result.trail) - 1 - len(earlier) if search_replays is not None else 0
     return ShrinkOutcome(
-        path, fault_count(steps), fault_count(result.steps), good, runs, candidates, result.complete
+        path, fault_count(steps), fault_count(chosen), good, runs, candidates, result.complete, stepped_back
     )
 
 

@@ -98,3 +98,51 @@ def test_the_target_can_be_one_of_the_run_s_anomalies_and_a_budget_ends_the_sear
     assert outcome.reproduced == 5  # what is written was still measured
     with pytest.raises(ShrinkError, match="did not report duplicate"):
         shrink_run(run_dir, tmp_path / "store", log=lambda _: None, anomalies=["duplicate"])
+
+
+def test_a_quick_search_judges_candidates_on_fewer_replays_and_measures_the_result_in_full(
+    tmp_path: Path,
+) -> None:
+    run_dir = stored_run(tmp_path)
+    seen, replay = planted_replay({"lost-write"})
+    outcome = shrink_run(
+        run_dir,
+        tmp_path / "store",
+        log=lambda _: None,
+        replay=replay,  # type: ignore[arg-type]
+        search_replays=2,
+    )
+    assert (outcome.faults, outcome.reproduced, outcome.replays, outcome.stepped_back) == (1, 5, 5, 0)
+    # The original on 4 (4 of 5 settle it), without the kill: 1 miss ends it, without the pause: 2 of 2,
+    # then the result on all 5.
+    assert len(seen) == 4 + 1 + 2 + 5
+
+
+def test_a_quick_search_steps_back_when_its_result_falls_short_on_re_measuring(tmp_path: Path) -> None:
+    run_dir = stored_run(tmp_path)
+    calls_without_pause: list[int] = []
+
+    def lucky_twice(spec: TestSpec, store: Path) -> set[str]:
+        """The kill reproduces with the pause always, without it only in its first two replays."""
+        scenario = spec.scenario_object()
+        assert scenario is not None
+        faults = {step.get("fault") for step in scenario.steps}
+        if "kill" not in faults:
+            return set()
+        if "pause" in faults:
+            return {"lost-write"}
+        calls_without_pause.append(1)
+        return {"lost-write"} if len(calls_without_pause) <= 2 else set()
+
+    lines: list[str] = []
+    outcome = shrink_run(run_dir, tmp_path / "store", log=lines.append, replay=lucky_twice, search_replays=2)
+    assert (outcome.faults, outcome.reproduced, outcome.replays, outcome.stepped_back) == (2, 5, 5, 1)
+    assert any("1 faults reproduced in 0 of 5 replays, short of 4: stepping back" in line for line in lines)
+    written = load_scenario(str(outcome.scenario_path))
+    assert [step.get("fault") for step in written.steps if "fault" in step] == [
+        "pause",
+        "resume",
+        "kill",
+        "start",
+    ]
+    assert "(2 faults -> 2); reproduced lost-write in 5 of 5 replays" in written.description
