@@ -128,7 +128,8 @@ class Nemesis:
     optional abilities some faults need (``consumer-churn``: :mod:`nemesis.consumer_churn`; marker
     sends for packages' ``produce`` steps: :class:`nemesis.scenario_run.MarkerSender`).
     Raises PlanError at once when the spec cannot be carried out on this cluster or workload. ``remote_timeout`` bounds every remote call;
-    ``settle_timeout`` bounds the wait for a SIGKILLed broker to be gone.
+    ``settle_timeout`` bounds the wait for a SIGKILLed broker to be gone.  ``isr_lag_seconds``
+    (``replica.lag.time.max.ms``, where the caller knows it) lets a package outlast the ISR lag.
     """
 
     def __init__(
@@ -144,6 +145,7 @@ class Nemesis:
         package_cluster: Cluster | None = None,
         replication_factor: int | None = None,
         workload: object | None = None,
+        isr_lag_seconds: float | None = None,
     ) -> None:
         self.spec = spec
         self.cluster = cluster
@@ -160,6 +162,7 @@ class Nemesis:
                 metadata_delay=cluster.controller is not None,
                 quiet_seconds=spec.interval_seconds,
                 markers=isinstance(workload, MarkerSender),
+                isr_lag_seconds=isr_lag_seconds,
             )
             if package_cluster is not None and self.leader_partitions
             else None

@@ -28,7 +28,10 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   leads, then all restarted; or (half the draws) the leadership sent back and forth 2-4 times
   between two replicas that each return alone while the other is down (fast failover, KIP-279);
 * ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the
-  controller) long enough for the ISR to shrink, then it is killed;
+  controller) long enough for the ISR to shrink, then it is killed; where the ISR lag is known
+  and there is a controller node, half the draws cut it off from the controller too, past the
+  lag, so the shrink it proposes is never answered while its clients still reach it (KIP-497's
+  in-flight ISR);
 * ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and
   restarts, then the leader crashes (needs the lazy filesystem);
 * ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the
@@ -89,6 +92,9 @@ class PackageContext:
     markers: bool = False
     """The workload sends markers (``produce`` steps): packages that need writes to reach a new
     leader at once plan them only then."""
+    isr_lag_seconds: float | None = None
+    """How long a follower may lag before its leader drops it from the ISR
+    (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
 
 
 def _sleep(rng: random.Random, low: float, high: float, why: str) -> Step:
@@ -191,11 +197,31 @@ def isolate_followers_lose_leader(rng: random.Random, context: PackageContext) -
     if not followers:
         raise PackageError("isolate-followers-lose-leader needs a replication factor of at least 2")
     binding = {"L": f"leader-of:{p}", **{name: f"follower-of:{p}#{n}" for n, name in enumerate(followers, 1)}}
-    grudge = {"L": followers, **{name: ["L"] for name in followers}}
+    grudge: dict[str, list[str]] = {"L": followers, **{name: ["L"] for name in followers}}
+    lag = context.isr_lag_seconds
+    if lag is not None and context.metadata_delay and rng.random() < 0.5:
+        # The leader loses the controller too, for longer than the ISR lag: the shrink it then
+        # proposes is never answered (KIP-497's in-flight window stays open), the controller
+        # fences it and elects a follower, and its clients still reach it -- Jepsen's isolated
+        # leader.  A leader that counted the proposed ISR as committed acknowledges alone here.
+        grudge = {**grudge, "L": [*followers, "controller"], "controller": ["L"]}
+        return [
+            {"bind": binding},
+            {"fault": "partition", "grudge": grudge, "kind": "isolate-leader"},
+            _sleep(rng, lag + 1.0, lag + 4.0, "past the ISR lag: a shrink proposal nobody answers"),
+            *_lose_leader(rng),
+        ]
     return [
         {"bind": binding},
         {"fault": "partition", "grudge": grudge, "kind": "isolate-leader-from-followers"},
         _sleep(rng, 2.0, 8.0, "the leader shrinks the ISR and acknowledges alone if min ISR allows"),
+        *_lose_leader(rng),
+    ]
+
+
+def _lose_leader(rng: random.Random) -> list[Step]:
+    """Kill the isolated leader ``L``, let the controller elect, heal, and bring ``L`` back."""
+    return [
         {"fault": "kill", "node": "L"},
         _sleep(rng, 3.0, 6.0, "the controller fences the dead leader and elects, if anyone is eligible"),
         {"fault": "heal"},

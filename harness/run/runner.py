@@ -245,6 +245,7 @@ def _run_phases(
             package_cluster=cluster,
             replication_factor=spec.workload.replication_factor,
             workload=workload,
+            isr_lag_seconds=spec.isr_lag_seconds(),
         )
         if isinstance(cluster, ControlledCluster) and cluster.brokers
         else None

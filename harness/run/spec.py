@@ -216,7 +216,14 @@ class TestSpec:
             metadata_delay=True,
             quiet_seconds=self.nemesis.interval_seconds,
             markers=True,
+            isr_lag_seconds=self.isr_lag_seconds(),
         )
+
+    def isr_lag_seconds(self) -> float | None:
+        """``replica.lag.time.max.ms`` in force, in seconds; None where it is not known (tansu, or
+        an external cluster the run did not ``--set`` it for)."""
+        value = self.effective_settings().get("replica.lag.time.max.ms")
+        return int(value) / 1000 if value is not None and value.isdigit() else None
 
     def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:
         """For a scenario run, what in ``results`` contradicts the scenario's expected verdict

@@ -38,7 +38,7 @@ from nemesis.spec import HEALS, PACKAGE_FAULTS, PACKAGE_KINDS, NemesisSpec
 from .test_mechanism import FakeCluster
 
 CONTEXTS = [
-    PackageContext(("n1", "n2", "n3"), 3, 3, power_loss=True, metadata_delay=True),
+    PackageContext(("n1", "n2", "n3"), 3, 3, power_loss=True, metadata_delay=True, isr_lag_seconds=5.0),
     PackageContext(("n1", "n2", "n3"), 1, 2, power_loss=False, metadata_delay=True),
     PackageContext(("n1", "n2"), 2, 2, power_loss=True, metadata_delay=False),
 ]
@@ -124,6 +124,27 @@ def test_plans_are_seeded() -> None:
 def test_packages_that_cannot_apply_say_why(name: str, context: PackageContext, reason: str) -> None:
     with pytest.raises(PackageError, match=reason):
         plan_package(name, random.Random(0), context)
+
+
+def test_isolating_the_leader_outlasts_the_isr_lag_when_it_also_loses_the_controller() -> None:
+    kinds = set()
+    for seed in range(40):
+        steps = plan_package("isolate-followers-lose-leader", random.Random(seed), CONTEXTS[0])
+        cut = steps[1]
+        kinds.add(cut["kind"])
+        if cut["kind"] == "isolate-leader":
+            assert sorted(cut["grudge"]["L"]) == ["F1", "F2", "controller"]
+            assert cut["grudge"]["controller"] == ["L"]
+            assert 6.0 <= steps[2]["sleep"] <= 9.0, "past the 5 s lag: the shrink is proposed, never answered"
+        else:
+            assert sorted(cut["grudge"]["L"]) == ["F1", "F2"]
+        assert [step.get("fault") for step in steps[3:]] == ["kill", None, "heal", "start"]
+    assert kinds == {"isolate-leader", "isolate-leader-from-followers"}
+    # Without the lag, or without a controller to cut, only the followers are cut.
+    for context in (dataclasses.replace(CONTEXTS[0], isr_lag_seconds=None), CONTEXTS[2]):
+        for seed in range(20):
+            steps = plan_package("isolate-followers-lose-leader", random.Random(seed), context)
+            assert steps[1]["kind"] == "isolate-leader-from-followers"
 
 
 def test_last_replica_standing_cuts_every_follower_out_of_the_isr_before_the_power_loss() -> None:

@@ -1,0 +1,20 @@
+"""What a test spec tells the fault packages before the cluster starts: the ISR lag in force."""
+
+from __future__ import annotations
+
+from harness.run.spec import TestSpec
+
+
+def test_the_isr_lag_is_the_one_in_force_on_the_bundled_broker() -> None:
+    # The harness's own failure-detection default (harness.cluster.bundled), then --set.
+    assert TestSpec(name="q").isr_lag_seconds() == 5.0
+    assert TestSpec(name="q", settings={"replica.lag.time.max.ms": "12000"}).isr_lag_seconds() == 12.0
+    context = TestSpec(name="q").package_context()
+    assert context is not None and context.isr_lag_seconds == 5.0
+
+
+def test_the_isr_lag_of_a_system_whose_settings_are_not_known_is_unknown() -> None:
+    assert TestSpec(name="q", target="tansu").isr_lag_seconds() is None
+    assert TestSpec(name="q", bootstrap="127.0.0.1:9092").isr_lag_seconds() is None
+    external = TestSpec(name="q", bootstrap="127.0.0.1:9092", settings={"replica.lag.time.max.ms": "30000"})
+    assert external.isr_lag_seconds() == 30.0
