@@ -28,6 +28,7 @@ from pathlib import Path
 
 from broker_impl import config as broker_config
 from harness.cluster.kafka_admin import (
+    ClusterUnavailable,
     PartitionInfo,
     all_partitions_led,
     broker_answers,
@@ -36,7 +37,7 @@ from harness.cluster.kafka_admin import (
     wait_until,
 )
 from harness.cluster.lazyfs_mount import LazyMount, not_mounted
-from harness.nodes.remote import Remote, RemoteError
+from harness.nodes.remote import CommandFailed, Remote, RemoteError
 
 logger = logging.getLogger(__name__)
 
@@ -311,10 +312,17 @@ class BundledCluster:
 
     def replica_log_end(self, node: str, topic: str, partition: int) -> int | None:
         """:class:`~harness.cluster.protocol.LiveReplicas`: ``python -m broker_impl.dump --summary``
-        of ``node``'s data dir while the broker runs (read-only; a torn tail is not counted)."""
-        result = self._remotes[node].exec(
-            [PYTHON, "-m", "broker_impl.dump", "--summary", self.data_dir], timeout=30
-        )
+        of ``node``'s data dir while the broker runs (read-only; a torn tail is not counted).
+
+        Raises :class:`~harness.cluster.kafka_admin.ClusterUnavailable` -- no answer this time, a
+        wait polls again -- when the dump fails: the broker rewrites its files while they are read
+        (a follower's truncation removes a segment between the dump listing it and reading it)."""
+        try:
+            result = self._remotes[node].exec(
+                [PYTHON, "-m", "broker_impl.dump", "--summary", self.data_dir], timeout=30
+            )
+        except CommandFailed as error:
+            raise ClusterUnavailable(f"{node}'s replica could not be read: {error}") from None
         for line in result.stdout_text.splitlines():
             summary = json.loads(line)
             if summary["topic"] == topic and summary["partition"] == partition:

@@ -112,7 +112,9 @@ class LiveReplicas(Protocol):
 
     def replica_log_end(self, node: str, topic: str, partition: int) -> int | None:
         """The log end offset of ``node``'s replica of ``topic``/``partition`` as its files hold it
-        now, or None when ``node`` holds no replica of it."""
+        now, or None when ``node`` holds no replica of it.  Raises
+        :class:`~harness.cluster.kafka_admin.ClusterUnavailable` when the files cannot be read at
+        this moment (waits poll again)."""
         ...
 
 

@@ -24,7 +24,8 @@ from harness.cluster.bundled import (
     effective_settings,
     split_settings,
 )
-from harness.nodes.remote import ExecResult, Remote
+from harness.cluster.kafka_admin import ClusterUnavailable
+from harness.nodes.remote import CommandFailed, ExecResult, Remote
 from harness.record.events import read_events
 
 
@@ -104,3 +105,21 @@ def test_the_event_log_directory_is_not_a_setting_to_change() -> None:
     effective = effective_settings({})
     assert effective["event.log.enable"] == "true", "test.json records whether event logs were written"
     assert "event.log.dir" not in effective
+
+
+def test_a_replica_read_that_fails_is_no_answer_this_time_not_an_error(tmp_path: Path) -> None:
+    # A follower's truncation can remove a segment between the dump listing and reading it: the
+    # dump exits non-zero, and a scenario's wait must poll again rather than fail the run.
+    class FailingDump(DirectoryNode):
+        def exec(self, command: Sequence[str], **_options: Any) -> ExecResult:
+            if "broker_impl.dump" in command:
+                raise CommandFailed(
+                    "n1", " ".join(command), 1, b"", b"FileNotFoundError: 00000000000000000512.log"
+                )
+            return super().exec(command)
+
+    cluster = BundledCluster(
+        {"n1": cast(Remote, FailingDump(tmp_path))}, {"n1": "10.0.0.3"}, ["n1"], None, {}
+    )
+    with pytest.raises(ClusterUnavailable, match=r"n1's replica could not be read: .*FileNotFoundError"):
+        cluster.replica_log_end("n1", "queue", 0)
