@@ -168,12 +168,14 @@ def shrink_run(
     chosen = result.steps
     good, runs = successes(chosen, replays, needed, early=False)
     earlier = result.trail[:-1] if search_replays is not None else []
+    stepped_back = 0
     while good < needed and earlier:
         log(
             f"{fault_count(chosen)} faults reproduced in {good} of {runs} replays, short of {needed}: "
             "stepping back to the candidate accepted before"
         )
         chosen = earlier.pop()
+        stepped_back += 1
         good, runs = successes(chosen, replays, needed, early=False)
     note = (
         f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
@@ -183,7 +185,6 @@ def shrink_run(
     definition = scenario_definition(spec, chosen, target, note)
     parse_scenario(definition, str(path))  # what is written must load
     path.write_text(tomli_w.dumps(definition), encoding="utf-8")
-    stepped_back = len(result.trail) - 1 - len(earlier) if search_replays is not None else 0
     return ShrinkOutcome(
         path, fault_count(steps), fault_count(chosen), good, runs, candidates, result.complete, stepped_back
     )
