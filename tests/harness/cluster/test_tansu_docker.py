@@ -68,7 +68,15 @@ def test_broker_kills_and_partitions_lose_nothing(tansu_image: str, tmp_path: Pa
     ]
     assert [op.f for op in faults] == ["kill", "partition", "kill", "partition"]
     assert all("pg" not in (op.value or {}).get("nodes", []) for op in faults)
-    assert sum(op.f == "send" and op.type == "ok" for op in ops) > 1000
+    # The brokers served before the first fault and came back after the last heal (the scenario
+    # gives both 3-4 s of writes).  A count of acknowledged writes would measure the machine's
+    # load, not the system: CI saw 926 where a quiet machine sees over 1000.
+    acked = [op.index for op in ops if op.f == "send" and op.type == "ok"]
+    last_heal = next(
+        op.index for op in ops[faults[-1].index + 1 :] if op.process == "nemesis" and op.type == "ok"
+    )
+    assert any(i < faults[0].index for i in acked), "no acknowledged write before the first fault"
+    assert any(i > last_heal for i in acked), "no acknowledged write after the last heal"
     assert results["stats"]["replicas"]["records"]["pg"] >= results["stats"]["drain_records"] > 0
     assert (outcome.run_dir / "nodes" / "pg" / "postgresql.log").exists()
     assert (outcome.run_dir / "nodes" / "n1" / "tansu.log").exists()
