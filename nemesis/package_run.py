@@ -43,7 +43,7 @@ class _NoMarkers:
     """The workload sends no markers: a package plans none then
     (:attr:`nemesis.packages.PackageContext.markers`), so one reaching here is a planning bug."""
 
-    def send_marker(self, partition: int) -> object:
+    def send_marker(self, partition: int, bootstrap: str | None = None) -> object:
         raise ScenarioFailed("this run's workload sends no markers")
 
 

@@ -54,7 +54,9 @@ consuming in the background.  Each step has exactly one verb:
   needs one replica to hold records another lacks (a zombie's stale suffix, a new leader's
   writes past it) must wait for exactly that, not for time: under load the producers write
   slowly.  Meant for a moment when ``than`` cannot grow (cut off, or not replicating);
-* ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send;
+* ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send, from a
+  fresh producer bootstrapped at the partition's leader in the freshest view (a zombie's stale
+  metadata cannot send it to a dead leader);
 * ``sleep = 5`` with ``why = "..."`` -- only where time itself is the point (letting
   acknowledged writes pile up past a checkpoint, for example).
 

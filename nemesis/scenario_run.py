@@ -23,6 +23,7 @@ from harness.cluster.kafka_admin import (
     OFFSETS_TOPIC,
     ClusterUnavailable,
     PartitionInfo,
+    freshest_leader,
     freshest_partition_info,
     group_offsets_partition,
     wait_until,
@@ -68,7 +69,10 @@ class MarkerSender(Protocol):
     """What a ``produce`` step needs of the workload (an optional ability: fault packages use
     it where the workload has it, :attr:`nemesis.packages.PackageContext.markers`)."""
 
-    def send_marker(self, partition: int) -> object: ...
+    def send_marker(self, partition: int, bootstrap: str | None = None) -> object:
+        """One recorded send to ``partition`` from a fresh producer, bootstrapped at ``bootstrap``
+        (``host:port[,...]``; default: the workload's own)."""
+        ...
 
 
 @dataclasses.dataclass
@@ -198,13 +202,26 @@ class ScenarioRun:
         elif "wait" in step:
             self._wait(step)
         elif "produce" in step:
-            self.context.workload.send_marker(int(step.get("partition", 0)))
+            self._produce_marker(int(step.get("partition", 0)))
         elif "sleep" in step:
             seconds = float(step["sleep"])  # the scenario says why: time itself is the point
             if self.context.stop is not None:
                 self.context.stop.wait(seconds)
             else:
                 time.sleep(seconds)
+
+    def _produce_marker(self, partition: int) -> None:
+        """The marker goes to the partition's leader in the freshest view, its producer
+        bootstrapped there alone.  Bootstrapped at every broker, a fresh producer may take its
+        metadata from a zombie, whose stale leader is dead -- seen in ``kip320-zombie-follower``
+        under load: the marker meant for the new epoch timed out against the old leader, the epoch
+        got no record, and there was nothing to diverge.  Without a leader (or its address) in
+        view, the workload's bootstrap."""
+        topic, partition = self._where(partition)
+        bootstrap = self.context.cluster.bootstrap
+        self.context.workload.send_marker(
+            partition, _leader_address(bootstrap, topic, partition) or bootstrap
+        )
 
     def _wait(self, step: dict[str, Any]) -> None:
         cluster = self.context.cluster
@@ -292,6 +309,12 @@ class ScenarioRun:
 def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
     """The freshest view any broker holds: a zombie's stale belief must not satisfy a wait."""
     return freshest_partition_info(bootstrap, topic, partition)
+
+
+def _leader_address(bootstrap: str, topic: str, partition: int) -> str | None:
+    """The freshest view's leader's advertised ``host:port`` (None: no leader or address in view)."""
+    found = freshest_leader(bootstrap, topic, partition)
+    return found[1] if found is not None else None
 
 
 def describe_step(step: Mapping[str, Any]) -> str:

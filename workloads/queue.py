@@ -293,14 +293,15 @@ class QueueWorkload:
         finally:
             consumer.close()
 
-    def send_marker(self, partition: int) -> None:
-        """One send from a fresh process and a fresh producer (a scenario's ``produce`` step)."""
+    def send_marker(self, partition: int, bootstrap: str | None = None) -> None:
+        """One send from a fresh process and a fresh producer (a scenario's ``produce`` step),
+        bootstrapped at ``bootstrap`` (default: the workload's)."""
         spec = self.spec
         value = self._next_value()
         process = self._fresh_ids.next()
         try:
             producer = make_producer(
-                spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout
+                spec.client, bootstrap or self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout
             )
         except Exception as error:
             payload = {"partition": partition, "key": f"k{partition}", "value": value}

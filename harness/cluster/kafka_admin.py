@@ -10,10 +10,11 @@ hang the harness.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from broker_impl.group_records import (
@@ -167,7 +168,16 @@ METADATA_VERSION = 9
 """Metadata v9: the first with leader epochs and flexible fields, answered by Kafka >= 2.4."""
 
 
-def describe_topic_at(address: str, topic: str, timeout: float = 5.0) -> list[PartitionInfo]:
+@dataclasses.dataclass(frozen=True)
+class BrokerView:
+    """One broker's own metadata of a topic: its partitions and the brokers it knows, each by the
+    address it advertises (``host:port``, what a Kafka client connects to)."""
+
+    partitions: tuple[PartitionInfo, ...]
+    addresses: Mapping[int, str]
+
+
+def metadata_at(address: str, topic: str, timeout: float = 5.0) -> BrokerView:
     """What the one broker at ``address`` (``host:port``) believes about ``topic``.
 
     Unlike :func:`describe_topic`, whose admin client asks whichever broker it likes, this
@@ -204,7 +214,7 @@ def describe_topic_at(address: str, topic: str, timeout: float = 5.0) -> list[Pa
     if not found or found[0].error_code:
         code = found[0].error_code if found else "no such topic"
         raise ClusterUnavailable(f"describe {topic} at {address}: error {code}")
-    return sorted(
+    partitions = sorted(
         (
             PartitionInfo(
                 p.partition_index,
@@ -217,13 +227,21 @@ def describe_topic_at(address: str, topic: str, timeout: float = 5.0) -> list[Pa
         ),
         key=lambda info: info.partition,
     )
+    addresses = {broker.node_id: f"{broker.host}:{broker.port}" for broker in response.brokers}
+    return BrokerView(tuple(partitions), addresses)
+
+
+def describe_topic_at(address: str, topic: str, timeout: float = 5.0) -> list[PartitionInfo]:
+    """The partitions of :func:`metadata_at`'s answer."""
+    return list(metadata_at(address, topic, timeout).partitions)
 
 
 def freshest_partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:
     """The most recent view of one partition that any broker of ``bootstrap`` holds.
 
-    Each broker is asked on its own (:func:`describe_topic_at`); brokers that do not answer
-    are skipped.  The highest leader epoch wins -- a broker whose metadata is stale (cut off
+    Each broker is asked on its own (:func:`metadata_at`), all at once (a paused or booting
+    broker costs one timeout per poll, not one per broker); brokers that do not answer are
+    skipped.  The highest leader epoch wins -- a broker whose metadata is stale (cut off
     from the controller, say) reports an older epoch.  Among answers of that epoch the most
     common one wins (a single zombie is outvoted on an ISR change that did not bump the epoch).
     ``None`` when no broker answers, or when the winning view has no leader: the controller
@@ -232,21 +250,40 @@ def freshest_partition_info(bootstrap: str, topic: str, partition: int) -> Parti
     a zombie's stale leader satisfy a ``leader-is`` wait while the partition was offline.)
     Scenario waits use this so a zombie's stale belief cannot satisfy them.
     """
-    answers: dict[str, PartitionInfo] = {}
-    for address in (entry.strip() for entry in bootstrap.split(",") if entry.strip()):
+    found = freshest_leader(bootstrap, topic, partition)
+    return found[0] if found is not None else None
+
+
+def freshest_leader(bootstrap: str, topic: str, partition: int) -> tuple[PartitionInfo, str | None] | None:
+    """:func:`freshest_partition_info` with the leader's advertised address (``host:port``), as the
+    brokers that gave the winning view name it (``None`` if none of them lists the leader).
+
+    A client that must reach the leader *now* bootstraps at that address alone: bootstrapped at
+    every broker, its first Metadata may come from a zombie, whose stale leader may be dead."""
+    addresses = [entry.strip() for entry in bootstrap.split(",") if entry.strip()]
+    if not addresses:
+        return None
+
+    def ask(address: str) -> BrokerView | None:
         try:
-            infos = describe_topic_at(address, topic, timeout=2.0)
+            return metadata_at(address, topic, timeout=2.0)
         except ClusterUnavailable:
-            continue
-        for info in infos:
-            if info.partition == partition:
-                answers[address] = info
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(len(addresses)) as pool:
+        views = [view for view in pool.map(ask, addresses) if view is not None]
+    answers = [
+        (info, view.addresses) for view in views for info in view.partitions if info.partition == partition
+    ]
     if not answers:
         return None
-    newest = max(info.leader_epoch for info in answers.values())
-    current = [info for info in answers.values() if info.leader_epoch == newest]
+    newest = max(info.leader_epoch for info, _ in answers)
     votes: dict[PartitionInfo, int] = {}
-    for info in current:
-        votes[info] = votes.get(info, 0) + 1
+    for info, _ in answers:
+        if info.leader_epoch == newest:
+            votes[info] = votes.get(info, 0) + 1
     winner = max(votes, key=lambda info: votes[info])
-    return winner if winner.leader >= 0 else None
+    if winner.leader < 0:
+        return None
+    named = (known.get(winner.leader) for info, known in answers if info == winner)
+    return winner, next((address for address in named if address is not None), None)

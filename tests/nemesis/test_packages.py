@@ -289,12 +289,13 @@ def package_nemesis(
 
 
 def plant_leader_n2(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every metadata view answers: partition 0 led by n2, every replica in the ISR."""
+    """Every metadata view answers: partition 0 led by n2 (at ``n2:9092``), every replica in the ISR."""
     monkeypatch.setattr(
         scenario_run_module,
         "_partition_info",
         lambda bootstrap, topic, partition: PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3)),
     )
+    monkeypatch.setattr(scenario_run_module, "_leader_address", lambda bootstrap, topic, partition: "n2:9092")
 
 
 def run_around_the_leaders_kill(nemesis: Nemesis, cluster: PackageCluster, middle: dict[str, Any]) -> None:
@@ -315,13 +316,14 @@ def run_around_the_leaders_kill(nemesis: Nemesis, cluster: PackageCluster, middl
 
 
 class MarkerWorkload:
-    """A workload with the marker ability: records the partitions it was asked to send to."""
+    """A workload with the marker ability: records the partitions it was asked to send to, and
+    where its producer was to bootstrap."""
 
     def __init__(self) -> None:
-        self.markers: list[int] = []
+        self.markers: list[tuple[int, str | None]] = []
 
-    def send_marker(self, partition: int) -> None:
-        self.markers.append(partition)
+    def send_marker(self, partition: int, bootstrap: str | None = None) -> None:
+        self.markers.append((partition, bootstrap))
 
 
 def test_a_package_sends_its_markers_through_the_workload_that_has_them(
@@ -333,7 +335,7 @@ def test_a_package_sends_its_markers_through_the_workload_that_has_them(
     nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)), workload)
     assert nemesis.packages is not None and nemesis.packages.markers
     run_around_the_leaders_kill(nemesis, cluster, {"produce": "marker", "partition": 0})
-    assert workload.markers == [0]
+    assert workload.markers == [(0, "n2:9092")]  # at the leader alone: no zombie's stale metadata
     assert [(op.f, op.type) for op in ops if op.f == "package" and op.type != "invoke"] == [("package", "ok")]
 
 

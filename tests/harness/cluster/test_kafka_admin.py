@@ -13,21 +13,31 @@ import pytest
 
 from broker_impl.localcluster import LocalCluster
 from harness.cluster import kafka_admin
-from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo, describe_topic_at
+from harness.cluster.kafka_admin import BrokerView, ClusterUnavailable, PartitionInfo, describe_topic_at
 
 FRESH = PartitionInfo(0, leader=2, leader_epoch=4, replicas=(1, 2, 3), isr=(1, 2))
 ZOMBIE = PartitionInfo(0, leader=1, leader_epoch=3, replicas=(1, 2, 3), isr=(1, 2, 3))
 SAME_EPOCH_STALE_ISR = PartitionInfo(0, leader=2, leader_epoch=4, replicas=(1, 2, 3), isr=(1, 2, 3))
 
 
-def plant(monkeypatch: pytest.MonkeyPatch, answers: dict[str, PartitionInfo | None]) -> None:
-    def fake(address: str, topic: str, timeout: float = 5.0) -> list[PartitionInfo]:
+ADDRESSES = {1: "a:1", 2: "b:1", 3: "c:1"}
+
+
+def plant(
+    monkeypatch: pytest.MonkeyPatch,
+    answers: dict[str, PartitionInfo | None],
+    addresses: dict[str, dict[int, str]] | None = None,
+) -> None:
+    """Each broker's planted answer (None: it does not answer) and, optionally, the brokers'
+    addresses as each one advertises them (default: broker id N is the N-th of a:1,b:1,c:1)."""
+
+    def fake(address: str, topic: str, timeout: float = 5.0) -> BrokerView:
         answer = answers[address]
         if answer is None:
             raise ClusterUnavailable(f"{address}: down")
-        return [answer]
+        return BrokerView((answer,), (addresses or {}).get(address, ADDRESSES))
 
-    monkeypatch.setattr(kafka_admin, "describe_topic_at", fake)
+    monkeypatch.setattr(kafka_admin, "metadata_at", fake)
 
 
 def test_a_stale_epoch_loses_even_when_it_is_the_majority(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,6 +68,23 @@ def test_silent_brokers_are_skipped_and_an_offline_partition_has_no_leader(
     assert kafka_admin.freshest_partition_info("a:1,b:1", "t", 0) == FRESH
 
 
+def test_the_freshest_leader_comes_with_its_address_as_the_winning_answers_name_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The zombie a:1 names its stale leader (broker 1) and knows broker 2 by an old address; the
+    # address of the fresh leader is the one the fresh answers give.
+    plant(
+        monkeypatch,
+        {"a:1": ZOMBIE, "b:1": FRESH, "c:1": FRESH},
+        {"a:1": {1: "a:1", 2: "old:9"}},
+    )
+    assert kafka_admin.freshest_leader("a:1,b:1,c:1", "t", 0) == (FRESH, "b:1")
+    plant(monkeypatch, {"a:1": FRESH}, {"a:1": {1: "a:1"}})
+    assert kafka_admin.freshest_leader("a:1", "t", 0) == (FRESH, None)
+    plant(monkeypatch, {"a:1": None, "b:1": None})
+    assert kafka_admin.freshest_leader("a:1,b:1", "t", 0) is None
+
+
 def test_describe_topic_at_asks_one_real_broker(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path)
     try:
@@ -74,6 +101,9 @@ def test_describe_topic_at_asks_one_real_broker(tmp_path: Path) -> None:
         cluster.wait_for(everyone_knows, 15, "both brokers to know topic t")
         infos = describe_topic_at(addresses[0], "t")
         assert [info.partition for info in infos] == [0, 1]
+        assert sorted(kafka_admin.metadata_at(addresses[0], "t").addresses.values()) == sorted(addresses)
+        leader = kafka_admin.freshest_leader(cluster.bootstrap(), "t", 1)
+        assert leader is not None and leader[1] == addresses[leader[0].leader - 1]
         assert all(set(info.isr) == {1, 2} and info.leader_epoch == 0 for info in infos)
         with pytest.raises(ClusterUnavailable, match="error 3"):
             describe_topic_at(addresses[0], "no-such-topic")
