@@ -341,9 +341,8 @@ class Broker:
     ) -> None:
         """AlterPartition to ``new_isr`` (``shrink`` lagging, ``grow`` caught up).  The HW is
         computed over the larger ISR until the controller answers (KIP-497)."""
-        partition.pending_isr = new_isr
         logger.info("%s: proposing ISR %s (was %s)", partition.name, new_isr, partition.isr)
-        partition.record_isr_proposal(new_isr, shrink, grow)
+        partition.propose_isr(new_isr, shrink, grow)
         try:
             reply = await self.controller.call(
                 "alter_partition",
@@ -360,16 +359,16 @@ class Broker:
             logger.info("%s: ISR change failed: %s", partition.name, error)
             partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
             await asyncio.sleep(0.5)  # keep pending_isr meanwhile: HW uses the larger ISR
-            partition.pending_isr = None
+            partition.drop_isr_proposal()
             return
         state = reply["state"]
         if "error" in reply:
             partition.record_isr_proposal_failed(new_isr, str(reply["error"]))
-            partition.pending_isr = None  # refused: the ISR in the answer is not our proposal
+            partition.drop_isr_proposal()  # refused: the ISR in the answer is not our proposal
         if state["leader_epoch"] == partition.leader_epoch:
             # Before pending_isr is cleared, so that the isr-change event knows it was ours.
             partition.update_isr(state["partition_epoch"], state["isr"])
-        partition.pending_isr = None
+        partition.drop_isr_proposal()
         await self.heartbeat_once()
 
     async def checkpoint_high_watermarks_forever(self) -> None:

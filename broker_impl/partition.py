@@ -410,6 +410,23 @@ class Partition:
         entries = self.log.epochs.entries
         return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else None
 
+    def propose_isr(self, proposed: list[int], removed: list[int], added: list[int]) -> None:
+        """An AlterPartition to ``proposed`` goes out (``removed`` lagging, ``added`` caught up):
+        until the controller answers, the HW is computed over the larger of the two ISRs (KIP-497),
+        and it is recomputed at once, as at every change of what it is computed over.  Under
+        KIP-497's rule that is a no-op; under a rule that let a proposal count (Kafka before
+        KIP-497 advanced the HW right after a shrink, once ZooKeeper had taken it) it is the moment
+        the proposal would take effect, not the next append or fetch -- which an isolated leader
+        may never see."""
+        self.pending_isr = list(proposed)
+        self.record_isr_proposal(proposed, removed, added)
+        self.maybe_increment_high_watermark()
+
+    def drop_isr_proposal(self) -> None:
+        """The proposal failed or was answered: the HW is computed over the controller's ISR again."""
+        self.pending_isr = None
+        self.maybe_increment_high_watermark()
+
     def record_isr_proposal(self, proposed: list[int], removed: list[int], added: list[int]) -> None:
         """An ``isr-proposal`` event: what this leader asks the controller, and why -- each
         removed follower with how long ago it was last caught up, each added one with its LEO."""
