@@ -423,7 +423,10 @@ class Partition:
         self.maybe_increment_high_watermark()
 
     def drop_isr_proposal(self) -> None:
-        """The proposal failed or was answered: the HW is computed over the controller's ISR again."""
+        """The proposal failed or was answered: the HW is computed over the controller's ISR again.
+        Nothing to do when none is pending (``update_isr`` already cleared it and recomputed)."""
+        if self.pending_isr is None:
+            return
         self.pending_isr = None
         self.maybe_increment_high_watermark()
 
