@@ -26,6 +26,12 @@ packed tables' directories, and the real checker over the runs of the store's in
 is to the same round's DuckDB on the run directories, as for every row, and also to
 ``duckdb@packed`` (printed in brackets).
 
+With ``--floor`` one more row per round (two with ``--packed``), ``spark-sql``: the DuckDB
+reference's own SQL text run by Spark SQL in a fresh session, over the inputs as the checker
+presents them (bucketed tables), its two scans at once -- the same work as the DuckDB row, no
+examples per run, no ``results.json``.  It is the floor under the Spark checker on the shape:
+what a fresh Spark JVM needs for the bare aggregations, before anything the checker adds.
+
 With ``--checks all`` two more rows per round, ``spark+all`` and ``pandas+all``, run every check
 (:data:`checker.definitions.ALL_CHECKS`: the order, group, white-box and liveness checks too)
 over the same runs, reported apart so the core three stay comparable with earlier figures; each
@@ -163,6 +169,36 @@ def _java_peaks(root: int, peaks: dict[int, int]) -> None:
             continue
 
 
+def _reference_queries(hist: str, reps: str, quote: str) -> tuple[str, str, str, str]:
+    """The reference's SQL over the relations ``hist`` and ``reps``, for DuckDB and Spark SQL alike:
+    the flagged values (lost or duplicated), their counts, five examples, the diverged positions.
+
+    ``quote`` quotes the identifiers that are keywords (``index``, ``offset``): DuckDB's ``"``,
+    Spark's backtick.  The same text runs in both, so the two rows measure the same work.
+    """
+    index, offset = f"{quote}index{quote}", f"{quote}offset{quote}"
+    flagged = f"""
+        WITH complete AS (
+          SELECT run_id, partition, bool_or(complete) AS complete
+          FROM {hist} WHERE f = 2 AND type = 1 GROUP BY run_id, partition),
+        v AS (
+          SELECT run_id, partition, value,
+                 max(CASE WHEN f = 0 AND type = 1 THEN 1 ELSE 0 END) AS acked,
+                 sum(CASE WHEN f = 2 THEN 1 ELSE 0 END) AS drained,
+                 max(CASE WHEN f = 0 AND type <> 0 THEN {index} END) AS send_index,
+                 min(CASE WHEN f IN (1, 2) THEN {offset} END) AS lo,
+                 max(CASE WHEN f IN (1, 2) THEN {offset} END) AS hi
+          FROM {hist} WHERE f <= 2 AND value IS NOT NULL GROUP BY run_id, partition, value)
+        SELECT v.*, (acked = 1 AND drained = 0 AND coalesce(c.complete, false)) AS lost, (lo <> hi) AS dup
+        FROM v LEFT JOIN complete c USING (run_id, partition) WHERE (acked = 1 AND drained = 0) OR lo <> hi"""
+    counts = "SELECT count(*) FILTER (WHERE lost), count(*) FILTER (WHERE dup) FROM flagged"
+    examples = "SELECT * FROM flagged WHERE lost ORDER BY run_id, partition, value LIMIT 5"
+    diverged = f"""
+        SELECT count(*) FROM (SELECT run_id, partition, {offset} FROM {reps} WHERE topic = 'queue'
+        GROUP BY run_id, partition, {offset} HAVING min(hash(key, value)) <> max(hash(key, value)))"""
+    return flagged, counts, examples, diverged
+
+
 def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     import duckdb
 
@@ -171,36 +207,69 @@ def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     con = duckdb.connect()
     con.execute("SET threads = 2")
     if packed:  # runs: the packed store; its tables' directories as globs
-        hist, reps = (f"'{runs[0] / table}/*.parquet'" for table in (HISTORY, REPLICAS))
+        hist, reps = (f"read_parquet('{runs[0] / table}/*.parquet')" for table in (HISTORY, REPLICAS))
     else:
-        hist = "[" + ",".join(f"'{r / 'history.parquet'}'" for r in runs) + "]"
-        reps = "[" + ",".join(f"'{r / 'replicas.parquet'}'" for r in runs) + "]"
-    con.execute(f"""
-        CREATE TEMP TABLE complete AS SELECT run_id, partition, bool_or(complete) AS complete
-        FROM read_parquet({hist}) WHERE f = 2 AND type = 1 GROUP BY ALL""")
-    con.execute(f"""
-        CREATE TEMP TABLE flagged AS
-        WITH v AS (
-          SELECT run_id, partition, value,
-                 max(CASE WHEN f = 0 AND type = 1 THEN 1 ELSE 0 END) AS acked,
-                 sum(CASE WHEN f = 2 THEN 1 ELSE 0 END) AS drained,
-                 max(CASE WHEN f = 0 AND type <> 0 THEN "index" END) AS send_index,
-                 min(CASE WHEN f IN (1, 2) THEN "offset" END) AS lo,
-                 max(CASE WHEN f IN (1, 2) THEN "offset" END) AS hi
-          FROM read_parquet({hist}) WHERE f <= 2 AND value IS NOT NULL GROUP BY ALL)
-        SELECT v.*, (acked = 1 AND drained = 0 AND coalesce(c.complete, false)) AS lost, (lo <> hi) AS dup
-        FROM v LEFT JOIN complete c USING (run_id, partition) WHERE (acked = 1 AND drained = 0) OR lo <> hi""")
-    lost = con.execute(
-        "SELECT count(*) FILTER (WHERE lost), count(*) FILTER (WHERE dup) FROM flagged"
-    ).fetchone()
-    con.execute("SELECT * FROM flagged WHERE lost ORDER BY run_id, partition, value LIMIT 5").fetchall()
-    diverged = con.execute(f"""
-        SELECT count(*) FROM (SELECT run_id, partition, "offset" FROM read_parquet({reps}) WHERE topic = 'queue'
-        GROUP BY ALL HAVING min(hash(key, value)) <> max(hash(key, value)))""").fetchone()
-    assert lost is not None and diverged is not None
-    return {"lost-write": lost[0], "duplicate": lost[1], "replica-divergence": diverged[0]}
+        hist = "read_parquet([" + ",".join(f"'{r / 'history.parquet'}'" for r in runs) + "])"
+        reps = "read_parquet([" + ",".join(f"'{r / 'replicas.parquet'}'" for r in runs) + "])"
+    flagged, counts, examples, diverged = _reference_queries(hist, reps, '"')
+    con.execute(f"CREATE TEMP TABLE flagged AS {flagged}")
+    lost = con.execute(counts).fetchone()
+    con.execute(examples).fetchall()
+    divergence = con.execute(diverged).fetchone()
+    assert lost is not None and divergence is not None
+    return {"lost-write": lost[0], "duplicate": lost[1], "replica-divergence": divergence[0]}
 
 
+def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, float]:
+    """The reference's own queries (:func:`_reference_queries`) run by Spark SQL in a fresh session:
+    the floor under the Spark checker -- the same JVM, inputs presented as the checker presents them
+    (:mod:`checker.spark.inputs`: bucketed tables), the two scans at once as the checker runs them,
+    but no examples per run, no details, no ``results.json``.  Counts, wall seconds, session seconds."""
+    import concurrent.futures
+
+    from checker.evidence import load_run
+    from checker.packed_runs import load_packed
+    from checker.spark.inputs import SparkInputs, history_file, replica_file
+    from checker.spark.session import build_session
+    from harness.record.history import HISTORY_SCHEMA
+    from harness.record.replicas import REPLICAS_SCHEMA
+
+    start_session = time.perf_counter()
+    session = build_session("local[2]", driver_memory="3g")
+    session_seconds = time.perf_counter() - start_session
+    started = time.perf_counter()
+    loaded = load_packed(runs[0]) if packed else [load_run(r) for r in runs]
+    inputs = SparkInputs(session)
+    try:
+        inputs.frame([history_file(run) for run in loaded], HISTORY_SCHEMA).createOrReplaceTempView("hist")
+        replica_files = [file for file in map(replica_file, loaded) if file is not None]
+        inputs.frame(replica_files, REPLICAS_SCHEMA).createOrReplaceTempView("reps")
+        flagged, counts, examples, diverged = _reference_queries("hist", "reps", "`")
+
+        def values() -> tuple[Any, ...]:
+            session.sql(f"CACHE TABLE flagged AS {flagged}")  # eager, as DuckDB's temp table
+            found = session.sql(counts).collect()[0]
+            session.sql(examples).collect()
+            return tuple(found)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            other = pool.submit(lambda: session.sql(diverged).collect()[0][0])
+            lost, duplicate = values()
+            divergence = other.result()
+        seconds = time.perf_counter() - started
+        _java_peaks(os.getpid(), JAVA_PEAKS)
+    finally:
+        inputs.close()
+        session.stop()
+    return (
+        {"lost-write": lost, "duplicate": duplicate, "replica-divergence": divergence},
+        seconds,
+        session_seconds,
+    )
+
+
+SPARK_SQL = "spark-sql"
+"""The floor row (``--floor``): the DuckDB reference's queries run by Spark SQL (:func:`_spark_sql`)."""
 ALL_SUFFIX = "+all"
 """An engine name with this suffix runs every check, not the core three (``--checks all``)."""
 
@@ -280,6 +349,9 @@ def worker(engine: str, runs: list[Path]) -> None:
     if engine.removesuffix(PACKED_SUFFIX) == "duckdb":
         counts: dict[str, Any] = dict(_duckdb(runs, packed=engine.endswith(PACKED_SUFFIX)))
         counts["_seconds"] = time.perf_counter() - started
+    elif engine.removesuffix(PACKED_SUFFIX) == SPARK_SQL:
+        found, seconds, session = _spark_sql(runs, packed=engine.endswith(PACKED_SUFFIX))
+        counts = {**found, "_seconds": seconds}
     else:
         counts, session = _checker(runs, engine)
     done.set()
@@ -330,6 +402,11 @@ def main() -> None:
         action="store_true",
         help="also pack the runs (tidemark store pack, timed apart) and time duckdb@packed and spark@packed",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time spark-sql: the DuckDB reference's own queries run by Spark SQL (the floor)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("runs", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -337,7 +414,7 @@ def main() -> None:
         worker(args.worker, [Path(r) for r in args.runs])
         return
     print(
-        f"{'size':>6} {'engine':>13} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'driver':>7} {'JVM':>6} "
+        f"{'size':>6} {'engine':>16} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'driver':>7} {'JVM':>6} "
         f"{'session s':>9}  vs duckdb  counts"
     )
     # (size, engine) -> [(wall seconds, seconds / DuckDB's of the same round)] for the closing ranges.
@@ -364,6 +441,8 @@ def main() -> None:
             took = "cached" if packing is None else f"packed in {packing:.1f} s"
             print(f"# {size_text}: packed store {store} ({took}, not in any check's time)", flush=True)
             engines += ["duckdb" + PACKED_SUFFIX, "spark" + PACKED_SUFFIX]
+        if args.floor:
+            engines += [SPARK_SQL] + ([SPARK_SQL + PACKED_SUFFIX] if store is not None else [])
         for _ in range(args.rounds):
             duck = duck_packed = None
             for engine in engines:
@@ -385,7 +464,7 @@ def main() -> None:
                 )
                 verdict = "ok" if result["counts"] == expected else f"MISMATCH {result['counts']}"
                 print(
-                    f"{size_text:>6} {engine:>13} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
+                    f"{size_text:>6} {engine:>16} {result['seconds']:8.1f} {rows / result['seconds']:12,.0f} "
                     f"{result['peak_rss'] / 2**30:8.2f}G {result['driver_peak_rss'] / 2**30:6.2f}G "
                     f"{result['jvm_peak_rss'] / 2**30:5.2f}G {result['session_seconds']:9.1f} {ratio}  {verdict}",
                     flush=True,
@@ -403,7 +482,7 @@ def _print_ranges(measured: dict[tuple[str, str], list[tuple[float, float]]], ro
         walls = [wall for wall, _ in figures]
         ratios = [ratio for _, ratio in figures]
         print(
-            f"{size_text:>6} {engine:>13} {min(walls):6.1f}-{max(walls):.1f} s"
+            f"{size_text:>6} {engine:>16} {min(walls):6.1f}-{max(walls):.1f} s"
             f"   {min(ratios):.2f}-{max(ratios):.2f}x duckdb"
         )
 
