@@ -151,9 +151,7 @@ class PandasEngine:
         if key not in self._history:
 
             def read(names: list[str]) -> pa.Table:
-                return pa.concat_tables(
-                    [run_reads.read_run_table(run.history_path, run.history_slice, names) for run in runs]
-                )
+                return run_reads.read_runs([(run.history_path, run.history_slice) for run in runs], names)
 
             sizes = [
                 pq.ParquetFile(run.history_path).metadata.num_rows

@@ -44,7 +44,7 @@ from checker.definitions import (
 )
 from checker.engine import to_pandas
 from checker.evidence import RunInput
-from checker.run_reads import read_run_table
+from checker.run_reads import read_run_table, read_runs
 from harness.record.packed import RowSlice
 
 EVENT_COLUMNS = (
@@ -80,10 +80,9 @@ _NONE = -1
 def read_events(sources: Sequence[tuple[Path, RowSlice | None]]) -> pd.DataFrame:
     """The check columns of every ``events.parquet`` of a pass (or a run's rows of a packed
     file, :mod:`harness.record.packed`), as one frame."""
-    tables = [read_run_table(path, rows, EVENT_COLUMNS, ()) for path, rows in sources]
-    if not tables:
+    if not sources:
         return pd.DataFrame(columns=list(EVENT_COLUMNS))
-    return to_pandas(pa.concat_tables(tables))
+    return to_pandas(read_runs(sources, EVENT_COLUMNS, ()))
 
 
 def prepare(events: pd.DataFrame) -> pd.DataFrame:

@@ -31,14 +31,13 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from checker import run_reads
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts
 from checker.pandas.engine import PandasEngine
-from harness.record.packed import read_run
 
 SMALL_RUN_ROWS = run_reads.SMALL_FILE_ROWS
 """History rows per run, on average, up to which a pass is counted here."""
@@ -56,10 +55,11 @@ def applies(runs: Sequence[RunInput]) -> bool:
 
 
 def _chunks(runs: Sequence[RunInput]) -> list[list[RunInput]]:
-    """The runs in order, cut into chunks of about :data:`CHUNK_ROWS` rows (a run is never split)."""
+    """The runs in the order of their rows in storage (:func:`_stored`), cut into chunks of about
+    :data:`CHUNK_ROWS` rows (a run is never split)."""
     chunks: list[list[RunInput]] = [[]]
     rows = 0
-    for run in runs:
+    for run in _stored(runs):
         if chunks[-1] and rows + run.history_rows > CHUNK_ROWS:
             chunks.append([])
             rows = 0
@@ -68,10 +68,21 @@ def _chunks(runs: Sequence[RunInput]) -> list[list[RunInput]]:
     return chunks
 
 
+def _stored(runs: Sequence[RunInput]) -> list[RunInput]:
+    """``runs`` by file and, in a packed file, by first row: a packed store's index lists its runs
+    by run, and a file holds the runs of one bucket, so in the pass's order a chunk's runs were
+    scattered over every file and each was a read of its own; in this order a chunk is a few
+    reads of consecutive row groups (:func:`checker.run_reads.read_runs`)."""
+    return sorted(
+        runs,
+        key=lambda run: (str(run.history_path), run.history_slice.first_row if run.history_slice else 0),
+    )
+
+
 def _counted(chunk: list[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:
     names = list(counts.COLUMNS)
-    tables = [read_run(run.history_path, run.history_slice, names) for run in chunk]
-    columns = candidates.Columns(pa.concat_tables(tables))
+    located = [(run.history_path, run.history_slice) for run in chunk]
+    columns = candidates.Columns(run_reads.read_runs(located, names, ()))
     return counts.row_counts(columns), counts.drain_status(columns)
 
 
@@ -80,9 +91,15 @@ def by_chunks(runs: Sequence[RunInput], answer: Callable[[list[RunInput]], pd.Da
 
     For a question whose answer is per run -- every row keyed by ``run_id``, examples cut per run
     -- so the chunks' answers are the pass's.  The chunks go one after another: memory holds one
-    chunk's columns, however many runs."""
+    chunk's columns, however many runs.  They follow storage (:func:`_chunks`); the answer is put
+    back in the pass's order of runs, each run's rows as answered."""
     answers = [answer(chunk) for chunk in _chunks(runs)]
-    return pd.concat(answers, ignore_index=True) if len(answers) > 1 else answers[0]
+    found = pd.concat(answers, ignore_index=True) if len(answers) > 1 else answers[0]
+    if found.empty:
+        return found
+    place = {run.history_run_id: number for number, run in enumerate(runs)}
+    order = np.argsort(found["run_id"].map(place).to_numpy(), kind="stable")
+    return found.iloc[order].reset_index(drop=True)
 
 
 def row_counts_and_drains(runs: Sequence[RunInput]) -> tuple[pd.DataFrame, pd.DataFrame]:

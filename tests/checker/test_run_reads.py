@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checker.engine import HISTORY_ROW_COLUMNS
-from checker.run_reads import joined, plain, read_rows, read_run_rows, read_run_table, rows_of_ops
+from checker.run_reads import joined, plain, read_rows, read_run_rows, read_run_table, read_runs, rows_of_ops
+from harness.record.packed import RowSlice
 from tests.checker.stored_runs import small_store
 
 
@@ -27,6 +28,27 @@ def test_a_run_reads_alike_from_its_file_and_from_its_packed_slice(tmp_path: Pat
         positions = np.array([0, 3, mine.num_rows - 1], dtype=np.int64)
         rows = read_run_rows(slice_of.history_path, slice_of.history_slice, positions, ["run_id", "index"])
         assert rows.to_pylist() == mine.select(["run_id", "index"]).take(pa.array(positions)).to_pylist()
+
+
+def test_several_runs_read_together_are_their_reads_one_after_another(tmp_path: Path) -> None:
+    direct, packed = small_store(tmp_path)
+    located = [(run.history_path, run.history_slice) for run in packed]
+    assert len({path for path, _ in located}) < len(located), "some runs share a packed file"
+    # Packed runs in the index's order, then backwards (a file's runs not in its order), a run
+    # directory between them, and a run without rows.
+    first = packed[0].history_slice
+    assert first is not None
+    empty = (packed[0].history_path, RowSlice(first.first_group, 0, first.first_row, 0))
+    orders = [
+        located,
+        located[::-1],
+        [located[0], (direct[1].history_path, None), *located[1:], empty],
+    ]
+    for order in orders:
+        expected = pa.concat_tables([read_run_table(path, rows, HISTORY_ROW_COLUMNS) for path, rows in order])
+        together = read_runs(order, HISTORY_ROW_COLUMNS)
+        assert plain(together).equals(plain(expected))
+        assert together.column_names == list(HISTORY_ROW_COLUMNS)
 
 
 def test_rows_at_positions_are_read_across_row_groups(tmp_path: Path) -> None:
