@@ -407,6 +407,10 @@ def main() -> None:
         action="store_true",
         help="also time spark-sql: the DuckDB reference's own queries run by Spark SQL (the floor)",
     )
+    parser.add_argument(
+        "--only",
+        help="time only these rows (comma-separated, e.g. spark@packed,spark-sql@packed); the DuckDB rows always run",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("runs", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -443,6 +447,13 @@ def main() -> None:
             engines += ["duckdb" + PACKED_SUFFIX, "spark" + PACKED_SUFFIX]
         if args.floor:
             engines += [SPARK_SQL] + ([SPARK_SQL + PACKED_SUFFIX] if store is not None else [])
+        if args.only:
+            kept = {
+                "duckdb",
+                *(["duckdb" + PACKED_SUFFIX] if store is not None else []),
+                *args.only.split(","),
+            }
+            engines = [engine for engine in engines if engine in kept]
         for _ in range(args.rounds):
             duck = duck_packed = None
             for engine in engines:
