@@ -220,6 +220,21 @@ def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     return {"lost-write": lost[0], "duplicate": lost[1], "replica-divergence": divergence[0]}
 
 
+def _local_session() -> Any:
+    """The Spark session every Spark row of the bench starts: ``local[2]``, a 3 GB driver."""
+    from checker.spark.session import build_session
+
+    return build_session("local[2]", driver_memory="3g")
+
+
+def _load_runs(runs: list[Path], packed: bool) -> list[Any]:
+    """The runs as the checker loads them: from the packed store's index (``runs[0]``) or their directories."""
+    from checker.evidence import load_run
+    from checker.packed_runs import load_packed
+
+    return load_packed(runs[0]) if packed else [load_run(r) for r in runs]
+
+
 def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, float]:
     """The reference's own queries (:func:`_reference_queries`) run by Spark SQL in a fresh session:
     the floor under the Spark checker -- the same JVM, inputs presented as the checker presents them
@@ -227,18 +242,15 @@ def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, f
     but no examples per run, no details, no ``results.json``.  Counts, wall seconds, session seconds."""
     import concurrent.futures
 
-    from checker.evidence import load_run
-    from checker.packed_runs import load_packed
     from checker.spark.inputs import SparkInputs, history_file, replica_file
-    from checker.spark.session import build_session
     from harness.record.history import HISTORY_SCHEMA
     from harness.record.replicas import REPLICAS_SCHEMA
 
     start_session = time.perf_counter()
-    session = build_session("local[2]", driver_memory="3g")
+    session = _local_session()
     session_seconds = time.perf_counter() - start_session
     started = time.perf_counter()
-    loaded = load_packed(runs[0]) if packed else [load_run(r) for r in runs]
+    loaded = _load_runs(runs, packed)
     inputs = SparkInputs(session)
     try:
         inputs.frame([history_file(run) for run in loaded], HISTORY_SCHEMA).createOrReplaceTempView("hist")
@@ -288,8 +300,6 @@ def _question_seconds(answered: list[tuple[str, float]], started: float) -> dict
 def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]:
     from checker.definitions import ALL_CHECKS, CORE_CHECKS, DEFAULT_EXAMPLE_LIMIT
     from checker.driver import check_pass
-    from checker.evidence import load_run
-    from checker.packed_runs import load_packed
 
     packed = engine_name.endswith(PACKED_SUFFIX)
     engine_name = engine_name.removesuffix(PACKED_SUFFIX)
@@ -300,9 +310,8 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]
     session = None
     if engine_name == "spark":
         from checker.spark.engine import SparkEngine
-        from checker.spark.session import build_session
 
-        session = build_session("local[2]", driver_memory="3g")
+        session = _local_session()
         engine: Any = SparkEngine(session)
     else:
         from checker.pandas.engine import PandasEngine
@@ -313,7 +322,7 @@ def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]
     started = time.perf_counter()
     results = check_pass(
         engine,
-        load_packed(runs[0]) if packed else [load_run(r) for r in runs],
+        _load_runs(runs, packed),
         ALL_CHECKS if every_check else CORE_CHECKS,
         DEFAULT_EXAMPLE_LIMIT,
         on_answer=lambda question: answered.append((question, time.perf_counter())),
