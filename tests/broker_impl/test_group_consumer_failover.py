@@ -41,6 +41,8 @@ PARTITIONS = 3
 MEMBERS = 2
 """Members before the kill; a third joins after it, so the group rebalances on the new
 coordinator and every partition resumes from the commits that coordinator loaded."""
+DRAINS = 3
+"""Attempts at a drain that ends with the group read past its last rebalance (see the test)."""
 SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.replication.factor": 3,
@@ -168,6 +170,13 @@ def uncommitted(journal: Journal) -> dict[int, int]:
     return {partition: end for partition, end in ends.items() if committed.get(partition, 0) < end}
 
 
+def read_since_last_rebalance(journal: Journal) -> bool:
+    """Whether some member read records after the group's latest assignment so far."""
+    with journal.lock:
+        last = max(at for at, _, _ in journal.assignments)
+        return any(delivery.at > last for delivery in journal.deliveries)
+
+
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -247,12 +256,25 @@ def test_a_plain_group_consumer_reads_every_acked_record_and_redelivers_nothing_
             90,
             "all three members to commit through the new coordinator while records keep coming",
         )
+        # Drain: pause the producer until every acknowledged record is delivered. A rebalance
+        # during the drain (a member's session lapsing on a loaded machine) would leave nothing
+        # read after the group's last rebalance, and the redelivery check below with nothing to
+        # look at; then records flow again until the group reads after it, and the drain repeats.
+        for _ in range(DRAINS):
+            paused.clear()
+            wait_until(
+                lambda: read_since_last_rebalance(journal), 60, "records read after the last rebalance"
+            )
+            paused.set()
+            wait_until(lambda: not undelivered(journal), 90, "every acked record delivered")
+            if read_since_last_rebalance(journal):
+                break
     finally:
         producing.set()
         producer.join(timeout=30)
-    try:
-        wait_until(lambda: not undelivered(journal), 90, "every acked record delivered")
-    finally:
+        # Stopping the members one by one rebalances the ones still polling (a member's close
+        # leaves the group): the group settled before this moment, and what follows is shutdown.
+        stopping_at = time.monotonic()
         consuming.set()
         for member in members:
             if member.is_alive() or member.ident is not None:
@@ -262,8 +284,8 @@ def test_a_plain_group_consumer_reads_every_acked_record_and_redelivers_nothing_
         acked = dict(journal.acked)
         deliveries = list(journal.deliveries)
         commits = list(journal.commits)
-        settled_at = max(at for at, _, _ in journal.assignments)
-        rebalanced_after_the_kill = any(at > moved_at for at, _, _ in journal.assignments)
+        settled_at = max(at for at, _, _ in journal.assignments if at < stopping_at)
+        rebalanced_after_the_kill = any(moved_at < at < stopping_at for at, _, _ in journal.assignments)
     assert rebalanced_after_the_kill, "the group never rebalanced on the new coordinator"
     assert len(acked) > 300, f"only {len(acked)} records acknowledged"
     unread = undelivered(journal)
