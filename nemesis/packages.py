@@ -487,7 +487,7 @@ def plan_package(name: str, rng: random.Random, context: PackageContext) -> tupl
 
 
 PARTITION_WAITS = frozenset(
-    {"leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "log-end-past"}
+    {"leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "log-end-past", "hw-checkpoint"}
 )
 """The waits whose condition is about one partition (a scenario step without ``partition``
 means partition 0)."""

@@ -54,6 +54,13 @@ consuming in the background.  Each step has exactly one verb:
   needs one replica to hold records another lacks (a zombie's stale suffix, a new leader's
   writes past it) must wait for exactly that, not for time: under load the producers write
   slowly.  Meant for a moment when ``than`` cannot grow (cut off, or not replicating);
+* ``wait = "hw-checkpoint"`` with ``node``, ``partition`` and ``timeout`` -- ``node`` has just
+  rewritten its HW checkpoint: the high watermark its checkpoint file holds for the partition
+  changes (read as ``log-end-past`` reads, so it needs records flowing into the partition).  A
+  broker checkpoints on a timer whose phase a scenario cannot know, and KIP-101's loss is what
+  lies between the last checkpoint and a crash: this wait, then a ``sleep`` shorter than the
+  checkpoint interval, makes that window the sleep's length instead of a draw from zero to the
+  interval;
 * ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send, from a
   fresh producer bootstrapped at the partition's leader in the freshest view (a zombie's stale
   metadata cannot send it to a dead leader);
@@ -102,7 +109,16 @@ OFFSETS_PARTITION = "offsets"
 workload's consumer group -- the partition its coordinator leads."""
 CONTROLLER = "controller"
 """The name that always means the cluster's controller node."""
-WAITS = ("leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "answers", "log-end-past")
+WAITS = (
+    "leader-is",
+    "leader-is-not",
+    "caught-up",
+    "in-isr",
+    "not-in-isr",
+    "answers",
+    "log-end-past",
+    "hw-checkpoint",
+)
 NOTHING_UNEXPECTED = "nothing-unexpected"
 """An expectation's ``valid`` when the configuration permits an anomaly it does not force: the
 run may be valid or invalid, but every anomaly must be one the configuration permits."""

@@ -4,7 +4,7 @@
 ``controller``) at the moment a step needs them, calls the nemesis for faults -- so every fault
 is an op in the history -- and polls the cluster for waits.  It knows the cluster only through
 :class:`~harness.cluster.protocol.Cluster` (and :class:`~harness.cluster.protocol.LiveReplicas`
-for ``log-end-past``) and asks partition state of the freshest broker view, so a zombie's stale
+for ``log-end-past`` and ``hw-checkpoint``) and asks partition state of the freshest broker view, so a zombie's stale
 belief never satisfies a wait.  Partitions are the workload topic's, or ``offsets``: the
 ``__consumer_offsets`` partition of the workload's consumer group, found by Kafka's own rule
 (:func:`harness.cluster.kafka_admin.group_offsets_partition`) once that topic exists.
@@ -237,6 +237,9 @@ class ScenarioRun:
                 self._nodes(step)[0], self.resolve(str(step["than"])), topic, partition, timeout
             )
             return
+        if condition == "hw-checkpoint":
+            self._wait_hw_checkpoint(self._nodes(step)[0], topic, partition, timeout)
+            return
         if condition == "caught-up":
             wait_until(
                 lambda: self._fully_replicated(topic, partition),
@@ -304,6 +307,28 @@ class ScenarioRun:
         except TimeoutError as error:
             raise TimeoutError(f"{error} (last seen: log ends {seen[0] if seen else 'none'})") from None
         self.context.log(f"  log ends {node}: {seen[0][0]}, {than}: {seen[0][1]}")
+
+    def _wait_hw_checkpoint(self, node: str, topic: str, partition: int, timeout: float) -> None:
+        """Until ``node``'s HW checkpoint of the partition holds another value than it did at the
+        first read: the broker rewrote its checkpoint between two reads, at most one read (a
+        process on the node, under a second) before this returns."""
+        cluster = self.context.cluster
+        if not isinstance(cluster, LiveReplicas):
+            raise ScenarioFailed("wait hw-checkpoint: this cluster's replicas cannot be read while it runs")
+        seen: list[int] = []  # the values read, from the first read that found the replica
+
+        def moved() -> bool:
+            high_watermark = cluster.replica_checkpointed_high_watermark(node, topic, partition)
+            if high_watermark is not None:
+                seen.append(high_watermark)
+            return len(seen) > 1 and seen[-1] != seen[0]
+
+        try:
+            wait_until(moved, timeout, f"{node}'s HW checkpoint of {_described(topic, partition)} to move")
+        except TimeoutError as error:
+            read = f"{seen[0]} on every read" if seen else "no replica on any read"
+            raise TimeoutError(f"{error} (checkpointed HW: {read})") from None
+        self.context.log(f"  {node} checkpointed HW {seen[-1]} (was {seen[0]})")
 
 
 def _partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo | None:

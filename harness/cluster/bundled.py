@@ -25,6 +25,7 @@ import logging
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from broker_impl import config as broker_config
 from harness.cluster.kafka_admin import (
@@ -317,6 +318,18 @@ class BundledCluster:
         Raises :class:`~harness.cluster.kafka_admin.ClusterUnavailable` -- no answer this time, a
         wait polls again -- when the dump fails: the broker rewrites its files while they are read
         (a follower's truncation removes a segment between the dump listing it and reading it)."""
+        summary = self._replica_summary(node, topic, partition)
+        return None if summary is None else int(summary["log_end_offset"])
+
+    def replica_checkpointed_high_watermark(self, node: str, topic: str, partition: int) -> int | None:
+        """:class:`~harness.cluster.protocol.LiveReplicas`: the ``high_watermark`` of the same
+        summary as :meth:`replica_log_end` (the dump takes it from the HW checkpoint file)."""
+        summary = self._replica_summary(node, topic, partition)
+        return None if summary is None else int(summary["high_watermark"])
+
+    def _replica_summary(self, node: str, topic: str, partition: int) -> dict[str, Any] | None:
+        """The dump's summary line of ``node``'s replica of ``topic``/``partition`` (None: no
+        replica there)."""
         try:
             result = self._remotes[node].exec(
                 [PYTHON, "-m", "broker_impl.dump", "--summary", self.data_dir], timeout=30
@@ -324,9 +337,9 @@ class BundledCluster:
         except CommandFailed as error:
             raise ClusterUnavailable(f"{node}'s replica could not be read: {error}") from None
         for line in result.stdout_text.splitlines():
-            summary = json.loads(line)
+            summary: dict[str, Any] = json.loads(line)
             if summary["topic"] == topic and summary["partition"] == partition:
-                return int(summary["log_end_offset"])
+                return summary
         return None
 
     def collect_logs(self, node: str, target: Path) -> None:

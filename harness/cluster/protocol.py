@@ -9,8 +9,8 @@ broker nodes.  What else it can do is an *ability*, a separate protocol checked 
 * :class:`NodeControl` -- the nemesis can act on its nodes (remotes, addresses, restarts);
 * :class:`ReplicaDumps` -- every replica's log can be dumped after the run, so the checker
   can compare replicas (the bundled broker's offline dump tool; tansu's one PostgreSQL);
-* :class:`LiveReplicas` -- a running broker's replica can be read where it lies (its log end),
-  so a scenario can wait on what a replica holds instead of sleeping;
+* :class:`LiveReplicas` -- a running broker's replica can be read where it lies (its log end,
+  its HW checkpoint), so a scenario can wait on what a replica holds instead of sleeping;
 * :class:`ReplicaNodes` -- the replicas live on nodes other than the brokers (tansu);
 * :class:`LogFiles` -- node logs can be collected into the run directory;
 * :class:`PowerLoss` -- the data directories sit on the lazy filesystem, so un-fsynced
@@ -115,6 +115,15 @@ class LiveReplicas(Protocol):
         now, or None when ``node`` holds no replica of it.  Raises
         :class:`~harness.cluster.kafka_admin.ClusterUnavailable` when the files cannot be read at
         this moment (waits poll again)."""
+        ...
+
+    def replica_checkpointed_high_watermark(self, node: str, topic: str, partition: int) -> int | None:
+        """The high watermark of ``node``'s replica of ``topic``/``partition`` as its HW checkpoint
+        file holds it now (what the replica would recover with; 0 before the first checkpoint
+        that lists it), or None when ``node`` holds no replica of it.  Raises as
+        :meth:`replica_log_end`.  A change in it tells that the broker has just rewritten its
+        checkpoint, which pins the phase of the checkpoint timer for a scenario (KIP-101's loss
+        is what lies between the checkpoint and a crash)."""
         ...
 
 

@@ -261,19 +261,31 @@ def test_a_controller_that_is_not_there_and_a_bad_n_fail_the_step(monkeypatch: p
 
 
 class ReplicaFiles(FakeCluster):
-    """A fake cluster with the LiveReplicas ability: each node's log end is read from a script of
-    successive answers (the last one repeats), as a replica that grows and then stops."""
+    """A fake cluster with the LiveReplicas ability: each node's log end, and its checkpointed HW,
+    are read from scripts of successive answers (the last one repeats), as a replica that grows
+    and then stops."""
 
-    def __init__(self, ends: dict[str, list[int | None]]) -> None:
+    def __init__(
+        self, ends: dict[str, list[int | None]], checkpoints: dict[str, list[int | None]] | None = None
+    ) -> None:
         super().__init__()
         self.ends = ends
+        self.checkpoints = checkpoints or {}
         self.reads: list[str] = []
 
     def replica_log_end(self, node: str, topic: str, partition: int) -> int | None:
         assert (topic, partition) == ("queue", 0)
         self.reads.append(node)
-        script = self.ends[node]
-        return script.pop(0) if len(script) > 1 else script[0]
+        return next_answer(self.ends[node])
+
+    def replica_checkpointed_high_watermark(self, node: str, topic: str, partition: int) -> int | None:
+        assert (topic, partition) == ("queue", 0)
+        self.reads.append(node)
+        return next_answer(self.checkpoints[node])
+
+
+def next_answer(script: list[int | None]) -> int | None:
+    return script.pop(0) if len(script) > 1 else script[0]
 
 
 def test_log_end_past_needs_than_and_names_it_as_a_node() -> None:
@@ -311,6 +323,31 @@ def test_log_end_past_fails_the_step_when_it_never_holds_or_cannot_be_judged(
         )
     with pytest.raises(ScenarioFailed, match="this cluster's replicas cannot be read while it runs"):
         run_steps([{"wait": "log-end-past", "node": "n1", "than": "n2"}], monkeypatch)
+
+
+def test_hw_checkpoint_waits_until_the_checkpoint_moves_from_its_first_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # n3 (the first follower in INFO) holds no replica at first, then checkpoints 40 twice (the same checkpoint, or one that
+    # found the HW unchanged), then 52: it has just rewritten its checkpoint.
+    cluster = ReplicaFiles({}, {"n3": [None, 40, 40, 52, 60]})
+    run_steps([{"wait": "hw-checkpoint", "node": "follower-of:0"}], monkeypatch, cluster)
+    assert cluster.reads == ["n3"] * 4
+
+
+def test_hw_checkpoint_fails_the_step_naming_what_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    parse_error_text = parse_error(scenario_data({"wait": "hw-checkpoint"}))
+    assert parse_error_text == f"{SOURCE}: step 1: wait hw-checkpoint needs node"
+    still = ReplicaFiles({}, {"n1": [40]})
+    with pytest.raises(
+        ScenarioFailed, match=r"n1's HW checkpoint of partition 0 to move \(checkpointed HW: 40 on"
+    ):
+        run_steps([{"wait": "hw-checkpoint", "node": "n1", "timeout": 0.2}], monkeypatch, still)
+    nowhere = ReplicaFiles({}, {"n1": [None]})
+    with pytest.raises(ScenarioFailed, match=r"no replica on any read"):
+        run_steps([{"wait": "hw-checkpoint", "node": "n1", "timeout": 0.2}], monkeypatch, nowhere)
+    with pytest.raises(ScenarioFailed, match="this cluster's replicas cannot be read while it runs"):
+        run_steps([{"wait": "hw-checkpoint", "node": "n1"}], monkeypatch)
 
 
 def test_caught_up_waits_until_every_replica_holds_the_partition(monkeypatch: pytest.MonkeyPatch) -> None:
