@@ -4,8 +4,8 @@
 ``controller``) at the moment a step needs them, calls the nemesis for faults -- so every fault
 is an op in the history -- and polls the cluster for waits.  It knows the cluster only through
 :class:`~harness.cluster.protocol.Cluster` (and :class:`~harness.cluster.protocol.LiveReplicas`
-for ``log-end-past`` and ``hw-checkpoint``) and asks partition state of the freshest broker view, so a zombie's stale
-belief never satisfies a wait.  Partitions are the workload topic's, or ``offsets``: the
+for ``log-end-past`` and ``hw-checkpoint``) and asks partition state of the freshest broker
+view, so a zombie's stale belief never satisfies a wait.  Partitions are the workload topic's, or ``offsets``: the
 ``__consumer_offsets`` partition of the workload's consumer group, found by Kafka's own rule
 (:func:`harness.cluster.kafka_admin.group_offsets_partition`) once that topic exists.
 """

@@ -328,8 +328,8 @@ def test_log_end_past_fails_the_step_when_it_never_holds_or_cannot_be_judged(
 def test_hw_checkpoint_waits_until_the_checkpoint_moves_from_its_first_value(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # n3 (the first follower in INFO) holds no replica at first, then checkpoints 40 twice (the same checkpoint, or one that
-    # found the HW unchanged), then 52: it has just rewritten its checkpoint.
+    # n3 (the first follower in INFO) holds no replica at first, then checkpoints 40 twice (the
+    # same checkpoint, or one that found the HW unchanged), then 52: it has just rewritten it.
     cluster = ReplicaFiles({}, {"n3": [None, 40, 40, 52, 60]})
     run_steps([{"wait": "hw-checkpoint", "node": "follower-of:0"}], monkeypatch, cluster)
     assert cluster.reads == ["n3"] * 4
