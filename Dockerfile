@@ -3,7 +3,7 @@
 # Build it with `tidemark image build`. That command needs no registry: it builds a Debian bookworm
 # root filesystem with mmdebstrap, imports it as the base, and assembles the build context this file
 # expects (`wheels/`: the Python wheels and their `requirements.txt`; `app/`: the node-side programs
-# only, `broker_impl/` and `nemesis/lazyfs/`, as listed by CODE_DIRECTORIES in harness/cluster/image.py;
+# only, `broker_impl/` and `nemesis/lazyfs/`, as listed by CODE_DIRECTORIES in testbed/cluster/image.py;
 # the fault planner, checker and harness stay on the host). With a registry, `tidemark image build
 # --base-image python:3.11-slim-bookworm` uses the default base below instead; then the apt-get step
 # fetches the missing system packages.

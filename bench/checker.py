@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checker.driver import HISTORY_QUESTIONS
 from checker.synthetic_runs import generate_run
-from harness.record.history import PARQUET_LAYOUT
+from testbed.record.history import PARQUET_LAYOUT
 
 
 def _size(text: str) -> int:
@@ -96,7 +96,7 @@ def packed_dataset(runs: list[Path]) -> tuple[Path, float | None]:
     """The packed store of ``runs`` (beside them) and the seconds packing took (None: cached)."""
     from checker.api import load_runs
     from checker.pack import pack_runs, remove_partial
-    from harness.record.packed import is_packed
+    from testbed.record.packed import is_packed
 
     target = runs[0].parent.with_name(runs[0].parent.name + "-packed")
     if is_packed(target):
@@ -202,7 +202,7 @@ def _reference_queries(hist: str, reps: str, quote: str) -> tuple[str, str, str,
 def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     import duckdb
 
-    from harness.record.packed import HISTORY, REPLICAS
+    from testbed.record.packed import HISTORY, REPLICAS
 
     con = duckdb.connect()
     con.execute("SET threads = 2")
@@ -243,8 +243,8 @@ def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, f
     import concurrent.futures
 
     from checker.spark.inputs import SparkInputs, history_file, replica_file
-    from harness.record.history import HISTORY_SCHEMA
-    from harness.record.replicas import REPLICAS_SCHEMA
+    from testbed.record.history import HISTORY_SCHEMA
+    from testbed.record.replicas import REPLICAS_SCHEMA
 
     start_session = time.perf_counter()
     session = _local_session()

@@ -21,13 +21,13 @@ from pathlib import Path
 # The repository first: bench/checker.py would otherwise shadow the checker package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.cluster.bundled import BundledCluster
-from harness.cluster.docker_cluster import CONTROLLER, DockerCluster
-from harness.cluster.image import ensure_image
-from harness.nodes.docker_remote import connect_docker
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.spec import NemesisSpec
+from testbed.cluster.bundled import BundledCluster
+from testbed.cluster.docker_cluster import CONTROLLER, DockerCluster
+from testbed.cluster.image import ensure_image
+from testbed.nodes.docker_remote import connect_docker
 
 
 def time_to_ready(client: object, image: str) -> tuple[float, float]:

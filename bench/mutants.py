@@ -87,7 +87,7 @@ CHILD_PROGRAM = """\
 import json, sys
 from pathlib import Path
 
-from harness.cluster.image import source_root
+from testbed.cluster.image import source_root
 from harness.run.hunt import hunt
 from harness.run.spec import TestSpec
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.record.history import HistoryWriter, convert_history
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter, convert_history
+from testbed.record.ops import Op
 
 PRODUCERS, CONSUMERS = 8, 2
 FRESH_PROCESS_BASE = 1000

@@ -27,11 +27,11 @@ Modules:
 * ``wire`` -- the Kafka wire protocol, the one adapter over kafka-python's codec;
 * ``dump`` -- offline dump of a data directory (what the harness compares replicas with);
 * ``events`` -- the structured event log (JSON lines of every replication decision), written here,
-  read by the run record (``harness.record.events``);
+  read by the run record (``testbed.record.events``);
 * ``controller_events`` -- the controller's events, derived from each metadata commit;
 * ``localcluster`` -- a controller and brokers as local processes, no Docker needed.
 
 May import: nothing of Tidemark outside itself -- it ships alone in the node image.  Used by:
-``harness.cluster`` (``bundled`` writes its configuration and starts it on nodes) and the
+``testbed.cluster`` (``bundled`` writes its configuration and starts it on nodes) and the
 broker tests; everything else talks to it only over the Kafka protocol.
 """

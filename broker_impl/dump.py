@@ -16,7 +16,7 @@ tail is ignored, not repaired: the dump never writes) and prints JSON lines:
 
 ``--summary`` prints the partition lines only.  The dump reads a running broker's files too
 (read-only, a torn tail ignored): what it then shows is the log as far as the broker has written
-it, which is how a scenario waits on what a replica holds (``harness.cluster.protocol.LiveReplicas``).
+it, which is how a scenario waits on what a replica holds (``testbed.cluster.protocol.LiveReplicas``).
 """
 
 from __future__ import annotations

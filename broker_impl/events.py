@@ -3,13 +3,13 @@
 Each process appends to one file -- :data:`BROKER_EVENTS_FILE` in a broker's ``event.log.dir``
 (default: ``log.dirs``), :data:`CONTROLLER_EVENTS_FILE` in the controller's (default:
 ``metadata.log.dir``); these two names are the writer's (the run record names the copies the
-harness collects, ``harness.record.rundir``; a test pins that they agree).  It is **evidence, not state**:
+harness collects, ``testbed.record.rundir``; a test pins that they agree).  It is **evidence, not state**:
 nothing ever reads it back to decide anything (only the last sequence number, below), so a lost
 or damaged line can never change the broker's behaviour, only what a checker can prove.  Every
 kind and field is documented in ``docs/events.md``; this module owns the line format and the
 file's durability, the emitters (:mod:`broker_impl.partition`, :mod:`broker_impl.broker`,
 :mod:`broker_impl.handlers`, :mod:`broker_impl.controller_events`) own the fields.  The *reader*
-is the run record's (``harness.record.events``): the file is a contract between the broker and
+is the run record's (``testbed.record.events``): the file is a contract between the broker and
 the run record, and this package ships alone in the node image, where nothing reads it.
 
 **Line format.**  One JSON object per line, keys in this order: ``ts`` (wall clock,

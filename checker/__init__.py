@@ -1,6 +1,6 @@
 """The checker: the anomalies a stored run shows, and the verdict they add up to.
 
-It reads only stored runs (history and replica tables, ``harness.record``), never a live cluster,
+It reads only stored runs (history and replica tables, ``testbed.record``), never a live cluster,
 so it checks runs from any harness and thousands of runs at once.  Two engines answer the same
 set-oriented questions -- pandas in process, Spark for big batches -- and one driver turns their
 answers into ``results.json``.
@@ -12,7 +12,7 @@ Modules:
   such as realtime-order and stale-read, ...), defined once, with the list of their names;
 * ``expectations`` -- which anomalies a run's own configuration permits;
 * ``evidence`` -- locating and validating a run's files before any engine touches them;
-* ``pack`` and ``packed_runs`` -- packing loaded runs into a packed store (``harness.record.packed``),
+* ``pack`` and ``packed_runs`` -- packing loaded runs into a packed store (``testbed.record.packed``),
   verified against the run directories, and the store's index read back as runs to check;
 * ``invariant_evidence`` -- the event logs the white-box checks read: not applicable or incomplete;
 * ``engine`` -- the contract between the driver and its engines;
@@ -26,6 +26,6 @@ Modules:
 * ``synthetic_runs`` -- synthetic stored runs with planted anomalies, for benchmarks and warm-up;
 * ``pandas`` and ``spark`` -- the two engines (subpackages).
 
-May import: ``harness.record`` only (and its own engines).  Used by: ``harness.run`` (a run or a
+May import: ``testbed.record`` only (and its own engines).  Used by: ``harness.run`` (a run or a
 campaign is checked as it finishes) and ``harness.cli`` (``check``, ``analyze``, ``spark_submit``).
 """

@@ -3,10 +3,10 @@
 The runner (one run, checked as it finishes), the campaign (every run of a matrix in one
 Spark job) and the ``tidemark check``/``analyze`` commands all go through these functions,
 so a run is checked the same way whoever asks -- from its run directory or from a packed
-store (:mod:`harness.record.packed`, made by :mod:`checker.pack`), whose runs' results are
+store (:mod:`testbed.record.packed`, made by :mod:`checker.pack`), whose runs' results are
 written to their run directories all the same.  Bad evidence raises
 :class:`checker.evidence.InputError` (from :func:`checker.evidence.load_run`), a path that
-names no run raises :class:`harness.record.rundir.RunDirectoryError`; callers decide
+names no run raises :class:`testbed.record.rundir.RunDirectoryError`; callers decide
 whether that is a usage error (the CLI) or a problem recorded with the run (the runner).
 """
 
@@ -25,8 +25,8 @@ from checker.engine import Engine
 from checker.evidence import RunInput, load_run, split_passes
 from checker.packed_runs import load_packed
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
-from harness.record.packed import is_packed
-from harness.record.rundir import find_run_dirs
+from testbed.record.packed import is_packed
+from testbed.record.rundir import find_run_dirs
 
 
 def resolve_runs(arguments: Sequence[str]) -> list[Path]:
@@ -35,7 +35,7 @@ def resolve_runs(arguments: Sequence[str]) -> list[Path]:
 
 
 def resolve_sources(arguments: Sequence[str]) -> tuple[list[Path], list[Path]]:
-    """The run directories and the packed stores (:mod:`harness.record.packed`) ``arguments`` name.
+    """The run directories and the packed stores (:mod:`testbed.record.packed`) ``arguments`` name.
 
     A packed store is named as itself (the directory holding ``runs.parquet``), never searched
     for run directories; every other argument is as for :func:`resolve_runs`."""

@@ -249,7 +249,7 @@ carries them).  Times are the history's (nanoseconds since the test started).  T
 * The *send period*: from the run's first send op to its last one (invoke or completion, any
   partition, any outcome) -- the time the workload was producing.
 * A *fault window*: from a nemesis fault's invoke to the completion of the heal that undid it
-  (``harness.record.faults``: a ``kill`` ends at the ``start`` of its node, a ``partition`` at
+  (``testbed.record.faults``: a ``kill`` ends at the ``start`` of its node, a ``partition`` at
   the next ``heal``, ...); never healed: to the end of the history.  A fault is *active* inside
   its window.  An *unannounced* fault (its op's value says ``"announced": false``) opens none:
   it stands for a broker that stopped on its own.
@@ -496,5 +496,5 @@ ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"
 PARTITION_KEY_PATTERN: Final = "^(0|[1-9][0-9]{0,8})$"
 """A commit's ``offsets`` key that names a partition: a plain decimal number (others are ignored)."""
 
-# Integer codes shared with harness.record.history (kept here as plain ints for engine expressions).
+# Integer codes shared with testbed.record.history (kept here as plain ints for engine expressions).
 TYPE_INVOKE, TYPE_OK, TYPE_FAIL, TYPE_INFO = 0, 1, 2, 3

@@ -78,10 +78,10 @@ from checker.examples import divergence_example, group_example, offset_example, 
 from checker.expectations import applicable_rules, expectation
 from checker.invariant_examples import event_keys, fetch_events, invariant_example
 from checker.liveness import fault_tables, liveness_results
-from harness.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
-from harness.record.ops import OP_TYPES
-from harness.record.rundir import RunDir
-from harness.record.stored_run import NEVER_FLUSH
+from testbed.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
+from testbed.record.ops import OP_TYPES
+from testbed.record.rundir import RunDir
+from testbed.record.stored_run import NEVER_FLUSH
 
 RESULTS_SCHEMA_VERSION = 1
 

@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from checker.evidence import RunInput
-from harness.record.history import HISTORY_SCHEMA
+from testbed.record.history import HISTORY_SCHEMA
 
 HISTORY_ROW_COLUMNS: tuple[str, ...] = tuple(HISTORY_SCHEMA.names)
 """Every column of a history row, in the schema's order."""

@@ -16,7 +16,7 @@ lost -- the same as a dump that never came (``docs/history.md`` section 4) -- no
 argument: it is always counted as that node's dump missing, with the file:line and reason.
 
 What does not apply is neither: ``test.json``'s ``replica_evidence``
-(:func:`harness.record.replicas.replica_evidence`) says when the target keeps one replica
+(:func:`testbed.record.replicas.replica_evidence`) says when the target keeps one replica
 (tansu's PostgreSQL) or cannot be dumped at all (an external cluster); the replica checks are
 then named in :attr:`RunInput.not_applicable` and the verdict rests on the client history and
 the drain.  A dump the target *should* have given and did not is still incomplete.
@@ -39,10 +39,10 @@ import pyarrow.parquet as pq
 
 from checker.definitions import REPLICA_CHECKS
 from checker.invariant_evidence import event_evidence
-from harness.record.history import HistoryFormatError, convert_history, holds_only, read_footer
-from harness.record.packed import RowSlice
-from harness.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
-from harness.record.rundir import RunDir, SpecFileError
+from testbed.record.history import HistoryFormatError, convert_history, holds_only, read_footer
+from testbed.record.packed import RowSlice
+from testbed.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
+from testbed.record.rundir import RunDir, SpecFileError
 
 TEST_SPEC_VERSION = 1
 
@@ -91,7 +91,7 @@ class RunInput:
     """node -> records of the run's topic in that replica (LEO - log start, summed over partitions)."""
     history_slice: RowSlice | None = None
     """Where the run's rows are in ``history_path`` when that is a packed file
-    (:mod:`harness.record.packed`); None: the file is the run's own."""
+    (:mod:`testbed.record.packed`); None: the file is the run's own."""
     replicas_slice: RowSlice | None = None
     """Likewise for ``replicas_path``."""
     events_slice: RowSlice | None = None

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from checker.definitions import TYPE_OK
 from checker.engine import HISTORY_ROW_COLUMNS, OP_KEY_COLUMNS
 from checker.run_reads import decoded, positions_where
-from harness.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND
 
 POSITION = ["run_id", "partition", "offset"]
 

@@ -46,8 +46,8 @@ from checker.definitions import (
     UNEXPECTED,
     UNSEEN,
 )
-from harness.record.history import F_DRAIN, F_POLL, F_SEND
-from harness.record.ops import OP_TYPES
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.ops import OP_TYPES
 
 MAX_OBSERVATIONS_SHOWN = 10
 

@@ -234,7 +234,7 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
 
 
 _POSTGRESQL = "postgresql."
-"""The prefix of the settings a run whose log is PostgreSQL's records (``harness.cluster.postgres``)."""
+"""The prefix of the settings a run whose log is PostgreSQL's records (``testbed.cluster.postgres``)."""
 
 
 def _postgresql_rules(config: Mapping[str, Any], faults: set[str]) -> list[Rule]:

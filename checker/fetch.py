@@ -8,7 +8,7 @@ file) at a time, :data:`checker.run_reads.READ_THREADS` files at once:
   Spark job would push down) matches row groups in every file.  Per file, the footer
   statistics of ``index`` (ops are stored in index order) and of ``partition``/``offset``
   (replica rows are stored in log order) select only the row groups that hold the examples
-  (:data:`harness.record.history.ROW_GROUP_ROWS` rows each).
+  (:data:`testbed.record.history.ROW_GROUP_ROWS` rows each).
 * Measured on 50 runs of 1 M ops with 10 example ops each: Spark's fetch jobs took 7-10 s
   (reading 40 M rows); these reads, four files at a time, 3-4 s.
 * Each file's candidates stay in Arrow (a superset, :mod:`checker.example_rules`); the exact
@@ -60,7 +60,7 @@ from checker.run_reads import (
     read_rows,
     rows_of_ops,
 )
-from harness.record.packed import RowSlice
+from testbed.record.packed import RowSlice
 
 
 def fetch_ops(runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:

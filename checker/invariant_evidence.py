@@ -1,7 +1,7 @@
 """The evidence of the white-box checks: a run's event logs, and what their state means for a verdict.
 
 The white-box checks (:data:`checker.definitions.INVARIANT_CHECKS`) read ``events.parquet``, the
-table :mod:`harness.record.event_table` makes of the run's collected event logs (built here when
+table :mod:`testbed.record.event_table` makes of the run's collected event logs (built here when
 absent or older than a log).  The rules, the same as for the replica dumps
 (:mod:`checker.evidence`):
 
@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from checker.definitions import INVARIANT_CHECKS
-from harness.record.event_table import build_events, events_table_stale
-from harness.record.history import read_metadata
-from harness.record.replicas import EVIDENCE_DUMPS, replica_evidence
-from harness.record.rundir import RunDir
+from testbed.record.event_table import build_events, events_table_stale
+from testbed.record.history import read_metadata
+from testbed.record.replicas import EVIDENCE_DUMPS, replica_evidence
+from testbed.record.rundir import RunDir
 
 EVENT_LOG_SETTING = "event.log.enable"
 

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from checker.definitions import HW_REGRESSION, INCOMPLETE_LEADER, ISR_DIVERGENCE, TRUNCATED_COMMITTED
 from checker.run_reads import read_run_table
-from harness.record.packed import RowSlice
+from testbed.record.packed import RowSlice
 
 EventKey = tuple[int, str, int]
 """(events run id, node name, seq)."""

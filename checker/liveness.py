@@ -4,7 +4,7 @@ The definitions are :mod:`checker.definitions`' (send period, fault window, last
 gap).  The work is split by size, as everywhere in the checker:
 
 * **fault windows** are per run and tiny (a few dozen nemesis ops), and pairing a fault with its
-  heal is a rule of the record (:mod:`harness.record.faults`), not a set-oriented question: the
+  heal is a rule of the record (:mod:`testbed.record.faults`), not a set-oriented question: the
   driver reads each run's nemesis rows (:func:`nemesis_rows`, a filtered read of a few columns,
   no Python loop over the other rows) and hands the engines two small tables, :func:`fault_tables`;
 * **the per-partition figures** read every send and poll of every run of a pass -- millions of
@@ -27,10 +27,10 @@ import pyarrow.compute as pc
 from checker.definitions import UNPOLLED_AGE_EDGES_S, Liveness
 from checker.evidence import RunInput
 from checker.run_reads import DICTIONARY_COLUMNS, READ_THREADS
-from harness.record.faults import NemesisRow, active_intervals, fault_windows, nemesis_events
-from harness.record.history import F_NEMESIS
-from harness.record.ops import OP_TYPES
-from harness.record.packed import read_run
+from testbed.record.faults import NemesisRow, active_intervals, fault_windows, nemesis_events
+from testbed.record.history import F_NEMESIS
+from testbed.record.ops import OP_TYPES
+from testbed.record.packed import read_run
 
 NS: Final = 1_000_000_000
 OPEN_END: Final = 2**63 - 1

@@ -1,4 +1,4 @@
-"""Packing loaded runs into a packed store (:mod:`harness.record.packed`), and verifying one.
+"""Packing loaded runs into a packed store (:mod:`testbed.record.packed`), and verifying one.
 
 :func:`pack_runs` takes runs as :func:`checker.api.load_runs` made them -- so every history,
 replica and event table exists in Parquet, converted from the JSON lines and dumps where
@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 from checker.digest import Digests, content_digest
 from checker.evidence import RunInput
 from checker.packed_runs import INDEX_SCHEMA, PackedRun, read_index, run_dir_of, slice_of
-from harness.record.history import ROW_GROUP_ROWS, parquet_options
-from harness.record.packed import (
+from testbed.record.history import ROW_GROUP_ROWS, parquet_options
+from testbed.record.packed import (
     BUCKETS_KEY,
     EVENTS,
     HISTORY,
@@ -52,7 +52,7 @@ from harness.record.packed import (
     bucket_of,
     table_dir,
 )
-from harness.record.rundir import RunDir
+from testbed.record.rundir import RunDir
 
 
 class PackError(Exception):
@@ -164,7 +164,7 @@ def pack_runs(
 ) -> PackSummary:
     """Pack ``runs`` (loaded by :func:`checker.api.load_runs`) into the new directory ``out``, then verify it.
 
-    ``cores``: for the bucket count (:func:`harness.record.packed.bucket_count`), default this
+    ``cores``: for the bucket count (:func:`testbed.record.packed.bucket_count`), default this
     machine's.  ``out`` must not exist or be empty; on any error it is left without an index
     (so never mistaken for a packed store)."""
     _check_packable(runs)

@@ -1,6 +1,6 @@
 """The index of a packed store (``runs.parquet``): its schema, and the runs it describes as RunInputs.
 
-A packed store (:mod:`harness.record.packed`) is checked like its run directories: every run
+A packed store (:mod:`testbed.record.packed`) is checked like its run directories: every run
 becomes a :class:`checker.evidence.RunInput` whose paths are the packed files and whose
 ``*_slice`` fields say where its rows are, while ``run_dir`` stays the original run directory
 (its ``results.json`` is written there, as by a check of the directory itself).
@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checker.evidence import InputError, RunInput
-from harness.record.packed import (
+from testbed.record.packed import (
     EVENTS,
     HISTORY,
     INDEX_FILE,

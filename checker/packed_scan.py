@@ -5,7 +5,7 @@ run at a time, and a run's fixed costs -- opening its file, a read call, a dozen
 pandas group -- were most of a check of thousands of small runs: every synthetic run of the
 bench has planted anomalies, so every run's rows were read, and at 10,000 packed runs of 1 k rows
 the example reads took 37-48 s of a 159 s check.  The runs of a packed file are whole row groups
-(:mod:`harness.record.packed`), so here the small runs of a pass are read a file at a time:
+(:mod:`testbed.record.packed`), so here the small runs of a pass are read a file at a time:
 
 * the row groups of the file's runs that have keys, in file order, cut at run boundaries into
   batches of at most :data:`PACKED_SCAN_ROWS` rows (the memory a read holds), one read each;
@@ -36,11 +36,11 @@ import pyarrow.compute as pc
 
 from checker.evidence import RunInput
 from checker.run_reads import DICTIONARY_COLUMNS, READ_THREADS, SMALL_FILE_ROWS
-from harness.record.packed import RowSlice, open_packed
+from testbed.record.packed import RowSlice, open_packed
 
 PACKED_SCAN_ROWS = 1 << 20
 """Rows of a packed file read at once by a scan: a file of about
-:data:`harness.record.packed.BUCKET_ROWS` rows is one read; a bigger one is read in batches."""
+:data:`testbed.record.packed.BUCKET_ROWS` rows is one read; a bigger one is read in batches."""
 
 Picker = Callable[[pa.Table], Sequence[npt.NDArray[np.int64]]]
 """From a batch's key columns, the ascending positions of the rows each output table keeps."""

@@ -2,10 +2,10 @@
 
 Every per-run reader of the checker (the example fetches, the pandas engine, the nemesis and
 event rows, the counts of small runs) reads one run's table through these functions, so that a
-run in its own directory and a run in a packed store (:mod:`harness.record.packed`) are read
+run in its own directory and a run in a packed store (:mod:`testbed.record.packed`) are read
 alike.  The contract:
 
-* a run is a file and, for a packed file, a :class:`harness.record.packed.RowSlice` -- whole
+* a run is a file and, for a packed file, a :class:`testbed.record.packed.RowSlice` -- whole
   row groups -- and nothing outside its slice is read (:func:`read_run_table`, :func:`opened`);
 * string columns that no filter reads and that repeat a few values (:data:`DICTIONARY_COLUMNS`)
   are read as dictionaries -- the stored encoding -- and decoded only after narrowing
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from checker.engine import to_pandas
 from checker.evidence import RunInput
-from harness.record.packed import RowSlice, open_packed, read_run
+from testbed.record.packed import RowSlice, open_packed, read_run
 
 READ_THREADS = 4
 DICTIONARY_COLUMNS = ("f_name", "key", "error", "node", "payload", "topic")
@@ -47,7 +47,7 @@ def read_run_table(
     dictionaries: Sequence[str] = DICTIONARY_COLUMNS,
 ) -> pa.Table:
     """``columns`` of one run's rows: its own file whole, or its row groups of a packed file
-    (``rows``, :mod:`harness.record.packed`); ``dictionaries``: string columns read as dictionaries."""
+    (``rows``, :mod:`testbed.record.packed`); ``dictionaries``: string columns read as dictionaries."""
     if rows is None:
         return pq.read_table(path, columns=list(columns), read_dictionary=list(dictionaries) or None)
     return read_run(path, rows, columns, dictionaries)
@@ -64,7 +64,7 @@ def read_runs(
     Consecutive runs of one packed file are one read of all their row groups: a run's read and its
     Arrow calls were its whole cost at 10,000 packed runs of 1 k rows (the row counts and drain
     status of such a pass spent 11-12 s in 10,000 reads).  A run directory's file is read by
-    :func:`harness.record.packed.read_run` (one thread; the callers read several files at once),
+    :func:`testbed.record.packed.read_run` (one thread; the callers read several files at once),
     which cost 1.0 ms per file of 10 k rows against 3.5 ms through ``pq.read_table``.
     ``located`` must not be empty.
     """
@@ -189,7 +189,7 @@ def opened(path: Path, rows: RowSlice | None) -> tuple[pq.ParquetFile, list[int]
 def rows_of_ops(index: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Ascending positions of the rows whose ``index`` is one of ``wanted`` (unique, ascending).
 
-    A file's ops are stored in index order (``harness.record.history``): each op's rows are then found
+    A file's ops are stored in index order (``testbed.record.history``): each op's rows are then found
     by binary search; a file out of order is searched row by row instead.
     """
     if len(index) < 2 or bool(np.all(index[1:] >= index[:-1])):

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from checker.definitions import ALL_CHECKS
-from harness.record.history import write_parquet
+from testbed.record.history import write_parquet
 
 SUMMARY_FILE = "check-summary.parquet"
 """The batch summary's file name, beside the runs it covers."""

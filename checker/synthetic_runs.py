@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.record.history import HISTORY_SCHEMA, parquet_metadata, write_parquet
-from harness.record.replicas import REPLICA_PARTITIONS_SCHEMA, REPLICAS_SCHEMA, record_identity
-from harness.record.rundir import RunDir
+from testbed.record.history import HISTORY_SCHEMA, parquet_metadata, write_parquet
+from testbed.record.replicas import REPLICA_PARTITIONS_SCHEMA, REPLICAS_SCHEMA, record_identity
+from testbed.record.rundir import RunDir
 
 PARTITIONS = 8
 NODES = ("n1", "n2", "n3")

@@ -43,8 +43,8 @@ from checker.run_reads import (
     positions_where,
     rows_of_ops,
 )
-from harness.record.history import HISTORY_SCHEMA
-from harness.record.packed import RowSlice
+from testbed.record.history import HISTORY_SCHEMA
+from testbed.record.packed import RowSlice
 
 VALUE_ROW_COLUMNS = ("run_id", "index", "f", "type", "partition", "offset", "value")
 _VALUE_ROWS_SCHEMA = pa.schema([HISTORY_SCHEMA.field(name) for name in VALUE_ROW_COLUMNS])
@@ -67,7 +67,7 @@ def value_details_with_ops(
     rows are read, once, for both answers -- where the details and the ops used to read every
     row group once each, with filters over every row.  Measured on 50 runs of 1 M ops: 7.0
     CPU-seconds against 9.2 (2.8 + 6.4), and 10.9 against 13.4 before the history files
-    were delta-encoded (:data:`harness.record.history.DELTA_COLUMNS`).
+    were delta-encoded (:data:`testbed.record.history.DELTA_COLUMNS`).
     """
     columns = ["run_id", "partition", "value"]
 

@@ -17,7 +17,7 @@ Modules:
   the library is ``scenarios/*.toml``;
 * ``lazyfs`` -- the power-loss FUSE filesystem; a room of its own (rank 0) that runs on the nodes.
 
-May import: ``harness.record``, ``harness.nodes``, ``harness.cluster`` and ``nemesis.lazyfs`` --
+May import: ``testbed.record``, ``testbed.nodes``, ``testbed.cluster`` and ``nemesis.lazyfs`` --
 not ``workloads`` nor ``checker`` (a fault knows nothing of the load it disturbs; what it needs
 of a workload is an optional ability, declared here as a ``typing.Protocol``).  Used by:
 ``harness.run`` and ``harness.cli`` (``run``, ``scenario``).  This file imports nothing: in the

@@ -39,10 +39,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from harness.record.ops import NEMESIS_PROCESS, Op
-from harness.record.recorder import Recorder
 from nemesis.plan import ChurnPlan, PlanError
 from nemesis.spec import CONSUMER_CHURN
+from testbed.record.ops import NEMESIS_PROCESS, Op
+from testbed.record.recorder import Recorder
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """The small mechanism that carries out planned faults on a cluster and records them as ops.
 
 Planning (which nodes, which grudge, when) is pure and lives in :mod:`nemesis.plan`; this module
-only acts, through :class:`ClusterHandle` and the nodes' :class:`~harness.nodes.remote.Remote` s, and
+only acts, through :class:`ClusterHandle` and the nodes' :class:`~testbed.nodes.remote.Remote` s, and
 writes every fault and heal to the history as an invoke/complete pair of process ``"nemesis"``.
 
 Ops emitted (``value`` of the invoke; the completion repeats it and adds ``"errors"``
@@ -51,11 +51,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from harness.cluster.protocol import Cluster, NodeControl, PowerLoss
-from harness.nodes.remote import RemoteError
-from harness.record.faults import ANNOUNCED
-from harness.record.ops import NEMESIS_PROCESS, Op
-from harness.record.recorder import Recorder
 from nemesis import iptables
 from nemesis.consumer_churn import check_churn, run_churn
 from nemesis.metadata_delay import MetadataDelay
@@ -87,6 +82,11 @@ from nemesis.spec import (
     POWER_LOSS,
     NemesisSpec,
 )
+from testbed.cluster.protocol import Cluster, NodeControl, PowerLoss
+from testbed.nodes.remote import RemoteError
+from testbed.record.faults import ANNOUNCED
+from testbed.record.ops import NEMESIS_PROCESS, Op
+from testbed.record.recorder import Recorder
 
 BROKER_DAEMON = "broker"
 """The Remote daemon name of the broker process on every broker node."""
@@ -288,7 +288,7 @@ class Nemesis:
 
     def pause(self, nodes: Sequence[str], announced: bool = True) -> Op:
         """SIGSTOP the broker on ``nodes``; ``announced=False`` marks the op as a planted liveness bug
-        that opens no fault window for the checker (:mod:`harness.record.faults`)."""
+        that opens no fault window for the checker (:mod:`testbed.record.faults`)."""
         return self._node_fault(PAUSE, nodes, {} if announced else {ANNOUNCED: False})
 
     def resume(self, nodes: Sequence[str], announced: bool = True) -> Op:

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.nodes.remote import CommandFailed, RemotePathNotFound
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
 from nemesis.plan import PlanError
+from testbed.nodes.remote import CommandFailed, RemotePathNotFound
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 
 
 class Refused(Exception):

@@ -25,11 +25,11 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from harness.cluster.protocol import Cluster
-from harness.record.ops import NEMESIS_PROCESS
 from nemesis.plan import PlannedStep
 from nemesis.scenario import ScenarioError, ScenarioFailed, parse_scenario
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from testbed.cluster.protocol import Cluster
+from testbed.record.ops import NEMESIS_PROCESS
 
 if TYPE_CHECKING:
     from nemesis.mechanism import Nemesis

@@ -6,7 +6,7 @@ the bug it reproduces, e.g. ``"KIP-279 (KAFKA-6361)"``, and ``switch``, the ``KE
 setting that turns that bug on, e.g. ``"leader.epoch.lookup=single"``), sets up the test
 (``node_count``, ``[workload]``, ``[settings]`` -- settings of the target the user's ``--set``
 may override -- and ``target``, the system the scenario is written for, one of
-:data:`harness.cluster.targets.TARGETS`, e.g. ``"tansu"``; without it the scenario runs on the
+:data:`testbed.cluster.targets.TARGETS`, e.g. ``"tansu"``; without it the scenario runs on the
 run's target, by default the bundled broker) and says what the checker must find, per
 configuration::
 
@@ -36,7 +36,7 @@ consuming in the background.  Each step has exactly one verb:
   partition only and leaves a metadata delay in place.  ``pause`` and ``resume`` take
   ``announce = false``: the brokers are paused all the same, but the op is recorded as
   unannounced and opens no fault window for the checker's liveness checks -- a stand-in for
-  brokers that stop on their own, which ``stalled`` must catch (``harness.record.faults``);
+  brokers that stop on their own, which ``stalled`` must catch (``testbed.record.faults``);
 * ``fault = "consumer-churn"`` with ``stop = "leave" | "stall"`` (default ``leave``) and
   ``pick = N`` (default 0: the longest-running consumer; the running consumers in start order,
   modulo their count) -- replace one of the workload's group consumers, the op of
@@ -49,7 +49,7 @@ consuming in the background.  Each step has exactly one verb:
   ISR before they have heard of it); a timeout fails the run loudly;
 * ``wait = "log-end-past"`` with ``node``, ``than`` (another node), ``partition`` and
   ``timeout`` -- ``node``'s replica holds records beyond the end of ``than``'s, judged on the
-  replicas' files (:class:`~harness.cluster.protocol.LiveReplicas`; a cluster without that
+  replicas' files (:class:`~testbed.cluster.protocol.LiveReplicas`; a cluster without that
   ability fails the step).  Metadata cannot say what a replica holds, and a scenario that
   needs one replica to hold records another lacks (a zombie's stale suffix, a new leader's
   writes past it) must wait for exactly that, not for time: under load the producers write
@@ -82,10 +82,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.cluster.kafka_admin import PartitionInfo
-from harness.cluster.targets import TARGETS
 from nemesis.plan import CHURN_STOPS
 from nemesis.spec import CONSUMER_CHURN
+from testbed.cluster.kafka_admin import PartitionInfo
+from testbed.cluster.targets import TARGETS
 
 FAULTS = (
     "kill",
@@ -240,7 +240,7 @@ class Scenario:
     switch: str = ""
     """``KEY=VALUE``: the setting that turns the bug on, e.g. ``"leader.epoch.lookup=single"`` (empty: not said)."""
     target: str | None = None
-    """The target the scenario is written for (:data:`harness.cluster.targets.TARGETS`); None: not
+    """The target the scenario is written for (:data:`testbed.cluster.targets.TARGETS`); None: not
     said, so the run's target (``--target``, else the default)."""
 
     @property

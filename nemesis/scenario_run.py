@@ -3,11 +3,11 @@
 :class:`ScenarioRun` walks the steps in order, resolves node names (bound aliases, roles,
 ``controller``) at the moment a step needs them, calls the nemesis for faults -- so every fault
 is an op in the history -- and polls the cluster for waits.  It knows the cluster only through
-:class:`~harness.cluster.protocol.Cluster` (and :class:`~harness.cluster.protocol.LiveReplicas`
+:class:`~testbed.cluster.protocol.Cluster` (and :class:`~testbed.cluster.protocol.LiveReplicas`
 for ``log-end-past`` and ``hw-checkpoint``) and asks partition state of the freshest broker
 view, so a zombie's stale belief never satisfies a wait.  Partitions are the workload topic's, or ``offsets``: the
 ``__consumer_offsets`` partition of the workload's consumer group, found by Kafka's own rule
-(:func:`harness.cluster.kafka_admin.group_offsets_partition`) once that topic exists.
+(:func:`testbed.cluster.kafka_admin.group_offsets_partition`) once that topic exists.
 """
 
 from __future__ import annotations
@@ -19,16 +19,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from harness.cluster.kafka_admin import (
-    OFFSETS_TOPIC,
-    ClusterUnavailable,
-    PartitionInfo,
-    freshest_leader,
-    freshest_partition_info,
-    group_offsets_partition,
-    wait_until,
-)
-from harness.cluster.protocol import Cluster, LiveReplicas
 from nemesis.scenario import (
     CONTROLLER,
     OFFSETS_PARTITION,
@@ -38,6 +28,16 @@ from nemesis.scenario import (
     parse_role,
     role_node,
 )
+from testbed.cluster.kafka_admin import (
+    OFFSETS_TOPIC,
+    ClusterUnavailable,
+    PartitionInfo,
+    freshest_leader,
+    freshest_partition_info,
+    group_offsets_partition,
+    wait_until,
+)
+from testbed.cluster.protocol import Cluster, LiveReplicas
 
 
 class ScenarioNemesis(Protocol):

@@ -39,10 +39,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from harness.record.ops import NEMESIS_PROCESS, Op
 from nemesis.package_run import PACKAGE_OP
 from nemesis.scenario import NODE_KEYS
 from nemesis.spec import HEALS, PARTITION
+from testbed.record.ops import NEMESIS_PROCESS, Op
 
 Step = dict[str, Any]
 

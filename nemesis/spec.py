@@ -18,7 +18,7 @@ Fields:
   heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
   :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs
   ``--consume-via subscribe``). Empty: no faults at all.
-  :data:`HEALS` names the op that ends each fault (owned by :mod:`harness.record.faults`, with the
+  :data:`HEALS` names the op that ends each fault (owned by :mod:`testbed.record.faults`, with the
   fault names: the history's vocabulary).
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
   lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
@@ -44,12 +44,12 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
 
-from harness.record.faults import HEALS as HEALS
-from harness.record.faults import KILL as KILL
-from harness.record.faults import METADATA_DELAY as METADATA_DELAY
-from harness.record.faults import PARTITION as PARTITION
-from harness.record.faults import PAUSE as PAUSE
-from harness.record.faults import POWER_LOSS as POWER_LOSS
+from testbed.record.faults import HEALS as HEALS
+from testbed.record.faults import KILL as KILL
+from testbed.record.faults import METADATA_DELAY as METADATA_DELAY
+from testbed.record.faults import PARTITION as PARTITION
+from testbed.record.faults import PAUSE as PAUSE
+from testbed.record.faults import POWER_LOSS as POWER_LOSS
 
 NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS, METADATA_DELAY)
 """Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""

@@ -25,10 +25,10 @@ from typing import NoReturn
 import docker
 import pytest
 
-from harness.cluster import postgres
-from harness.cluster.image import ensure_image
-from harness.cluster.tansu_image import TANSU_PIN, cached_binary, ensure_tansu_image
-from harness.nodes.docker_remote import DockerUnavailable, connect_docker
+from testbed.cluster import postgres
+from testbed.cluster.image import ensure_image
+from testbed.cluster.tansu_image import TANSU_PIN, cached_binary, ensure_tansu_image
+from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
 
 
 @pytest.fixture(scope="session")

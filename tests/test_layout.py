@@ -1,6 +1,6 @@
 """The code is grouped into rooms by job, and imports point one way: down.
 
-A *room* is a package with one job (``harness.record``: the run record; ``checker``: the checks;
+A *room* is a package with one job (``testbed.record``: the run record; ``checker``: the checks;
 ...).  Each room has a rank; a module may import modules of its own room and of rooms listed as
 allowed for it, which by default are all rooms of a lower rank.  An import that points up or
 sideways is a layering bug even when it happens to work: it drags a heavy room (the CLI, Docker,
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
-TOP_PACKAGES: tuple[str, ...] = ("harness", "nemesis", "workloads", "checker", "broker_impl")
+TOP_PACKAGES: tuple[str, ...] = ("testbed", "harness", "nemesis", "workloads", "checker", "broker_impl")
 CLI_ROOM = "harness.cli"
 
 
@@ -38,19 +38,19 @@ class Room:
 
 ROOMS: dict[str, Room] = {
     # rank 0: the bottom; each ships or is read on its own.
-    "harness.record": Room(0),
+    "testbed.record": Room(0),
     "broker_impl": Room(0, frozenset()),
     "nemesis.lazyfs": Room(0, frozenset()),
     # rank 1..2: reaching nodes, setting up clusters.
-    "harness.nodes": Room(1),
-    "harness.cluster": Room(2),
+    "testbed.nodes": Room(1),
+    "testbed.cluster": Room(2),
     # rank 3: what runs against a cluster, and what judges the record.
     "workloads": Room(3),
-    "checker": Room(3, frozenset({"harness.record", "checker.pandas", "checker.spark"})),
-    "checker.pandas": Room(3, frozenset({"harness.record", "checker"})),
-    "checker.spark": Room(3, frozenset({"harness.record", "checker", "checker.pandas"})),
+    "checker": Room(3, frozenset({"testbed.record", "checker.pandas", "checker.spark"})),
+    "checker.pandas": Room(3, frozenset({"testbed.record", "checker"})),
+    "checker.spark": Room(3, frozenset({"testbed.record", "checker", "checker.pandas"})),
     # rank 4: faults.
-    "nemesis": Room(4, frozenset({"harness.record", "harness.nodes", "harness.cluster", "nemesis.lazyfs"})),
+    "nemesis": Room(4, frozenset({"testbed.record", "testbed.nodes", "testbed.cluster", "nemesis.lazyfs"})),
     # rank 5..7: reading runs back, orchestrating, the command line.
     "harness.report": Room(5),
     "harness.run": Room(6),
@@ -71,7 +71,21 @@ workload it disturbs.  Reports read stored runs; the runner orchestrates everyth
 CLI sits on top and no library code ever imports it.
 """
 
-UMBRELLAS: frozenset[str] = frozenset({"harness"})
+TOP_RANKS: dict[str, int] = {
+    "broker_impl": 0,
+    "testbed": 1,
+    "workloads": 2,
+    "checker": 2,
+    "nemesis": 3,
+    "harness": 4,
+}
+"""The top-level packages and their ranks: no top-level package imports one of a higher rank, nor
+a peer of the same rank (``workloads`` and ``checker`` never meet).  ``testbed`` is the floor
+(record, nodes, clusters), ``harness`` the roof (reports, runs, the command line).  The room table
+above refines this inside each package; this table is what a reader sees from the top."""
+
+
+UMBRELLAS: frozenset[str] = frozenset({"harness", "testbed"})
 """Packages that are not rooms but only hold rooms: their ``__init__`` must import nothing."""
 
 IMPORT_FREE_INITS: frozenset[str] = UMBRELLAS | {CLI_ROOM, "nemesis"}
@@ -220,7 +234,102 @@ def _imports_of(path: Path) -> list[str]:
     return found
 
 
+def top_level_violations(
+    root: Path, top_ranks: Mapping[str, int] = TOP_RANKS, packages: tuple[str, ...] = TOP_PACKAGES
+) -> list[str]:
+    """Every import by which a top-level package reaches one of a higher or the same rank."""
+    known = source_modules(root, packages)
+    found: list[str] = []
+    for module, path in known.items():
+        importer_top = module.split(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, imported in _imports(tree, module, path.name == "__init__.py", known):
+            imported_top = imported.split(".")[0]
+            if imported_top not in top_ranks or imported_top == importer_top:
+                continue
+            if top_ranks[imported_top] >= top_ranks[importer_top]:
+                rel = path.relative_to(root).as_posix()
+                found.append(f"{rel}:{line}: {importer_top} -> {imported_top} ({module} imports {imported})")
+    return sorted(found)
+
+
+def import_cycles(root: Path, packages: tuple[str, ...] = TOP_PACKAGES) -> list[list[str]]:
+    """The import circles among the modules under ``root``: every strongly connected component of
+    more than one module in the graph of all imports (module level, in functions and under
+    ``TYPE_CHECKING`` alike -- a lazy import hides a circle, it does not remove it).
+
+    A package's ``__init__`` importing its own submodules is left out: that edge is how a package
+    re-exports, and the submodule importing a sibling through the package is the circle, not this.
+    Tarjan's algorithm, iterative, so a deep chain does not hit the recursion limit."""
+    known = source_modules(root, packages)
+    graph: dict[str, set[str]] = {module: set() for module in known}
+    for module, path in known.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for _line, imported in _imports(tree, module, is_package, known):
+            if imported in known and imported != module:
+                if is_package and imported.startswith(module + "."):
+                    continue
+                graph[module].add(imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return sorted(components)
+
+
 # -- the real tree ------------------------------------------------------------------------------------
+
+
+def test_top_level_packages_import_only_lower_ones() -> None:
+    violations = top_level_violations(SOURCE_ROOT)
+    assert not violations, f"{len(violations)} top-level back arrow(s):\n" + "\n".join(violations)
+
+
+def test_every_top_level_package_has_a_rank() -> None:
+    assert set(TOP_RANKS) == set(TOP_PACKAGES)
+
+
+def test_no_import_circles() -> None:
+    cycles = import_cycles(SOURCE_ROOT)
+    assert not cycles, f"{len(cycles)} import circle(s):\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_imports_point_down() -> None:
@@ -337,7 +446,7 @@ def test_fake_tree_unassigned_module(tmp_path: Path) -> None:
 def test_real_rules_catch_a_planted_arrow(tmp_path: Path) -> None:
     # The real table on a fake tree: a record module reaching up into the runner and the CLI.
     files = {
-        "harness/record/ops.py": "from harness.run import runner\nfrom harness import cli\n",
+        "testbed/record/ops.py": "from harness.run import runner\nfrom harness import cli\n",
         "harness/run/runner.py": "",
         "harness/cli/__init__.py": "",
         "checker/engine.py": "from workloads.queue import QueueSpec\n",
@@ -351,6 +460,24 @@ def test_real_rules_catch_a_planted_arrow(tmp_path: Path) -> None:
     assert [str(v) for v in import_violations(tmp_path)] == [
         "checker/engine.py:1: checker -> workloads (checker.engine imports workloads.queue: points sideways (same rank, not listed))",
         "checker/pandas/engine.py:1: checker.pandas -> checker.spark (checker.pandas.engine imports checker.spark.session: points sideways (same rank, not listed))",
-        "harness/record/ops.py:1: harness.record -> harness.run (harness.record.ops imports harness.run.runner: points up)",
-        "harness/record/ops.py:2: harness.record -> harness.cli (harness.record.ops imports harness.cli: library code never imports a CLI module)",
+        "testbed/record/ops.py:1: testbed.record -> harness.run (testbed.record.ops imports harness.run.runner: points up)",
+        "testbed/record/ops.py:2: testbed.record -> harness.cli (testbed.record.ops imports harness.cli: library code never imports a CLI module)",
     ]
+
+
+def test_fake_tree_top_level_back_arrow_fails(tmp_path: Path) -> None:
+    _write(tmp_path, {"low/a.py": "import high.b\n", "high/b.py": "import low.a\n"})
+    found = top_level_violations(tmp_path, {"low": 0, "high": 1}, ("low", "high"))
+    assert found == ["low/a.py:1: low -> high (low.a imports high.b)"]
+
+
+def test_fake_tree_import_circle_found(tmp_path: Path) -> None:
+    files = {
+        "pkg/__init__.py": "from . import a\n",
+        "pkg/a.py": "from . import b\n",
+        "pkg/b.py": "def f() -> None:\n    from pkg import c\n",
+        "pkg/c.py": "import pkg.a\n",
+        "pkg/d.py": "import pkg.a\n",
+    }
+    _write(tmp_path, files)
+    assert import_cycles(tmp_path, ("pkg",)) == [["pkg.a", "pkg.b", "pkg.c"]]

@@ -15,6 +15,6 @@ Modules:
 * ``group_member`` -- one group member's ops (``assign``, ``poll``, ``commit``, ``revoke``);
 * ``group_fleet`` -- the group's members as threads, and consumer churn.
 
-May import: rooms of a lower rank (``harness.record`` is all it needs), never ``checker`` or
+May import: rooms of a lower rank (``testbed.record`` is all it needs), never ``checker`` or
 ``nemesis``.  Used by: ``harness.run`` (spec and runner) and ``harness.cli`` (``run``).
 """

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from harness.record.recorder import Recorder
+from testbed.record.recorder import Recorder
 
 from .group_events import CommitMode, GroupConsumerClient, make_group_consumer, max_poll_interval_ms
 from .group_member import GroupMember

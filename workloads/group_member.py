@@ -34,8 +34,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 
 from .clients import Received
 from .group_events import Assigned, CommitDone, CommitMode, GroupConsumerClient, Outcome, Revoked, Step

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from harness.record.recorder import Recorder
+from testbed.record.recorder import Recorder
 
 from .clients import (
     CLIENTS,

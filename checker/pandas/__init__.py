@@ -11,7 +11,7 @@ Modules:
 * ``invariants`` -- the white-box checks on the brokers' event logs (the oracle of Spark's);
 * ``candidates`` -- narrowing a pass's rows to the groups that could hold an anomaly, with numpy.
 
-May import: ``harness.record`` and the top-level ``checker`` modules -- never ``checker.spark``
+May import: ``testbed.record`` and the top-level ``checker`` modules -- never ``checker.spark``
 (this engine must run where there is no JVM).  Used by: ``checker.api`` (``--engine pandas``)
 and ``checker.spark`` (it reuses the value aggregation and the white-box checks' column lists).
 """

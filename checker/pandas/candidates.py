@@ -39,7 +39,7 @@ from checker.definitions import (
     UNEXPECTED,
     UNSEEN,
 )
-from harness.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND
 
 Ints = np.ndarray[Any, np.dtype[np.int64]]
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
@@ -278,7 +278,7 @@ def divergent_rows(replicas: Columns) -> Ints:
 def _rows_of_sorted_groups(keys: Sequence[np.ndarray[Any, Any]], values: np.ndarray[Any, Any]) -> Ints | None:
     """Rows of the groups whose ``values`` differ, when the rows are sorted by ``keys`` (else ``None``).
 
-    Replica dumps are stored in log order (``harness.record.replicas``), so the replicas of one
+    Replica dumps are stored in log order (``testbed.record.replicas``), so the replicas of one
     position are neighbours: comparing each row with the one before needs a few byte-wide
     masks instead of 64-bit group codes and per-group arrays (measured on 857 K replica
     rows: 3 ms against 6-10 ms, and ~15 MB fewer temporaries -- memory that, touched for

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from checker.definitions import TYPE_OK
 from checker.pandas import candidates
-from harness.record.history import F_DRAIN
+from testbed.record.history import F_DRAIN
 
 COLUMNS = ("run_id", "f", "type", "item", "partition", "end_offset", "complete")
 """The history columns these two answers read."""

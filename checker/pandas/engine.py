@@ -55,7 +55,7 @@ from checker.definitions import (
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts, groups, invariants, liveness, order
-from harness.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND
 
 
 def hash_strings(values: pd.Series) -> np.ndarray[Any, np.dtype[np.uint64]]:

@@ -48,7 +48,7 @@ from checker.definitions import (
     TYPE_OK,
 )
 from checker.pandas.candidates import Columns
-from harness.record.history import F_OTHER, F_POLL, F_SEND
+from testbed.record.history import F_OTHER, F_POLL, F_SEND
 
 GROUP_OPS = (ASSIGN, REVOKE, COMMIT)
 OP_COLUMNS = ["run_id", "process", "index", "type", "f_name", "payload"]

@@ -2,7 +2,7 @@
 
 The definitions (and the terms *before*, *exposure*, *lineage epoch*, *established*, *current
 leader*) are :mod:`checker.definitions`'; this module is their oracle, written for clarity over a
-pass's ``events.parquet`` tables (:mod:`harness.record.event_table`, a few thousand rows per run),
+pass's ``events.parquet`` tables (:mod:`testbed.record.event_table`, a few thousand rows per run),
 and the Spark engine (:mod:`checker.spark.invariants`) computes the same rows with the same steps:
 
 1. :func:`prepare` -- each log's ``ts`` lifted to its running maximum in ``seq`` order (``t``), and
@@ -45,7 +45,7 @@ from checker.definitions import (
 from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.run_reads import read_run_table, read_runs
-from harness.record.packed import RowSlice
+from testbed.record.packed import RowSlice
 
 EVENT_COLUMNS = (
     "run_id",
@@ -79,7 +79,7 @@ _NONE = -1
 
 def read_events(sources: Sequence[tuple[Path, RowSlice | None]]) -> pd.DataFrame:
     """The check columns of every ``events.parquet`` of a pass (or a run's rows of a packed
-    file, :mod:`harness.record.packed`), as one frame."""
+    file, :mod:`testbed.record.packed`), as one frame."""
     if not sources:
         return pd.DataFrame(columns=list(EVENT_COLUMNS))
     return to_pandas(read_runs(sources, EVENT_COLUMNS, ()))

@@ -35,7 +35,7 @@ from checker.definitions import (
     TYPE_INVOKE,
     TYPE_OK,
 )
-from harness.record.history import F_POLL
+from testbed.record.history import F_POLL
 
 READ_COLUMNS = ["run_id", "process", "partition", "index", "item", "offset", "f"]
 """The columns of the read rows the poll checks take (``ok`` polls and drains carrying a record)."""

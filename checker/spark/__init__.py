@@ -16,6 +16,6 @@ Modules:
 * ``standalone`` -- a standalone master and workers from the PySpark package, on 127.0.0.1
   (cluster mode, tested and tried without a cluster).
 
-May import: ``harness.record``, the top-level ``checker`` modules and ``checker.pandas``.
+May import: ``testbed.record``, the top-level ``checker`` modules and ``checker.pandas``.
 Used by: ``checker.api`` (``--engine spark``) and ``harness.cli.spark_submit``.
 """

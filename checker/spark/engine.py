@@ -64,8 +64,8 @@ from checker.pandas.engine import aggregate_values
 from checker.spark import groups, invariants, liveness, replicas, small_counts
 from checker.spark.inputs import SparkInputs, history_file, replica_file
 from checker.spark.order import poll_order, send_order
-from harness.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
-from harness.record.replicas import REPLICAS_SCHEMA
+from testbed.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
+from testbed.record.replicas import REPLICAS_SCHEMA
 
 _FACT_ROWS: dict[str, frozenset[str]] = {
     LOST_WRITE: frozenset({"ok", "drain"}),

@@ -51,7 +51,7 @@ from checker.definitions import (
     TYPE_INVOKE,
     TYPE_OK,
 )
-from harness.record.history import F_OTHER, F_POLL, F_SEND
+from testbed.record.history import F_OTHER, F_POLL, F_SEND
 
 VALUE_SCHEMA = StructType(
     [

@@ -13,7 +13,7 @@ afterwards).  Spark then aggregates each run inside the task that reads it, with
 exchange: measured on 50 one-million-op runs, the value aggregation went from 15.9 s to
 9.1 s on 2 cores.
 
-A packed store (:mod:`harness.record.packed`) is that layout already, written by
+A packed store (:mod:`testbed.record.packed`) is that layout already, written by
 ``tidemark store pack``: each table's directory is registered as it stands, with the bucket
 count its files record -- no links, so on any master -- and filtered to the pass's runs unless
 the pass is every run of it.
@@ -51,7 +51,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checker.evidence import RunInput
-from harness.record.packed import RowSlice, bucket_count, bucket_file_name, packed_buckets, table_rows
+from testbed.record.packed import RowSlice, bucket_count, bucket_file_name, packed_buckets, table_rows
 
 _SPARK_TYPES = {
     "int8": "byte",
@@ -66,7 +66,7 @@ FETCH_RUNS_PER_JOB = int(os.environ.get("TM_CHUNK", "8"))
 
 
 def pa_to_spark_schema(schema: pa.Schema) -> str:
-    """A Spark DDL schema for one of the Arrow schemas of :mod:`harness.record.history`."""
+    """A Spark DDL schema for one of the Arrow schemas of :mod:`testbed.record.history`."""
     return ", ".join(f"`{field.name}` {_SPARK_TYPES[str(field.type)]}" for field in schema)
 
 
@@ -79,7 +79,7 @@ class InputFile(NamedTuple):
     one_run: bool
     """The footer proves every row has ``run_id`` (min = max): the file may be a bucket's part."""
     rows_at: RowSlice | None = None
-    """The run's rows in ``path`` when that is a packed store's file (:mod:`harness.record.packed`)."""
+    """The run's rows in ``path`` when that is a packed store's file (:mod:`testbed.record.packed`)."""
 
 
 def history_file(run: RunInput) -> InputFile:

@@ -68,7 +68,7 @@ _TYPES = {
     "lineage_epoch": "int",
 }
 EVENTS_DDL = ", ".join(f"`{name}` {_TYPES[name]}" for name in EVENT_COLUMNS)
-"""The check columns of ``events.parquet`` (:data:`harness.record.event_table.EVENTS_SCHEMA`)."""
+"""The check columns of ``events.parquet`` (:data:`testbed.record.event_table.EVENTS_SCHEMA`)."""
 
 
 def _small(spark: SparkSession, rows: Sequence[tuple[object, ...]], schema: pa.Schema) -> DataFrame:
@@ -368,7 +368,7 @@ def pass_anomalies(
     runs = [run for run in runs if run.events_path is not None and run.events_run_id is not None]
     if not runs:
         return pd.DataFrame(columns=OUTPUT)
-    # A packed file (harness.record.packed) holds many runs' events: each read once, the pass's runs kept.
+    # A packed file (testbed.record.packed) holds many runs' events: each read once, the pass's runs kept.
     paths = list(dict.fromkeys(str(run.events_path.resolve()) for run in runs if run.events_path is not None))
     read = spark.read.schema(EVENTS_DDL).parquet(*paths)
     if any(run.events_slice is not None for run in runs):

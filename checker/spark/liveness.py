@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from checker.definitions import TYPE_OK, UNPOLLED_AGE_EDGES_S
 from checker.liveness import LIVENESS_COLUMNS, NS, UNPOLLED_AGE_COLUMNS
-from harness.record.history import F_POLL, F_SEND
+from testbed.record.history import F_POLL, F_SEND
 
 _KEYS = ["run_id", "partition"]
 

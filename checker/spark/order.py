@@ -38,7 +38,7 @@ from checker.definitions import (
     TYPE_OK,
 )
 from checker.spark.groups import union_all, with_chain
-from harness.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND
 
 OUTPUT = ["run_id", "kind", *ORDER_EXAMPLE_COLUMNS]
 

@@ -13,7 +13,7 @@ So, when every history file holds one run (its footer proves it) and the runs ar
 :data:`CHUNK_ROWS` rows at a time (memory stays bounded, however many runs), and counted by
 the pandas engine's own functions (:mod:`checker.pandas.counts`): one implementation of
 both answers, for both engines.  A run's rows are all in its one file (or, in a packed store,
-its own row groups of one file: :mod:`harness.record.packed`), hence in one chunk,
+its own row groups of one file: :mod:`testbed.record.packed`), hence in one chunk,
 so the chunks' answers only need concatenating.  Big runs keep the Spark job, which reads
 their row groups on every core.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.cli.check import add_check_options, execute
 from harness.cli.errors import UsageError
-from harness.record.rundir import SPEC_FILE, RunDir
+from testbed.record.rundir import SPEC_FILE, RunDir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

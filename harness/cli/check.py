@@ -40,8 +40,8 @@ from checker.spark.session import DEFAULT_DRIVER_MEMORY
 from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
 from harness.cli.check_progress import BatchProgress
 from harness.cli.errors import UsageError
-from harness.record.rundir import RunDirectoryError
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from testbed.record.rundir import RunDirectoryError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.nodes.docker_remote import DockerUnavailable, connect_docker
+    from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
 
     try:
         client = connect_docker()
@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(client: docker.DockerClient, args: argparse.Namespace) -> int:
-    from harness.cluster.docker_cluster import ClusterError, DockerCluster, new_run_id
-    from harness.cluster.image import ImageBuildError, cache_directory, ensure_image
+    from testbed.cluster.docker_cluster import ClusterError, DockerCluster, new_run_id
+    from testbed.cluster.image import ImageBuildError, cache_directory, ensure_image
 
     if args.brokers < 1:
         raise UsageError(f"--brokers {args.brokers}: need at least 1")
@@ -96,7 +96,7 @@ def _up(client: docker.DockerClient, args: argparse.Namespace) -> int:
 
 
 def _list(client: docker.DockerClient) -> int:
-    from harness.cluster.docker_cluster import list_runs
+    from testbed.cluster.docker_cluster import list_runs
 
     runs = list_runs(client)
     if not runs:
@@ -107,8 +107,8 @@ def _list(client: docker.DockerClient) -> int:
 
 
 def _down(client: docker.DockerClient, args: argparse.Namespace) -> int:
-    from harness.cluster.docker_cluster import ClusterError, remove_all, remove_run
-    from harness.cluster.image import cache_directory
+    from testbed.cluster.docker_cluster import ClusterError, remove_all, remove_run
+    from testbed.cluster.image import cache_directory
 
     try:
         containers, networks = remove_all(client) if args.all else remove_run(client, args.run)

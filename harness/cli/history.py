@@ -15,9 +15,9 @@ import argparse
 from pathlib import Path
 
 from harness.cli.errors import UsageError
-from harness.record.history import HistoryFormatError, convert_history
-from harness.record.replicas import build_replicas
-from harness.record.rundir import REPLICA_PARTITIONS_FILE, REPLICAS_FILE, RunDir
+from testbed.record.history import HistoryFormatError, convert_history
+from testbed.record.replicas import build_replicas
+from testbed.record.rundir import REPLICA_PARTITIONS_FILE, REPLICAS_FILE, RunDir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """``tidemark image build``: build or reuse the node image; prints its tag on stdout.
 ``tidemark image build --target tansu``: the tansu target's image (building the pinned tansu binary
-with cargo once, 15-25 min, cached; see ``harness.cluster.tansu_image``); ``--binary-only`` builds
+with cargo once, 15-25 min, cached; see ``testbed.cluster.tansu_image``); ``--binary-only`` builds
 just the binary (no Docker needed).
 ``tidemark image prune``: remove the images of earlier code versions that no container uses.
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _client() -> docker.DockerClient:
-    from harness.nodes.docker_remote import DockerUnavailable, connect_docker
+    from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
 
     try:
         return connect_docker()
@@ -82,7 +82,7 @@ def _client() -> docker.DockerClient:
 
 
 def _prune() -> int:
-    from harness.cluster.image import ImageBuildError, ensure_image, prune_images
+    from testbed.cluster.image import ImageBuildError, ensure_image, prune_images
 
     client = _client()
     try:
@@ -96,8 +96,8 @@ def _prune() -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from harness.cluster.image import ImageBuildError, ensure_image
-    from harness.cluster.tansu_image import ensure_binary, ensure_tansu_image
+    from testbed.cluster.image import ImageBuildError, ensure_image
+    from testbed.cluster.tansu_image import ensure_binary, ensure_tansu_image
 
     if args.binary_only and args.target != "tansu":
         raise UsageError("--binary-only needs --target tansu")

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from harness.cli.errors import UsageError
-from harness.record.rundir import SPEC_FILE, RunDirectoryError, find_run_directories
 from harness.run.exit_codes import EXIT_VALID
+from testbed.record.rundir import SPEC_FILE, RunDirectoryError, find_run_directories
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from harness.cli.errors import UsageError
 from harness.cli.run import check_spec, report_outcome
-from harness.record.rundir import RunDir, SpecFileError
 from harness.run.runner import run_test
 from harness.run.spec import SpecError, TestSpec
+from testbed.record.rundir import RunDir, SpecFileError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ Prints the run directory, a live progress line, and the verdict; exit codes as
 ``tidemark check`` (0 valid, 1 invalid, 2 unknown, 254 bad arguments, 255 internal).
 
 With ``--bootstrap`` the cluster is probed before the run starts
-(:mod:`harness.cluster.external_probe`): a malformed address, or partitions or a
+(:mod:`testbed.cluster.external_probe`): a malformed address, or partitions or a
 replication factor the cluster refuses, exits 254; an unreachable cluster, one that does
 not speak Kafka or a version the clients can use, or refuses the topic, exits 2 (unknown:
 nothing was tested).  Either is one line on stderr naming the address, and no run
@@ -30,12 +30,12 @@ from pathlib import Path
 from checker.definitions import DEFAULT_LIVENESS, Liveness
 from harness.cli.check import add_liveness_options, liveness_settings
 from harness.cli.errors import UsageError
-from harness.record.rundir import RunDir
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
+from testbed.record.rundir import RunDir
 from workloads.queue import QueueSpec
 
 
@@ -184,7 +184,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
 
 def check_spec(spec: TestSpec) -> None:
     """Refuse, as a usage error, what cannot run (before any container starts)."""
-    from harness.cluster.bundled import SettingsError, split_settings
+    from testbed.cluster.bundled import SettingsError, split_settings
 
     if spec.target == "tansu":
         check_tansu_spec(spec)
@@ -192,7 +192,7 @@ def check_spec(spec: TestSpec) -> None:
     if spec.inventory and not spec.bootstrap:
         raise UsageError("--inventory needs --bootstrap")
     if spec.bootstrap is not None:
-        from harness.cluster.external_probe import BootstrapAddressError, parse_bootstrap
+        from testbed.cluster.external_probe import BootstrapAddressError, parse_bootstrap
 
         try:
             parse_bootstrap(spec.bootstrap)
@@ -207,7 +207,7 @@ def check_spec(spec: TestSpec) -> None:
     if spec.bootstrap and not spec.inventory and spec.nemesis.faults:
         raise UsageError("faults against an external cluster need --inventory (SSH access to its nodes)")
     if spec.inventory:
-        from harness.cluster.external import InventoryError, load_inventory
+        from testbed.cluster.external import InventoryError, load_inventory
 
         try:
             load_inventory(Path(spec.inventory))
@@ -237,10 +237,10 @@ def check_nemesis_packages(spec: TestSpec) -> None:
 
 
 def check_tansu_spec(spec: TestSpec) -> None:
-    """What ``--target tansu`` cannot do, refused in one line each (see ``harness.cluster.tansu``)."""
-    from harness.cluster.postgres import SettingsError, effective_settings
-    from harness.cluster.tansu_image import cached_binary
+    """What ``--target tansu`` cannot do, refused in one line each (see ``testbed.cluster.tansu``)."""
     from nemesis.spec import METADATA_DELAY
+    from testbed.cluster.postgres import SettingsError, effective_settings
+    from testbed.cluster.tansu_image import cached_binary
 
     if spec.bootstrap or spec.inventory:
         raise UsageError(
@@ -313,8 +313,8 @@ def run_and_report(spec: TestSpec, store: Path, engine: str, liveness: Liveness 
     if spec.bootstrap is None:
         outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
         return report_outcome(spec, outcome)
-    from harness.cluster.external_probe import ExternalClusterError
-    from harness.cluster.kafka_admin import ClusterUnavailable
+    from testbed.cluster.external_probe import ExternalClusterError
+    from testbed.cluster.kafka_admin import ClusterUnavailable
 
     code = probe_external(spec)
     if code is not None:
@@ -331,7 +331,7 @@ def run_and_report(spec: TestSpec, store: Path, engine: str, liveness: Liveness 
 def probe_external(spec: TestSpec) -> int | None:
     """Probe ``spec``'s external cluster before anything runs: None when it can be tested, else
     the exit code after one line on stderr (:class:`UsageError` when the arguments do not fit)."""
-    from harness.cluster.external_probe import ClusterMismatch, ExternalClusterError, probe_cluster
+    from testbed.cluster.external_probe import ClusterMismatch, ExternalClusterError, probe_cluster
 
     if spec.bootstrap is None or spec.inventory:  # with one, probed once the harness started them
         return None

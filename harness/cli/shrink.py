@@ -13,8 +13,8 @@ from pathlib import Path
 
 from harness.cli.errors import UsageError
 from harness.cli.hunt import parse_anomaly_names, parse_duration
-from harness.record.rundir import RunDir, SpecFileError
 from harness.run.shrink_run import ShrinkError, shrink_run
+from testbed.record.rundir import RunDir, SpecFileError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
 * ``tidemark store pack RUN_DIR_OR_GLOB... --out PACKED_DIR [--skip-bad-lines]`` -- load every
   run named (run directories, directories of runs, globs: as ``tidemark check``; JSON lines and
   dumps converted where needed) and write their tables into ``PACKED_DIR``: a few Parquet files
-  per table, bucketed by run id, and the index ``runs.parquet`` (:mod:`harness.record.packed`).
+  per table, bucketed by run id, and the index ``runs.parquet`` (:mod:`testbed.record.packed`).
   The packed rows are verified against every run directory before the index is written; the run
   directories are never modified.
 * ``tidemark store verify PACKED_DIR`` -- verify a packed store against its run directories again
@@ -24,8 +24,8 @@ from checker.api import load_runs, resolve_runs
 from checker.evidence import InputError
 from checker.pack import PackError, pack_runs, remove_partial, verify_pack
 from harness.cli.errors import UsageError
-from harness.record.packed import is_packed
-from harness.record.rundir import RunDirectoryError
+from testbed.record.packed import is_packed
+from testbed.record.rundir import RunDirectoryError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
 """Reports: what a person (or CI) reads after a run or a campaign.
 
-Everything here starts from stored runs (``harness.record.stored_run``, the history) and writes
+Everything here starts from stored runs (``testbed.record.stored_run``, the history) and writes
 self-contained files beside them; nothing here runs a test or a check.
 
 Modules:
@@ -13,6 +13,6 @@ Modules:
 * ``index`` -- ``index.html``: every run of a campaign or store in one sortable table;
 * ``junit`` -- JUnit XML, one test case per run, for CI.
 
-May import: any room of a lower rank (``harness.record`` is all it needs today).
+May import: any room of a lower rank (``testbed.record`` is all it needs today).
 Used by: ``harness.run`` (a campaign writes its reports) and ``harness.cli`` (``tidemark report``).
 """

@@ -3,7 +3,7 @@
 :func:`evidence_section` lists the run's problems and notes, the incomplete evidence (each reason
 makes the verdict at best unknown), the checker's counts, and the checks: those that ran, and
 those *not applicable* to the run's target -- ``results.json``'s ``not_applicable``, each with its
-reason (:func:`harness.record.stored_run.not_applicable_checks`) under a badge of its own, apart
+reason (:func:`testbed.record.stored_run.not_applicable_checks`) under a badge of its own, apart
 from checks not run, which are incomplete evidence.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.record.stored_run import CHECK_STATUS_LABELS, StoredRun, not_applicable_checks
 from harness.report.html_page import esc, kv_table, records_table
+from testbed.record.stored_run import CHECK_STATUS_LABELS, StoredRun, not_applicable_checks
 
 
 def evidence_section(run: StoredRun, notes: list[str]) -> str:

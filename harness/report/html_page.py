@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from harness.record.stored_run import VERDICT_LABELS
+from testbed.record.stored_run import VERDICT_LABELS
 
 MAX_TEXT: Final = 400
 MAX_TABLE_ROWS: Final = 20

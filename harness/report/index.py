@@ -27,8 +27,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Final
 
-from harness.record.rundir import REPORT_FILE, find_run_directories
-from harness.record.stored_run import (
+from harness.report.html_page import badge, esc, href, page, utc_text, write_atomically
+from testbed.record.rundir import REPORT_FILE, find_run_directories
+from testbed.record.stored_run import (
     CHECK_STATUS_LABELS,
     VERDICT_LABELS,
     VERDICT_ORDER,
@@ -40,7 +41,6 @@ from harness.record.stored_run import (
     not_applicable_checks,
     started_at,
 )
-from harness.report.html_page import badge, esc, href, page, utc_text, write_atomically
 
 INDEX_FILE: Final = "index.html"
 SETTING_COLUMNS: Final[tuple[tuple[str, str], ...]] = (

@@ -39,8 +39,8 @@ from typing import Final, Literal
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from harness.record.rundir import REPORT_FILE
-from harness.record.stored_run import (
+from testbed.record.rundir import REPORT_FILE
+from testbed.record.stored_run import (
     StoredRun,
     anomaly_phrases,
     history_span_seconds,

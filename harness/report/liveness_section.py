@@ -3,7 +3,7 @@ figures and the offset figure (:mod:`harness.report.offsets`).
 
 Every figure shown here comes from ``results.json``'s ``liveness`` section (the checker owns
 their definitions, ``checker.definitions``): the report draws and tabulates, it does not measure.
-The fault windows are the timeline's (:mod:`harness.record.faults`); the window whose heal is the
+The fault windows are the timeline's (:mod:`testbed.record.faults`); the window whose heal is the
 run's last heal gets the recovery times, which the checker measures from that heal.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.record.faults import FaultWindow
 from harness.report.offsets import MAX_PARTITIONS, load_series, render_offsets
+from testbed.record.faults import FaultWindow
 
 
 def _esc(value: Any) -> str:

@@ -32,10 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
-from harness.record.faults import FaultWindow
-from harness.record.history import F_POLL, F_SEND
-from harness.record.ops import OP_TYPES
-from harness.record.rundir import RunDir
+from testbed.record.faults import FaultWindow
+from testbed.record.history import F_POLL, F_SEND
+from testbed.record.ops import OP_TYPES
+from testbed.record.rundir import RunDir
 
 MAX_PARTITIONS: Final = 6
 MAX_MARKS: Final = 20_000

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from harness.record.faults import FaultWindow
 from harness.report.timeline import Timeline
+from testbed.record.faults import FaultWindow
 
 OUTCOME_COLOURS: Final[dict[str, str]] = {"ok": "#2a9d3f", "fail": "#d1242f", "info": "#e8890c"}
 FAULT_COLOURS: Final[dict[str, str]] = {

@@ -17,7 +17,7 @@ the evidence (what was incomplete, and the counts the checker saw); the configur
 Bad or missing input never stops the page: a run with no ``results.json`` is "not
 checked", a run with no history says so where the figure would be, a garbage line is
 skipped and counted.  Only a path that is not a directory raises
-(:class:`harness.record.stored_run.RunDirectoryError`).
+(:class:`testbed.record.stored_run.RunDirectoryError`).
 """
 
 from __future__ import annotations
@@ -30,17 +30,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from harness.record.faults import NemesisEvent
-from harness.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, RESULTS_FILE, SPEC_FILE, RunDir
-from harness.record.stored_run import (
-    VERDICT_LABELS,
-    StoredRun,
-    anomaly_phrases,
-    key_settings,
-    load_stored_run,
-    not_applicable_checks,
-    started_at,
-)
 from harness.report.evidence_section import evidence_section
 from harness.report.html_page import (
     badge,
@@ -58,6 +47,17 @@ from harness.report.liveness_section import fault_table, liveness_table, offsets
 from harness.report.plots import fault_colour, render_figure, summarise_latency, time_range
 from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
+from testbed.record.faults import NemesisEvent
+from testbed.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, RESULTS_FILE, SPEC_FILE, RunDir
+from testbed.record.stored_run import (
+    VERDICT_LABELS,
+    StoredRun,
+    anomaly_phrases,
+    key_settings,
+    load_stored_run,
+    not_applicable_checks,
+    started_at,
+)
 
 DIVERGENCE_CONTEXT_BEFORE, DIVERGENCE_CONTEXT_AFTER = 2, 5
 

@@ -1,6 +1,6 @@
 """A run's history as the time series a report plots: throughput, latency and fault windows.
 
-Input is the run's history (:mod:`harness.record.history`): ``history.parquet`` when it is at least
+Input is the run's history (:mod:`testbed.record.history`): ``history.parquet`` when it is at least
 as new as ``history.jsonl`` (columnar, the fast path), else the JSON lines (a run killed
 before conversion has only those).  Bad JSON lines are skipped and counted -- a torn last
 line is what a killed run leaves -- and never stop the report.
@@ -14,7 +14,7 @@ under a second (``bench/report.py`` measures it):
 * **throughput** -- ``send`` completions per second, per outcome, in bins whose width
   grows with the run's length (1 s up to ~200 bins).
 * **fault windows** -- each nemesis fault paired with the heal that undid it, by the rule
-  :mod:`harness.record.faults` owns (the checker's liveness figures use the same windows).
+  :mod:`testbed.record.faults` owns (the checker's liveness figures use the same windows).
 """
 
 from __future__ import annotations
@@ -29,18 +29,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.record.faults import FaultWindow, NemesisEvent, NemesisRow, fault_windows
-from harness.record.faults import nemesis_events as paired_events
-from harness.record.history import (
+from harness.report.rebalances import GROUP_OPS, Assignment, assignments
+from testbed.record.faults import FaultWindow, NemesisEvent, NemesisRow, fault_windows
+from testbed.record.faults import nemesis_events as paired_events
+from testbed.record.history import (
     NEMESIS_PROCESS_CODE,
     HistoryFormatError,
     SkippedLine,
     iter_history,
     read_op_heads,
 )
-from harness.record.ops import NEMESIS_PROCESS
-from harness.record.rundir import RunDir
-from harness.report.rebalances import GROUP_OPS, Assignment, assignments
+from testbed.record.ops import NEMESIS_PROCESS
+from testbed.record.rundir import RunDir
 
 _NICE_BIN_SECONDS: Final[tuple[float, ...]] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 MAX_BINS: Final = 200
@@ -190,7 +190,7 @@ def _throughput(latencies: pd.DataFrame, duration_s: float, width: float) -> pd.
 
 
 def nemesis_events(ops: pd.DataFrame, values: dict[int, Any]) -> list[NemesisEvent]:
-    """The nemesis ops of ``ops`` paired (:func:`harness.record.faults.nemesis_events`)."""
+    """The nemesis ops of ``ops`` paired (:func:`testbed.record.faults.nemesis_events`)."""
     nemesis = ops[ops["process"] == NEMESIS_PROCESS_CODE]
     rows = [
         NemesisRow(

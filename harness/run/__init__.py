@@ -15,6 +15,6 @@ Modules:
 * ``campaigns/*.toml`` -- the bundled campaigns (``demo``, ``nightly``).
 
 May import: every room of a lower rank (``harness.report``, ``nemesis``, ``checker``,
-``workloads``, ``harness.cluster``, ``harness.nodes``, ``harness.record``), never ``harness.cli``.
+``workloads``, ``testbed.cluster``, ``testbed.nodes``, ``testbed.record``), never ``harness.cli``.
 Used by: ``harness.cli`` (``run``, ``campaign``, ``demo``), ``bench/`` and the integration tests.
 """

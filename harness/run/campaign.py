@@ -53,12 +53,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cluster.bundled import SettingsError
-from harness.record.rundir import RunDir
 from harness.run.hunt import parse_duration
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
+from testbed.cluster.bundled import SettingsError
+from testbed.record.rundir import RunDir
 from workloads.queue import QueueSpec
 
 WORKLOAD_AXES = {"acks", "client", "partitions", "replication_factor", "rate", "producers", "consumers"}

@@ -27,7 +27,6 @@ from checker.api import check_runs, open_engine
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.evidence import InputError, load_run
 from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
-from harness.record.rundir import RunDirectoryError
 from harness.report.index import render_index
 from harness.report.junit import JUNIT_FILE, write_junit
 from harness.report.run_page import render_run_report
@@ -41,6 +40,7 @@ from harness.run.campaign import (
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.hunt import HUNT_FILE, hunt
 from harness.run.runner import run_test
+from testbed.record.rundir import RunDirectoryError
 
 
 def run_campaign(

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 
 
 class ProgressLine:

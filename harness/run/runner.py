@@ -29,24 +29,24 @@ from typing import Any, TextIO
 from checker.api import check_runs, open_engine
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, DEFAULT_LIVENESS, Liveness
 from checker.evidence import InputError, load_run
-from harness.cluster.kafka_admin import (
-    ClusterUnavailable,
-    create_topic,
-    describe_topic,
-    fully_replicated,
-    wait_until,
-)
-from harness.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps, replica_nodes
-from harness.record import store
-from harness.record.recorder import Recorder
-from harness.record.replicas import EVIDENCE_DUMPS, EVIDENCE_NONE
-from harness.record.rundir import RunDir
 from harness.run.progress import ProgressLine
 from harness.run.spec import TestSpec
 from nemesis.mechanism import Nemesis
 from nemesis.scenario import ScenarioFailed
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
 from nemesis.spec import PACKAGE_GRACE_SECONDS
+from testbed.cluster.kafka_admin import (
+    ClusterUnavailable,
+    create_topic,
+    describe_topic,
+    fully_replicated,
+    wait_until,
+)
+from testbed.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps, replica_nodes
+from testbed.record import store
+from testbed.record.recorder import Recorder
+from testbed.record.replicas import EVIDENCE_DUMPS, EVIDENCE_NONE
+from testbed.record.rundir import RunDir
 from workloads.queue import QueueWorkload
 
 logger = logging.getLogger(__name__)
@@ -68,9 +68,9 @@ def docker_bundled_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str])
     """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
     import docker
 
-    from harness.cluster.bundled import BundledCluster
-    from harness.cluster.docker_cluster import CONTROLLER, DockerCluster
-    from harness.cluster.image import ensure_image
+    from testbed.cluster.bundled import BundledCluster
+    from testbed.cluster.docker_cluster import CONTROLLER, DockerCluster
+    from testbed.cluster.image import ensure_image
 
     client = docker.from_env()
     image = ensure_image(client)
@@ -99,8 +99,8 @@ def docker_tansu_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -
     """tansu brokers on one PostgreSQL node in Docker (``--target tansu``); logs collected, torn down."""
     import docker
 
-    from harness.cluster.tansu import tansu_on_docker
-    from harness.cluster.tansu_image import ensure_tansu_image
+    from testbed.cluster.tansu import tansu_on_docker
+    from testbed.cluster.tansu_image import ensure_tansu_image
 
     client = docker.from_env()
     with tansu_on_docker(
@@ -123,7 +123,7 @@ def docker_tansu_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -
 @contextmanager
 def external_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
     """A cluster the harness did not start; brokers under SSH control if an inventory is given."""
-    from harness.cluster.external import ExternalCluster, load_inventory
+    from testbed.cluster.external import ExternalCluster, load_inventory
 
     assert spec.bootstrap is not None
     inventory = load_inventory(Path(spec.inventory)) if spec.inventory else []
@@ -166,7 +166,7 @@ def write_spec(spec: TestSpec, run_dir: RunDir, node_names: list[str]) -> None:
     """``test.json``: the spec with its derived fields, plus what only the runner knows."""
     document = spec.to_dict()
     if spec.target == "tansu":
-        from harness.cluster.tansu import POSTGRES_NODE, REPLICA_EVIDENCE
+        from testbed.cluster.tansu import POSTGRES_NODE, REPLICA_EVIDENCE
 
         nodes, evidence = [POSTGRES_NODE], REPLICA_EVIDENCE
     elif spec.bootstrap is None:
@@ -199,7 +199,7 @@ def run_test(
     if spec.bootstrap is None:
         node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
     else:
-        from harness.cluster.external import load_inventory
+        from testbed.cluster.external import load_inventory
 
         node_names = [node.name for node in load_inventory(Path(spec.inventory))] if spec.inventory else []
     write_spec(spec, directory, node_names)

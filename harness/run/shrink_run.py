@@ -31,13 +31,13 @@ from typing import Any
 
 import tomli_w
 
-from harness.record.history import read_history
-from harness.record.rundir import RunDir
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.scenario import parse_scenario
 from nemesis.shrink import Step, fault_count, shrink, timeline_steps
 from nemesis.spec import NemesisSpec
+from testbed.record.history import read_history
+from testbed.record.rundir import RunDir
 
 
 class ShrinkError(ValueError):

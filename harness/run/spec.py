@@ -20,12 +20,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from harness.cluster import bundled, postgres
-from harness.cluster.targets import DEFAULT_TARGET as DEFAULT_TARGET
-from harness.cluster.targets import TARGETS as TARGETS
 from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec
+from testbed.cluster import bundled, postgres
+from testbed.cluster.targets import DEFAULT_TARGET as DEFAULT_TARGET
+from testbed.cluster.targets import TARGETS as TARGETS
 from workloads.queue import QueueSpec
 
 DERIVED_FIELDS = ("broker_config", "scenario_faults", "nodes", "replica_evidence", "versions", "run_id")
@@ -147,7 +147,7 @@ class TestSpec:
 
     def effective_settings(self) -> dict[str, str]:
         """Broker and controller settings in force: the bundled broker's, defaults applied; for
-        ``target`` tansu, PostgreSQL's (``postgresql.*``, :mod:`harness.cluster.postgres`).
+        ``target`` tansu, PostgreSQL's (``postgresql.*``, :mod:`testbed.cluster.postgres`).
 
         Against an external cluster only what was asked (``--set``) is known.
         """
@@ -206,7 +206,7 @@ class TestSpec:
         queue workload's marker sends."""
         if self.target != DEFAULT_TARGET or self.bootstrap is not None:
             return None
-        from harness.cluster.docker_cluster import broker_names
+        from testbed.cluster.docker_cluster import broker_names
 
         return PackageContext(
             brokers=tuple(broker_names(self.node_count)),

@@ -1,7 +1,7 @@
 """The structured event log (``broker_impl.events``, ``docs/events.md``).
 
 Three levels: the writer alone, read back with the run record's reader
-(``harness.record.events``, whose own tests are ``tests/harness/record/test_events.py``): line
+(``testbed.record.events``, whose own tests are ``tests/testbed/record/test_events.py``): line
 format, sequence numbers across restarts, every torn tail a crash can leave, failed writes; the emitters without processes (a partition
 replica, the request handlers' fencing answers, the controller's commits); and a real local
 cluster in which a leader is killed, so that the events of an ISR shrink, an election from the
@@ -38,7 +38,7 @@ from broker_impl.log import FlushPolicy
 from broker_impl.partition import Partition
 from broker_impl.records import iterate_batches
 from broker_impl.rules import ReplicationRules
-from harness.record.events import read_event_file, read_events
+from testbed.record.events import read_event_file, read_events
 
 from .batch_builder import make_batch
 from .conftest import ClusterFactory

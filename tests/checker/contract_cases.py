@@ -25,8 +25,8 @@ from checker.definitions import (
     REPLICA_DIVERGENCE,
     UNEXPECTED,
 )
-from harness.record.history import HistoryWriter, convert_history
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter, convert_history
+from testbed.record.ops import Op
 
 Value = int | str | None
 """A record value as a consumer reads it: the workload's integer, other text, or null."""

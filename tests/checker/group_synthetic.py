@@ -1,7 +1,7 @@
 """Synthetic ``--consume-via subscribe`` runs with planted consumer-group anomalies.
 
 :func:`write_group_run` writes a run directory (``test.json`` and ``history.jsonl``, through
-the real :class:`harness.record.history.HistoryWriter`; no replica dumps) from a
+the real :class:`testbed.record.history.HistoryWriter`; no replica dumps) from a
 :class:`GroupPlan` and returns the anomaly counts the checker must report -- no more, no fewer.
 
 The clean history is shaped as ``docs/consumer-groups.md`` describes a group's: a producer
@@ -43,8 +43,8 @@ from checker.definitions import (
     GROUP_REDELIVERY,
     GROUP_SKIP,
 )
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
 
 GROUP_PLANTABLE = (
     GROUP_SKIP,

@@ -37,7 +37,7 @@ from checker.definitions import (
     MIN_ISR_VIOLATION,
     TRUNCATED_COMMITTED,
 )
-from harness.record.rundir import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE
+from testbed.record.rundir import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE
 from tests.checker.synthetic import Plan, write_run
 
 PLANTABLE = (TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE)

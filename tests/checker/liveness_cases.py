@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
 
 Step = tuple[float, int | str, str, str, Any]
 """(seconds, process, type, f, value) of one op; ops are numbered in list order."""

@@ -21,8 +21,8 @@ from checker.definitions import (
     REALTIME_ORDER,
     STALE_READ,
 )
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
 
 Step = tuple[int, str, str, Any]
 """(process, type, f, value) of one op; ops are numbered in list order."""

@@ -1,7 +1,7 @@
 """Synthetic stored runs with planted anomalies, for the checker's soundness and parity tests.
 
 :func:`write_run` writes a complete run directory (``test.json``, ``history.jsonl`` through
-the real :class:`harness.record.history.HistoryWriter`, one ``nodes/<node>/dump.jsonl`` per replica
+the real :class:`testbed.record.history.HistoryWriter`, one ``nodes/<node>/dump.jsonl`` per replica
 in the broker's dump format) from a :class:`Plan`, and returns the anomaly counts that the
 checker must report -- no more, no fewer.  Each planted anomaly is built so that it causes
 exactly one anomaly of its kind and nothing else (e.g. a lost write's ack points past the
@@ -52,8 +52,8 @@ from checker.definitions import (
     UNEXPECTED,
     UNSEEN,
 )
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
 
 PLANTABLE = (
     LOST_WRITE,

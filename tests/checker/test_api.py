@@ -12,7 +12,7 @@ from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.driver import QUESTIONS
 from checker.evidence import InputError
 from checker.pandas.engine import PandasEngine
-from harness.record.rundir import SPEC_FILE
+from testbed.record.rundir import SPEC_FILE
 from tests.checker.synthetic import Plan, write_run
 
 

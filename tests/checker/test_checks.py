@@ -27,7 +27,7 @@ from checker.definitions import (
 from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
-from harness.record.history import convert_history, write_parquet
+from testbed.record.history import convert_history, write_parquet
 from tests.checker.strategies import plans
 from tests.checker.synthetic import Plan, write_run
 

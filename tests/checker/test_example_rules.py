@@ -16,7 +16,7 @@ from checker.example_rules import (
     position_rows,
     select_example_rows,
 )
-from harness.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND, HISTORY_SCHEMA
 
 
 def _rows(*rows: dict[str, object]) -> pa.Table:

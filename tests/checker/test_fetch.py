@@ -11,7 +11,7 @@ from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS
 from checker.evidence import RunInput
 from checker.example_rules import OP_KEY_TYPES, observations, select_example_rows
 from checker.fetch import fetch_observations, fetch_ops, fetch_replica_records
-from harness.record.history import F_POLL
+from testbed.record.history import F_POLL
 from tests.checker.stored_runs import by_run, history, positions, replicas
 
 Store = tuple[list[RunInput], list[RunInput]]

@@ -35,7 +35,7 @@ from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from checker.pandas.invariants import exposures, of_topics, prepare, read_events
-from harness.record.rundir import RunDir
+from testbed.record.rundir import RunDir
 from tests.checker.invariant_runs import LEGIT, PLANTABLE, InvariantPlan, write_invariant_run
 
 

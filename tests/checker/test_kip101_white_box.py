@@ -36,9 +36,9 @@ from checker.definitions import (
 from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
-from harness.record.rundir import RunDir
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
+from testbed.record.rundir import RunDir
 from tests.broker_impl.test_kip101 import (
     FOLLOWER,
     LEADER,

@@ -1,4 +1,4 @@
-"""The packed store (:mod:`checker.pack`, :mod:`checker.packed_runs`, :mod:`harness.record.packed`).
+"""The packed store (:mod:`checker.pack`, :mod:`checker.packed_runs`, :mod:`testbed.record.packed`).
 
 What it promises: a check of a packed store writes every run's ``results.json`` byte for byte as a
 check of the run directories does (both engines; the Spark one in ``tests/checker/spark``); the
@@ -31,8 +31,8 @@ from checker.engine import Engine
 from checker.pack import PackError, pack_runs, verify_pack
 from checker.packed_runs import load_packed, read_index, run_dir_of, stored_run_dir
 from checker.pandas.engine import PandasEngine
-from harness.record.packed import HISTORY, INDEX_FILE, REPLICAS, bucket_of, packed_buckets, spark_hash_long
-from harness.record.rundir import RunDir
+from testbed.record.packed import HISTORY, INDEX_FILE, REPLICAS, bucket_of, packed_buckets, spark_hash_long
+from testbed.record.rundir import RunDir
 from tests.checker.contract_cases import CASES, write_case
 from tests.checker.invariant_runs import InvariantPlan, write_invariant_run
 from tests.checker.synthetic import PLANTABLE, Plan, write_run

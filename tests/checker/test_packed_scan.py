@@ -13,7 +13,7 @@ import pytest
 from checker import packed_scan
 from checker.packed_scan import Pairs, int_values, scan, scanned
 from checker.run_reads import SMALL_FILE_ROWS
-from harness.record.packed import RowSlice
+from testbed.record.packed import RowSlice
 
 
 def _ints(*values: int) -> np.ndarray:

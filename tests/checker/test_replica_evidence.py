@@ -23,8 +23,8 @@ from checker.definitions import (
 from checker.evidence import load_run
 from checker.expectations import applicable_rules, expectation
 from checker.pandas.engine import PandasEngine
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
 
 TANSU_CONFIG = {"acks": "all", "postgresql.fsync": "on", "postgresql.synchronous_commit": "on"}
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from checker.engine import HISTORY_ROW_COLUMNS
 from checker.run_reads import joined, plain, read_rows, read_run_rows, read_run_table, read_runs, rows_of_ops
-from harness.record.packed import RowSlice
+from testbed.record.packed import RowSlice
 from tests.checker.stored_runs import small_store
 
 

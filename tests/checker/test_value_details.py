@@ -10,7 +10,7 @@ from checker.evidence import RunInput
 from checker.example_rules import example_op_keys, select_example_rows
 from checker.pandas.engine import aggregate_values
 from checker.value_details import value_details_with_ops
-from harness.record.history import F_SEND
+from testbed.record.history import F_SEND
 from tests.checker.stored_runs import by_run, history
 
 Store = tuple[list[RunInput], list[RunInput]]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from harness.nodes.remote import (
+from testbed.nodes.remote import (
     DEFAULT_TIMEOUT,
     KILL_GRACE_SECONDS,
     TIMEOUT_EXIT_CODES,

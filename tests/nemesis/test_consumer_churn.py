@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
 from nemesis.consumer_churn import ConsumerChurn, check_churn, run_churn
 from nemesis.mechanism import Nemesis
 from nemesis.plan import ChurnPlan, Layout, PlanError, plan_churn, schedule
 from nemesis.spec import CONSUMER_CHURN, NEMESIS_CHOICES, NemesisSpec, parse_name_list
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 
 from .test_mechanism import FakeCluster, wait_for_ops
 

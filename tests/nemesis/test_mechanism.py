@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from harness.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
-from harness.record.faults import NemesisRow, fault_windows, nemesis_events
-from harness.record.ops import NEMESIS_PROCESS, Op
-from harness.record.recorder import Recorder
 from nemesis import iptables
 from nemesis.mechanism import Nemesis
 from nemesis.plan import PlanError, PlannedStep, complete_grudge, isolate
 from nemesis.spec import HEALS, NemesisSpec
+from testbed.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
+from testbed.record.faults import NemesisRow, fault_windows, nemesis_events
+from testbed.record.ops import NEMESIS_PROCESS, Op
+from testbed.record.recorder import Recorder
 from tests.nemesis.netns import ECHO_PORT, ECHO_SERVER, PROBE, NetnsCluster, namespaces_available
 
 # --------------------------------------------------------------------------- in-memory cluster
@@ -685,7 +685,7 @@ class EchoBrokers:
     """A ClusterHandle over a DockerCluster whose "broker" daemon is the echo server of ``netns.py``."""
 
     def __init__(self, cluster: Any) -> None:
-        from harness.cluster.image import IMAGE_PYTHON
+        from testbed.cluster.image import IMAGE_PYTHON
 
         self.cluster = cluster
         self.python = IMAGE_PYTHON
@@ -714,7 +714,7 @@ class EchoBrokers:
 def test_real_faults_in_containers_of_the_node_image(
     docker_client: Any, image: str, recorded: tuple[Recorder, list[Op]]
 ) -> None:
-    from harness.cluster.docker_cluster import DockerCluster
+    from testbed.cluster.docker_cluster import DockerCluster
 
     recorder, ops = recorded
     with DockerCluster(docker_client, image, brokers=3, fuse=False) as cluster:

@@ -18,9 +18,6 @@ from typing import Any
 import pytest
 
 import nemesis.scenario_run as scenario_run_module
-from harness.cluster.kafka_admin import PartitionInfo
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
 from nemesis.mechanism import Nemesis
 from nemesis.package_run import run_package
 from nemesis.packages import (
@@ -34,6 +31,9 @@ from nemesis.packages import (
 from nemesis.plan import Layout, PlanError, PlannedStep, schedule
 from nemesis.scenario import parse_scenario
 from nemesis.spec import HEALS, PACKAGE_FAULTS, PACKAGE_KINDS, NemesisSpec
+from testbed.cluster.kafka_admin import PartitionInfo
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 
 from .test_mechanism import FakeCluster
 

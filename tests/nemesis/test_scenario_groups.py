@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import nemesis.scenario_run as scenario_run_module
-from harness.cluster.kafka_admin import OFFSETS_TOPIC, PartitionInfo
 from nemesis.scenario import ScenarioError, ScenarioFailed, parse_role, parse_scenario
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from testbed.cluster.kafka_admin import OFFSETS_TOPIC, PartitionInfo
 
 SOURCE = "groups.toml"
 WORKLOAD_TOPIC = PartitionInfo(0, 1, 1, (1, 2, 3), (1, 2, 3))

@@ -13,7 +13,6 @@ import pytest
 
 import nemesis.scenario_run as scenario_run_module
 from harness.cli import scenario as scenario_cli
-from harness.cluster.kafka_admin import PartitionInfo
 from nemesis.scenario import (
     FAULTS,
     Role,
@@ -26,6 +25,7 @@ from nemesis.scenario import (
     role_node,
 )
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from testbed.cluster.kafka_admin import PartitionInfo
 
 SOURCE = "test.toml"
 

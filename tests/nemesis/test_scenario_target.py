@@ -1,6 +1,6 @@
 """A scenario's ``target``: parsed and checked when the file is read, kept in the definition, and
 the library's tansu scenarios -- what they fault and the verdicts they expect -- without containers
-(their Docker runs are ``tests/harness/cluster/test_tansu_docker.py``)."""
+(their Docker runs are ``tests/testbed/cluster/test_tansu_docker.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from harness.cluster.targets import DEFAULT_TARGET, TARGETS
 from harness.run.spec import SpecError, TestSpec, scenario_target
 from nemesis.scenario import ScenarioError, library, load_scenario, parse_scenario
+from testbed.cluster.targets import DEFAULT_TARGET, TARGETS
 
 SOURCE = "mine.toml"
 

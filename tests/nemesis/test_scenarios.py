@@ -22,7 +22,7 @@ RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions
 """Run elsewhere with the same expectation and more: the liveness scenario with its twin by
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
 ``tests/workloads/test_consumer_groups_docker.py``.  Scenarios of another target
-(``target = "tansu"``) are run by ``tests/harness/cluster/test_tansu_docker.py``."""
+(``target = "tansu"``) are run by ``tests/testbed/cluster/test_tansu_docker.py``."""
 CASES = [
     (name, dict(expectation.when))
     for name in sorted(library())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.record.ops import NEMESIS_PROCESS, Op
 from nemesis.scenario import parse_scenario
 from nemesis.shrink import Step, fault_count, shrink, timeline_steps, units_of, without_units
+from testbed.record.ops import NEMESIS_PROCESS, Op
 
 SECOND = 1_000_000_000
 

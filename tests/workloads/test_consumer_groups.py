@@ -44,14 +44,14 @@ from broker_impl.localcluster import LocalCluster
 from checker.api import check_runs, open_engine
 from checker.definitions import ALL_CHECKS
 from checker.evidence import load_run
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
-from harness.record.rundir import RunDir
 from harness.run.runner import write_spec
 from harness.run.spec import TestSpec
 from nemesis.consumer_churn import run_churn
 from nemesis.plan import ChurnPlan
 from nemesis.spec import NemesisSpec
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
+from testbed.record.rundir import RunDir
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
 from workloads.queue import QueueSpec, QueueWorkload
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from harness.cluster.docker_cluster import remove_orphans
-from harness.record.history import read_history
 from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
+from testbed.cluster.docker_cluster import remove_orphans
+from testbed.record.history import read_history
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

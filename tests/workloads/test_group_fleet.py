@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.record.history import convert_history
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
 from nemesis.consumer_churn import ConsumerChurn
+from testbed.record.history import convert_history
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 from workloads.group_events import Assigned, Outcome, Revoked, Step
 from workloads.group_fleet import ConsumerFleet
 from workloads.queue import QueueSpec, QueueWorkload

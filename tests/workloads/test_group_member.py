@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from harness.record.history import convert_history
-from harness.record.ops import Op
-from harness.record.recorder import Recorder
+from testbed.record.history import convert_history
+from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 from workloads.clients import Received
 from workloads.group_events import Assigned, CommitDone, CommitMode, Outcome, Revoked, Step
 from workloads.group_member import GroupMember

@@ -1,7 +1,7 @@
 """The input layouts of :mod:`checker.spark.inputs`: small runs packed many to a bucket.
 
 A check of thousands of small runs used to read one bucket (one task) per run; now small runs
-share buckets (:func:`harness.record.packed.bucket_count`).  Sharing must change nothing but
+share buckets (:func:`testbed.record.packed.bucket_count`).  Sharing must change nothing but
 the task count: every run still lies in exactly one bucket, Spark still aggregates by run
 without an exchange, and the results are still the pandas engine's.
 """
@@ -19,7 +19,7 @@ from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from checker.spark.engine import SparkEngine
-from harness.record.packed import BUCKET_ROWS, MIN_BUCKETS_PER_CORE, bucket_count
+from testbed.record.packed import BUCKET_ROWS, MIN_BUCKETS_PER_CORE, bucket_count
 from tests.checker.synthetic import PLANTABLE, Plan, write_run
 
 

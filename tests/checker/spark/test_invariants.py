@@ -27,7 +27,7 @@ from checker.driver import check_pass
 from checker.evidence import load_run, split_passes
 from checker.pandas.engine import PandasEngine
 from checker.spark.engine import SparkEngine
-from harness.record.rundir import RunDir
+from testbed.record.rundir import RunDir
 from tests.checker.invariant_runs import LEGIT, PLANTABLE, InvariantPlan, write_invariant_run
 from tests.checker.test_kip101_white_box import kip101_run
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture

@@ -1,7 +1,7 @@
 """The packed store read by the Spark engine: Spark's own bucketed table, the same ``results.json``.
 
 The packed files are registered as a table ``CLUSTERED BY (run_id)`` as they stand, which is only
-right if every run is in the file Spark would have put it in: :func:`harness.record.packed.spark_hash_long`
+right if every run is in the file Spark would have put it in: :func:`testbed.record.packed.spark_hash_long`
 is checked against Spark's ``hash()`` here, and the plan of a grouped aggregation must be a
 bucketed scan with no exchange.  Then the results, with the small runs' questions answered on the
 driver (the default) and in Spark jobs, must be the bytes of a check of the run directories.
@@ -21,8 +21,8 @@ from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.pack import pack_runs
 from checker.packed_runs import load_packed
 from checker.spark.engine import SparkEngine
-from harness.record.packed import bucket_of, spark_hash_long
-from harness.record.rundir import RunDir
+from testbed.record.packed import bucket_of, spark_hash_long
+from testbed.record.rundir import RunDir
 from tests.checker.synthetic import PLANTABLE, Plan, write_run
 from tests.checker.test_pack import checked_bytes, packed_store
 

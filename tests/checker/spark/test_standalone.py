@@ -27,7 +27,7 @@ from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from checker.spark.standalone import StandaloneCluster, spark_home, standalone_cluster
-from harness.record.rundir import RESULTS_FILE
+from testbed.record.rundir import RESULTS_FILE
 from tests.checker.synthetic import PLANTABLE, Plan, write_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

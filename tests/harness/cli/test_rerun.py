@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
-from harness.record.rundir import RunDir
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_INVALID
 from harness.run.runner import write_spec
 from harness.run.spec import TestSpec
 from nemesis.scenario import library, load_scenario
+from testbed.record.rundir import RunDir
 
 
 def _user_scenario(directory: Path) -> Path:

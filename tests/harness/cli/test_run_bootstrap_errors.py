@@ -2,7 +2,7 @@
 
 Each case runs the real command as a subprocess against real sockets on 127.0.0.1: a
 port nothing listens on, a listener that is not Kafka, and a fake Kafka broker
-(:mod:`tests.harness.cluster.fake_kafka`) that offers protocol versions the clients
+(:mod:`tests.testbed.cluster.fake_kafka`) that offers protocol versions the clients
 cannot use or refuses the run's topic.  The promise: exit 254 (bad arguments) or 2
 (unknown: nothing was tested), one line on stderr naming the address and what failed,
 never a traceback -- and no run directory for a run that never started.  A cluster that
@@ -21,8 +21,8 @@ import pytest
 
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_UNKNOWN
 from tests.harness.cli.commands import one_line_error, tidemark
-from tests.harness.cluster.fake_kafka import OLD_KAFKA_RANGES, FakeKafka
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
+from tests.testbed.cluster.fake_kafka import OLD_KAFKA_RANGES, FakeKafka
 
 
 def tidemark_run(bootstrap: str, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -11,9 +11,9 @@ import pytest
 
 from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
-from harness.cluster import tansu_image
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS
 from harness.run.spec import TestSpec
+from testbed.cluster import tansu_image
 from tests.harness.cli.commands import one_line_error, spec_of, tidemark
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from harness.cli import shrink as shrink_cli
 from harness.cli.main import main
-from harness.record.rundir import RunDir
 from harness.run.shrink_run import ShrinkOutcome
 from harness.run.spec import TestSpec
+from testbed.record.rundir import RunDir
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.cli.main import main
-from harness.record.packed import INDEX_FILE
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS
+from testbed.record.packed import INDEX_FILE
 from tests.checker.synthetic import Plan, write_run
 
 

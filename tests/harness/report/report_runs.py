@@ -1,7 +1,7 @@
 """Stored runs for the report, index and JUnit tests: realistic histories, checked by the real checker.
 
 :func:`write_run` writes what the runner would leave in a run directory -- ``test.json`` in
-the runner's layout, ``history.jsonl`` through the real :class:`harness.record.history.HistoryWriter`
+the runner's layout, ``history.jsonl`` through the real :class:`testbed.record.history.HistoryWriter`
 (producers, a consumer, nemesis fault/heal pairs, a final drain; times in nanoseconds over
 ~20 s, with slow and failed sends inside fault windows), one ``nodes/<node>/dump.jsonl`` per
 replica in the broker's dump format, a ``broker.log`` and an event log per node.  Planted anomalies
@@ -22,10 +22,10 @@ from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
 from checker.driver import check_pass, write_results
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
-from harness.cluster.bundled import effective_settings
-from harness.cluster.tansu import REPLICA_EVIDENCE as TANSU_REPLICA_EVIDENCE
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
+from testbed.cluster.bundled import effective_settings
+from testbed.cluster.tansu import REPLICA_EVIDENCE as TANSU_REPLICA_EVIDENCE
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
 
 NODES = ("n1", "n2", "n3")
 TOPIC = "tidemark"

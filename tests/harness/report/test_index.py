@@ -10,12 +10,12 @@ import pytest
 
 from checker.definitions import ALL_CHECKS
 from harness.cli.main import main
-from harness.record.history import HistoryWriter
-from harness.record.ops import Op
-from harness.record.rundir import find_run_directories
-from harness.record.stored_run import history_span_seconds, key_settings
 from harness.report.index import render_index
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS, EXIT_VALID
+from testbed.record.history import HistoryWriter
+from testbed.record.ops import Op
+from testbed.record.rundir import find_run_directories
+from testbed.record.stored_run import history_span_seconds, key_settings
 from tests.harness.report.browser import Browser, require_chromium
 from tests.harness.report.report_runs import RunShape, make_checked_run, write_run
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.record.stored_run import load_stored_run
 from harness.report.junit import case_outcome, write_junit
+from testbed.record.stored_run import load_stored_run
 from tests.harness.report.report_runs import RunShape, make_checked_run, write_run
 
 

@@ -13,11 +13,11 @@ import pytest
 from PIL import Image
 
 from checker.definitions import GROUP_CHECKS
-from harness.record.history import HistoryWriter, convert_history
-from harness.record.ops import Op
 from harness.report.rebalances import Assignment
 from harness.report.run_page import render_run_report
 from harness.report.timeline import build_timeline
+from testbed.record.history import HistoryWriter, convert_history
+from testbed.record.ops import Op
 from tests.checker.group_synthetic import GROUP_PLANTABLE, GroupPlan, write_group_run
 from tests.harness.report.report_runs import RunShape, check_run, make_checked_run
 

@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from checker.definitions import ALL_CHECKS, INVARIANT_CHECKS
-from harness.record.rundir import RunDirectoryError
 from harness.report.run_page import render_run_report
+from testbed.record.rundir import RunDirectoryError
 from tests.harness.report.browser import Browser, require_chromium
 from tests.harness.report.report_runs import RunShape, make_checked_run, write_run
 

@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.record.history import HistoryWriter, convert_history
-from harness.record.ops import Op
 from harness.report.timeline import HistoryUnavailable, bin_width, build_timeline
+from testbed.record.history import HistoryWriter, convert_history
+from testbed.record.ops import Op
 from tests.harness.report.report_runs import RunShape, write_run
 
 SECOND = 1_000_000_000

@@ -21,11 +21,11 @@ import pytest
 
 from harness.cli.errors import UsageError
 from harness.cli.hunt import parse_duration
-from harness.record.rundir import RunDir
 from harness.run import hunt as hunt_module
 from harness.run.hunt import HUNT_FILE, hunt, launch_isolated
 from harness.run.spec import TestSpec
 from nemesis.spec import NemesisSpec
+from testbed.record.rundir import RunDir
 
 SPEC = TestSpec(name="h", nemesis=NemesisSpec(faults=("kill",)))
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from harness.record.history import read_history
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.spec import NemesisSpec
+from testbed.record.history import read_history
 from workloads.queue import QueueSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

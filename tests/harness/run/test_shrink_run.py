@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.record.ops import NEMESIS_PROCESS
-from harness.record.recorder import Recorder
-from harness.record.rundir import RunDir
 from harness.run.shrink_run import ShrinkError, shrink_run
 from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
 from nemesis.spec import NemesisSpec
+from testbed.record.ops import NEMESIS_PROCESS
+from testbed.record.recorder import Recorder
+from testbed.record.rundir import RunDir
 
 SPEC = TestSpec(
     name="q", settings={"truncation.mode": "high-watermark"}, nemesis=NemesisSpec(faults=("kill", "pause"))

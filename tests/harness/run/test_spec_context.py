@@ -6,7 +6,7 @@ from harness.run.spec import TestSpec
 
 
 def test_the_isr_lag_is_the_one_in_force_on_the_bundled_broker() -> None:
-    # The harness's own failure-detection default (harness.cluster.bundled), then --set.
+    # The harness's own failure-detection default (testbed.cluster.bundled), then --set.
     assert TestSpec(name="q").isr_lag_seconds() == 5.0
     assert TestSpec(name="q", settings={"replica.lag.time.max.ms": "12000"}).isr_lag_seconds() == 12.0
     context = TestSpec(name="q").package_context()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.cluster.kafka_admin import ClusterUnavailable, PartitionInfo
 from harness.run import runner
+from testbed.cluster.kafka_admin import ClusterUnavailable, PartitionInfo
 
 
 def planted(answers: list[list[PartitionInfo] | None]) -> object:

@@ -1,0 +1,671 @@
+"""The history format: JSON lines while a test runs, Parquet for analysis.
+
+One module owns the serialisation of :class:`testbed.record.ops.Op`, so that workloads, nemesis,
+harness and checker can never disagree about it (the full description with examples is
+``docs/history.md``).
+
+**During a run** the history is ``history.jsonl``: a header line
+``{"format": "tidemark-history", "schema_version": 1}`` followed by one ``Op.to_dict()``
+JSON object per line, appended and flushed as each op happens, so a killed run still has
+every op it completed (:class:`HistoryWriter`).  A file without the header line is read as
+version 1 (producers that only follow the op contract work too).
+
+**For analysis** the history is ``history.parquet`` (:func:`convert_history`): one row per
+op, except that an op carrying records (a ``poll`` or ``drain`` completion) becomes one
+row per record.  Everything the checker aggregates is an integer column -- ``f`` and
+``type`` are small integer codes, ``process`` is an int (``-1`` = nemesis), ``value`` is
+the integer message value -- because grouping on integers is what makes the Spark checker
+fast (see ``bench/checker.py``).  ``shape`` records how the op's ``value`` is spread over
+the columns so that :func:`table_to_ops` restores every op exactly.  The file's key-value
+metadata carries the schema version, a random 63-bit ``run_id`` (also a constant column, so
+one Spark job can group thousands of runs by an integer) and the lines skipped as bad.
+
+The replica-dump row format (one JSON object per record or partition, as printed by
+``python -m broker_impl.dump``) lives in :mod:`testbed.record.replicas`, which turns the dumps of a
+run into ``replicas.parquet``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from testbed.record.ops import NEMESIS_PROCESS, OP_TYPES, Op
+
+HISTORY_SCHEMA_VERSION = 1
+HISTORY_FORMAT = "tidemark-history"
+METADATA_PREFIX = "tidemark."
+
+NEMESIS_PROCESS_CODE = -1
+TYPE_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_TYPES)}
+F_SEND, F_POLL, F_DRAIN, F_OTHER, F_NEMESIS = 0, 1, 2, 3, 4
+F_CODES: dict[str, int] = {"send": F_SEND, "poll": F_POLL, "drain": F_DRAIN}
+
+# How an op's ``value`` maps onto the row columns (the ``shape`` column).
+SHAPE_NONE = 0  # value is None
+SHAPE_PAYLOAD = 1  # value is the JSON text in ``payload`` (nemesis ops, invokes, ...)
+SHAPE_SEND = 2  # {"partition", "key", "value"[, "offset"]} in their columns
+SHAPE_RECORDS = 3  # a poll's list of records, one row per record (``item`` = position)
+SHAPE_DRAIN = 4  # {"partition", "records", "end_offset", "complete"}, one row per record
+
+MAX_SKIPPED_LINES_KEPT = 100
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.int64()),
+        ("index", pa.int64()),
+        ("time", pa.int64()),
+        ("process", pa.int32()),
+        ("type", pa.int8()),
+        ("f", pa.int8()),
+        ("f_name", pa.string()),
+        ("shape", pa.int8()),
+        ("item", pa.int32()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("key", pa.string()),
+        ("value", pa.int64()),
+        ("value_text", pa.string()),
+        ("end_offset", pa.int64()),
+        ("complete", pa.bool_()),
+        ("inherited", pa.bool_()),
+        ("error", pa.string()),
+        ("node", pa.string()),
+        ("payload", pa.string()),
+    ]
+)
+"""Columns of ``history.parquet``.  ``inherited`` marks a send completion that carried no
+value of its own: its partition/key/value columns were copied from its invoke."""
+
+
+class HistoryFormatError(ValueError):
+    """A history or dump file that does not follow the format; the message names file and line."""
+
+    def __init__(self, path: Path | str, line: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SkippedLine:
+    line: int
+    reason: str
+
+
+# ---------------------------------------------------------------- writing JSON lines
+
+
+class HistoryWriter:
+    """Appends ops to ``history.jsonl``, one flushed line per op; safe to share between threads.
+
+    The header line is written when the file is new or empty.  ``durable=True`` also fsyncs
+    every line (for a controller host that may itself lose power); flushing alone already
+    survives the harness being killed.
+    """
+
+    def __init__(self, path: Path | str, *, durable: bool = False) -> None:
+        self.path = Path(path)
+        self._durable = durable
+        self._lock = threading.Lock()
+        self._file = self.path.open("a", encoding="utf-8")
+        if self._file.tell() == 0:
+            self._write_line(json.dumps({"format": HISTORY_FORMAT, "schema_version": HISTORY_SCHEMA_VERSION}))
+
+    def _write_line(self, text: str) -> None:
+        self._file.write(text + "\n")
+        self._file.flush()
+        if self._durable:
+            os.fsync(self._file.fileno())
+
+    def append(self, op: Op) -> None:
+        line = json.dumps(op.to_dict(), separators=(",", ":"), allow_nan=False)
+        with self._lock:
+            self._write_line(line)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- reading JSON lines
+
+
+def is_json_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def op_from_dict(obj: Any) -> Op:
+    """Validate one decoded history line; raises ``ValueError`` with the reason."""
+    if not isinstance(obj, dict):
+        raise ValueError("an op must be a JSON object")
+    unknown = set(obj) - {"index", "time", "process", "type", "f", "value", "error", "node"}
+    if unknown:
+        raise ValueError(f"unknown op field(s) {sorted(unknown)}")
+    for name in ("index", "time"):
+        if not is_json_int(obj.get(name)):
+            raise ValueError(f"op field {name!r} must be an integer, got {obj.get(name)!r}")
+    process: Any = obj.get("process")
+    valid_process = process == NEMESIS_PROCESS or (is_json_int(process) and process >= 0)
+    if not valid_process:
+        raise ValueError(f"op field 'process' must be a non-negative integer or 'nemesis', got {process!r}")
+    if obj.get("type") not in OP_TYPES:
+        raise ValueError(f"op field 'type' must be one of {list(OP_TYPES)}, got {obj.get('type')!r}")
+    if not isinstance(obj.get("f"), str) or not obj["f"]:
+        raise ValueError(f"op field 'f' must be a non-empty string, got {obj.get('f')!r}")
+    for name in ("error", "node"):
+        if obj.get(name) is not None and not isinstance(obj[name], str):
+            raise ValueError(f"op field {name!r} must be a string, got {obj[name]!r}")
+    return Op(
+        index=obj["index"],
+        time=obj["time"],
+        process=process,
+        type=obj["type"],
+        f=obj["f"],
+        value=obj.get("value"),
+        error=obj.get("error"),
+        node=obj.get("node"),
+    )
+
+
+def _check_header(obj: dict[str, Any], path: Path) -> None:
+    version = obj.get("schema_version")
+    if version != HISTORY_SCHEMA_VERSION:
+        raise HistoryFormatError(
+            path,
+            1,
+            f"history schema version {version!r} is not supported (this Tidemark reads version {HISTORY_SCHEMA_VERSION})",
+        )
+
+
+def iter_history(path: Path | str, skipped: list[SkippedLine] | None = None) -> Iterator[tuple[int, Op]]:
+    """Yield ``(line number, op)`` for every op line of a ``history.jsonl``.
+
+    A line that is not valid JSON (a garbage line, or the torn last line of a killed run)
+    or not a valid op raises :class:`HistoryFormatError` naming file and line -- unless
+    ``skipped`` is a list, in which case the line is recorded there and skipped.  A wrong
+    schema version in the header is never skippable.
+    """
+    path = Path(path)
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, raw in enumerate(handle, start=1):
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                obj = json.loads(text)
+                if number == 1 and isinstance(obj, dict) and obj.get("format") == HISTORY_FORMAT:
+                    _check_header(obj, path)
+                    continue
+                op = op_from_dict(obj)
+            except HistoryFormatError:
+                raise
+            except ValueError as error:  # json.JSONDecodeError is a ValueError
+                torn = "" if raw.endswith("\n") else " (the last line is incomplete: was the run killed?)"
+                reason = f"{error}{torn}"
+                if skipped is None:
+                    raise HistoryFormatError(path, number, reason) from None
+                skipped.append(SkippedLine(number, reason))
+                continue
+            yield number, op
+
+
+def read_history(path: Path | str, *, skip_bad_lines: bool = False) -> tuple[list[Op], list[SkippedLine]]:
+    """All ops of a ``history.jsonl`` (see :func:`iter_history`) and the skipped lines."""
+    skipped: list[SkippedLine] | None = [] if skip_bad_lines else None
+    ops = [op for _, op in iter_history(path, skipped)]
+    return ops, skipped or []
+
+
+# ---------------------------------------------------------------- ops -> Arrow rows
+
+
+class _Columns:
+    def __init__(self) -> None:
+        self.data: dict[str, list[Any]] = {field.name: [] for field in HISTORY_SCHEMA}
+
+    def add(self, op: Op, f_code: int, shape: int, **fields: Any) -> None:
+        row = self.data
+        row["index"].append(op.index)
+        row["time"].append(op.time)
+        row["process"].append(NEMESIS_PROCESS_CODE if op.process == NEMESIS_PROCESS else op.process)
+        row["type"].append(TYPE_CODES[op.type])
+        row["f"].append(f_code)
+        row["f_name"].append(op.f)
+        row["shape"].append(shape)
+        row["error"].append(op.error)
+        row["node"].append(op.node)
+        for name in (
+            "item",
+            "partition",
+            "offset",
+            "key",
+            "value",
+            "value_text",
+            "end_offset",
+            "complete",
+            "payload",
+        ):
+            row[name].append(fields.get(name))
+        row["inherited"].append(fields.get("inherited", False))
+
+
+def _record_value(value: Any) -> tuple[int | None, str | None]:
+    """A read record's value: an int64 goes to ``value``, a string to ``value_text``."""
+    if is_json_int(value) and INT64_MIN <= value <= INT64_MAX:
+        return value, None
+    if isinstance(value, str):
+        return None, value
+    if value is None:
+        return None, None
+    raise ValueError(f"a record value must be an integer, a string or null, got {value!r}")
+
+
+def _check_key(key: Any) -> str | None:
+    if key is not None and not isinstance(key, str):
+        raise ValueError(f"a record key must be a string or null, got {key!r}")
+    return key
+
+
+def _send_fields(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or set(value) - {"partition", "key", "value", "offset"}:
+        raise ValueError(f"a send value must be {{partition, key, value[, offset]}}, got {value!r}")
+    if not is_json_int(value.get("partition")) or not is_json_int(value.get("value")):
+        raise ValueError(f"a send value needs integer 'partition' and 'value', got {value!r}")
+    if "offset" in value and not is_json_int(value["offset"]):
+        raise ValueError(f"a send offset must be an integer, got {value['offset']!r}")
+    return {
+        "partition": value["partition"],
+        "key": _check_key(value.get("key")),
+        "value": value["value"],
+        "offset": value.get("offset"),
+    }
+
+
+def _record_fields(record: Any, partition: int | None) -> dict[str, Any]:
+    expected = (
+        {"offset", "key", "value"} if partition is not None else {"partition", "offset", "key", "value"}
+    )
+    if not isinstance(record, dict) or set(record) != expected:
+        raise ValueError(f"a record must have exactly the fields {sorted(expected)}, got {record!r}")
+    part = record["partition"] if partition is None else partition
+    if not is_json_int(part) or not is_json_int(record["offset"]):
+        raise ValueError(f"a record needs integer 'partition' and 'offset', got {record!r}")
+    number, text = _record_value(record["value"])
+    return {
+        "partition": part,
+        "offset": record["offset"],
+        "key": _check_key(record["key"]),
+        "value": number,
+        "value_text": text,
+    }
+
+
+class _Flattener:
+    """Turns ops into rows, pairing each client completion with its invoke.
+
+    It is the one validator of the client-op contract (``docs/history.md`` section 1): each
+    process has at most one op pending, every completion has a pending invoke of its ``f``,
+    and a process whose op ended ``info`` never invokes again.  The last rule is what lets
+    the checker read a process id as one sequence of ops with known outcomes: a successor
+    that reused the id would join its reads onto the dead process's (a false
+    nonmonotonic-poll or stale-read) and its sends onto the dead producer's.
+    """
+
+    def __init__(self) -> None:
+        self.columns = _Columns()
+        self._pending: dict[int, Op] = {}
+        self._retired: dict[int, Op] = {}
+        """process -> the ``info`` completion that ended it."""
+
+    def add(self, op: Op) -> None:
+        if op.process == NEMESIS_PROCESS:
+            self._payload(op, F_NEMESIS)
+            return
+        assert isinstance(op.process, int)
+        invoke = self._pending.get(op.process)
+        if op.type == "invoke":
+            if invoke is not None:
+                raise ValueError(
+                    f"process {op.process} invokes again while op {invoke.index} ({invoke.f}) is pending"
+                )
+            ended = self._retired.get(op.process)
+            if ended is not None:
+                raise ValueError(
+                    f"process {op.process} invokes {op.f!r} after its op {ended.index} ({ended.f}) ended"
+                    " info: a process whose op ended info never invokes again (continue under a fresh"
+                    " process id)"
+                )
+        elif invoke is None or invoke.f != op.f:
+            raise ValueError(
+                f"a {op.type} completion of {op.f!r} by process {op.process} has no pending invoke"
+            )
+        f_code = F_CODES.get(op.f, F_OTHER)
+        if f_code == F_SEND:
+            self._send(op, invoke)
+        elif f_code == F_POLL and op.type == "ok":
+            self._records(op, F_POLL, SHAPE_RECORDS, op.value, None, {})
+        elif f_code == F_DRAIN and op.type == "ok":
+            self._drain(op)
+        else:
+            self._payload(op, f_code)
+        if op.type == "invoke":
+            self._pending[op.process] = op
+        else:
+            del self._pending[op.process]
+            if op.type == "info":
+                self._retired[op.process] = op
+
+    def _payload(self, op: Op, f_code: int) -> None:
+        if op.value is None:
+            self.columns.add(op, f_code, SHAPE_NONE)
+        else:
+            self.columns.add(op, f_code, SHAPE_PAYLOAD, payload=json.dumps(op.value, separators=(",", ":")))
+
+    def _send(self, op: Op, invoke: Op | None) -> None:
+        if op.value is not None:
+            self.columns.add(op, F_SEND, SHAPE_SEND, **_send_fields(op.value))
+            return
+        if op.type == "invoke":
+            raise ValueError("a send invoke must carry {partition, key, value}")
+        assert invoke is not None
+        fields = _send_fields(invoke.value)
+        fields["offset"] = None
+        self.columns.add(op, F_SEND, SHAPE_NONE, inherited=True, **fields)
+
+    def _records(
+        self, op: Op, f_code: int, shape: int, records: Any, partition: int | None, extra: dict[str, Any]
+    ) -> None:
+        if not isinstance(records, list):
+            raise ValueError(f"{op.f} records must be a list, got {records!r}")
+        rows = [_record_fields(record, partition) for record in records]
+        if not rows:
+            self.columns.add(op, f_code, shape, partition=partition, **extra)
+        for item, fields in enumerate(rows):
+            self.columns.add(op, f_code, shape, item=item, **fields, **extra)
+
+    def _drain(self, op: Op) -> None:
+        value = op.value
+        if not isinstance(value, dict) or set(value) != {"partition", "records", "end_offset", "complete"}:
+            raise ValueError(
+                f"a drain ok value must be {{partition, records, end_offset, complete}}, got {value!r}"
+            )
+        if (
+            not is_json_int(value["partition"])
+            or not is_json_int(value["end_offset"])
+            or not isinstance(value["complete"], bool)
+        ):
+            raise ValueError(
+                f"a drain needs integer partition/end_offset and boolean complete, got {value!r}"
+            )
+        extra = {"end_offset": value["end_offset"], "complete": value["complete"]}
+        self._records(op, F_DRAIN, SHAPE_DRAIN, value["records"], value["partition"], extra)
+
+
+def parquet_metadata(run_id: int, kind: str, extra: dict[str, str]) -> dict[bytes, bytes]:
+    base = {"schema_version": str(HISTORY_SCHEMA_VERSION), "kind": kind, "run_id": str(run_id), **extra}
+    return {(METADATA_PREFIX + key).encode(): value.encode() for key, value in base.items()}
+
+
+def new_run_id() -> int:
+    """A random positive 63-bit id: the integer a batch check groups this run's rows by."""
+    return secrets.randbits(63)
+
+
+def ops_to_table(ops: list[Op], run_id: int, skipped: list[SkippedLine] | None = None) -> pa.Table:
+    """Flatten ops into a ``HISTORY_SCHEMA`` table (raises ``ValueError`` on a malformed op)."""
+    flattener = _Flattener()
+    for op in ops:
+        flattener.add(op)
+    return _finish_table(flattener.columns, run_id, skipped or [])
+
+
+def _finish_table(columns: _Columns, run_id: int, skipped: list[SkippedLine]) -> pa.Table:
+    columns.data["run_id"] = [run_id] * len(columns.data["index"])
+    table = pa.table(columns.data, schema=HISTORY_SCHEMA)
+    extra = {
+        "skipped_line_count": str(len(skipped)),
+        "skipped_lines": json.dumps([dataclasses.asdict(s) for s in skipped[:MAX_SKIPPED_LINES_KEPT]]),
+    }
+    return table.replace_schema_metadata(parquet_metadata(run_id, "history", extra))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversionSummary:
+    source: Path
+    target: Path
+    ops: int
+    rows: int
+    run_id: int
+    skipped: tuple[SkippedLine, ...]
+
+
+def convert_history(
+    source: Path | str, target: Path | str, *, skip_bad_lines: bool = False
+) -> ConversionSummary:
+    """Convert ``history.jsonl`` to ``history.parquet`` (written to a temp name, then renamed).
+
+    A line that is not JSON, not an op, or whose value breaks the workload contract (e.g. a
+    send without an integer value, a completion without an invoke, an invoke by a process
+    whose op ended ``info``) raises :class:`HistoryFormatError` naming the line; with
+    ``skip_bad_lines`` it is skipped and recorded in the Parquet metadata, and the checker
+    then never says ``valid`` -- if any line was skipped (none skipped: the normal verdict).
+    """
+    source, target = Path(source), Path(target)
+    if not source.is_file():
+        raise HistoryFormatError(source, None, "no such history file")
+    skipped: list[SkippedLine] = []
+    flattener = _Flattener()
+    ops = 0
+    for number, op in iter_history(source, skipped if skip_bad_lines else None):
+        try:
+            flattener.add(op)
+        except ValueError as error:
+            if not skip_bad_lines:
+                raise HistoryFormatError(source, number, str(error)) from None
+            skipped.append(SkippedLine(number, str(error)))
+            continue
+        ops += 1
+    run_id = new_run_id()
+    table = _finish_table(flattener.columns, run_id, skipped)
+    write_parquet(table, target)
+    return ConversionSummary(source, target, ops, table.num_rows, run_id, tuple(skipped))
+
+
+ROW_GROUP_ROWS = 1 << 18
+"""Rows per Parquet row group (262,144).  The footer statistics of ``index`` (ops are stored
+in index order) and of ``partition``/``offset`` (replica rows in log order) let a reader
+fetch a few example rows by reading only the row groups that hold them (:mod:`checker.fetch`,
+:mod:`checker.value_details`).  Measured on 50 one-million-op runs: 65,536 rows slowed DuckDB's
+full scans (12.2-16.1 s against 10.4-11.9 s) without making the Spark checker faster
+(46-48.5 s against 41.5-45.9 s); 1,048,576 rows gave every file a single group."""
+
+
+DELTA_COLUMNS = frozenset({"index", "time", "offset", "value", "end_offset", "item", "value_int"})
+"""Integer columns stored ``DELTA_BINARY_PACKED``: they grow along the rows (op indexes and
+times, offsets within a partition, the workload's values), so their differences take a few
+bits each.  Dictionary encoding gave up on them (every value distinct) and fell back to
+plain 8-byte values.  Measured: a 20 s Docker run's history went from 219 KB to 75 KB
+(replicas 97 KB to 62 KB); a generated 1 M-op history from 13.1 MB to 1.0 MB, reading one
+such column with pyarrow from 16-19 ms to 5-7 ms, and a 50 M-op Spark check from 52 s to 41 s."""
+PLAIN_COLUMNS = frozenset({"record_id"})
+"""Integer columns of random bits (hashes): neither dictionary nor delta encoding helps."""
+
+
+def write_parquet(table: pa.Table, target: Path) -> None:
+    """Write atomically: a reader never sees a half-written Parquet file.
+
+    Integer columns of :data:`DELTA_COLUMNS` are delta-encoded, those of
+    :data:`PLAIN_COLUMNS` plain, every other column dictionary-encoded (few distinct values).
+    """
+    partial = target.with_name(target.name + ".partial")
+    pq.write_table(table, partial, row_group_size=ROW_GROUP_ROWS, **parquet_options(table.schema))
+    os.replace(partial, target)
+
+
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """The encodings of :func:`write_parquet` for ``schema``, as ``pq.write_table`` (or
+    ``pq.ParquetWriter``) arguments: every writer of these tables uses them (:mod:`checker.pack` too)."""
+    delta = [
+        field.name for field in schema if field.name in DELTA_COLUMNS and pa.types.is_integer(field.type)
+    ]
+    dictionary = [name for name in schema.names if name not in delta and name not in PLAIN_COLUMNS]
+    # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
+    return {
+        "compression": "snappy",
+        "write_page_index": True,
+        "use_dictionary": dictionary,
+        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+    }
+
+
+PARQUET_LAYOUT = f"{ROW_GROUP_ROWS}-rows-delta"
+"""Names the layout :func:`write_parquet` produces (a cache of generated files keys on it)."""
+
+
+# ---------------------------------------------------------------- Parquet -> ops
+
+
+def read_metadata(path: Path | str, kind: str) -> dict[str, str]:
+    """The ``tidemark.*`` metadata of a Parquet file, after checking its kind and version."""
+    return read_footer(path, kind)[0]
+
+
+def read_footer(path: Path | str, kind: str) -> tuple[dict[str, str], pq.FileMetaData]:
+    """The ``tidemark.*`` metadata of a Parquet file (kind and version checked) and its whole footer.
+
+    One footer read serves both the metadata and the column statistics a caller may need
+    (:func:`holds_only`): a batch of thousands of small runs pays per file opened, and
+    ``pq.read_schema`` costs several times a bare footer read.
+    """
+    path = Path(path)
+    try:
+        footer = pq.read_metadata(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise HistoryFormatError(path, None, f"not a readable Parquet file ({error})") from None
+    raw = footer.metadata or {}
+    meta = {
+        k.decode()[len(METADATA_PREFIX) :]: v.decode()
+        for k, v in raw.items()
+        if k.startswith(METADATA_PREFIX.encode())
+    }
+    if meta.get("kind") != kind:
+        raise HistoryFormatError(path, None, f"not a Tidemark {kind} file (kind {meta.get('kind')!r})")
+    if meta.get("schema_version") != str(HISTORY_SCHEMA_VERSION):
+        raise HistoryFormatError(
+            path,
+            None,
+            f"schema version {meta.get('schema_version')!r} is not supported (this Tidemark reads {HISTORY_SCHEMA_VERSION})",
+        )
+    return meta, footer
+
+
+def holds_only(footer: pq.FileMetaData, name: str, value: object) -> bool:
+    """Whether the footer statistics prove every row has ``value`` in column ``name`` (no data read)."""
+    try:
+        column = footer.schema.names.index(name)
+    except ValueError:
+        return False
+    for group in range(footer.num_row_groups):
+        stats = footer.row_group(group).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count:
+            return False
+        if stats.min != value or stats.max != value:
+            return False
+    return True
+
+
+def _record_dict(row: dict[str, Any], with_partition: bool) -> dict[str, Any]:
+    value = row["value"] if row["value"] is not None else row["value_text"]
+    record = {"offset": row["offset"], "key": row["key"], "value": value}
+    return {"partition": row["partition"], **record} if with_partition else record
+
+
+def _op_value(rows: list[dict[str, Any]]) -> Any:
+    first = rows[0]
+    shape = first["shape"]
+    if shape == SHAPE_NONE:
+        return None
+    if shape == SHAPE_PAYLOAD:
+        return json.loads(first["payload"])
+    if shape == SHAPE_SEND:
+        value = {"partition": first["partition"], "key": first["key"], "value": first["value"]}
+        return value if first["offset"] is None else {**value, "offset": first["offset"]}
+    records = [_record_dict(row, shape == SHAPE_RECORDS) for row in rows if row["item"] is not None]
+    if shape == SHAPE_RECORDS:
+        return records
+    return {
+        "partition": first["partition"],
+        "records": records,
+        "end_offset": first["end_offset"],
+        "complete": first["complete"],
+    }
+
+
+def table_to_ops(table: pa.Table) -> list[Op]:
+    """Restore the ops of a ``history.parquet`` table (or any subset of whole ops), in index order."""
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        by_index.setdefault(row["index"], []).append(row)
+    ops = []
+    for index in sorted(by_index):
+        rows = sorted(by_index[index], key=lambda r: -1 if r["item"] is None else r["item"])
+        first = rows[0]
+        process = NEMESIS_PROCESS if first["process"] == NEMESIS_PROCESS_CODE else first["process"]
+        ops.append(
+            Op(
+                index,
+                first["time"],
+                process,
+                OP_TYPES[first["type"]],
+                first["f_name"],
+                _op_value(rows),
+                first["error"],
+                first["node"],
+            )
+        )
+    return ops
+
+
+def read_op_heads(path: Path | str) -> pa.Table:
+    """One row per op of a ``history.parquet`` (an op with records spans one row per record;
+    this keeps its first): ``index, time, process, type`` (the type's name), ``f, error,
+    node, payload``.  For readers that need every op but not the records (the timeline)."""
+    read_metadata(path, "history")
+    columns = ["index", "time", "process", "type", "f_name", "item", "error", "node", "payload"]
+    table = pq.read_table(path, columns=columns)
+    table = table.filter(pc.or_kleene(pc.is_null(table["item"]), pc.equal(table["item"], 0)))
+    type_names = pa.array(OP_TYPES).take(table["type"].cast(pa.int32()))
+    table = table.set_column(table.schema.get_field_index("type"), "type", type_names)
+    return table.drop(["item"]).rename_columns(
+        ["index", "time", "process", "type", "f", "error", "node", "payload"]
+    )
+
+
+def read_history_parquet(path: Path | str) -> list[Op]:
+    """All ops of a ``history.parquet``."""
+    read_metadata(path, "history")
+    return table_to_ops(pq.read_table(path))
