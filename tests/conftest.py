@@ -63,12 +63,12 @@ def unavailable(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="session")
 def tansu_binary() -> Path:
-    """The cached tansu binary of ``TANSU_PIN`` (never built here: that takes 15-25 minutes)."""
+    """The cached tansu binary of ``TANSU_PIN`` (never built here: that takes 10-25 minutes)."""
     binary = cached_binary()
     if binary is None:
         unavailable(
             f"no tansu binary for {TANSU_PIN.key}: build it once with "
-            "`.venv/bin/tidemark image build --target tansu --binary-only` (cargo, 15-25 min)"
+            "`.venv/bin/tidemark image build --target tansu --binary-only` (cargo, 10-25 min)"
         )
     return binary
 

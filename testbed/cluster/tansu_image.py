@@ -1,18 +1,30 @@
 """The tansu target's image: a pinned tansu binary, built once with cargo, on a PostgreSQL base.
 
-**The pin.**  :data:`TANSU_PIN` -- tansu's crates.io version and the cargo features the build
-enables -- is the one place that says which tansu Tidemark tests.  The PostgreSQL storage engine
-is the ``postgres`` feature (``dynostore`` alone builds a broker without it).  The build is
-``cargo install tansu --version V --locked --features F --root DIR``: ``--locked`` uses the
-crate's own ``Cargo.lock``, so the dependency versions are the crate author's, not the newest.
+**The pin.**  :data:`TANSU_PIN` -- tansu's crates.io version, the cargo features the build
+enables and the optimisation level -- is the one place that says which tansu Tidemark tests.  The
+PostgreSQL storage engine is the ``postgres`` feature (``dynostore`` alone builds a broker without
+it).  The build is ``cargo install tansu --version V --locked --features F --root DIR``:
+``--locked`` uses the crate's own ``Cargo.lock``, so the dependency versions are the crate
+author's, not the newest.
+
+**The build profile.**  The published crate carries no ``[profile]`` of its own, so ``cargo
+install`` builds with cargo's release defaults (opt-level 3, no LTO, no debug info).  The pin
+builds at opt-level 1 instead (:meth:`TansuPin.cargo_environment`, through cargo's
+``CARGO_PROFILE_RELEASE_*`` variables, which also shut out a user's own profile settings): LLVM's
+optimisation is most of a fresh machine's build, and CI builds tansu on every new machine.  The
+optimisation level changes speed, never meaning (no debug assertions, no overflow checks: those
+stay the release profile's), and the brokers of the tests wait on PostgreSQL and the network, not
+on their own CPU.
 
 **The cache.**  The binary lives at ``<cache>/tansu/<pin key>/bin/tansu`` under the same cache
 directory as the wheelhouse (``$TIDEMARK_CACHE_DIR``, else ``~/.cache/tidemark``): outside the
-checkout, so a fresh clone on the same machine (CI's) reuses it.  The key names the version and
-the features, so a changed pin builds afresh beside the old one and nothing else ever rebuilds
-it.  cargo installs into a staging directory that is renamed into place only when it succeeded:
-a build interrupted half-way leaves no binary that looks finished.  The first build takes
-15-25 minutes on two cores (``docs`` in the README), later ones no time at all.
+checkout, so a fresh clone on the same machine (CI's) reuses it.  The key names the version, the
+features and the optimisation level -- everything of the pin that changes the binary -- so a
+changed pin builds afresh beside the old one and nothing else ever rebuilds it.  cargo installs
+into a staging directory that is renamed into place only when it succeeded: a build interrupted
+half-way leaves no binary that looks finished.  The first build takes 10-25 minutes on two cores
+(``scripts/setup.sh test`` runs it in the background while the tests that need no tansu run),
+later ones no time at all.
 
 **The image.**  ``tidemark-tansu:<hash>`` is the node image (broker_impl, lazyfs, sshd, tini --
 what every Tidemark node has) built by :func:`testbed.cluster.image.ensure_image` on a *second*
@@ -33,6 +45,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import docker
@@ -59,14 +72,18 @@ ARG NODE_IMAGE
 FROM ${{NODE_IMAGE}}
 COPY tansu {TANSU_IMAGE_PATH}
 """
+_PROFILE_PREFIX = "CARGO_PROFILE_RELEASE_"
+"""cargo's environment spelling of ``[profile.release]`` settings (``cargo install`` builds release)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TansuPin:
-    """A tansu release from crates.io and the cargo features to build it with."""
+    """A tansu release from crates.io, the cargo features and the optimisation level to build it with."""
 
     version: str
     features: tuple[str, ...]
+    opt_level: int = 3
+    """cargo's release ``opt-level``: 3 is cargo's default (and makes no mark in the key)."""
 
     def __post_init__(self) -> None:
         if not self.version or any(c not in "0123456789.-+abcdefghijklmnopqrstuvwxyz" for c in self.version):
@@ -75,11 +92,14 @@ class TansuPin:
             f and f.replace("-", "").replace("_", "").isalnum() for f in self.features
         ):
             raise ValueError(f"tansu features {self.features!r} must be distinct names, sorted")
+        if self.opt_level not in (1, 2, 3):
+            raise ValueError(f"tansu opt_level {self.opt_level!r} must be 1, 2 or 3 (0 is a debug build)")
 
     @property
     def key(self) -> str:
-        """The cache directory's name: ``0.6.0-dynostore+postgres``."""
-        return f"{self.version}-{'+'.join(self.features) or 'default'}"
+        """The cache directory's name: ``0.6.0-dynostore+postgres-O1`` (no ``-O3``: cargo's default)."""
+        level = "" if self.opt_level == 3 else f"-O{self.opt_level}"
+        return f"{self.version}-{'+'.join(self.features) or 'default'}{level}"
 
     def cargo_install_argv(self, cargo: str, root: Path) -> list[str]:
         """The one command that builds this pin into ``root/bin/tansu``."""
@@ -88,8 +108,24 @@ class TansuPin:
             argv += ["--features", ",".join(self.features)]
         return argv
 
+    def cargo_environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
+        """``inherited`` with the release profile this pin builds with, and no other profile setting.
 
-TANSU_PIN = TansuPin(version="0.6.0", features=("dynostore", "postgres"))
+        Every ``CARGO_PROFILE_RELEASE_*`` of ``inherited`` is dropped, so what the binary is made
+        of is the pin (its key) and not whatever the caller's shell held.
+        """
+        environment = {k: v for k, v in inherited.items() if not k.startswith(_PROFILE_PREFIX)}
+        environment.update(
+            {
+                f"{_PROFILE_PREFIX}OPT_LEVEL": str(self.opt_level),
+                f"{_PROFILE_PREFIX}LTO": "false",
+                f"{_PROFILE_PREFIX}DEBUG": "false",
+            }
+        )
+        return environment
+
+
+TANSU_PIN = TansuPin(version="0.6.0", features=("dynostore", "postgres"), opt_level=1)
 """The tansu Tidemark tests (see the module docstring); change it here and nowhere else."""
 
 
@@ -114,7 +150,7 @@ def find_cargo() -> str | None:
 
 
 def ensure_binary(pin: TansuPin = TANSU_PIN, progress: Progress | None = None) -> Path:
-    """The binary of ``pin``: the cached one, else built with cargo (15-25 min on two cores).
+    """The binary of ``pin``: the cached one, else built with cargo (10-25 min on two cores).
 
     Raises ImageBuildError naming what is missing (cargo) or the tail of cargo's output.
     """
@@ -131,7 +167,7 @@ def ensure_binary(pin: TansuPin = TANSU_PIN, progress: Progress | None = None) -
     final_root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{pin.key}.", dir=final_root.parent))
     command = pin.cargo_install_argv(cargo, staging)
-    say(progress, f"building tansu {pin.version} ({pin.key}) once, 15-25 min: {' '.join(command)}")
+    say(progress, f"building tansu {pin.version} ({pin.key}) once, 10-25 min: {' '.join(command)}")
     tail: list[str] = []
     try:
         with subprocess.Popen(
@@ -139,7 +175,7 @@ def ensure_binary(pin: TansuPin = TANSU_PIN, progress: Progress | None = None) -
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "CARGO_TARGET_DIR": str(staging / "target")},
+            env={**pin.cargo_environment(os.environ), "CARGO_TARGET_DIR": str(staging / "target")},
         ) as process:
             assert process.stderr is not None
             for line in process.stderr:

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from testbed.cluster import tansu_image
-from testbed.cluster.image import ImageBuildError
+from testbed.cluster.image_build import ImageBuildError
 from testbed.cluster.tansu_image import TANSU_PIN, TansuPin
 
 FAKE_CARGO = """#!/bin/sh
 # Records its arguments, then installs a fake tansu under --root, as cargo install would.
 echo "$@" >> "$(dirname "$0")/calls"
+env | grep '^CARGO_PROFILE_RELEASE_' | sort > "$(dirname "$0")/profile"
 while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
 [ -n "${FAIL:-}" ] && { echo "error: could not compile tansu" >&2; exit 101; }
 mkdir -p "$root/bin" "$CARGO_TARGET_DIR" && printf '#!/bin/sh\\necho tansu\\n' > "$root/bin/tansu"
@@ -39,10 +40,11 @@ def fake_cargo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cargo
 
 
-def test_the_pin_is_tansu_0_6_0_with_the_postgres_engine() -> None:
+def test_the_pin_is_tansu_0_6_0_with_the_postgres_engine_at_opt_level_1() -> None:
     assert TANSU_PIN.version == "0.6.0"
     assert "postgres" in TANSU_PIN.features  # dynostore alone has no PostgreSQL engine
-    assert TANSU_PIN.key == "0.6.0-dynostore+postgres"
+    assert TANSU_PIN.opt_level == 1  # the fresh machine's build is CI's critical path
+    assert TANSU_PIN.key == "0.6.0-dynostore+postgres-O1"
 
 
 def test_the_cache_key_changes_with_the_version_and_the_features() -> None:
@@ -51,16 +53,36 @@ def test_the_cache_key_changes_with_the_version_and_the_features() -> None:
         TansuPin("0.6.1", ("dynostore", "postgres")).key,
         TansuPin("0.6.0", ("postgres",)).key,
         TansuPin("0.6.0", ()).key,
+        TansuPin("0.6.0", ("dynostore", "postgres"), opt_level=1).key,
+        TansuPin("0.6.0", ("dynostore", "postgres"), opt_level=2).key,
     }
-    assert len(keys) == 4
+    assert len(keys) == 6
+    assert TansuPin("0.6.0", ("postgres",), opt_level=3).key == "0.6.0-postgres"  # cargo's default, as before
 
 
 @pytest.mark.parametrize(
-    ("version", "features"), [("", ()), ("0.6.0; rm -rf /", ()), ("0.6.0", ("postgres", "dynostore"))]
+    ("version", "features", "opt_level"),
+    [
+        ("", (), 3),
+        ("0.6.0; rm -rf /", (), 3),
+        ("0.6.0", ("postgres", "dynostore"), 3),
+        ("0.6.0", ("postgres",), 0),  # a debug build: overflow checks would change behaviour
+        ("0.6.0", ("postgres",), 4),
+    ],
 )
-def test_a_malformed_pin_is_refused(version: str, features: tuple[str, ...]) -> None:
+def test_a_malformed_pin_is_refused(version: str, features: tuple[str, ...], opt_level: int) -> None:
     with pytest.raises(ValueError, match="tansu"):
-        TansuPin(version, features)
+        TansuPin(version, features, opt_level)
+
+
+def test_the_build_environment_is_the_pins_profile_and_none_of_the_callers() -> None:
+    inherited = {"PATH": "/bin", "CARGO_PROFILE_RELEASE_LTO": "fat", "CARGO_PROFILE_RELEASE_PANIC": "abort"}
+    assert TANSU_PIN.cargo_environment(inherited) == {
+        "PATH": "/bin",
+        "CARGO_PROFILE_RELEASE_OPT_LEVEL": "1",
+        "CARGO_PROFILE_RELEASE_LTO": "false",
+        "CARGO_PROFILE_RELEASE_DEBUG": "false",
+    }
 
 
 def test_cargo_install_is_exactly_the_pinned_locked_build() -> None:
@@ -79,7 +101,7 @@ def test_cargo_install_is_exactly_the_pinned_locked_build() -> None:
 
 
 def test_the_binary_lives_under_the_cache_keyed_by_the_pin(cache: Path) -> None:
-    assert tansu_image.binary_path() == cache / "tansu" / "0.6.0-dynostore+postgres" / "bin" / "tansu"
+    assert tansu_image.binary_path() == cache / "tansu" / "0.6.0-dynostore+postgres-O1" / "bin" / "tansu"
     assert tansu_image.cached_binary() is None
 
 
@@ -92,7 +114,12 @@ def test_a_build_lands_in_the_cache_and_the_next_call_reuses_it(cache: Path, fak
     calls = (fake_cargo.parent / "calls").read_text().splitlines()
     assert calls == ["install tansu --version 0.6.0 --locked --root " + calls[0].split("--root ")[1]]
     assert "--features dynostore,postgres" in calls[0]
-    assert [p.name for p in (cache / "tansu").iterdir()] == ["0.6.0-dynostore+postgres"]  # no staging left
+    assert (fake_cargo.parent / "profile").read_text().splitlines() == [
+        "CARGO_PROFILE_RELEASE_DEBUG=false",
+        "CARGO_PROFILE_RELEASE_LTO=false",
+        "CARGO_PROFILE_RELEASE_OPT_LEVEL=1",
+    ]
+    assert [p.name for p in (cache / "tansu").iterdir()] == ["0.6.0-dynostore+postgres-O1"]  # no staging left
 
 
 def test_a_failed_build_leaves_nothing_that_looks_built(
@@ -120,7 +147,7 @@ def test_the_image_tag_follows_the_node_image_and_the_binary() -> None:
 
 
 def test_postgresql_comes_in_a_second_base_and_the_main_base_keeps_its_tag(tmp_path: Path) -> None:
-    from testbed.cluster.image import base_tag
+    from testbed.cluster.debian_base import base_tag
 
     sources = tmp_path / "debian.sources"
     sources.write_text("Types: deb\nURIs: http://deb.example/debian\nSuites: bookworm\n", encoding="utf-8")
