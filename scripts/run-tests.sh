@@ -1,8 +1,115 @@
 #!/usr/bin/env bash
 # The test suite: lint, types, then pytest (Docker tests fail, not skip, under CI=true).
+#
+# When scripts/setup.sh left the tansu build running in the background (a fresh machine's
+# `setup.sh test`: TIDEMARK_TANSU_BUILD names the build's directory), pytest runs in two phases,
+# so that the 10-25 minute cargo build overlaps the tests that need neither Docker nor tansu:
+#   1. pytest -m "not docker and not tansu"   while cargo builds (niced, so the tests come first);
+#   2. wait for the build -- a failed build fails the run here, with the tail of cargo's log --
+#      and build the tansu image;
+#   3. pytest -m "docker or tansu"            alone on the machine: their fault windows and
+#      timeouts are not shared with rustc.
+# The two marker expressions split the suite exactly (every test is in one of them). Each phase
+# prints pytest's own summary; the closing line adds both up as "pytest: N passed, N failed,
+# N skipped", and the exit status is non-zero when either phase failed (pytest's 5, "no test
+# collected", only when neither phase collected one). With arguments (a selection of the
+# caller's), or without a background build, pytest runs once, as before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== ruff"; .venv/bin/ruff check testbed harness nemesis workloads checker broker_impl tests bench
-echo "== ruff format --check"; .venv/bin/ruff format --check testbed harness nemesis workloads checker broker_impl tests bench
-echo "== mypy --strict"; .venv/bin/mypy
-echo "== pytest"; exec .venv/bin/pytest -q "$@"
+started=$SECONDS
+say() { printf '== %s (%ss)\n' "$*" "$((SECONDS - started))"; }
+
+build=${TIDEMARK_TANSU_BUILD:-}
+
+# The background build's exit status once it ended ("" while it runs); a build whose shell
+# vanished without a status (killed) counts as failed.
+tansu_build_status() {
+    if [ -f "$build/status" ]; then
+        cat "$build/status"
+    elif ! kill -0 "$(cat "$build/pid")" 2>/dev/null; then
+        sleep 1  # the status may land between the two looks
+        cat "$build/status" 2>/dev/null || echo "killed"
+    fi
+}
+
+fail_tansu_build() {
+    echo "---- tail of $build/log"
+    tail -n 40 "$build/log" || true
+    echo "setup: building tansu failed ($1; log above); fix it or set TIDEMARK_TANSU=0 to skip the tansu target" >&2
+    exit 1
+}
+
+# Waits for the background build, then builds the tansu image on it (as setup.sh does when it
+# builds tansu in the foreground).
+finish_tansu() {
+    say "waiting for the tansu build (log: $build/log)"
+    local status
+    until status=$(tansu_build_status) && [ -n "$status" ]; do sleep 5; done
+    [ "$status" = 0 ] || fail_tansu_build "exit $status"
+    say "tansu binary: $(cat "$build/binary")"
+    if docker info >/dev/null 2>&1; then
+        local image
+        image=$(.venv/bin/tidemark image build --target tansu) && [ -n "$image" ] \
+            || { echo "setup: building the tansu image failed (see the error above)" >&2; exit 1; }
+        say "tansu image: $image"
+    fi
+}
+
+# Runs pytest, keeping going when it fails; its status is left in $phase_status.
+run_phase() {
+    local junit=$1
+    shift
+    .venv/bin/pytest -q --junitxml="$junit" "$@" && phase_status=0 || phase_status=$?
+}
+
+# "pytest: N passed, N failed, N skipped" over the phases' JUnit reports (failed counts errors).
+closing_line() {
+    .venv/bin/python - "$@" <<'EOF'
+import sys
+import xml.etree.ElementTree as ElementTree
+
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    try:
+        suites = ElementTree.parse(path).getroot().iter("testsuite")
+    except (OSError, ElementTree.ParseError):
+        continue
+    for suite in suites:
+        tests, failures, errors, skips = (int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped"))
+        passed += tests - failures - errors - skips
+        failed += failures + errors
+        skipped += skips
+print(f"pytest: {passed} passed, {failed} failed, {skipped} skipped")
+EOF
+}
+
+say "ruff"; .venv/bin/ruff check testbed harness nemesis workloads checker broker_impl tests bench
+say "ruff format --check"; .venv/bin/ruff format --check testbed harness nemesis workloads checker broker_impl tests bench
+say "mypy --strict"; .venv/bin/mypy
+
+if [ -z "$build" ]; then
+    say "pytest"; exec .venv/bin/pytest -q "$@"
+fi
+status=$(tansu_build_status)
+[ -z "$status" ] || [ "$status" = 0 ] || fail_tansu_build "exit $status"  # failed fast (no cargo?)
+if [ $# -gt 0 ]; then
+    finish_tansu
+    say "pytest"; exec .venv/bin/pytest -q "$@"
+fi
+
+reports=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-pytest.XXXXXX")
+say "pytest, phase 1 of 2: not docker and not tansu (the tansu build goes on in the background)"
+run_phase "$reports/phase-1.xml" -m "not docker and not tansu"
+first=$phase_status
+finish_tansu
+say "pytest, phase 2 of 2: docker or tansu"
+run_phase "$reports/phase-2.xml" -m "docker or tansu"
+second=$phase_status
+say "pytest done"
+closing_line "$reports/phase-1.xml" "$reports/phase-2.xml"
+rm -rf "$reports"
+for status in "$first" "$second"; do
+    [ "$status" = 0 ] || [ "$status" = 5 ] || exit "$status"
+done
+[ "$first" = 5 ] && [ "$second" = 5 ] && exit 5
+exit 0

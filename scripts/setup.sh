@@ -9,18 +9,23 @@
 # missing, the virtualenv is rebuilt only when pyproject.toml changed, the Spark class
 # archive only when the virtualenv or the JDK changed, and the container image only when
 # its inputs changed (content-hash tag).
+#
+# Each log line carries the seconds since the start, so a CI log says where a fresh machine's
+# time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 mode=${1:-setup}
 [ $# -gt 0 ] && shift
 
-log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+log() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # The tansu target (`tidemark run --target tansu`) is set up only when asked: in `test` mode (CI
 # runs its tests) or with TIDEMARK_TANSU=1; TIDEMARK_TANSU=0 skips it (its tests then skip, or fail
-# under CI=true). It needs cargo (a one-time build of the pinned crate, 15-25 min, then cached) and
-# the host's PostgreSQL 15 for the tests that run tansu and PostgreSQL as local processes.
+# under CI=true). It needs cargo (a one-time build of the pinned crate, 10-25 min, then cached) and
+# the host's PostgreSQL 15 for the tests that run tansu and PostgreSQL as local processes. In `test`
+# mode an uncached build runs in the background (niced) while the tests that need neither Docker
+# nor tansu run: scripts/run-tests.sh waits for it, and fails when it failed (see there).
 tansu=${TIDEMARK_TANSU:-$([ "$mode" = test ] && echo 1 || echo 0)}
 
 # --- Debian packages ------------------------------------------------------------------
@@ -64,6 +69,38 @@ else
     log "Python environment up to date"
 fi
 
+# --- tansu in the background (test mode, not cached yet) -------------------------------------
+# Started as soon as the virtualenv exists, so the Spark archive, the container image, lint, mypy
+# and the first phase of pytest all overlap the build.
+
+# One build at a time per cache (a second setup waits for the first, then finds the binary cached).
+tansu_lock() {
+    local cache
+    cache=$(.venv/bin/python -c 'from testbed.cluster.tansu_image import binary_path; print(binary_path().parents[3])')
+    mkdir -p "$cache"
+    if command -v flock >/dev/null; then flock "$cache/tansu-build.lock" "$@"; else "$@"; fi
+}
+tansu_cached() {
+    .venv/bin/python -c 'import sys; from testbed.cluster.tansu_image import cached_binary; sys.exit(cached_binary() is None)'
+}
+tansu_in_background=0
+unset TIDEMARK_TANSU_BUILD  # only this script sets it, for scripts/run-tests.sh
+if [ "$tansu" = 1 ] && [ "$mode" = test ] && ! tansu_cached; then
+    # The build's directory: its log, the binary's path (stdout), its pid and, once it ended, its
+    # exit status (written whole by a rename, so a reader never sees half of it).
+    TIDEMARK_TANSU_BUILD=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-tansu-build.XXXXXX")
+    export TIDEMARK_TANSU_BUILD
+    (
+        tansu_lock nice -n 19 .venv/bin/tidemark image build --target tansu --binary-only \
+            >"$TIDEMARK_TANSU_BUILD/binary" 2>"$TIDEMARK_TANSU_BUILD/log" && status=0 || status=$?
+        echo "$status" >"$TIDEMARK_TANSU_BUILD/status.new"
+        mv "$TIDEMARK_TANSU_BUILD/status.new" "$TIDEMARK_TANSU_BUILD/status"
+    ) &
+    echo $! >"$TIDEMARK_TANSU_BUILD/pid"
+    tansu_in_background=1
+    log "building tansu in the background (niced; log: $TIDEMARK_TANSU_BUILD/log); the tests that need neither Docker nor tansu run meanwhile"
+fi
+
 # --- Spark class archive (checker.spark.classes) -----------------------------------------
 # Maps Spark's classes pre-parsed into every driver JVM (session start 4 s -> 2 s); rebuilt
 # when the Python environment or the JDK changed.  Without it checks are only slower.
@@ -94,10 +131,10 @@ else
     log "no Docker engine answers: skipping the image (container runs and tests need it)"
 fi
 
-# --- tansu (only when asked, see above) ----------------------------------------------------
-if [ "$tansu" = 1 ]; then
+# --- tansu in the foreground (only when asked, see above; test mode's build is in the background) --
+if [ "$tansu" = 1 ] && [ "$tansu_in_background" = 0 ]; then
     # Prints the binary's path; a cached one answers in a second. Progress goes to stderr.
-    if binary=$(.venv/bin/tidemark image build --target tansu --binary-only) && [ -n "$binary" ]; then
+    if binary=$(tansu_lock .venv/bin/tidemark image build --target tansu --binary-only) && [ -n "$binary" ]; then
         log "tansu binary: $binary"
     else
         log "building tansu failed (see above); fix it or set TIDEMARK_TANSU=0 to skip the tansu target"
