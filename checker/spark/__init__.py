@@ -13,6 +13,7 @@ Modules:
 * ``session`` -- one SparkSession per batch, configured for local or cluster runs;
 * ``inputs`` -- reading a pass's Parquet files as plain files or as a bucketed table;
 * ``classes`` -- the class-data-sharing archive that shortens the driver JVM's start;
+* ``class_training`` -- the training check (a child process) that fills that archive;
 * ``standalone`` -- a standalone master and workers from the PySpark package, on 127.0.0.1
   (cluster mode, tested and tried without a cluster).
 

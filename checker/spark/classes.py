@@ -5,8 +5,8 @@ its first check runs (Catalyst rules, code generation, the Parquet reader) -- an
 and verifies every one.  Since JDK 13 the JVM can write the classes an application loaded into an archive
 when it exits (dynamic class-data sharing, ``-XX:ArchiveClassesAtExit``) and map them,
 already parsed and verified, into later JVMs (``-XX:SharedArchiveFile``).
-:func:`build` runs a small check (:mod:`checker.synthetic_runs`, both engines' questions)
-in a JVM that writes such an archive; :func:`java_options` hands it to every driver JVM
+:func:`build` runs a small check (:mod:`checker.spark.class_training`) in a JVM that writes
+such an archive; :func:`java_options` hands it to every driver JVM
 that :func:`checker.spark.session.build_session` starts.
 
 Measured on this project's 2-core VMs with ``bench/checker.py``-sized input (50 runs of
@@ -35,6 +35,9 @@ TRAINING_RUNS = 4
 """Runs of the training check: two per core, so the bucketed-table path is the one taken."""
 TRAINING_ROWS = 20_000
 BUILD_TIMEOUT_SECONDS = 300
+TRAINING_PROGRAM = "checker.spark.class_training"
+"""The module :func:`build` runs (``python -m``) as the training check: it starts a Spark session,
+which maps this module's archive, so it lives above both (no import of it here)."""
 
 
 class ArchiveError(Exception):
@@ -62,7 +65,7 @@ def build(archive: Path = ARCHIVE) -> Path:
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="tidemark-classes-") as scratch:
-        command = [sys.executable, "-m", "checker.spark.classes", "--train", scratch, str(partial)]
+        command = [sys.executable, "-m", TRAINING_PROGRAM, scratch, str(partial)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
@@ -75,40 +78,6 @@ def build(archive: Path = ARCHIVE) -> Path:
     return archive
 
 
-def _train(scratch: Path, dump: Path) -> None:
-    """Check a few synthetic runs with the Spark engine in a JVM that archives its classes at exit."""
-    from pyspark import SparkContext
-
-    from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
-    from checker.driver import check_pass
-    from checker.evidence import load_run
-    from checker.spark.engine import SparkEngine
-    from checker.spark.session import build_session
-    from checker.synthetic_runs import generate_run
-
-    runs = []
-    for number in range(TRAINING_RUNS):
-        generate_run(scratch / f"run-{number}", TRAINING_ROWS, seed=number)
-        runs.append(load_run(scratch / f"run-{number}"))
-    session = build_session(
-        "local[2]", local_dir=str(scratch), java_options=[f"-XX:ArchiveClassesAtExit={dump}"], archive=None
-    )
-    engine = SparkEngine(session)
-    try:
-        check_pass(engine, runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
-    finally:
-        engine.close()
-        session.stop()
-    # The archive is written as the JVM exits: end it (EOF on its stdin) and wait for that.
-    gateway = SparkContext._gateway
-    process = getattr(gateway, "proc", None)
-    if gateway is None or process is None:
-        raise ArchiveError("the driver JVM was not started by this process")
-    gateway.shutdown()
-    process.stdin.close()
-    process.wait(timeout=BUILD_TIMEOUT_SECONDS)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description="Build the Spark driver's class archive (see the module docstring)."
@@ -116,11 +85,7 @@ def main() -> None:
     parser.add_argument(
         "--archive", type=Path, default=ARCHIVE, help=f"where to write it (default {ARCHIVE})"
     )
-    parser.add_argument("--train", nargs=2, metavar=("SCRATCH", "DUMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.train:
-        _train(Path(args.train[0]), Path(args.train[1]))
-        return
     try:
         print(build(args.archive))
     except ArchiveError as error:
