@@ -13,7 +13,7 @@ Modules:
   poll returned (records, rebalances, commit answers) in order, and the commit-outcome rule;
 * ``group_kafka_python``, ``group_confluent`` -- that interface on each client library;
 * ``group_member`` -- one group member's ops (``assign``, ``poll``, ``commit``, ``revoke``);
-* ``group_fleet`` -- the group's members as threads, and consumer churn.
+* ``group_fleet`` -- the group's members as threads, consumer churn, and the choice of library.
 
 May import: rooms of a lower rank (``testbed.record`` is all it needs), never ``checker`` or
 ``nemesis``.  Used by: ``harness.run`` (spec and runner) and ``harness.cli`` (``run``).

@@ -13,8 +13,8 @@ returned, from its own thread, so one thread records everything of one consumer.
 Commit outcomes follow the op model (``fail`` only when the commit certainly did not take
 effect): :func:`commit_outcome` is the one rule for both libraries.
 
-Implementations: :mod:`workloads.group_kafka_python` and :mod:`workloads.group_confluent`;
-:func:`make_group_consumer` picks one.
+Implementations: :mod:`workloads.group_kafka_python` and :mod:`workloads.group_confluent`, which
+import this module; :func:`workloads.group_fleet.make_group_consumer` picks one.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol
 
-from .clients import CLIENTS, Received
+from .clients import Received
 
 CommitMode = Literal["sync", "async", "auto"]
 Outcome = Literal["ok", "fail", "info"]
@@ -226,24 +226,3 @@ def librdkafka_generation(metadata: bytes) -> tuple[int | None, str | None]:
         return None, None
     member = strings[1].decode("utf-8", errors="replace")
     return (generation if generation >= 0 else None), (member or None)
-
-
-def make_group_consumer(
-    client: str,
-    bootstrap: str,
-    topic: str,
-    group: str,
-    commit: CommitMode,
-    request_timeout: float,
-    isolation: str,
-) -> GroupConsumerClient:
-    """A subscribed member of ``group`` on ``topic`` with ``client``'s library."""
-    if client == "kafka-python":
-        from .group_kafka_python import KafkaPythonGroupConsumer
-
-        return KafkaPythonGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
-    if client == "confluent-kafka":
-        from .group_confluent import ConfluentGroupConsumer
-
-        return ConfluentGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
-    raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")

@@ -32,7 +32,8 @@ from typing import Any
 
 from testbed.record.recorder import Recorder
 
-from .group_events import CommitMode, GroupConsumerClient, make_group_consumer, max_poll_interval_ms
+from .clients import CLIENTS
+from .group_events import CommitMode, GroupConsumerClient, max_poll_interval_ms
 from .group_member import GroupMember
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,30 @@ RETRY_CLIENT_SECONDS = 0.5
 """How long a slot waits before trying again to create a client that failed to start."""
 
 ClientFactory = Callable[[], GroupConsumerClient]
+
+
+def make_group_consumer(
+    client: str,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    commit: CommitMode,
+    request_timeout: float,
+    isolation: str,
+) -> GroupConsumerClient:
+    """A subscribed member of ``group`` on ``topic`` with ``client``'s library.
+
+    Only the chosen library's adapter is imported (each pulls in its client library); both
+    adapters import :mod:`workloads.group_events`, so this choice lives here, above them."""
+    if client == "kafka-python":
+        from .group_kafka_python import KafkaPythonGroupConsumer
+
+        return KafkaPythonGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
+    if client == "confluent-kafka":
+        from .group_confluent import ConfluentGroupConsumer
+
+        return ConfluentGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
+    raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
 
 
 class _Slot:
