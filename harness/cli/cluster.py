@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(client: docker.DockerClient, args: argparse.Namespace) -> int:
     from testbed.cluster.docker_cluster import ClusterError, DockerCluster, new_run_id
-    from testbed.cluster.image import ImageBuildError, cache_directory, ensure_image
+    from testbed.cluster.image import ensure_image
+    from testbed.cluster.image_build import ImageBuildError, cache_directory
 
     if args.brokers < 1:
         raise UsageError(f"--brokers {args.brokers}: need at least 1")
@@ -108,7 +109,7 @@ def _list(client: docker.DockerClient) -> int:
 
 def _down(client: docker.DockerClient, args: argparse.Namespace) -> int:
     from testbed.cluster.docker_cluster import ClusterError, remove_all, remove_run
-    from testbed.cluster.image import cache_directory
+    from testbed.cluster.image_build import cache_directory
 
     try:
         containers, networks = remove_all(client) if args.all else remove_run(client, args.run)

@@ -82,7 +82,8 @@ def _client() -> docker.DockerClient:
 
 
 def _prune() -> int:
-    from testbed.cluster.image import ImageBuildError, ensure_image, prune_images
+    from testbed.cluster.image import ensure_image, prune_images
+    from testbed.cluster.image_build import ImageBuildError
 
     client = _client()
     try:
@@ -96,7 +97,8 @@ def _prune() -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from testbed.cluster.image import ImageBuildError, ensure_image
+    from testbed.cluster.image import ensure_image
+    from testbed.cluster.image_build import ImageBuildError
     from testbed.cluster.tansu_image import ensure_binary, ensure_tansu_image
 
     if args.binary_only and args.target != "tansu":

@@ -51,12 +51,12 @@ from pathlib import Path
 import docker
 
 from testbed.cluster import postgres
-from testbed.cluster.image import (
+from testbed.cluster.image import ensure_image
+from testbed.cluster.image_build import (
     ImageBuildError,
     Progress,
     cache_directory,
     docker_build,
-    ensure_image,
     image_or_none,
     say,
 )

@@ -15,20 +15,19 @@ import docker.errors
 import pytest
 
 from testbed.cluster import image as image_module
+from testbed.cluster.debian_base import find_apt_sources_file
 from testbed.cluster.image import (
     CODE_DIRECTORIES,
     IMAGE_APP_DIR,
     IMAGE_PYTHON,
-    ImageBuildError,
-    PythonTarget,
     ensure_image,
-    find_apt_sources_file,
-    host_pins,
     image_content_hash,
     prune_images,
     snapshot_sources,
     source_root,
 )
+from testbed.cluster.image_build import ImageBuildError
+from testbed.cluster.wheelhouse import PythonTarget, host_pins
 
 BOOKWORM = """Types: deb
 URIs: http://deb.debian.org/debian
