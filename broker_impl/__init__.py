@@ -9,6 +9,7 @@ Modules:
 * ``broker`` -- a broker process: listener, partition replicas, controller link, background duties;
 * ``controller`` -- cluster metadata, broker liveness, leader election, leader epochs;
 * ``config`` -- the ``.properties`` files of the controller and brokers, every key declared;
+* ``broker_view`` -- what the handlers and the group coordinator use of their broker (protocols);
 * ``handlers`` -- one Kafka API handler per request type;
 * ``group_handlers`` -- the group coordinator's Kafka APIs (FindCoordinator, JoinGroup, ...);
 * ``group_coordinator`` -- the groups of the ``__consumer_offsets`` partitions this broker leads:

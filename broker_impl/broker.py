@@ -418,7 +418,7 @@ class Broker:
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
-        handlers = {**Handlers(self).table(), **GroupHandlers(self, client_host).table()}
+        handlers = {**Handlers(self).table(), **GroupHandlers(self.coordinator, client_host).table()}
         try:
             while True:
                 payload = await wire.read_frame(reader)

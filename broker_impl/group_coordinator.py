@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import records, wire
+from .broker_view import BrokerView
 from .coordinator_partition import CoordinatorPartition
 from .group_members import JoinOutcome, Reply, StoreGroup, SyncOutcome
 from .group_records import (
@@ -47,7 +48,6 @@ from .group_records import (
 from .group_state import Group, GroupSettings
 
 if TYPE_CHECKING:
-    from .broker import Broker
     from .partition import Partition
 
 _Outcome = TypeVar("_Outcome", JoinOutcome, SyncOutcome)
@@ -78,7 +78,7 @@ def group_settings(settings: dict[str, Any]) -> GroupSettings:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerView) -> None:
         self.broker = broker
         self.settings = group_settings(broker.settings)
         self.commit_timeout = broker.settings["offsets.commit.timeout.ms"] / 1000

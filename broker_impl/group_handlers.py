@@ -23,23 +23,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import wire
+from .group_coordinator import GroupCoordinator
 from .group_records import CommittedOffset
 from .group_state import GroupState
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 Handler = Callable[[wire.Request], Awaitable[Any]]
 GROUP_KEY_TYPE = 0
 
 
 class GroupHandlers:
-    def __init__(self, broker: Broker, client_host: str = "") -> None:
-        self.broker = broker
-        self.coordinator = broker.coordinator
+    def __init__(self, coordinator: GroupCoordinator, client_host: str = "") -> None:
+        self.coordinator = coordinator
         self.client_host = client_host
 
     def table(self) -> dict[int, Handler]:

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import records, wire
+from .broker_view import RequestBrokerView
 from .group_records import OFFSETS_TOPIC
 from .partition import Partition
 from .records import CorruptBatch
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ FENCING_ANSWERS = {
 
 
 class Handlers:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: RequestBrokerView) -> None:
         self.broker = broker
 
     def _lookup(
