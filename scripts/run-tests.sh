@@ -47,6 +47,7 @@ finish_tansu() {
     until status=$(tansu_build_status) && [ -n "$status" ]; do sleep 5; done
     [ "$status" = 0 ] || fail_tansu_build "exit $status"
     say "tansu binary: $(cat "$build/binary")"
+    rm -rf "$build"  # its log told nothing a failure would need
     if docker info >/dev/null 2>&1; then
         local image
         image=$(.venv/bin/tidemark image build --target tansu) && [ -n "$image" ] \
