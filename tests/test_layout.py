@@ -51,10 +51,11 @@ ROOMS: dict[str, Room] = {
     "checker.spark": Room(3, frozenset({"testbed.record", "checker", "checker.pandas"})),
     # rank 4: faults.
     "nemesis": Room(4, frozenset({"testbed.record", "testbed.nodes", "testbed.cluster", "nemesis.lazyfs"})),
-    # rank 5..7: reading runs back, orchestrating, the command line.
+    # rank 5..8: reading runs back, the systems under test, orchestrating, the command line.
     "harness.report": Room(5),
-    "harness.run": Room(6),
-    CLI_ROOM: Room(7),
+    "harness.targets": Room(6),
+    "harness.run": Room(7),
+    CLI_ROOM: Room(8),
 }
 """Every room, its rank and (where narrower than "every lower rank") what it may import.
 
@@ -67,8 +68,9 @@ cluster, and must not pull in Kafka clients or Docker).  Inside the checker, the
 the shared core (whose :mod:`checker.api` picks an engine), and Spark may reuse pandas'
 aggregations but never the reverse: the pandas engine must run without a JVM.
 The nemesis acts on clusters through remotes and writes to the record, but knows nothing of the
-workload it disturbs.  Reports read stored runs; the runner orchestrates everything below it; the
-CLI sits on top and no library code ever imports it.
+workload it disturbs.  Reports read stored runs; the targets say what each system under test
+checks, starts and offers (below the runner and its spec, which ask them); the runner orchestrates
+everything below it; the CLI sits on top and no library code ever imports it.
 """
 
 TOP_RANKS: dict[str, int] = {

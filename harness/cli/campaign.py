@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         campaign = load_campaign(Path(args.file))
+        return run_campaign(
+            campaign, Path(args.store), engine=args.engine or campaign.engine, master=args.master
+        )
     except CampaignError as error:
         raise UsageError(str(error)) from None
-    return run_campaign(campaign, Path(args.store), engine=args.engine or campaign.engine, master=args.master)

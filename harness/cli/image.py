@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_INTERNAL_ERROR
-from harness.run.spec import TARGETS
+from harness.run.spec import DEFAULT_TARGET, TARGETS
+from harness.targets.base import SpecRefused
+from harness.targets.registry import binary_targets, named
 
 if TYPE_CHECKING:
     import docker
@@ -50,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument(
         "--target",
         choices=TARGETS,
-        default="bundled",
+        default=DEFAULT_TARGET,
         help="the image of which target: the bundled broker's (default), or tansu's (its binary built "
         "once with cargo, 15-25 min, then cached; plus Debian's PostgreSQL)",
     )
@@ -97,16 +99,15 @@ def _prune() -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from testbed.cluster.image import ensure_image
     from testbed.cluster.image_build import ImageBuildError
-    from testbed.cluster.tansu_image import ensure_binary, ensure_tansu_image
 
-    if args.binary_only and args.target != "tansu":
-        raise UsageError("--binary-only needs --target tansu")
-    if args.target == "tansu" and args.base_image is not None:
-        raise UsageError(
-            "--target tansu builds on the registry-free base (PostgreSQL from Debian): no --base-image"
-        )
+    target = named(args.target)
+    if args.binary_only and not target.builds_binary:
+        raise UsageError(f"--binary-only needs --target {' or '.join(binary_targets())}")
+    try:
+        target.check_image_options(base_image=args.base_image)
+    except SpecRefused as error:
+        raise UsageError(str(error)) from None
     if args.apt_sources is not None and args.base_image is not None:
         raise UsageError(
             "--apt-sources and --base-image exclude each other (--apt-sources is for the mmdebstrap base)"
@@ -121,25 +122,20 @@ def _build(args: argparse.Namespace) -> int:
 
     if args.binary_only:
         try:
-            print(ensure_binary(progress=progress))
+            print(target.build_binary(progress))
         except ImageBuildError as error:
             print(f"tidemark image build: error: {error}", file=sys.stderr)
             return EXIT_INTERNAL_ERROR
         return 0
     client = _client()
     try:
-        if args.target == "tansu":
-            tag = ensure_tansu_image(
-                client, apt_sources=args.apt_sources, force=args.force, progress=progress
-            )
-        else:
-            tag = ensure_image(
-                client,
-                base_image=args.base_image,
-                apt_sources=args.apt_sources,
-                force=args.force,
-                progress=progress,
-            )
+        tag = target.build_image(
+            client,
+            base_image=args.base_image,
+            apt_sources=args.apt_sources,
+            force=args.force,
+            progress=progress,
+        )
     except ImageBuildError as error:
         print(f"tidemark image build: error: {error}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR

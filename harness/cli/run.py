@@ -33,6 +33,9 @@ from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
+from harness.targets.base import SpecRefused
+from harness.targets.registry import check_ready
+from harness.targets.registry import check_spec as check_target_spec
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from testbed.record.rundir import RunDir
@@ -70,6 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", default="store", metavar="DIR")
+    add_workload_arguments(parser)
+    add_cluster_arguments(parser)
+    parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
+    add_liveness_options(parser)
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The queue workload's flags: partitions, clients, rate, acks, isolation, consumer groups."""
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--producers", type=int, default=4)
@@ -98,6 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --consume-via subscribe: commit after each poll and wait (sync, the default), "
         "without waiting (async), or leave it to the client's auto-commit (auto)",
     )
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which system to test and how to reach its nodes: transport, external cluster, target."""
     parser.add_argument(
         "--transport",
         default="docker",
@@ -122,8 +137,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 15-25 min); default: "
         f"the scenario's target, else {DEFAULT_TARGET}; refused when it differs from the scenario's",
     )
-    parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
-    add_liveness_options(parser)
 
 
 def parse_settings(pairs: list[str]) -> dict[str, str]:
@@ -183,87 +196,14 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
 
 
 def check_spec(spec: TestSpec) -> None:
-    """Refuse, as a usage error, what cannot run (before any container starts)."""
-    from testbed.cluster.bundled import SettingsError, split_settings
-
-    if spec.target == "tansu":
-        check_tansu_spec(spec)
-        return
-    if spec.inventory and not spec.bootstrap:
-        raise UsageError("--inventory needs --bootstrap")
-    if spec.bootstrap is not None:
-        from testbed.cluster.external_probe import BootstrapAddressError, parse_bootstrap
-
-        try:
-            parse_bootstrap(spec.bootstrap)
-        except BootstrapAddressError as error:
-            raise UsageError(str(error)) from None
-    if spec.bootstrap and spec.power_loss_filesystem:
-        raise UsageError(
-            "power-loss needs the bundled broker's lazy filesystem: not available with --bootstrap"
-        )
-    if spec.bootstrap and not spec.inventory and spec.scenario:
-        raise UsageError("a scenario against an external cluster needs --inventory (SSH access to its nodes)")
-    if spec.bootstrap and not spec.inventory and spec.nemesis.faults:
-        raise UsageError("faults against an external cluster need --inventory (SSH access to its nodes)")
-    if spec.inventory:
-        from testbed.cluster.external import InventoryError, load_inventory
-
-        try:
-            load_inventory(Path(spec.inventory))
-        except InventoryError as error:
-            raise UsageError(str(error)) from None
+    """Refuse, as a usage error, what cannot run (before any container starts): the spec's
+    target's checks (:func:`harness.targets.registry.check_spec`), shared with hunts, reruns and
+    campaigns."""
     try:
-        split_settings(spec.settings)
-    except SettingsError as error:
+        check_target_spec(spec)
+        check_ready(spec)
+    except SpecRefused as error:
         raise UsageError(str(error)) from None
-    check_nemesis_packages(spec)
-
-
-def check_nemesis_packages(spec: TestSpec) -> None:
-    """Refuse a named fault package that cannot apply to the spec's cluster, before it starts
-    (it was refused inside the run, with a traceback, once per run of a hunt)."""
-    from nemesis.packages import PackageError, check_packages
-    from nemesis.spec import PACKAGE_KINDS
-
-    context = spec.package_context()
-    named = tuple(name for name in spec.nemesis.faults if name in PACKAGE_KINDS)
-    if context is None or not named:
-        return
-    try:
-        check_packages(named, context)
-    except PackageError as error:
-        raise UsageError(f"--nemesis: {error}") from None
-
-
-def check_tansu_spec(spec: TestSpec) -> None:
-    """What ``--target tansu`` cannot do, refused in one line each (see ``testbed.cluster.tansu``)."""
-    from nemesis.spec import METADATA_DELAY
-    from testbed.cluster.postgres import SettingsError, effective_settings
-    from testbed.cluster.tansu_image import cached_binary
-
-    if spec.bootstrap or spec.inventory:
-        raise UsageError(
-            "--target tansu starts its own brokers and PostgreSQL: not with --bootstrap/--inventory"
-        )
-    if METADATA_DELAY in spec.nemesis.injected_faults() | spec.scenario_faults():
-        raise UsageError(
-            f"--nemesis {METADATA_DELAY} cuts brokers off a controller node; tansu keeps its metadata in "
-            "PostgreSQL (node pg): partition it instead"
-        )
-    if spec.nemesis.partition_scope == "all":
-        raise UsageError(
-            "--partition-scope all: with --target tansu partitions always include the PostgreSQL node"
-        )
-    try:
-        effective_settings(spec.settings)
-    except SettingsError as error:
-        raise UsageError(str(error)) from None
-    if cached_binary() is None:
-        raise UsageError(
-            "--target tansu: the tansu binary is not built yet; run `tidemark image build --target tansu` "
-            "once (a cargo build, 15-25 min)"
-        )
 
 
 def report_outcome(spec: TestSpec, outcome: RunOutcome) -> int:
@@ -307,41 +247,25 @@ def run(args: argparse.Namespace) -> int:
 def run_and_report(spec: TestSpec, store: Path, engine: str, liveness: Liveness = DEFAULT_LIVENESS) -> int:
     """Run ``spec`` and report its verdict; the exit code.
 
-    An external cluster is probed first; one that cannot be tested is a single line on
-    stderr and exit 2 (254 when the arguments do not fit it), not a traceback.
+    The target probes its system first (an external cluster); one that cannot be tested is a
+    single line on stderr and exit 2 (254 when the arguments do not fit it), not a traceback --
+    and so is a set-up the target names as unavailable once the run started.
     """
-    if spec.bootstrap is None:
-        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
-        return report_outcome(spec, outcome)
-    from testbed.cluster.external_probe import ExternalClusterError
-    from testbed.cluster.kafka_admin import ClusterUnavailable
-
-    code = probe_external(spec)
-    if code is not None:
-        return code
+    target = spec.target_object()
     try:
-        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
-    except ExternalClusterError as error:  # with an inventory: its brokers, once started
-        return cannot_test(str(error))
-    except (ClusterUnavailable, TimeoutError) as error:  # set-up failed after the probe passed
-        return cannot_test(f"--bootstrap {spec.bootstrap}: {error}")
-    return report_outcome(spec, outcome)
-
-
-def probe_external(spec: TestSpec) -> int | None:
-    """Probe ``spec``'s external cluster before anything runs: None when it can be tested, else
-    the exit code after one line on stderr (:class:`UsageError` when the arguments do not fit)."""
-    from testbed.cluster.external_probe import ClusterMismatch, ExternalClusterError, probe_cluster
-
-    if spec.bootstrap is None or spec.inventory:  # with one, probed once the harness started them
-        return None
-    try:
-        probe_cluster(spec.bootstrap, spec.topic, spec.workload.partitions, spec.workload.replication_factor)
-    except ClusterMismatch as error:
+        reason = target.probe(spec)
+    except SpecRefused as error:
         raise UsageError(str(error)) from None
-    except ExternalClusterError as error:
-        return cannot_test(str(error))
-    return None
+    if reason is not None:
+        return cannot_test(reason)
+    try:
+        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
+    except Exception as error:
+        reason = target.unavailable(spec, error)
+        if reason is None:
+            raise
+        return cannot_test(reason)
+    return report_outcome(spec, outcome)
 
 
 def cannot_test(reason: str) -> int:

@@ -32,8 +32,11 @@ File format (``tidemark campaign FILE``)::
 Instead of one ``[matrix]`` a file may give several ``[[matrix]]`` tables: each is expanded
 as above and the runs are their union (so kill/pause/partition mixes and a scenario, which
 ignores the nemesis axis, sit in one campaign without a product of both); two tables that plan
-the same run key are an error.  Settings are checked against the run's target (the bundled
-broker's keys, or ``postgresql.*`` for tansu) before anything runs.
+the same run key are an error.  Every run and hunt is checked by its target before anything
+runs, as ``tidemark run`` checks it (:func:`harness.targets.registry.check_spec`: its settings --
+the bundled broker's keys, or ``postgresql.*`` for tansu --, the faults and fault packages it can
+take); :func:`check_campaign_ready` asks whether this machine can start every target the campaign
+still has to run (tansu's binary built).
 
 Runs are stored in ``<store>/<campaign name>/runs/<run key>`` where the key spells the
 axes' values, so a second invocation finds them: a run whose ``run.json`` says it
@@ -55,6 +58,8 @@ from typing import Any
 
 from harness.run.hunt import parse_duration
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
+from harness.targets.base import SpecRefused
+from harness.targets.registry import check_ready, check_spec
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
 from testbed.cluster.bundled import SettingsError
@@ -251,6 +256,7 @@ def _plan_hunt(
             target=target or data.get("target", DEFAULT_TARGET),
         )
         spec.effective_settings()  # a key the target does not have fails here, before anything runs
+        check_spec(spec)  # what its target refuses, as `tidemark hunt` refuses it
     except (SpecError, NemesisSpecError, SettingsError, ValueError) as error:
         raise CampaignError(f"{where}: {error}") from None
     return PlannedHunt(
@@ -304,6 +310,7 @@ def _spec_for(
     if loaded is not None:
         spec = spec.with_scenario(loaded)
     spec.effective_settings()  # a key the target does not have fails here, before anything runs
+    check_spec(spec)  # what its target refuses, as `tidemark run` refuses it
     return spec
 
 
@@ -331,3 +338,15 @@ def finished_run_directories(directory: Path, campaign: Campaign) -> list[Path]:
         for run in campaign.runs
         if RunDir(directory / "runs" / run.key).finished()
     ]
+
+
+def check_campaign_ready(campaign: Campaign, directory: Path) -> None:
+    """Raise :class:`CampaignError` when this machine cannot start the target of a run or hunt
+    still to be run (as ``tidemark run`` refuses it), before the first one starts: every hunt,
+    and every run not stored yet."""
+    specs = [run.spec for run in campaign.runs if not RunDir(directory / "runs" / run.key).finished()]
+    for spec in [*specs, *(planned.spec for planned in campaign.hunts)]:
+        try:
+            check_ready(spec)
+        except SpecRefused as error:
+            raise CampaignError(f"{campaign.source}: {error}") from None

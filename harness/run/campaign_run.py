@@ -34,6 +34,7 @@ from harness.run.campaign import (
     Campaign,
     PlannedHunt,
     campaign_directory,
+    check_campaign_ready,
     finished_run_directories,
     pending_runs,
 )
@@ -46,9 +47,13 @@ from testbed.record.rundir import RunDirectoryError
 def run_campaign(
     campaign: Campaign, store: Path, *, engine: str, master: str | None = None, console: Console | None = None
 ) -> int:
+    """Run what is not stored yet, then check everything; the exit code.  Raises
+    :class:`~harness.run.campaign.CampaignError` first when this machine cannot start a target the
+    campaign still has to run."""
     # Logs and CI consoles are no terminals: give the summary table room anyway.
     console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     directory = campaign_directory(store, campaign)
+    check_campaign_ready(campaign, directory)  # CampaignError before anything is written or run
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     (directory / "campaign.toml").write_text(campaign.source.read_text(encoding="utf-8"), encoding="utf-8")
     todo = list(pending_runs(directory, campaign))

@@ -31,8 +31,8 @@ from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, DEFAULT_LIVEN
 from checker.evidence import InputError, load_run
 from harness.run.progress import ProgressLine
 from harness.run.spec import TestSpec
-from nemesis.mechanism import Nemesis
-from nemesis.scenario import ScenarioFailed
+from nemesis.mechanism import Nemesis, NemesisConfig
+from nemesis.scenario import Scenario, ScenarioFailed
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
 from nemesis.spec import PACKAGE_GRACE_SECONDS
 from testbed.cluster.kafka_admin import (
@@ -42,11 +42,12 @@ from testbed.cluster.kafka_admin import (
     fully_replicated,
     wait_until,
 )
-from testbed.cluster.protocol import Cluster, ControlledCluster, LogFiles, ReplicaDumps, replica_nodes
+from testbed.cluster.protocol import Cluster, ControlledCluster, ReplicaDumps, replica_nodes
 from testbed.record import store
+from testbed.record.finish import finish_record
+from testbed.record.history import HistoryFormatError
 from testbed.record.recorder import Recorder
-from testbed.record.replicas import EVIDENCE_DUMPS, EVIDENCE_NONE
-from testbed.record.rundir import RunDir
+from testbed.record.rundir import RunDir, SpecFileError
 from workloads.queue import QueueWorkload
 
 logger = logging.getLogger(__name__)
@@ -61,89 +62,6 @@ class RunOutcome:
     @property
     def verdict(self) -> bool | str | None:
         return None if self.results is None else self.results["valid"]
-
-
-@contextmanager
-def docker_bundled_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
-    """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
-    import docker
-
-    from testbed.cluster.bundled import BundledCluster
-    from testbed.cluster.docker_cluster import CONTROLLER, DockerCluster
-    from testbed.cluster.image import ensure_image
-
-    client = docker.from_env()
-    image = ensure_image(client)
-    with DockerCluster(
-        client, image, brokers=spec.node_count, work_dir=run_dir.cluster_work
-    ) as docker_cluster:
-        names = docker_cluster.broker_names
-        bundled = BundledCluster(
-            docker_cluster.remotes_via(spec.transport),
-            {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
-            names,
-            CONTROLLER,
-            spec.settings,
-            power_loss_filesystem=spec.power_loss_filesystem,
-        )
-        try:
-            bundled.configure()
-            bundled.start()
-            yield bundled
-        finally:
-            _collect_logs(bundled, docker_cluster.node_names, run_dir, problems)
-
-
-@contextmanager
-def docker_tansu_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
-    """tansu brokers on one PostgreSQL node in Docker (``--target tansu``); logs collected, torn down."""
-    import docker
-
-    from testbed.cluster.tansu import tansu_on_docker
-    from testbed.cluster.tansu_image import ensure_tansu_image
-
-    client = docker.from_env()
-    with tansu_on_docker(
-        client,
-        ensure_tansu_image(client, build_binary=False),
-        brokers=spec.node_count,
-        settings=spec.settings,
-        power_loss_filesystem=spec.power_loss_filesystem,
-        transport=spec.transport,
-        work_dir=run_dir.cluster_work,
-    ) as (cluster, node_names):
-        try:
-            cluster.configure()
-            cluster.start()
-            yield cluster
-        finally:
-            _collect_logs(cluster, node_names, run_dir, problems)
-
-
-@contextmanager
-def external_cluster(spec: TestSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
-    """A cluster the harness did not start; brokers under SSH control if an inventory is given."""
-    from testbed.cluster.external import ExternalCluster, load_inventory
-
-    assert spec.bootstrap is not None
-    inventory = load_inventory(Path(spec.inventory)) if spec.inventory else []
-    cluster = ExternalCluster(spec.bootstrap, inventory)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        _collect_logs(cluster, cluster.brokers, run_dir, problems)
-
-
-def _collect_logs(cluster: Cluster, nodes: list[str], run_dir: RunDir, problems: list[str]) -> None:
-    """Fetch every node's logs into ``nodes/<node>/``; a node that fails is a problem, not an abort."""
-    if not isinstance(cluster, LogFiles):
-        return
-    for node in nodes:
-        try:
-            cluster.collect_logs(node, run_dir.node_dir(node))
-        except Exception as error:
-            problems.append(f"logs of {node} not collected: {error}")
 
 
 def _check_topic_layout(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
@@ -162,18 +80,19 @@ def _check_topic_layout(bootstrap: str, topic: str, partitions: int, replication
         )
 
 
-def write_spec(spec: TestSpec, run_dir: RunDir, node_names: list[str]) -> None:
-    """``test.json``: the spec with its derived fields, plus what only the runner knows."""
+def write_spec(spec: TestSpec, run_dir: RunDir, replica_nodes: list[str] | None = None) -> None:
+    """``test.json``: the spec with its derived fields, plus what only the runner knows -- the
+    nodes whose replicas the run dumps and so what replica evidence it has (the target's, or
+    ``replica_nodes`` where a caller knows them better, e.g. a test on a local cluster)."""
+    target = spec.target_object()
     document = spec.to_dict()
-    if spec.target == "tansu":
-        from testbed.cluster.tansu import POSTGRES_NODE, REPLICA_EVIDENCE
-
-        nodes, evidence = [POSTGRES_NODE], REPLICA_EVIDENCE
-    elif spec.bootstrap is None:
-        nodes, evidence = node_names, EVIDENCE_DUMPS
-    else:
-        nodes, evidence = [], f"{EVIDENCE_NONE}: an external cluster (Tidemark cannot dump its logs)"
-    document.update({"nodes": nodes, "replica_evidence": evidence, "versions": store.versions()})
+    document.update(
+        {
+            "nodes": target.replica_nodes(spec) if replica_nodes is None else replica_nodes,
+            "replica_evidence": target.replica_evidence(spec),
+            "versions": store.versions(),
+        }
+    )
     store.write_json(run_dir.spec_file, document)
 
 
@@ -186,35 +105,22 @@ def run_test(
     run_dir: Path | None = None,
     liveness: Liveness = DEFAULT_LIVENESS,
 ) -> RunOutcome:
-    """Run ``spec`` (its random nemesis, or its embedded scenario); store everything under
-    ``store_dir`` (or exactly in ``run_dir``, which must not exist yet: campaigns name their
-    runs); check it with ``engine`` (None: leave the check to the caller, as a campaign does
-    in one Spark job) and the ``liveness`` settings."""
+    """Run ``spec`` (its random nemesis, or its embedded scenario) on its target's cluster; store
+    everything under ``store_dir`` (or exactly in ``run_dir``, which must not exist yet: campaigns
+    name their runs); check it with ``engine`` (None: leave the check to the caller, as a campaign
+    does in one Spark job) and the ``liveness`` settings."""
     if run_dir is None:
         directory = RunDir(store.new_run_directory(store_dir, spec.name))
         store.point_latest(store_dir, directory.path)
     else:
         directory = RunDir(run_dir)
         directory.nodes.mkdir(parents=True)
-    if spec.bootstrap is None:
-        node_names = [f"n{i}" for i in range(1, spec.node_count + 1)]
-    else:
-        from testbed.cluster.external import load_inventory
-
-        node_names = [node.name for node in load_inventory(Path(spec.inventory))] if spec.inventory else []
-    write_spec(spec, directory, node_names)
+    write_spec(spec, directory)
     problems: list[str] = []
     print(f"run directory: {directory.path}", file=out)
     recorder = Recorder(directory.history_jsonl)
     try:
-        cluster_context = (
-            docker_tansu_cluster(spec, directory, problems)
-            if spec.target == "tansu"
-            else docker_bundled_cluster(spec, directory, problems)
-            if spec.bootstrap is None
-            else external_cluster(spec, directory, problems)
-        )
-        with cluster_context as cluster:
+        with spec.target_object().cluster(spec, directory, problems) as cluster:
             _run_phases(spec, cluster, recorder, directory, problems, out)
     finally:
         recorder.close()
@@ -229,29 +135,72 @@ def _run_phases(
     problems: list[str],
     out: TextIO,
 ) -> None:
+    """Topic, main phase, heal, recovery, drain, dumps: everything between start and tear-down."""
     topic, partitions = spec.topic, spec.workload.partitions
     create_topic(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
     cluster.wait_for_leaders(topic, partitions, 30.0)
     _check_topic_layout(cluster.bootstrap, topic, partitions, spec.workload.replication_factor)
     workload = QueueWorkload(spec.workload, recorder, cluster.bootstrap, topic)
     scenario = spec.scenario_object()
-    # No nodes to act on (an external cluster without an inventory): a fault-free run.
+    nemesis = _nemesis_for(spec, scenario, cluster, recorder, workload)
+    _main_phase(spec, scenario, cluster, nemesis, workload, recorder, problems, out)
+    problems.extend(f"workload: {error}" for error in workload.errors)
+    try:
+        wait_until(
+            lambda: fully_replicated(cluster.bootstrap, topic, partitions),
+            spec.recovery_timeout,
+            "every partition led with a full ISR",
+        )
+    except TimeoutError as error:
+        problems.append(f"recovery: {error}")
+    print("draining every partition", file=out)
+    complete = workload.drain(time.monotonic() + spec.drain_timeout)
+    incomplete = [p for p, done in complete.items() if not done]
+    if incomplete:
+        problems.append(f"drain incomplete for partitions {incomplete}")
+    cluster.stop_brokers()
+    _dump_replicas(cluster, run_dir, problems)
+
+
+def _nemesis_for(
+    spec: TestSpec, scenario: Scenario | None, cluster: Cluster, recorder: Recorder, workload: QueueWorkload
+) -> Nemesis | None:
+    """The run's nemesis; None where there are no nodes to act on (an external cluster without an
+    inventory: a fault-free run).  A scenario needs one: ValueError without."""
+    topic, partitions = spec.topic, spec.workload.partitions
     nemesis = (
         Nemesis(
             spec.nemesis,
             cluster,
             recorder,
-            leader_partitions=[(topic, p) for p in range(partitions)],
-            package_cluster=cluster,
-            replication_factor=spec.workload.replication_factor,
-            workload=workload,
-            isr_lag_seconds=spec.isr_lag_seconds(),
+            NemesisConfig(
+                leader_partitions=[(topic, p) for p in range(partitions)],
+                package_cluster=cluster,
+                replication_factor=spec.workload.replication_factor,
+                workload=workload,
+                isr_lag_seconds=spec.isr_lag_seconds(),
+            ),
         )
         if isinstance(cluster, ControlledCluster) and cluster.brokers
         else None
     )
     if scenario is not None and nemesis is None:
         raise ValueError(f"scenario {scenario.name} needs a cluster whose nodes the harness controls")
+    return nemesis
+
+
+def _main_phase(
+    spec: TestSpec,
+    scenario: Scenario | None,
+    cluster: Cluster,
+    nemesis: Nemesis | None,
+    workload: QueueWorkload,
+    recorder: Recorder,
+    problems: list[str],
+    out: TextIO,
+) -> None:
+    """The workload with the random nemesis for the time limit, or with the scripted scenario;
+    every fault healed and the workload stopped on the way out, whatever happened."""
     stop = threading.Event()
     progress = ProgressLine(recorder, nemesis.active_faults if nemesis else list, out)
     threads = [threading.Thread(target=workload.run, args=(stop,), name="workload", daemon=True)]
@@ -271,7 +220,7 @@ def _run_phases(
                     cluster,
                     nemesis,
                     workload,
-                    topic,
+                    spec.topic,
                     lambda text: print(text, file=out),
                     group=spec.workload.group,
                 )
@@ -287,21 +236,10 @@ def _run_phases(
             nemesis.heal_all()
         for thread in threads:
             thread.join(timeout=spec.workload.request_timeout * 3 + 10)
-    problems.extend(f"workload: {error}" for error in workload.errors)
-    try:
-        wait_until(
-            lambda: fully_replicated(cluster.bootstrap, topic, partitions),
-            spec.recovery_timeout,
-            "every partition led with a full ISR",
-        )
-    except TimeoutError as error:
-        problems.append(f"recovery: {error}")
-    print("draining every partition", file=out)
-    complete = workload.drain(time.monotonic() + spec.drain_timeout)
-    incomplete = [p for p, done in complete.items() if not done]
-    if incomplete:
-        problems.append(f"drain incomplete for partitions {incomplete}")
-    cluster.stop_brokers()
+
+
+def _dump_replicas(cluster: Cluster, run_dir: RunDir, problems: list[str]) -> None:
+    """Dump every replica the cluster can dump (its brokers stopped); a failed dump is a problem."""
     if not isinstance(cluster, ReplicaDumps):
         return
     for node in replica_nodes(cluster):
@@ -332,15 +270,17 @@ def finish_run(
     out: TextIO,
     liveness: Liveness = DEFAULT_LIVENESS,
 ) -> RunOutcome:
-    """Make the stored run's evidence whole and check it (also after a failed run).
+    """Finish the stored run's record, then check it (also after a failed run).
 
-    :func:`checker.evidence.load_run` is the one place that turns ``history.jsonl`` and the
-    dumps into Parquet; it runs here even when the check is left to the caller (a campaign),
-    so every finished run directory holds its Parquet files.
+    The record finishes itself (:func:`testbed.record.finish.finish_record` turns
+    ``history.jsonl``, the dumps and the event logs into their Parquet tables), here even when
+    the check is left to the caller (a campaign), so every finished run directory holds its
+    Parquet files; the checker then only reads them (:func:`checker.evidence.load_run`).
     """
     try:
+        finish_record(run_dir.path)
         run = load_run(run_dir.path)
-    except InputError as error:
+    except (HistoryFormatError, SpecFileError, InputError) as error:
         problems.append(f"not checked: {error}")
         run = None
     store.write_json(run_dir.run_file, {"problems": problems, "finished": True})

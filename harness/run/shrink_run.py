@@ -72,6 +72,40 @@ def scenario_definition(spec: TestSpec, steps: list[Step], anomalies: list[str],
     }
 
 
+@dataclasses.dataclass
+class _Replays:
+    """The oracle: replays candidate timelines of ``spec`` as scenarios and counts the candidates."""
+
+    spec: TestSpec
+    run_dir: Path
+    anomalies: list[str]
+    replay: Callable[[TestSpec, Path], set[str]]
+    store: Path
+    log: Callable[[str], None]
+    candidates: int = 0
+
+    def successes(self, candidate: list[Step], count: int, need: int, *, early: bool) -> tuple[int, int]:
+        """(replays that reported every anomaly, replays run) of ``count``; with ``early``,
+        stopping once ``need`` is reached or out of reach."""
+        definition = scenario_definition(self.spec, candidate, self.anomalies, "candidate")
+        scenario = parse_scenario(definition, f"shrink candidate of {self.run_dir}")
+        replay_spec = dataclasses.replace(self.spec, nemesis=NemesisSpec()).with_scenario(scenario)
+        good = runs = 0
+        for _ in range(count):
+            runs += 1
+            good += set(self.anomalies) <= self.replay(replay_spec, self.store)
+            if early and (good >= need or runs - good > count - need):
+                break
+        return good, runs
+
+    def judged(self, candidate: list[Step], count: int, need: int) -> bool:
+        """Whether ``candidate`` reproduces in ``need`` of ``count`` replays (logged, counted)."""
+        self.candidates += 1
+        good, runs = self.successes(candidate, count, need, early=True)
+        self.log(f"  candidate {self.candidates}: {fault_count(candidate)} faults, reproduced {good}/{runs}")
+        return good >= need
+
+
 def shrink_run(
     run_dir: Path,
     store_dir: Path,
@@ -97,6 +131,66 @@ def shrink_run(
     (None: every candidate is judged on ``replays`` and ``threshold``).
     """
     started = clock()
+    spec, target, steps = _failing_run(run_dir, anomalies)
+    oracle = _Replays(spec, run_dir, target, replay or replay_once, store_dir / f"shrink-{spec.name}", log)
+    needed = math.ceil(threshold * replays)
+
+    def reproduces(candidate: list[Step]) -> bool:
+        if search_replays is None:
+            return oracle.judged(candidate, replays, needed)
+        return oracle.judged(candidate, search_replays, search_replays)
+
+    log(f"shrinking {run_dir}: {fault_count(steps)} faults, anomalies {', '.join(target)}")
+    if not oracle.judged(steps, replays, needed):
+        raise ShrinkError(
+            f"{run_dir}: its fault timeline, replayed as a scenario, does not reproduce "
+            f"{', '.join(target)} in {needed} of {replays} replays: the anomaly depends on more than "
+            "the faults (timing, load); nothing written"
+        )
+    result = shrink(
+        steps,
+        reproduces,
+        log=log,
+        out_of_time=lambda: budget_seconds is not None and clock() - started > budget_seconds,
+    )
+    if not result.complete:
+        log(f"budget of {budget_seconds:g} s spent: keeping the smallest scenario found so far")
+    chosen = result.steps
+    good, runs = oracle.successes(chosen, replays, needed, early=False)
+    earlier = result.trail[:-1] if search_replays is not None else []
+    stepped_back = 0
+    while good < needed and earlier:
+        log(
+            f"{fault_count(chosen)} faults reproduced in {good} of {runs} replays, short of {needed}: "
+            "stepping back to the candidate accepted before"
+        )
+        chosen = earlier.pop()
+        stepped_back += 1
+        good, runs = oracle.successes(chosen, replays, needed, early=False)
+    note = (
+        f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
+        f"{fault_count(chosen)}); reproduced {', '.join(target)} in {good} of {runs} replays."
+    )
+    path = out_path or run_dir / "shrunk.toml"
+    definition = scenario_definition(spec, chosen, target, note)
+    parse_scenario(definition, str(path))  # what is written must load
+    path.write_text(tomli_w.dumps(definition), encoding="utf-8")
+    return ShrinkOutcome(
+        path,
+        fault_count(steps),
+        fault_count(chosen),
+        good,
+        runs,
+        oracle.candidates,
+        result.complete,
+        stepped_back,
+    )
+
+
+def _failing_run(run_dir: Path, anomalies: list[str] | None) -> tuple[TestSpec, list[str], list[Step]]:
+    """The stored run's spec, the anomalies to reproduce (``anomalies``, else all it reported) and
+    its fault timeline as steps; :class:`ShrinkError` when it is not invalid, did not report
+    ``anomalies`` or injected no faults."""
     directory = RunDir(run_dir)
     spec = TestSpec.from_dict(directory.read_spec())
     try:
@@ -121,73 +215,7 @@ def shrink_run(
         raise ShrinkError(
             f"{run_dir}: the run injected no faults (a scripted scenario? shrink its file instead)"
         )
-    replay = replay or replay_once
-    shrink_store = store_dir / f"shrink-{spec.name}"
-    needed = math.ceil(threshold * replays)
-    candidates = 0
-
-    def successes(candidate: list[Step], count: int, need: int, *, early: bool) -> tuple[int, int]:
-        definition = scenario_definition(spec, candidate, target, "candidate")
-        scenario = parse_scenario(definition, f"shrink candidate of {run_dir}")
-        replay_spec = dataclasses.replace(spec, nemesis=NemesisSpec()).with_scenario(scenario)
-        good = runs = 0
-        for _ in range(count):
-            runs += 1
-            good += set(target) <= replay(replay_spec, shrink_store)
-            if early and (good >= need or runs - good > count - need):
-                break
-        return good, runs
-
-    def judged(candidate: list[Step], count: int, need: int) -> bool:
-        nonlocal candidates
-        candidates += 1
-        good, runs = successes(candidate, count, need, early=True)
-        log(f"  candidate {candidates}: {fault_count(candidate)} faults, reproduced {good}/{runs}")
-        return good >= need
-
-    def reproduces(candidate: list[Step]) -> bool:
-        if search_replays is None:
-            return judged(candidate, replays, needed)
-        return judged(candidate, search_replays, search_replays)
-
-    log(f"shrinking {run_dir}: {fault_count(steps)} faults, anomalies {', '.join(target)}")
-    if not judged(steps, replays, needed):
-        raise ShrinkError(
-            f"{run_dir}: its fault timeline, replayed as a scenario, does not reproduce "
-            f"{', '.join(target)} in {needed} of {replays} replays: the anomaly depends on more than "
-            "the faults (timing, load); nothing written"
-        )
-    result = shrink(
-        steps,
-        reproduces,
-        log=log,
-        out_of_time=lambda: budget_seconds is not None and clock() - started > budget_seconds,
-    )
-    if not result.complete:
-        log(f"budget of {budget_seconds:g} s spent: keeping the smallest scenario found so far")
-    chosen = result.steps
-    good, runs = successes(chosen, replays, needed, early=False)
-    earlier = result.trail[:-1] if search_replays is not None else []
-    stepped_back = 0
-    while good < needed and earlier:
-        log(
-            f"{fault_count(chosen)} faults reproduced in {good} of {runs} replays, short of {needed}: "
-            "stepping back to the candidate accepted before"
-        )
-        chosen = earlier.pop()
-        stepped_back += 1
-        good, runs = successes(chosen, replays, needed, early=False)
-    note = (
-        f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
-        f"{fault_count(chosen)}); reproduced {', '.join(target)} in {good} of {runs} replays."
-    )
-    path = out_path or run_dir / "shrunk.toml"
-    definition = scenario_definition(spec, chosen, target, note)
-    parse_scenario(definition, str(path))  # what is written must load
-    path.write_text(tomli_w.dumps(definition), encoding="utf-8")
-    return ShrinkOutcome(
-        path, fault_count(steps), fault_count(chosen), good, runs, candidates, result.complete, stepped_back
-    )
+    return spec, target, steps
 
 
 def replay_once(spec: TestSpec, store_dir: Path) -> set[str]:

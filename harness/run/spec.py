@@ -20,18 +20,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from harness.targets.base import Target
+from harness.targets.registry import asked_target, find_target, target_of
 from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec
-from testbed.cluster import bundled, postgres
 from testbed.cluster.targets import DEFAULT_TARGET as DEFAULT_TARGET
 from testbed.cluster.targets import TARGETS as TARGETS
+from testbed.record.rundir import SPEC_SCHEMA_VERSION
 from workloads.queue import QueueSpec
 
 DERIVED_FIELDS = ("broker_config", "scenario_faults", "nodes", "replica_evidence", "versions", "run_id")
 """Fields of ``test.json`` computed from the spec (here or by the runner); ``from_dict`` ignores them."""
-
-SPEC_SCHEMA_VERSION = 1
 
 
 class SpecError(ValueError):
@@ -67,17 +67,19 @@ class TestSpec:
     inventory: str | None = None
     """With ``bootstrap``: an SSH inventory file, so the nemesis can reach the nodes."""
     target: str = DEFAULT_TARGET
-    """Which system runs in Docker (:data:`TARGETS`); ``node_count`` counts its brokers."""
+    """Which system runs in Docker (:data:`TARGETS`); ``node_count`` counts its brokers.  The
+    system a run tests is :meth:`target_object` (with ``bootstrap``: the external cluster)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
     def __post_init__(self) -> None:
         problems = []
+        target = find_target(self)
         if not self.name.strip():
             problems.append("name must not be empty")
         if self.node_count < 1:
             problems.append("node_count must be >= 1")
-        if self.workload.replication_factor > self.node_count and self.bootstrap is None:
+        if self.workload.replication_factor > self.node_count and (target is None or target.sizes_cluster):
             problems.append(
                 f"workload.replication_factor {self.workload.replication_factor} > node_count {self.node_count}"
             )
@@ -86,7 +88,7 @@ class TestSpec:
                 problems.append(f"{field} must be > 0")
         if self.transport not in ("docker", "ssh"):
             problems.append(f"transport must be docker or ssh, not {self.transport!r}")
-        if self.target not in TARGETS:
+        if target is None:
             problems.append(f"target must be one of {', '.join(TARGETS)}, not {self.target!r}")
         if CONSUMER_CHURN in self.nemesis.faults and self.workload.consume_via != "subscribe":
             problems.append(
@@ -145,15 +147,15 @@ class TestSpec:
         except (TypeError, ValueError) as error:
             raise SpecError(str(error)) from None
 
-    def effective_settings(self) -> dict[str, str]:
-        """Broker and controller settings in force: the bundled broker's, defaults applied; for
-        ``target`` tansu, PostgreSQL's (``postgresql.*``, :mod:`testbed.cluster.postgres`).
+    def target_object(self) -> Target:
+        """The system this spec runs on (:mod:`harness.targets`): what it checks, starts and offers."""
+        return target_of(self)
 
-        Against an external cluster only what was asked (``--set``) is known.
-        """
-        if self.target == "tansu":
-            return postgres.effective_settings(self.settings)
-        return bundled.effective_settings(self.settings) if self.bootstrap is None else dict(self.settings)
+    def effective_settings(self) -> dict[str, str]:
+        """Settings in force, as the target defines them: the bundled broker's with its defaults
+        applied, tansu's PostgreSQL's (``postgresql.*``), an external cluster's only what was asked
+        (``--set``).  A key the target does not have raises ``ValueError``."""
+        return self.target_object().effective_settings(self.settings)
 
     def broker_config(self) -> dict[str, str]:
         """``test.json``'s ``broker_config``: the effective settings plus the workload's acks."""
@@ -186,7 +188,7 @@ class TestSpec:
         asked unless it is the default) and its whole definition embedded."""
         workload = QueueSpec.from_dict({**self.workload.to_dict(), **scenario.workload})
         power_loss = any(step.get("fault") == "power-loss" for step in scenario.steps)
-        asked = None if self.target == DEFAULT_TARGET else self.target
+        asked = asked_target(self.target)
         return dataclasses.replace(
             self,
             target=scenario_target(asked, scenario, "target"),
@@ -200,24 +202,9 @@ class TestSpec:
 
     def package_context(self) -> PackageContext | None:
         """What the nemesis's fault packages will be given on this spec's cluster, known before it
-        starts -- for the bundled broker in containers only (None for an external cluster or
-        tansu, whose nodes are known only once the cluster answers): its brokers, the workload's
-        partitions and replication factor, the lazy filesystem, the controller node, and the
-        queue workload's marker sends."""
-        if self.target != DEFAULT_TARGET or self.bootstrap is not None:
-            return None
-        from testbed.cluster.docker_cluster import broker_names
-
-        return PackageContext(
-            brokers=tuple(broker_names(self.node_count)),
-            partitions=self.workload.partitions,
-            replication_factor=self.workload.replication_factor,
-            power_loss=self.power_loss_filesystem,
-            metadata_delay=True,
-            quiet_seconds=self.nemesis.interval_seconds,
-            markers=True,
-            isr_lag_seconds=self.isr_lag_seconds(),
-        )
+        starts (:meth:`harness.targets.base.Target.package_context`; None where only the running
+        cluster knows its nodes: an external cluster, tansu)."""
+        return self.target_object().package_context(self)
 
     def isr_lag_seconds(self) -> float | None:
         """``replica.lag.time.max.ms`` in force, in seconds; None where it is not known (tansu, or
