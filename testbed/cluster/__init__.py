@@ -13,6 +13,9 @@ Modules:
 * ``docker_cluster`` -- a private Docker network with a controller and N broker containers;
 * ``external`` -- a cluster given by ``--bootstrap`` and an optional SSH inventory of its nodes;
 * ``image`` -- build or reuse the node image (tag = hash of its inputs), no registry needed;
+* ``debian_base`` -- the node image's registry-free base: a Debian root filesystem from mmdebstrap;
+* ``wheelhouse`` -- the node image's Python packages: pinned on the host, downloaded as wheels;
+* ``image_build`` -- what every image build shares: its error, progress, image lookups, the build;
 * ``tansu`` -- the second target: stateless tansu brokers sharing one PostgreSQL node;
 * ``postgres`` / ``postgres_node`` -- PostgreSQL's command lines, settings and log dump, and the
   PostgreSQL node driven through its Remote (``tansu_schema.sql``: the tables tansu expects);
