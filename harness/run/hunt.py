@@ -70,7 +70,7 @@ def default_mix(spec: TestSpec, mix: tuple[str, ...] = HUNT_MIX) -> tuple[str, .
     """``mix`` (default :data:`nemesis.spec.HUNT_MIX`) without the fault packages that cannot
     apply to ``spec``'s cluster -- e.g. the three-replica choreographies on a topic of two
     replicas -- so that a default mix fits any cluster (a named package that cannot apply is
-    refused instead: ``harness.cli.run.check_nemesis_packages``)."""
+    refused instead: ``harness.targets.registry.check_nemesis_packages``)."""
     context = spec.package_context()
     return mix if context is None else applicable_packages(mix, context)
 

@@ -3,6 +3,10 @@
 ``bundled`` is the bundled broker (:mod:`testbed.cluster.bundled`), ``tansu`` tansu brokers sharing
 one PostgreSQL node (:mod:`testbed.cluster.tansu`).  Everything that names a target -- ``--target``,
 a scenario's or a campaign's ``target`` key, ``test.json`` -- checks it against :data:`TARGETS`.
+
+These are names only, so the floor (scenario files, the record) can check them.  What each target
+*is* -- its spec checks, settings, cluster, nodes and abilities -- is an object in
+:mod:`harness.targets` (its registry says how to add one; a test keeps both lists in step).
 """
 
 from __future__ import annotations
