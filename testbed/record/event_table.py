@@ -43,7 +43,8 @@ from typing import Any
 import pyarrow as pa
 
 from testbed.record.events import EventFormatError, read_event_file
-from testbed.record.history import HistoryFormatError, new_run_id, parquet_metadata, write_parquet
+from testbed.record.history_lines import HistoryFormatError
+from testbed.record.parquet_files import new_run_id, parquet_metadata, write_parquet
 from testbed.record.rundir import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE, RunDir, SpecFileError
 
 BROKER, CONTROLLER = "broker", "controller"

@@ -1,24 +1,27 @@
 """The history format: JSON lines while a test runs, Parquet for analysis.
 
-One module owns the serialisation of :class:`testbed.record.ops.Op`, so that workloads, nemesis,
+One place owns the serialisation of :class:`testbed.record.ops.Op`, so that workloads, nemesis,
 harness and checker can never disagree about it (the full description with examples is
-``docs/history.md``).
+``docs/history.md``).  Its public names are all importable from here; the format is three jobs,
+three modules:
 
-**During a run** the history is ``history.jsonl``: a header line
-``{"format": "tidemark-history", "schema_version": 1}`` followed by one ``Op.to_dict()``
-JSON object per line, appended and flushed as each op happens, so a killed run still has
-every op it completed (:class:`HistoryWriter`).  A file without the header line is read as
-version 1 (producers that only follow the op contract work too).
+* :mod:`testbed.record.history_lines` -- **during a run** the history is ``history.jsonl``: a
+  header line ``{"format": "tidemark-history", "schema_version": 1}`` followed by one
+  ``Op.to_dict()`` JSON object per line, appended and flushed as each op happens, so a killed run
+  still has every op it completed (:class:`HistoryWriter`, :func:`iter_history`);
+* this module -- **for analysis** the history is ``history.parquet`` (:func:`convert_history`):
+  one row per op, except that an op carrying records (a ``poll`` or ``drain`` completion) becomes
+  one row per record, and :func:`table_to_ops` restores every op exactly;
+* :mod:`testbed.record.parquet_files` -- how every table of the record is written
+  (:func:`write_parquet`) and its footer read (:func:`read_footer`), shared with the replica and
+  event tables.
 
-**For analysis** the history is ``history.parquet`` (:func:`convert_history`): one row per
-op, except that an op carrying records (a ``poll`` or ``drain`` completion) becomes one
-row per record.  Everything the checker aggregates is an integer column -- ``f`` and
-``type`` are small integer codes, ``process`` is an int (``-1`` = nemesis), ``value`` is
-the integer message value -- because grouping on integers is what makes the Spark checker
-fast (see ``bench/checker.py``).  ``shape`` records how the op's ``value`` is spread over
-the columns so that :func:`table_to_ops` restores every op exactly.  The file's key-value
-metadata carries the schema version, a random 63-bit ``run_id`` (also a constant column, so
-one Spark job can group thousands of runs by an integer) and the lines skipped as bad.
+Everything the checker aggregates is an integer column -- ``f`` and ``type`` are small integer
+codes, ``process`` is an int (``-1`` = nemesis), ``value`` is the integer message value --
+because grouping on integers is what makes the Spark checker fast (see ``bench/checker.py``).
+``shape`` records how the op's ``value`` is spread over the columns.  The file's key-value
+metadata carries the schema version, a random 63-bit ``run_id`` (also a constant column, so one
+Spark job can group thousands of runs by an integer) and the lines skipped as bad.
 
 The replica-dump row format (one JSON object per record or partition, as printed by
 ``python -m broker_impl.dump``) lives in :mod:`testbed.record.replicas`, which turns the dumps of a
@@ -29,23 +32,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import secrets
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from testbed.record.history_lines import HISTORY_FORMAT as HISTORY_FORMAT
+from testbed.record.history_lines import HISTORY_SCHEMA_VERSION as HISTORY_SCHEMA_VERSION
+from testbed.record.history_lines import HistoryFormatError as HistoryFormatError
+from testbed.record.history_lines import HistoryWriter as HistoryWriter
+from testbed.record.history_lines import SkippedLine as SkippedLine
+from testbed.record.history_lines import is_json_int as is_json_int
+from testbed.record.history_lines import iter_history as iter_history
+from testbed.record.history_lines import op_from_dict as op_from_dict
+from testbed.record.history_lines import read_history as read_history
 from testbed.record.ops import NEMESIS_PROCESS, OP_TYPES, Op
-
-HISTORY_SCHEMA_VERSION = 1
-HISTORY_FORMAT = "tidemark-history"
-METADATA_PREFIX = "tidemark."
+from testbed.record.parquet_files import DELTA_COLUMNS as DELTA_COLUMNS
+from testbed.record.parquet_files import METADATA_PREFIX as METADATA_PREFIX
+from testbed.record.parquet_files import PARQUET_LAYOUT as PARQUET_LAYOUT
+from testbed.record.parquet_files import PLAIN_COLUMNS as PLAIN_COLUMNS
+from testbed.record.parquet_files import ROW_GROUP_ROWS as ROW_GROUP_ROWS
+from testbed.record.parquet_files import holds_only as holds_only
+from testbed.record.parquet_files import new_run_id as new_run_id
+from testbed.record.parquet_files import parquet_metadata as parquet_metadata
+from testbed.record.parquet_files import parquet_options as parquet_options
+from testbed.record.parquet_files import read_footer as read_footer
+from testbed.record.parquet_files import read_metadata as read_metadata
+from testbed.record.parquet_files import write_parquet as write_parquet
 
 NEMESIS_PROCESS_CODE = -1
 TYPE_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_TYPES)}
@@ -88,156 +103,6 @@ HISTORY_SCHEMA = pa.schema(
 )
 """Columns of ``history.parquet``.  ``inherited`` marks a send completion that carried no
 value of its own: its partition/key/value columns were copied from its invoke."""
-
-
-class HistoryFormatError(ValueError):
-    """A history or dump file that does not follow the format; the message names file and line."""
-
-    def __init__(self, path: Path | str, line: int | None, reason: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.reason = reason
-        where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {reason}")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SkippedLine:
-    line: int
-    reason: str
-
-
-# ---------------------------------------------------------------- writing JSON lines
-
-
-class HistoryWriter:
-    """Appends ops to ``history.jsonl``, one flushed line per op; safe to share between threads.
-
-    The header line is written when the file is new or empty.  ``durable=True`` also fsyncs
-    every line (for a controller host that may itself lose power); flushing alone already
-    survives the harness being killed.
-    """
-
-    def __init__(self, path: Path | str, *, durable: bool = False) -> None:
-        self.path = Path(path)
-        self._durable = durable
-        self._lock = threading.Lock()
-        self._file = self.path.open("a", encoding="utf-8")
-        if self._file.tell() == 0:
-            self._write_line(json.dumps({"format": HISTORY_FORMAT, "schema_version": HISTORY_SCHEMA_VERSION}))
-
-    def _write_line(self, text: str) -> None:
-        self._file.write(text + "\n")
-        self._file.flush()
-        if self._durable:
-            os.fsync(self._file.fileno())
-
-    def append(self, op: Op) -> None:
-        line = json.dumps(op.to_dict(), separators=(",", ":"), allow_nan=False)
-        with self._lock:
-            self._write_line(line)
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._file.closed:
-                self._file.close()
-
-    def __enter__(self) -> HistoryWriter:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-# ---------------------------------------------------------------- reading JSON lines
-
-
-def is_json_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def op_from_dict(obj: Any) -> Op:
-    """Validate one decoded history line; raises ``ValueError`` with the reason."""
-    if not isinstance(obj, dict):
-        raise ValueError("an op must be a JSON object")
-    unknown = set(obj) - {"index", "time", "process", "type", "f", "value", "error", "node"}
-    if unknown:
-        raise ValueError(f"unknown op field(s) {sorted(unknown)}")
-    for name in ("index", "time"):
-        if not is_json_int(obj.get(name)):
-            raise ValueError(f"op field {name!r} must be an integer, got {obj.get(name)!r}")
-    process: Any = obj.get("process")
-    valid_process = process == NEMESIS_PROCESS or (is_json_int(process) and process >= 0)
-    if not valid_process:
-        raise ValueError(f"op field 'process' must be a non-negative integer or 'nemesis', got {process!r}")
-    if obj.get("type") not in OP_TYPES:
-        raise ValueError(f"op field 'type' must be one of {list(OP_TYPES)}, got {obj.get('type')!r}")
-    if not isinstance(obj.get("f"), str) or not obj["f"]:
-        raise ValueError(f"op field 'f' must be a non-empty string, got {obj.get('f')!r}")
-    for name in ("error", "node"):
-        if obj.get(name) is not None and not isinstance(obj[name], str):
-            raise ValueError(f"op field {name!r} must be a string, got {obj[name]!r}")
-    return Op(
-        index=obj["index"],
-        time=obj["time"],
-        process=process,
-        type=obj["type"],
-        f=obj["f"],
-        value=obj.get("value"),
-        error=obj.get("error"),
-        node=obj.get("node"),
-    )
-
-
-def _check_header(obj: dict[str, Any], path: Path) -> None:
-    version = obj.get("schema_version")
-    if version != HISTORY_SCHEMA_VERSION:
-        raise HistoryFormatError(
-            path,
-            1,
-            f"history schema version {version!r} is not supported (this Tidemark reads version {HISTORY_SCHEMA_VERSION})",
-        )
-
-
-def iter_history(path: Path | str, skipped: list[SkippedLine] | None = None) -> Iterator[tuple[int, Op]]:
-    """Yield ``(line number, op)`` for every op line of a ``history.jsonl``.
-
-    A line that is not valid JSON (a garbage line, or the torn last line of a killed run)
-    or not a valid op raises :class:`HistoryFormatError` naming file and line -- unless
-    ``skipped`` is a list, in which case the line is recorded there and skipped.  A wrong
-    schema version in the header is never skippable.
-    """
-    path = Path(path)
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.strip()
-            if not text:
-                continue
-            try:
-                obj = json.loads(text)
-                if number == 1 and isinstance(obj, dict) and obj.get("format") == HISTORY_FORMAT:
-                    _check_header(obj, path)
-                    continue
-                op = op_from_dict(obj)
-            except HistoryFormatError:
-                raise
-            except ValueError as error:  # json.JSONDecodeError is a ValueError
-                torn = "" if raw.endswith("\n") else " (the last line is incomplete: was the run killed?)"
-                reason = f"{error}{torn}"
-                if skipped is None:
-                    raise HistoryFormatError(path, number, reason) from None
-                skipped.append(SkippedLine(number, reason))
-                continue
-            yield number, op
-
-
-def read_history(path: Path | str, *, skip_bad_lines: bool = False) -> tuple[list[Op], list[SkippedLine]]:
-    """All ops of a ``history.jsonl`` (see :func:`iter_history`) and the skipped lines."""
-    skipped: list[SkippedLine] | None = [] if skip_bad_lines else None
-    ops = [op for _, op in iter_history(path, skipped)]
-    return ops, skipped or []
 
 
 # ---------------------------------------------------------------- ops -> Arrow rows
@@ -425,16 +290,6 @@ class _Flattener:
         self._records(op, F_DRAIN, SHAPE_DRAIN, value["records"], value["partition"], extra)
 
 
-def parquet_metadata(run_id: int, kind: str, extra: dict[str, str]) -> dict[bytes, bytes]:
-    base = {"schema_version": str(HISTORY_SCHEMA_VERSION), "kind": kind, "run_id": str(run_id), **extra}
-    return {(METADATA_PREFIX + key).encode(): value.encode() for key, value in base.items()}
-
-
-def new_run_id() -> int:
-    """A random positive 63-bit id: the integer a batch check groups this run's rows by."""
-    return secrets.randbits(63)
-
-
 def ops_to_table(ops: list[Op], run_id: int, skipped: list[SkippedLine] | None = None) -> pa.Table:
     """Flatten ops into a ``HISTORY_SCHEMA`` table (raises ``ValueError`` on a malformed op)."""
     flattener = _Flattener()
@@ -495,107 +350,7 @@ def convert_history(
     return ConversionSummary(source, target, ops, table.num_rows, run_id, tuple(skipped))
 
 
-ROW_GROUP_ROWS = 1 << 18
-"""Rows per Parquet row group (262,144).  The footer statistics of ``index`` (ops are stored
-in index order) and of ``partition``/``offset`` (replica rows in log order) let a reader
-fetch a few example rows by reading only the row groups that hold them (:mod:`checker.fetch`,
-:mod:`checker.value_details`).  Measured on 50 one-million-op runs: 65,536 rows slowed DuckDB's
-full scans (12.2-16.1 s against 10.4-11.9 s) without making the Spark checker faster
-(46-48.5 s against 41.5-45.9 s); 1,048,576 rows gave every file a single group."""
-
-
-DELTA_COLUMNS = frozenset({"index", "time", "offset", "value", "end_offset", "item", "value_int"})
-"""Integer columns stored ``DELTA_BINARY_PACKED``: they grow along the rows (op indexes and
-times, offsets within a partition, the workload's values), so their differences take a few
-bits each.  Dictionary encoding gave up on them (every value distinct) and fell back to
-plain 8-byte values.  Measured: a 20 s Docker run's history went from 219 KB to 75 KB
-(replicas 97 KB to 62 KB); a generated 1 M-op history from 13.1 MB to 1.0 MB, reading one
-such column with pyarrow from 16-19 ms to 5-7 ms, and a 50 M-op Spark check from 52 s to 41 s."""
-PLAIN_COLUMNS = frozenset({"record_id"})
-"""Integer columns of random bits (hashes): neither dictionary nor delta encoding helps."""
-
-
-def write_parquet(table: pa.Table, target: Path) -> None:
-    """Write atomically: a reader never sees a half-written Parquet file.
-
-    Integer columns of :data:`DELTA_COLUMNS` are delta-encoded, those of
-    :data:`PLAIN_COLUMNS` plain, every other column dictionary-encoded (few distinct values).
-    """
-    partial = target.with_name(target.name + ".partial")
-    pq.write_table(table, partial, row_group_size=ROW_GROUP_ROWS, **parquet_options(table.schema))
-    os.replace(partial, target)
-
-
-def parquet_options(schema: pa.Schema) -> dict[str, Any]:
-    """The encodings of :func:`write_parquet` for ``schema``, as ``pq.write_table`` (or
-    ``pq.ParquetWriter``) arguments: every writer of these tables uses them (:mod:`checker.pack` too)."""
-    delta = [
-        field.name for field in schema if field.name in DELTA_COLUMNS and pa.types.is_integer(field.type)
-    ]
-    dictionary = [name for name in schema.names if name not in delta and name not in PLAIN_COLUMNS]
-    # The page index lets readers skip pages by min/max (e.g. fetching example ops by index).
-    return {
-        "compression": "snappy",
-        "write_page_index": True,
-        "use_dictionary": dictionary,
-        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
-    }
-
-
-PARQUET_LAYOUT = f"{ROW_GROUP_ROWS}-rows-delta"
-"""Names the layout :func:`write_parquet` produces (a cache of generated files keys on it)."""
-
-
 # ---------------------------------------------------------------- Parquet -> ops
-
-
-def read_metadata(path: Path | str, kind: str) -> dict[str, str]:
-    """The ``tidemark.*`` metadata of a Parquet file, after checking its kind and version."""
-    return read_footer(path, kind)[0]
-
-
-def read_footer(path: Path | str, kind: str) -> tuple[dict[str, str], pq.FileMetaData]:
-    """The ``tidemark.*`` metadata of a Parquet file (kind and version checked) and its whole footer.
-
-    One footer read serves both the metadata and the column statistics a caller may need
-    (:func:`holds_only`): a batch of thousands of small runs pays per file opened, and
-    ``pq.read_schema`` costs several times a bare footer read.
-    """
-    path = Path(path)
-    try:
-        footer = pq.read_metadata(path)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise HistoryFormatError(path, None, f"not a readable Parquet file ({error})") from None
-    raw = footer.metadata or {}
-    meta = {
-        k.decode()[len(METADATA_PREFIX) :]: v.decode()
-        for k, v in raw.items()
-        if k.startswith(METADATA_PREFIX.encode())
-    }
-    if meta.get("kind") != kind:
-        raise HistoryFormatError(path, None, f"not a Tidemark {kind} file (kind {meta.get('kind')!r})")
-    if meta.get("schema_version") != str(HISTORY_SCHEMA_VERSION):
-        raise HistoryFormatError(
-            path,
-            None,
-            f"schema version {meta.get('schema_version')!r} is not supported (this Tidemark reads {HISTORY_SCHEMA_VERSION})",
-        )
-    return meta, footer
-
-
-def holds_only(footer: pq.FileMetaData, name: str, value: object) -> bool:
-    """Whether the footer statistics prove every row has ``value`` in column ``name`` (no data read)."""
-    try:
-        column = footer.schema.names.index(name)
-    except ValueError:
-        return False
-    for group in range(footer.num_row_groups):
-        stats = footer.row_group(group).column(column).statistics
-        if stats is None or not stats.has_min_max or stats.null_count:
-            return False
-        if stats.min != value or stats.max != value:
-            return False
-    return True
 
 
 def _record_dict(row: dict[str, Any], with_partition: bool) -> dict[str, Any]:

@@ -35,15 +35,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from testbed.record.history import (
-    INT64_MAX,
-    INT64_MIN,
-    HistoryFormatError,
-    is_json_int,
-    new_run_id,
-    parquet_metadata,
-    write_parquet,
-)
+from testbed.record.history import INT64_MAX, INT64_MIN
+from testbed.record.history_lines import HistoryFormatError, is_json_int
+from testbed.record.parquet_files import new_run_id, parquet_metadata, write_parquet
 from testbed.record.rundir import DUMP_FILE, RunDir, SpecFileError
 
 DUMP_ERROR_FILE = "dump.error"
@@ -258,6 +252,28 @@ def _read_dump(path: Path) -> tuple[list[DumpRecord], list[DumpPartition]]:
     return records, partitions
 
 
+def _node_dump(
+    directory: RunDir, node: str, skip_bad_dumps: bool
+) -> tuple[list[DumpRecord], list[DumpPartition]] | str:
+    """One node's dump, or why the node counts as missing (a failed, absent, empty or -- with
+    ``skip_bad_dumps`` -- damaged dump; without it a damaged dump raises)."""
+    error_path = directory.node_dir(node) / DUMP_ERROR_FILE
+    if error_path.is_file():
+        return "dump failed: " + error_path.read_text(encoding="utf-8", errors="replace").strip()[:500]
+    dump_path = directory.dump(node)
+    if not dump_path.is_file():
+        return f"no {DUMP_FILE}"
+    try:
+        records, partitions = _read_dump(dump_path)
+    except HistoryFormatError as error:
+        if not skip_bad_dumps:
+            raise
+        return f"damaged dump: {error}"
+    if not partitions:
+        return f"{DUMP_FILE} holds no partition lines (empty or cut short)"
+    return records, partitions
+
+
 def build_replicas(
     run_dir: Path | str, nodes: Sequence[str] | None = None, *, skip_bad_dumps: bool = False
 ) -> ReplicaBuildSummary:
@@ -275,27 +291,11 @@ def build_replicas(
     if not node_names:
         missing["*"] = "no nodes listed in test.json and no nodes/<node>/ directories"
     for node in node_names:
-        node_dir = RunDir(run_dir).node_dir(node)
-        dump_path = RunDir(run_dir).dump(node)
-        error_path = node_dir / DUMP_ERROR_FILE
-        if error_path.is_file():
-            missing[node] = (
-                "dump failed: " + error_path.read_text(encoding="utf-8", errors="replace").strip()[:500]
-            )
+        dump = _node_dump(RunDir(run_dir), node, skip_bad_dumps)
+        if isinstance(dump, str):
+            missing[node] = dump
             continue
-        if not dump_path.is_file():
-            missing[node] = f"no {DUMP_FILE}"
-            continue
-        try:
-            records, partitions = _read_dump(dump_path)
-        except HistoryFormatError as error:
-            if not skip_bad_dumps:
-                raise
-            missing[node] = f"damaged dump: {error}"
-            continue
-        if not partitions:
-            missing[node] = f"{DUMP_FILE} holds no partition lines (empty or cut short)"
-            continue
+        records, partitions = dump
         for record in records:
             for name in ("topic", "partition", "offset", "leader_epoch", "key", "value"):
                 record_columns[name].append(getattr(record, name))
