@@ -105,6 +105,25 @@ class _Replays:
         self.log(f"  candidate {self.candidates}: {fault_count(candidate)} faults, reproduced {good}/{runs}")
         return good >= need
 
+    def measured(
+        self, chosen: list[Step], earlier: list[list[Step]], count: int, need: int
+    ) -> tuple[list[Step], int, int, int]:
+        """``chosen`` measured on all ``count`` replays -- or, while it falls short of ``need``, the
+        candidates accepted before it (``earlier``, last first): (the candidate kept, its
+        reproducing replays, its replays, how many accepted candidates were given up)."""
+        good, runs = self.successes(chosen, count, need, early=False)
+        earlier = list(earlier)
+        stepped_back = 0
+        while good < need and earlier:
+            self.log(
+                f"{fault_count(chosen)} faults reproduced in {good} of {runs} replays, short of {need}: "
+                "stepping back to the candidate accepted before"
+            )
+            chosen = earlier.pop()
+            stepped_back += 1
+            good, runs = self.successes(chosen, count, need, early=False)
+        return chosen, good, runs, stepped_back
+
 
 def shrink_run(
     run_dir: Path,
@@ -155,18 +174,8 @@ def shrink_run(
     )
     if not result.complete:
         log(f"budget of {budget_seconds:g} s spent: keeping the smallest scenario found so far")
-    chosen = result.steps
-    good, runs = oracle.successes(chosen, replays, needed, early=False)
     earlier = result.trail[:-1] if search_replays is not None else []
-    stepped_back = 0
-    while good < needed and earlier:
-        log(
-            f"{fault_count(chosen)} faults reproduced in {good} of {runs} replays, short of {needed}: "
-            "stepping back to the candidate accepted before"
-        )
-        chosen = earlier.pop()
-        stepped_back += 1
-        good, runs = oracle.successes(chosen, replays, needed, early=False)
+    chosen, good, runs, stepped_back = oracle.measured(result.steps, earlier, replays, needed)
     note = (
         f"Shrunk by tidemark shrink from {run_dir} ({fault_count(steps)} faults -> "
         f"{fault_count(chosen)}); reproduced {', '.join(target)} in {good} of {runs} replays."
