@@ -3,10 +3,13 @@
 A run directory holds ``test.json``, ``history.jsonl`` and/or ``history.parquet``,
 ``replicas.parquet`` (+ ``replica_partitions.parquet``) or the raw ``nodes/<node>/dump.jsonl``,
 and for the bundled broker ``events.parquet`` or the raw event logs (whose evidence rules are
-:mod:`checker.invariant_evidence`'s).
-:func:`load_run` converts what is missing (JSON lines -> Parquet, dumps -> replicas) and
-reads only footers and small files, so that a batch of thousands of runs starts quickly.
-Bad input raises :class:`InputError` naming the file (and line or field).
+:mod:`checker.invariant_evidence`'s).  :func:`load_run` validates ``test.json`` and reads only
+footers and small files, so that a batch of thousands of runs starts quickly.  The checker only
+reads: making the tables is the record's job (:mod:`testbed.record.finish`), done by the runner as
+a run ends; for a run directory whose tables are missing or stale (stored by an older Tidemark, or
+written by another producer) :func:`load_run` asks the record to finish it first, and on a
+finished run directory nothing is written.  Bad input raises :class:`InputError` naming the file
+(and line or field).
 
 What is merely *incomplete* is not an error: it is recorded in :attr:`RunInput.incomplete`
 and keeps the verdict from being ``valid``.  That covers history lines skipped under
@@ -22,9 +25,8 @@ then named in :attr:`RunInput.not_applicable` and the verdict rests on the clien
 the drain.  A dump the target *should* have given and did not is still incomplete.
 
 Which history file is read: ``history.jsonl`` is the record, ``history.parquet`` derived
-from it.  The Parquet file is (re)written from the JSON lines when it is missing or when
-``history.jsonl`` was modified after it (a strictly newer mtime); otherwise the Parquet
-file is read and ``history.jsonl`` is not (it may be absent).
+from it (:func:`testbed.record.finish.finish_history` says when it is rewritten); the Parquet
+file is what is read, and ``history.jsonl`` may be absent.
 """
 
 from __future__ import annotations
@@ -39,12 +41,11 @@ import pyarrow.parquet as pq
 
 from checker.definitions import REPLICA_CHECKS
 from checker.invariant_evidence import event_evidence
-from testbed.record.history import HistoryFormatError, convert_history, holds_only, read_footer
+from testbed.record.finish import finish_history, finish_replicas
+from testbed.record.history import HistoryFormatError, holds_only, read_footer
 from testbed.record.packed import RowSlice
-from testbed.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, build_replicas, replica_evidence
-from testbed.record.rundir import RunDir, SpecFileError
-
-TEST_SPEC_VERSION = 1
+from testbed.record.replicas import EVIDENCE_NONE, EVIDENCE_SINGLE_STORE, replica_evidence
+from testbed.record.rundir import SPEC_SCHEMA_VERSION, RunDir, SpecFileError
 
 
 class InputError(Exception):
@@ -114,10 +115,10 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
         spec = directory.read_spec()
     except SpecFileError as error:
         raise InputError(str(error)) from None
-    if spec.get("schema_version") != TEST_SPEC_VERSION:
+    if spec.get("schema_version") != SPEC_SCHEMA_VERSION:
         raise _spec_error(
             path,
-            f"schema_version {spec.get('schema_version')!r} is not supported (expected {TEST_SPEC_VERSION})",
+            f"schema_version {spec.get('schema_version')!r} is not supported (expected {SPEC_SCHEMA_VERSION})",
         )
     if not isinstance(spec.get("topic"), str) or not spec["topic"]:
         raise _spec_error(path, "field 'topic' must be a non-empty string")
@@ -142,27 +143,20 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
 
 
 def _history(run_dir: Path, skip_bad_lines: bool) -> tuple[Path, dict[str, str], pq.FileMetaData]:
-    jsonl, parquet = RunDir(run_dir).history_jsonl, RunDir(run_dir).history_parquet
-    stale = parquet.is_file() and jsonl.is_file() and jsonl.stat().st_mtime_ns > parquet.stat().st_mtime_ns
-    if not parquet.is_file() or stale:
-        if not jsonl.is_file():
-            raise InputError(f"{run_dir}: no history.jsonl or history.parquet")
-        convert_history(jsonl, parquet, skip_bad_lines=skip_bad_lines)
+    """The history Parquet file (the record finishes it when missing or stale) and its footer."""
+    parquet = finish_history(run_dir, skip_bad_lines=skip_bad_lines)
     return parquet, *read_footer(parquet, "history")
 
 
 def _replicas(run_dir: Path) -> tuple[Path | None, dict[str, str], pq.FileMetaData | None]:
-    """The replica Parquet file (built from the dumps when missing) and its metadata.
+    """The replica Parquet file (the record builds it from the dumps when missing) and its footer.
 
-    A damaged dump makes its node missing (``skip_bad_dumps``), whatever ``--skip-bad-lines``
-    says: its reason names the file and line, and the verdict is at best unknown.
+    A damaged dump makes its node missing, whatever ``--skip-bad-lines`` says: its reason
+    names the file and line, and the verdict is at best unknown.
     """
-    directory = RunDir(run_dir)
-    replicas = directory.replicas
-    if not replicas.is_file() or not directory.replica_partitions.is_file():
-        if not directory.dumps():
-            return None, {}, None
-        build_replicas(run_dir, skip_bad_dumps=True)
+    replicas = finish_replicas(run_dir)
+    if replicas is None:
+        return None, {}, None
     return replicas, *read_footer(replicas, "replicas")
 
 
@@ -194,7 +188,13 @@ def _replica_partitions(run_dir: Path, topic: str) -> tuple[dict[str, dict[int, 
 
 
 def load_run(run_dir: Path | str, *, skip_bad_lines: bool = False) -> RunInput:
-    """Validate one run directory and make its Parquet evidence exist."""
+    """Validate one run directory and read what an engine needs to know up front.
+
+    The run's tables are read, not made: a run directory the runner finished is only read; one
+    whose tables are missing or stale is finished first by the record
+    (:mod:`testbed.record.finish`), in the order its errors have always been reported (spec,
+    history, replicas, events).
+    """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: no such run directory")

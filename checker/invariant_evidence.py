@@ -1,9 +1,10 @@
 """The evidence of the white-box checks: a run's event logs, and what their state means for a verdict.
 
 The white-box checks (:data:`checker.definitions.INVARIANT_CHECKS`) read ``events.parquet``, the
-table :mod:`testbed.record.event_table` makes of the run's collected event logs (built here when
-absent or older than a log).  The rules, the same as for the replica dumps
-(:mod:`checker.evidence`):
+table :mod:`testbed.record.event_table` makes of the run's collected event logs (the record makes
+it, :func:`testbed.record.finish.finish_events`, when absent or older than a log; the rule of
+which runs keep event logs is the record's too, :func:`testbed.record.finish.event_logs_absent`).
+The rules, the same as for the replica dumps (:mod:`checker.evidence`):
 
 * **Not applicable** -- named in ``results.json``'s ``not_applicable``, no reason for an unknown
   verdict -- when the target keeps no event log: a target whose replicas are not the bundled
@@ -30,12 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from checker.definitions import INVARIANT_CHECKS
-from testbed.record.event_table import build_events, events_table_stale
+from testbed.record.finish import event_logs_absent, finish_events
 from testbed.record.history import read_metadata
-from testbed.record.replicas import EVIDENCE_DUMPS, replica_evidence
-from testbed.record.rundir import RunDir
-
-EVENT_LOG_SETTING = "event.log.enable"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,29 +46,13 @@ class EventEvidence:
     not_applicable: dict[str, str]
 
 
-def not_applicable_reason(spec: dict[str, Any]) -> str | None:
-    """Why the run has no event logs to check (None: it should have them)."""
-    kind, why = replica_evidence(spec)
-    if kind != EVIDENCE_DUMPS:
-        target = why or f"replica evidence {kind}"
-        return f"no broker event logs: {target}"
-    setting = (spec.get("broker_config") or {}).get(EVENT_LOG_SETTING)
-    if setting is None:
-        return f"no broker event logs: the run recorded no {EVENT_LOG_SETTING} (stored before event logs)"
-    text = str(setting).strip().lower()
-    if text in ("false", "0", "no", "off"):
-        return f"no broker event logs: {EVENT_LOG_SETTING}={text}"
-    return None
-
-
 def event_evidence(run_dir: Path, spec: dict[str, Any]) -> EventEvidence:
-    """The run's event table (built when stale) and what is incomplete or not applicable."""
-    reason = not_applicable_reason(spec)
+    """The run's event table (finished by the record when stale) and what is incomplete or not
+    applicable."""
+    reason = event_logs_absent(spec)
     if reason is not None:
         return EventEvidence(None, None, [], dict.fromkeys(INVARIANT_CHECKS, reason))
-    if events_table_stale(run_dir):
-        build_events(run_dir)
-    path = RunDir(run_dir).events
+    path = finish_events(run_dir)
     meta = read_metadata(path, "events")
     incomplete: list[str] = []
     for node, why in sorted(json.loads(meta.get("missing_logs", "{}")).items()):

@@ -4,7 +4,7 @@ A run directory is ``store/<test name>/<UTC timestamp>/`` (or ``<campaign>/runs/
 
     test.json                    the whole spec, effective settings, resolved scenario, versions
     history.jsonl                every op, appended and flushed as it completes (a killed run keeps it)
-    history.parquet              the same ops, columnar (written by the loader, see checker.evidence)
+    history.parquet              the same ops, columnar (written as the run is finished: testbed.record.finish)
     replicas.parquet             every replica's records, from the dumps
     replica_partitions.parquet   every replica's HW, LEO and leader-epoch cache
     nodes/<node>/                node logs, dump.jsonl (the offline dump of that node's log), and
@@ -32,6 +32,10 @@ from pathlib import Path
 from typing import Any, Final
 
 SPEC_FILE: Final = "test.json"
+SPEC_SCHEMA_VERSION: Final = 1
+"""The version of ``test.json``'s schema: the one constant both its writer
+(:class:`harness.run.spec.TestSpec`) and the checker's validation (:func:`checker.evidence.read_spec`)
+import."""
 HISTORY_JSONL: Final = "history.jsonl"
 HISTORY_PARQUET: Final = "history.parquet"
 REPLICAS_FILE: Final = "replicas.parquet"
