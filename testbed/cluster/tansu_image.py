@@ -93,7 +93,9 @@ class TansuPin:
         ):
             raise ValueError(f"tansu features {self.features!r} must be distinct names, sorted")
         if self.opt_level not in (1, 2, 3):
-            raise ValueError(f"tansu opt_level {self.opt_level!r} must be 1, 2 or 3 (0 is a debug build)")
+            raise ValueError(
+                f"tansu opt_level {self.opt_level!r} must be 1, 2 or 3 (0: an unoptimised, far slower broker)"
+            )
 
     @property
     def key(self) -> str:
