@@ -4,28 +4,17 @@ Planning (which nodes, which grudge, when) is pure and lives in :mod:`nemesis.pl
 only acts, through :class:`ClusterHandle` and the nodes' :class:`~testbed.nodes.remote.Remote` s, and
 writes every fault and heal to the history as an invoke/complete pair of process ``"nemesis"``.
 
-Ops emitted (``value`` of the invoke; the completion repeats it and adds ``"errors"``
-``{node: message}`` when some node did not do its part):
+Ops emitted: one invoke/complete pair per fault or heal, ``f`` the kind's name and ``value``
+the shape its declaration gives (:data:`nemesis.fault_kinds.REGISTRY`, ``op_value``); the
+completion repeats the value and adds ``"errors"`` ``{node: message}`` when some node did not do
+its part.  A fault package is one ``package`` op around the ops of its steps
+(:mod:`nemesis.package_run`).
 
-=============  ========================================================================
-``f``          ``value``
-=============  ========================================================================
-``kill``       ``{"nodes": [...], "target": "minority"}`` -- SIGKILL the broker daemon; ok once
-               it is dead (not merely signalled)
-``start``      ``{"nodes": [...]}`` -- heal of ``kill``: start the broker where it is not running
-               (heal-all adds ``"not_killed_by_nemesis": [...]`` for brokers found down that the
-               nemesis never killed: a crash worth reading the node's log for)
-``pause``      ``{"nodes": [...], "target": "leader"}`` -- SIGSTOP the broker's process group
-``resume``     ``{"nodes": [...]}`` -- heal of ``pause``: SIGCONT
-``partition``  ``{"kind": "halves", "grudge": {"n1": ["n2", "n3"], "n2": ["n1"], ...}}`` --
-               node -> the nodes it drops traffic from (iptables, chain ``TIDEMARK``)
-``heal``       ``{"nodes": [...]}`` -- heal of ``partition``: flush the chain on those nodes
-``metadata-``  ``{"nodes": [...], "target": "one"}`` -- ``metadata-delay``: the brokers drop every
-``delay``      packet from the controller (chain ``TIDEMARK-META``, :mod:`nemesis.metadata_delay`)
-``metadata-``  ``{"nodes": [...]}`` -- heal of ``metadata-delay``: flush ``TIDEMARK-META`` on those
-``heal``       brokers (partitions stay)
-``package``    a fault package around the ops of its steps (:mod:`nemesis.package_run`)
-=============  ========================================================================
+**Dispatch.**  Every fault, whether a scenario's step, a package's or the random schedule's,
+goes through :meth:`Nemesis.apply` and the kind's entry of :data:`MECHANISMS`: node-shaped kinds
+share one mechanism (track, record, run the kind's per-node act of
+:data:`nemesis.broker_acts.NODE_ACTS` on each node); partitions, their heal and consumer churn
+have their own.
 
 ``target`` is present on node faults when the random schedule chose the nodes (absent for direct
 calls); steps that follow a leader (``leader``, ``followers``, ``isolate-leader``) also carry
@@ -44,17 +33,35 @@ teardown path of a signal handler.
 
 from __future__ import annotations
 
-import dataclasses
-import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from nemesis import iptables
+from nemesis.broker_acts import NODE_ACTS, BrokerActs
 from nemesis.consumer_churn import check_churn, run_churn
+from nemesis.fault_kinds import (
+    CONSUMER_CHURN,
+    CONSUMER_GROUP,
+    CONTROLLER_NODE,
+    HEALS,
+    KILL,
+    METADATA_DELAY,
+    METADATA_HEAL,
+    PARTITION,
+    PAUSE,
+    POWER_LOSS,
+    REGISTRY,
+    RESUME,
+    START,
+    FaultKind,
+    names_drawn_as,
+)
+from nemesis.kind_mechanisms import MECHANISMS
 from nemesis.metadata_delay import MetadataDelay
-from nemesis.outcomes import Refused, complete, on_nodes
+from nemesis.nemesis_config import ABILITY_MISSING, ClusterHandle, cluster_abilities
+from nemesis.nemesis_config import NemesisConfig as NemesisConfig
+from nemesis.outcomes import complete, on_nodes
 from nemesis.packages import PackageContext
 from nemesis.plan import (
     ChurnPlan,
@@ -62,7 +69,6 @@ from nemesis.plan import (
     Layout,
     PlanError,
     PlannedStep,
-    TopicPartition,
     check_plan,
     describe_grudge,
     grudge_to_json,
@@ -72,64 +78,18 @@ from nemesis.plan import (
 )
 from nemesis.scenario_run import MarkerSender
 from nemesis.schedule_run import follow_schedule
-from nemesis.spec import (
-    CONSUMER_CHURN,
-    HEALS,
-    KILL,
-    METADATA_DELAY,
-    PARTITION,
-    PAUSE,
-    POWER_LOSS,
-    NemesisSpec,
-)
-from testbed.cluster.protocol import Cluster, NodeControl, PowerLoss
-from testbed.nodes.remote import RemoteError
-from testbed.record.faults import ANNOUNCED
+from nemesis.spec import NemesisSpec
+from nemesis.steps import FaultStep
+from testbed.cluster.protocol import PowerLoss
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
-
-BROKER_DAEMON = "broker"
-"""The Remote daemon name of the broker process on every broker node."""
-
-
-class ClusterHandle(NodeControl, Protocol):
-    """What the nemesis needs from a cluster: its node names and :class:`NodeControl`."""
-
-    @property
-    def brokers(self) -> Sequence[str]:
-        """Broker node names, e.g. ``["n1", "n2", "n3"]``."""
-        ...
-
-    @property
-    def controller(self) -> str | None:
-        """The controller's node name, or None when the cluster's metadata lives elsewhere."""
-        ...
-
-
-@dataclasses.dataclass(frozen=True)
-class _NodeFault:
-    """How one node fault acts on a broker node and how it is healed.
-
-    A new node fault (power loss) joins by adding its name to ``nemesis.spec.NODE_FAULT_KINDS`` and
-    one entry to ``Nemesis._node_faults``; targets, tracking, op recording and heal-all (which
-    restarts the brokers of every fault healed by ``start``) then work for it unchanged.
-    """
-
-    heal_f: str
-    inject: Callable[[str], None]
-    heal: Callable[[str], None]
 
 
 class Nemesis:
     """Injects the faults of ``spec``'s random schedule into ``cluster`` and records them with ``recorder``.
 
-    ``leader_partitions`` are the topic partitions whose leader the ``leader``/``followers``/
-    ``isolate-leader`` targets follow (one is drawn per step); ``workload`` is asked for the
-    optional abilities some faults need (``consumer-churn``: :mod:`nemesis.consumer_churn`; marker
-    sends for packages' ``produce`` steps: :class:`nemesis.scenario_run.MarkerSender`).
-    Raises PlanError at once when the spec cannot be carried out on this cluster or workload. ``remote_timeout`` bounds every remote call;
-    ``settle_timeout`` bounds the wait for a SIGKILLed broker to be gone.  ``isr_lag_seconds``
-    (``replica.lag.time.max.ms``, where the caller knows it) lets a package outlast the ISR lag.
+    ``config`` (:class:`NemesisConfig`) says the rest.  Raises PlanError at once when the spec
+    cannot be carried out on this cluster or workload.
     """
 
     def __init__(
@@ -137,34 +97,29 @@ class Nemesis:
         spec: NemesisSpec,
         cluster: ClusterHandle,
         recorder: Recorder,
-        *,
-        leader_partitions: Sequence[TopicPartition] = (),
-        remote_timeout: float = 10.0,
-        settle_timeout: float = 10.0,
-        heal_all_wait: float = 30.0,
-        package_cluster: Cluster | None = None,
-        replication_factor: int | None = None,
-        workload: object | None = None,
-        isr_lag_seconds: float | None = None,
+        config: NemesisConfig | None = None,
     ) -> None:
+        config = config or NemesisConfig()
         self.spec = spec
         self.cluster = cluster
         self.recorder = recorder
+        self.config = config
         self.layout = Layout(tuple(cluster.brokers), cluster.controller, spec.partition_scope)
-        self.leader_partitions = tuple(leader_partitions)
-        self.package_cluster = package_cluster
+        self.leader_partitions = tuple(config.leader_partitions)
+        self.package_cluster = config.package_cluster
+        workload = config.workload
         self.packages = (
             PackageContext(
                 brokers=self.layout.brokers,
                 partitions=len(self.leader_partitions),
-                replication_factor=replication_factor or len(self.layout.brokers),
+                replication_factor=config.replication_factor or len(self.layout.brokers),
                 power_loss=isinstance(cluster, PowerLoss),
                 metadata_delay=cluster.controller is not None,
                 quiet_seconds=spec.interval_seconds,
                 markers=isinstance(workload, MarkerSender),
-                isr_lag_seconds=isr_lag_seconds,
+                isr_lag_seconds=config.isr_lag_seconds,
             )
-            if package_cluster is not None and self.leader_partitions
+            if config.package_cluster is not None and self.leader_partitions
             else None
         )
         check_plan(spec, self.layout, self.leader_partitions, self.packages)
@@ -172,9 +127,7 @@ class Nemesis:
         self._workload = workload
         self.markers = workload if isinstance(workload, MarkerSender) else None
         """The workload's marker sends, for packages' ``produce`` steps (None: it has none)."""
-        self.remote_timeout = remote_timeout
-        self.settle_timeout = settle_timeout
-        self.heal_all_wait = heal_all_wait
+        self.heal_all_wait = config.heal_all_wait
         self._action_lock = threading.RLock()  # one fault action at a time; re-entrant for the signal path
         self._state_lock = threading.RLock()
         self._partition: tuple[str, Grudge] | None = None
@@ -182,20 +135,13 @@ class Nemesis:
         self._schedule_stopped = False
         self._run_stop_events: list[threading.Event] = []
         self._no_new_steps = threading.Event()  # wind_down: the schedule starts nothing more
-        self._metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
-        self._node_faults: dict[str, _NodeFault] = {
-            KILL: _NodeFault("start", self._kill_one, self._start_one),
-            PAUSE: _NodeFault(
-                "resume",
-                lambda node: self._signal_broker(node, signal.SIGSTOP),
-                lambda node: self._signal_broker(node, signal.SIGCONT),
-            ),
-            POWER_LOSS: _NodeFault("start", self._power_loss_one, self._start_one),
-            METADATA_DELAY: _NodeFault(HEALS[METADATA_DELAY], self._metadata.inject, self._metadata.heal),
-        }
+        self._remote_timeout = config.remote_timeout
+        metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
+        self._acts = BrokerActs(cluster, metadata, config.remote_timeout, config.settle_timeout)
+        self._abilities = cluster_abilities(cluster)
         if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLoss):
             raise PlanError("power-loss needs a cluster whose data directories are on the lazy filesystem")
-        self._affected: dict[str, set[str]] = {fault: set() for fault in self._node_faults}
+        self._affected: dict[str, set[str]] = {fault: set() for fault in names_drawn_as("node-target")}
 
     # ----------------------------------------------------------------- schedule
 
@@ -232,7 +178,8 @@ class Nemesis:
         with self._action_lock:
             if from_schedule and self._schedule_stopped:
                 return None, step
-            extra: dict[str, Any] = {"target": step.target} if step.fault in self._node_faults else {}
+            node_fault = REGISTRY[step.fault].drawn_as == "node-target"
+            extra: dict[str, Any] = {"target": step.target} if node_fault else {}
             if step.leader_of is not None:
                 topic, partition = step.leader_of
                 extra["leader_of"] = {"topic": topic, "partition": partition}
@@ -242,13 +189,10 @@ class Nemesis:
                     value = {"kind": step.target} if step.fault == PARTITION else {}
                     invocation = self.recorder.invoke(NEMESIS_PROCESS, step.fault, {**value, **extra})
                     return self.recorder.complete(invocation, "fail", {**value, **extra}, error=problem), step
-            if step.fault == PARTITION:
-                if step.grudge is None:
-                    raise ValueError(f"partition step {step} has neither a grudge nor a leader to isolate")
-                return self.partition(step.grudge, step.target, extra=extra), step
-            if step.fault not in self._node_faults:
-                raise ValueError(f"unknown fault {step.fault!r} in step {step}")
-            return self._node_fault(step.fault, step.nodes, extra), step
+            if step.fault == PARTITION and step.grudge is None:
+                raise ValueError(f"partition step {step} has neither a grudge nor a leader to isolate")
+            fault = FaultStep(step.fault, nodes=step.nodes, grudge=step.grudge, kind=step.target)
+            return self._apply(fault, extra), step
 
     def _resolve_leader(self, step: PlannedStep) -> tuple[PlannedStep, str | None]:
         """``step`` resolved from the current leader, or the step and why that was impossible."""
@@ -267,43 +211,63 @@ class Nemesis:
         with self._action_lock:
             if from_schedule and self._schedule_stopped:
                 return None
-            if step.fault == PARTITION:
-                return self.heal_partition()
-            return self._node_heal(step.fault, step.nodes)
+            return self._apply(FaultStep(HEALS[step.fault], nodes=step.nodes), {})
 
-    # ----------------------------------------------------------------- direct faults (scenarios use these too)
+    # ----------------------------------------------------------------- faults by kind
+
+    def apply(self, step: FaultStep) -> Op:
+        """Carry out ``step`` (its names already nodes) by its kind's mechanism (:data:`MECHANISMS`).
+
+        PlanError, recording nothing, when the cluster lacks an ability the kind needs (a
+        metadata delay without a controller node); ValueError for nodes that are no brokers.
+        """
+        return self._apply(step, {})
+
+    def _apply(self, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+        kind = REGISTRY[step.fault]
+        self._require(kind)
+        with self._action_lock:
+            return MECHANISMS[kind.name](self, step, extra)
+
+    def _require(self, kind: FaultKind) -> None:
+        """PlanError when this cluster lacks an ability ``kind`` needs (the workload's are the
+        mechanism's to check: :func:`nemesis.consumer_churn.check_churn` names the flag)."""
+        missing = sorted(kind.needs - self._abilities - {CONSUMER_GROUP})
+        if CONTROLLER_NODE in missing:
+            metadata_source(self.layout)  # raises, saying why in the words of the plan
+        if missing:
+            raise PlanError(f"{kind.name} needs {ABILITY_MISSING[missing[0]]}")
 
     def kill(self, nodes: Sequence[str]) -> Op:
         """SIGKILL the broker on ``nodes`` and wait until it is gone."""
-        return self._node_fault(KILL, nodes, {})
+        return self.apply(FaultStep(KILL, tuple(nodes)))
 
     def start(self, nodes: Sequence[str]) -> Op:
         """Start the broker on each of ``nodes`` where it is not running."""
-        return self._node_heal(KILL, nodes)
+        return self.apply(FaultStep(START, tuple(nodes)))
 
     def power_loss(self, nodes: Sequence[str]) -> Op:
         """SIGKILL the broker on ``nodes``, wait until it is gone, then drop every write its
         data directory had not fsynced (the lazy filesystem's ``drop``).  Healed by ``start``."""
-        return self._node_fault(POWER_LOSS, nodes, {})
+        return self.apply(FaultStep(POWER_LOSS, tuple(nodes)))
 
     def pause(self, nodes: Sequence[str], announced: bool = True) -> Op:
         """SIGSTOP the broker on ``nodes``; ``announced=False`` marks the op as a planted liveness bug
         that opens no fault window for the checker (:mod:`testbed.record.faults`)."""
-        return self._node_fault(PAUSE, nodes, {} if announced else {ANNOUNCED: False})
+        return self.apply(FaultStep(PAUSE, tuple(nodes), announced=announced))
 
     def resume(self, nodes: Sequence[str], announced: bool = True) -> Op:
         """SIGCONT the broker on ``nodes`` (``announced``: as for :meth:`pause`)."""
-        return self._node_heal(PAUSE, nodes, {} if announced else {ANNOUNCED: False})
+        return self.apply(FaultStep(RESUME, tuple(nodes), announced=announced))
 
     def metadata_delay(self, nodes: Sequence[str]) -> Op:
         """Make the brokers ``nodes`` drop every packet from the controller: they stop learning
         metadata until :meth:`heal_metadata_delay`. PlanError, recording nothing, without a controller."""
-        metadata_source(self.layout)
-        return self._node_fault(METADATA_DELAY, nodes, {})
+        return self.apply(FaultStep(METADATA_DELAY, tuple(nodes)))
 
     def heal_metadata_delay(self, nodes: Sequence[str] = ()) -> Op:
         """Let ``nodes`` (default: every broker) hear from the controller again; partitions stay."""
-        return self._node_heal(METADATA_DELAY, nodes or self.layout.brokers)
+        return self.apply(FaultStep(METADATA_HEAL, tuple(nodes)))
 
     def consumer_churn(self, stop: str, pick: int) -> Op:
         """Replace one of the workload's group consumers (``stop``: leave or stall; ``pick``: which,
@@ -388,7 +352,7 @@ class Nemesis:
             brokers = list(self.layout.brokers)
             ops: list[Op] = []
             if delayed:  # the chain removal below undoes it too; this op closes its window in the history
-                ops.append(self._act(HEALS[METADATA_DELAY], {"nodes": delayed}, delayed, self._metadata.heal))
+                ops.append(self._act(METADATA_HEAL, {"nodes": delayed}, delayed, self._acts.heal_metadata))
             ops.append(
                 self._act(
                     "heal", {"nodes": nodes}, nodes, lambda node: self._exec(node, iptables.remove_script())
@@ -398,16 +362,16 @@ class Nemesis:
                 with self._state_lock:
                     self._partition = None
                     self._affected[METADATA_DELAY].clear()
-            ops.append(self._act("resume", {"nodes": brokers}, brokers, self._resume_if_running))
+            ops.append(self._act(RESUME, {"nodes": brokers}, brokers, self._acts.resume_if_running))
             if ops[-1].type == "ok":
                 with self._state_lock:
                     self._affected[PAUSE].clear()
-            down = [node for node in brokers if node in killed or not self._surely_alive(node)]
+            down = [node for node in brokers if node in killed or not self._acts.surely_alive(node)]
             if down:
                 value: dict[str, Any] = {"nodes": down}
                 if set(down) - killed:
                     value["not_killed_by_nemesis"] = [node for node in down if node not in killed]
-                ops.append(self._act("start", value, down, self._start_one))
+                ops.append(self._act(START, value, down, self._acts.start))
                 with self._state_lock:
                     for fault in self._stopping_faults():
                         self._affected[fault] -= set(down) - set(ops[-1].value.get("errors", {}))
@@ -424,16 +388,16 @@ class Nemesis:
         :meth:`heal_all` leaving the schedule running; one op per heal kind, returned."""
         with self._state_lock:
             partitioned = self._partition is not None
-            by_heal: dict[str, tuple[str, set[str]]] = {}
+            by_heal: dict[str, set[str]] = {}
             for fault, nodes in self._affected.items():
                 if nodes:
-                    by_heal.setdefault(self._node_faults[fault].heal_f, (fault, set()))[1].update(nodes)
+                    by_heal.setdefault(HEALS[fault], set()).update(nodes)
         ops = [self.heal_partition()] if partitioned else []
-        return ops + [self._node_heal(fault, sorted(nodes)) for fault, nodes in by_heal.values()]
+        return ops + [self.heal_on_nodes(heal, sorted(nodes)) for heal, nodes in by_heal.items()]
 
     def _stopping_faults(self) -> list[str]:
         """The node faults that leave the broker down until a ``start`` (kill; later power loss)."""
-        return [fault for fault, actions in self._node_faults.items() if actions.heal_f == "start"]
+        return [fault for fault in self._affected if HEALS[fault] == START]
 
     def active_faults(self) -> list[str]:
         """Short descriptions of the faults in effect, for the live progress line (e.g. ``kill n2``)."""
@@ -446,30 +410,34 @@ class Nemesis:
 
     # ----------------------------------------------------------------- node faults
 
-    def _node_fault(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op:
+    def inject_on_nodes(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op:
+        """The mechanism of a node fault: track it on ``nodes``, record it, run its per-node act."""
         nodes = self._brokers(nodes)
         value = {"nodes": nodes, **extra}
+        act = NODE_ACTS[fault]
         with self._action_lock:
             with self._state_lock:
                 self._affected[fault] |= set(nodes)  # before acting: heal_all must see a fault in flight
                 self._dirty = True
             invocation = self.recorder.invoke(NEMESIS_PROCESS, fault, value)
-            failures = on_nodes(nodes, self._node_faults[fault].inject, parallel=True)
+            failures = on_nodes(nodes, lambda node: act(self._acts, node), parallel=True)
             with self._state_lock:
                 self._affected[fault] -= {node for node, failure in failures.items() if failure.definite}
             return complete(self.recorder, invocation, value, failures, len(nodes))
 
-    def _node_heal(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:
+    def heal_on_nodes(self, heal: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:
+        """The mechanism of a node fault's heal: record it, run its per-node act, and stop tracking
+        every fault it heals on the nodes it reached (a ``start`` heals a kill and a power loss alike)."""
         nodes = self._brokers(nodes)
         value = {"nodes": nodes, **(extra or {})}
+        act = NODE_ACTS[heal]
         with self._action_lock:
-            invocation = self.recorder.invoke(NEMESIS_PROCESS, self._node_faults[fault].heal_f, value)
-            failures = on_nodes(nodes, self._node_faults[fault].heal, parallel=True)
-            heal_f = self._node_faults[fault].heal_f
+            invocation = self.recorder.invoke(NEMESIS_PROCESS, heal, value)
+            failures = on_nodes(nodes, lambda node: act(self._acts, node), parallel=True)
             with self._state_lock:
-                for kind, actions in self._node_faults.items():
-                    if actions.heal_f != heal_f:
-                        continue  # a start heals a kill and a power loss alike
+                for kind in self._affected:
+                    if HEALS[kind] != heal:
+                        continue
                     self._affected[kind] -= {
                         node
                         for node in nodes
@@ -477,42 +445,8 @@ class Nemesis:
                     }
             return complete(self.recorder, invocation, value, failures, len(nodes))
 
-    def _kill_one(self, node: str) -> None:
-        self._signal_broker(node, signal.SIGKILL)
-        remote = self.cluster.remote(node)
-        deadline = time.monotonic() + self.settle_timeout
-        delay = 0.01
-        while remote.is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
-            if time.monotonic() >= deadline:
-                raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
-            time.sleep(delay)  # polling a condition, bounded by the deadline
-            delay = min(delay * 2, 0.2)
-
-    def _power_loss_one(self, node: str) -> None:
-        self._kill_one(node)  # the process must be gone before the cache is: no write may land after
-        cluster = self.cluster
-        assert isinstance(cluster, PowerLoss)
-        cluster.drop_unsynced(node)
-
-    def _start_one(self, node: str) -> None:
-        if not self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
-            self.cluster.start_broker(node)
-
-    def _signal_broker(self, node: str, sig: signal.Signals) -> None:
-        if not self.cluster.remote(node).signal(BROKER_DAEMON, sig, timeout=self.remote_timeout):
-            raise Refused("broker not running")
-
-    def _resume_if_running(self, node: str) -> None:
-        self.cluster.remote(node).signal(BROKER_DAEMON, signal.SIGCONT, timeout=self.remote_timeout)
-
-    def _surely_alive(self, node: str) -> bool:
-        try:
-            return self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout)
-        except Exception:
-            return False  # cannot tell: include it in the start, which checks again
-
     def _exec(self, node: str, script: str) -> None:
-        self.cluster.remote(node).exec(script, timeout=self.remote_timeout)
+        self.cluster.remote(node).exec(script, timeout=self._remote_timeout)
 
     def _brokers(self, nodes: Sequence[str]) -> list[str]:
         if not nodes:

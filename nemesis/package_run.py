@@ -23,20 +23,35 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nemesis.plan import PlannedStep
 from nemesis.scenario import ScenarioError, ScenarioFailed, parse_scenario
-from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from nemesis.scenario_run import MarkerSender, ScenarioContext, ScenarioNemesis, ScenarioRun
 from testbed.cluster.protocol import Cluster
-from testbed.record.ops import NEMESIS_PROCESS
-
-if TYPE_CHECKING:
-    from nemesis.mechanism import Nemesis
+from testbed.record.ops import NEMESIS_PROCESS, Op
+from testbed.record.recorder import Recorder
 
 logger = logging.getLogger(__name__)
 
 PACKAGE_OP = "package"
+
+
+class PackageNemesis(ScenarioNemesis, Protocol):
+    """What running a package needs of the nemesis (:class:`nemesis.mechanism.Nemesis` has it;
+    a protocol, so this module does not import the mechanism that calls it)."""
+
+    @property
+    def recorder(self) -> Recorder: ...
+
+    @property
+    def markers(self) -> MarkerSender | None:
+        """The workload's marker sends (None: it has none)."""
+        ...
+
+    def heal_in_effect(self) -> list[Op]:
+        """Heal whatever is in effect now, leaving the schedule running."""
+        ...
 
 
 class _NoMarkers:
@@ -48,7 +63,7 @@ class _NoMarkers:
 
 
 def run_package(
-    nemesis: Nemesis, step: PlannedStep, cluster: Cluster, topic: str, stop_event: threading.Event
+    nemesis: PackageNemesis, step: PlannedStep, cluster: Cluster, topic: str, stop_event: threading.Event
 ) -> None:
     """Run the package ``step`` on ``cluster`` (``topic`` is the workload's), recording it."""
     steps = [dict(planned) for planned in step.steps]

@@ -70,6 +70,7 @@ from nemesis.spec import (
     STALE_LEADER_LAGGING_JOINER,
     ZOMBIE_FETCH_ACROSS_EPOCHS,
 )
+from nemesis.steps import PARTITION_WAITS
 
 Step = dict[str, Any]
 
@@ -484,13 +485,6 @@ def plan_package(name: str, rng: random.Random, context: PackageContext) -> tupl
     if context.partitions < 1:
         raise PackageError(f"{name} needs a topic partition to follow")
     return tuple(_on_the_package_partition(PLANNERS[name](rng, context)))
-
-
-PARTITION_WAITS = frozenset(
-    {"leader-is", "leader-is-not", "caught-up", "in-isr", "not-in-isr", "log-end-past", "hw-checkpoint"}
-)
-"""The waits whose condition is about one partition (a scenario step without ``partition``
-means partition 0)."""
 
 
 def _on_the_package_partition(steps: list[Step]) -> list[Step]:

@@ -47,6 +47,7 @@ import random
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from nemesis.fault_kinds import CHURN_STOPS as CHURN_STOPS
 from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
     CONSUMER_CHURN,
@@ -304,8 +305,6 @@ def _shuffled(nodes: Sequence[str], rng: random.Random) -> list[str]:
 # --------------------------------------------------------------------------- schedule
 
 
-CHURN_STOPS: tuple[str, ...] = ("leave", "stall")
-"""How ``consumer-churn`` stops its victim (:mod:`nemesis.consumer_churn`)."""
 CHURN_PICK_RANGE = 1 << 30
 
 

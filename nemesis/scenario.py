@@ -78,119 +78,28 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nemesis.plan import CHURN_STOPS
-from nemesis.spec import CONSUMER_CHURN
-from testbed.cluster.kafka_admin import PartitionInfo
+from nemesis.steps import CONTROLLER as CONTROLLER
+from nemesis.steps import FAULTS as FAULTS
+from nemesis.steps import NODE_KEYS as NODE_KEYS
+from nemesis.steps import OFFSETS_PARTITION as OFFSETS_PARTITION
+from nemesis.steps import ROLES as ROLES
+from nemesis.steps import VERBS as VERBS
+from nemesis.steps import WAITS as WAITS
+from nemesis.steps import Role as Role
+from nemesis.steps import ScenarioError as ScenarioError
+from nemesis.steps import ScenarioFailed as ScenarioFailed
+from nemesis.steps import ScenarioStep, parse_step
+from nemesis.steps import parse_role as parse_role
+from nemesis.steps import role_node as role_node
 from testbed.cluster.targets import TARGETS
 
-FAULTS = (
-    "kill",
-    "start",
-    "pause",
-    "resume",
-    "power-loss",
-    "partition",
-    "heal",
-    "metadata-delay",
-    "metadata-heal",
-    CONSUMER_CHURN,
-)
-NODELESS_FAULTS = ("partition", "heal", "metadata-heal", CONSUMER_CHURN)
-"""Faults whose step may omit ``node``/``nodes``."""
-UNANNOUNCEABLE = ("pause", "resume")
-"""Faults whose step may say ``announce = false`` (recorded as unannounced: no fault window)."""
-ROLES = ("leader-of", "follower-of")
-OFFSETS_PARTITION = "offsets"
-"""The partition name, in roles and waits, of the ``__consumer_offsets`` partition that holds the
-workload's consumer group -- the partition its coordinator leads."""
-CONTROLLER = "controller"
-"""The name that always means the cluster's controller node."""
-WAITS = (
-    "leader-is",
-    "leader-is-not",
-    "caught-up",
-    "in-isr",
-    "not-in-isr",
-    "answers",
-    "log-end-past",
-    "hw-checkpoint",
-)
 NOTHING_UNEXPECTED = "nothing-unexpected"
 """An expectation's ``valid`` when the configuration permits an anomaly it does not force: the
 run may be valid or invalid, but every anomaly must be one the configuration permits."""
-VERBS = ("bind", "fault", "wait", "produce", "sleep")
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be run; the message names the file and the step."""
-
-
-class ScenarioFailed(RuntimeError):
-    """A step could not be carried out (a wait timed out, a role had no node)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Role:
-    """A node named by what it is for a partition: ``leader-of:P``, ``follower-of:P[#N]``."""
-
-    name: str
-    """As written in the scenario (for messages)."""
-    kind: str
-    partition: int | str
-    """A partition of the workload's topic, or :data:`OFFSETS_PARTITION`."""
-    index: int = 1
-    """follower-of only: which follower, 1-based, in replica-assignment order without the leader."""
-
-
-def parse_role(name: str) -> Role:
-    """``name`` (``leader-of:0``, ``follower-of:0``, ``follower-of:0#2``) as a Role.
-
-    ValueError naming the role and what is wrong with it (unknown kind, a partition or N that
-    is not a whole number, N < 1, ``#N`` on ``leader-of``).
-    """
-    kind, _, rest = name.partition(":")
-    if kind not in ROLES:
-        raise ValueError(f"role {name!r}: {kind!r} is not one of {', '.join(ROLES)}")
-    partition_text, hash_sign, index_text = rest.partition("#")
-    if not _whole_number(partition_text) and partition_text != OFFSETS_PARTITION:
-        raise ValueError(
-            f"role {name!r}: the partition must be a whole number or {OFFSETS_PARTITION!r}, not {partition_text!r}"
-        )
-    partition: int | str = int(partition_text) if _whole_number(partition_text) else partition_text
-    if not hash_sign:
-        return Role(name, kind, partition)
-    if kind != "follower-of":
-        raise ValueError(f"role {name!r}: only follower-of takes #N (a partition has one leader)")
-    if not _whole_number(index_text) or int(index_text) < 1:
-        raise ValueError(f"role {name!r}: N in #N must be a whole number >= 1 (1: the first follower)")
-    return Role(name, kind, partition, int(index_text))
-
-
-def role_node(role: Role, info: PartitionInfo, node_of: Callable[[int], str | None]) -> str:
-    """The node ``role`` names in partition ``info``; ScenarioFailed naming the role when none does."""
-    name = role.name
-    if role.kind == "leader-of":
-        broker_id = info.leader
-    else:
-        followers = [replica for replica in info.replicas if replica != info.leader]
-        if role.index > len(followers):
-            raise ScenarioFailed(
-                f"role {name!r}: partition {role.partition} has {len(followers)} follower(s) "
-                f"(replicas {list(info.replicas)}, leader {info.leader}), no follower #{role.index}"
-            )
-        broker_id = followers[role.index - 1]
-    node = node_of(broker_id)
-    if node is None:
-        raise ScenarioFailed(f"role {name!r}: broker id {broker_id} is none of this cluster's nodes")
-    return node
-
-
-def _whole_number(text: str) -> bool:
-    return text.isascii() and text.isdigit()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,6 +141,9 @@ class Scenario:
     settings: dict[str, str]
     expected: tuple[Expectation, ...]
     steps: tuple[dict[str, Any], ...]
+    """The ``[[step]]`` tables as written (what ``test.json`` embeds and reports show)."""
+    parsed_steps: tuple[ScenarioStep, ...]
+    """The same steps parsed once (:mod:`nemesis.steps`): what :mod:`nemesis.scenario_run` runs."""
     definition: dict[str, Any]
     """The parsed TOML this scenario came from, with ``name`` filled in: what ``test.json``
     embeds, so a run can be repeated after the file is gone."""
@@ -308,8 +220,9 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
     steps = tuple(data.get("step", []))
     if not steps:
         raise ScenarioError(f"{source}: no [[step]] tables")
-    for number, step in enumerate(steps, start=1):
-        _check_step(step, f"{source}: step {number}")
+    parsed_steps = tuple(
+        parse_step(step, f"{source}: step {number}") for number, step in enumerate(steps, start=1)
+    )
     expected = []
     for number, entry in enumerate(data.get("expected", []), start=1):
         if "valid" not in entry:
@@ -340,6 +253,7 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
         settings={str(k): _setting_text(v) for k, v in data.get("settings", {}).items()},
         expected=tuple(expected),
         steps=steps,
+        parsed_steps=parsed_steps,
         definition={**data, "name": name},
         bug=bug.strip(),
         switch=_switch(data, source),
@@ -372,81 +286,3 @@ def _switch(data: Mapping[str, Any], source: str) -> str:
 
 def _setting_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
-def _check_step(step: Any, where: str) -> None:
-    if not isinstance(step, dict):
-        raise ScenarioError(f"{where}: a step must be a table")
-    verbs = [verb for verb in VERBS if verb in step]
-    if len(verbs) != 1:
-        raise ScenarioError(f"{where}: exactly one of {', '.join(VERBS)} expected, found {verbs or 'none'}")
-    verb = verbs[0]
-    if verb == "fault":
-        if step["fault"] not in FAULTS:
-            raise ScenarioError(f"{where}: fault {step['fault']!r} is not one of {', '.join(FAULTS)}")
-        if step["fault"] == "partition" and not isinstance(step.get("grudge"), dict):
-            raise ScenarioError(f"{where}: partition needs grudge = {{ NODE = [NODES...] }}")
-        if step["fault"] not in NODELESS_FAULTS and "node" not in step and "nodes" not in step:
-            raise ScenarioError(f"{where}: {step['fault']} needs node or nodes")
-        if "announce" in step and (
-            step["fault"] not in UNANNOUNCEABLE or not isinstance(step["announce"], bool)
-        ):
-            raise ScenarioError(
-                f"{where}: announce = true|false is for {' and '.join(UNANNOUNCEABLE)} only, not"
-                f" {step['fault']} = {step['announce']!r}"
-            )
-    if ("stop" in step or "pick" in step) and step.get("fault") != CONSUMER_CHURN:
-        raise ScenarioError(f"{where}: stop and pick are for fault = {CONSUMER_CHURN!r} only")
-    if step.get("stop", CHURN_STOPS[0]) not in CHURN_STOPS:
-        raise ScenarioError(f"{where}: stop must be one of {', '.join(CHURN_STOPS)}, not {step['stop']!r}")
-    pick = step.get("pick", 0)
-    if not isinstance(pick, int) or isinstance(pick, bool) or pick < 0:
-        raise ScenarioError(f"{where}: pick must be a whole number >= 0, not {pick!r}")
-    if "partition" in step:
-        _check_partition(step["partition"], where, offsets_allowed=verb != "produce")
-    if verb == "wait":
-        if step["wait"] not in WAITS:
-            raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")
-        if step["wait"] not in ("caught-up",) and "node" not in step:
-            raise ScenarioError(f"{where}: wait {step['wait']} needs node")
-        if step["wait"] == "log-end-past" and not isinstance(step.get("than"), str):
-            raise ScenarioError(f"{where}: wait log-end-past needs than = NODE (the replica to end past)")
-    if verb == "sleep" and "why" not in step:
-        raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
-    if verb == "bind" and not isinstance(step["bind"], dict):
-        raise ScenarioError(f'{where}: bind = {{ NAME = "leader-of:0", ... }}')
-    for name in _names(step):
-        if ":" in name:
-            try:
-                parse_role(name)
-            except ValueError as error:
-                raise ScenarioError(f"{where}: {error}") from None
-
-
-def _check_partition(partition: Any, where: str, *, offsets_allowed: bool) -> None:
-    """A step's ``partition``: a partition number of the workload's topic, or (except where a
-    step writes to the workload's topic) :data:`OFFSETS_PARTITION`."""
-    if isinstance(partition, int) and not isinstance(partition, bool) and partition >= 0:
-        return
-    if offsets_allowed and partition == OFFSETS_PARTITION:
-        return
-    allowed = f"a partition number >= 0{f' or {OFFSETS_PARTITION!r}' if offsets_allowed else ''}"
-    raise ScenarioError(f"{where}: partition must be {allowed}, not {partition!r}")
-
-
-NODE_KEYS = ("node", "than")
-"""Step keys whose value is one node name (``nodes`` is a list of them; ``bind`` and ``grudge``
-name nodes too)."""
-
-
-def _names(step: Mapping[str, Any]) -> list[str]:
-    """Every node name a step gives (``node``, ``than``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
-    names: list[Any] = [step[key] for key in NODE_KEYS if key in step]
-    if isinstance(step.get("nodes"), list):
-        names += step["nodes"]
-    if isinstance(step.get("bind"), dict):
-        names += step["bind"].values()
-    if isinstance(step.get("grudge"), dict):
-        for node, others in step["grudge"].items():
-            names += [node, *(others if isinstance(others, list) else [])]
-    return [name for name in names if isinstance(name, str)]

@@ -16,15 +16,21 @@ import concurrent.futures
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from nemesis.scenario import (
+from nemesis.scenario import Scenario
+from nemesis.steps import (
     CONTROLLER,
     OFFSETS_PARTITION,
+    BindStep,
+    FaultStep,
+    ProduceStep,
     Role,
-    Scenario,
     ScenarioFailed,
+    ScenarioStep,
+    SleepStep,
+    WaitStep,
     parse_role,
     role_node,
 )
@@ -41,26 +47,11 @@ from testbed.cluster.protocol import Cluster, LiveReplicas
 
 
 class ScenarioNemesis(Protocol):
-    """The fault verbs a scenario step calls (:class:`nemesis.mechanism.Nemesis` has them)."""
+    """What a fault step needs of the nemesis (:class:`nemesis.mechanism.Nemesis` has it)."""
 
-    def kill(self, nodes: Sequence[str]) -> object: ...
-    def start(self, nodes: Sequence[str]) -> object: ...
-    def pause(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
-    def resume(self, nodes: Sequence[str], announced: bool = ...) -> object: ...
-    def power_loss(self, nodes: Sequence[str]) -> object: ...
-    def partition(self, grudge: Mapping[str, frozenset[str]], kind: str = ...) -> object: ...
-    def heal_partition(self) -> object: ...
-    def metadata_delay(self, nodes: Sequence[str]) -> object:
-        """The brokers ``nodes`` drop every packet from the controller until healed."""
-        ...
-
-    def heal_metadata_delay(self, nodes: Sequence[str] = ...) -> object:
-        """Undo :meth:`metadata_delay` on ``nodes`` (empty: on every broker)."""
-        ...
-
-    def consumer_churn(self, stop: str, pick: int) -> object:
-        """Replace one of the workload's group consumers (:mod:`nemesis.consumer_churn`);
-        ValueError when this run's workload has no group to churn."""
+    def apply(self, step: FaultStep) -> object:
+        """Carry out ``step`` (its names resolved to nodes) by its kind's mechanism, recorded as
+        an op; ValueError (a PlanError) when the cluster or workload cannot have it."""
         ...
 
 
@@ -98,11 +89,12 @@ class ScenarioRun:
         self.bound: dict[str, str] = {}
 
     def run(self) -> None:
-        for number, step in enumerate(self.scenario.steps, start=1):
+        steps = zip(self.scenario.steps, self.scenario.parsed_steps, strict=True)
+        for number, (table, step) in enumerate(steps, start=1):
             if self.context.stop is not None and self.context.stop.is_set():
                 return
             where = f"{self.scenario.source}: step {number}"
-            self.context.log(f"{where}: {describe_step(step)}")
+            self.context.log(f"{where}: {describe_step(table)}")
             try:
                 self._run_step(step)
             except (TimeoutError, ClusterUnavailable, ValueError, ScenarioFailed) as error:
@@ -160,55 +152,26 @@ class ScenarioRun:
         )
         return OFFSETS_TOPIC, found[0]
 
-    def _nodes(self, step: dict[str, Any]) -> list[str]:
-        names = step.get("nodes") or ([step["node"]] if "node" in step else [])
-        return [self.resolve(str(name)) for name in names]
-
     # ---- steps --------------------------------------------------------------------------
 
-    def _run_step(self, step: dict[str, Any]) -> None:
-        nemesis = self.context.nemesis
-        if "bind" in step:
-            for alias, name in step["bind"].items():
-                self.bound[alias] = self.resolve(str(name))
+    def _run_step(self, step: ScenarioStep) -> None:
+        """One step by its type; a fault goes to the nemesis with its names resolved, and the
+        nemesis dispatches it through the fault registry (:data:`nemesis.mechanism.MECHANISMS`)."""
+        if isinstance(step, BindStep):
+            for alias, name in step.names.items():
+                self.bound[alias] = self.resolve(name)
             self.context.log(f"  bound {self.bound}")
-        elif "fault" in step:
-            fault = step["fault"]
-            if fault == "partition":
-                grudge = {
-                    self.resolve(node): frozenset(self.resolve(o) for o in others)
-                    for node, others in step["grudge"].items()
-                }
-                nemesis.partition(grudge, kind=str(step.get("kind", "scenario")))
-            elif fault == "heal":
-                nemesis.heal_partition()
-            elif fault == "metadata-heal":
-                nemesis.heal_metadata_delay(self._nodes(step))  # no node(s): every broker
-            elif fault == "consumer-churn":
-                nemesis.consumer_churn(str(step.get("stop", "leave")), int(step.get("pick", 0)))
-            else:
-                method_name = {
-                    "kill": "kill",
-                    "start": "start",
-                    "pause": "pause",
-                    "resume": "resume",
-                    "power-loss": "power_loss",
-                    "metadata-delay": "metadata_delay",
-                }[fault]
-                if step.get("announce", True) is False:  # pause and resume only (_check_step)
-                    getattr(nemesis, method_name)(self._nodes(step), announced=False)
-                else:
-                    getattr(nemesis, method_name)(self._nodes(step))
-        elif "wait" in step:
+        elif isinstance(step, FaultStep):
+            self.context.nemesis.apply(step.resolved(self.resolve))
+        elif isinstance(step, WaitStep):
             self._wait(step)
-        elif "produce" in step:
-            self._produce_marker(int(step.get("partition", 0)))
-        elif "sleep" in step:
-            seconds = float(step["sleep"])  # the scenario says why: time itself is the point
+        elif isinstance(step, ProduceStep):
+            self._produce_marker(step.partition)
+        elif isinstance(step, SleepStep):  # the scenario says why: time itself is the point
             if self.context.stop is not None:
-                self.context.stop.wait(seconds)
+                self.context.stop.wait(step.seconds)
             else:
-                time.sleep(seconds)
+                time.sleep(step.seconds)
 
     def _produce_marker(self, partition: int) -> None:
         """The marker goes to the partition's leader in the freshest view, its producer
@@ -223,22 +186,25 @@ class ScenarioRun:
             partition, _leader_address(bootstrap, topic, partition) or bootstrap
         )
 
-    def _wait(self, step: dict[str, Any]) -> None:
+    def _node(self, step: WaitStep) -> str:
+        if step.node is None:  # parse_step refuses a wait on a node without one
+            raise ScenarioFailed(f"wait {step.condition} names no node")
+        return self.resolve(step.node)
+
+    def _wait(self, step: WaitStep) -> None:
         cluster = self.context.cluster
-        topic, partition = self._where(step.get("partition", 0))
-        timeout = float(step.get("timeout", 30))
-        condition = step["wait"]
+        topic, partition = self._where(step.partition)
+        timeout = step.timeout
+        condition = step.condition
         if condition == "answers":
-            node = self._nodes(step)[0]
+            node = self._node(step)
             wait_until(lambda: cluster.answers(node), timeout, f"{node} to answer Kafka requests")
             return
         if condition == "log-end-past":
-            self._wait_log_end_past(
-                self._nodes(step)[0], self.resolve(str(step["than"])), topic, partition, timeout
-            )
+            self._wait_log_end_past(self._node(step), self.resolve(str(step.than)), topic, partition, timeout)
             return
         if condition == "hw-checkpoint":
-            self._wait_hw_checkpoint(self._nodes(step)[0], topic, partition, timeout)
+            self._wait_hw_checkpoint(self._node(step), topic, partition, timeout)
             return
         if condition == "caught-up":
             wait_until(
@@ -247,7 +213,7 @@ class ScenarioRun:
                 f"{_described(topic, partition)} fully replicated",
             )
             return
-        node = self._nodes(step)[0]
+        node = self._node(step)
         node_id = cluster.node_ids[node]
 
         def holds() -> bool:

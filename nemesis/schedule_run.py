@@ -24,16 +24,41 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Protocol
 
-from nemesis.consumer_churn import run_churn
-from nemesis.package_run import run_package
+from nemesis.consumer_churn import ConsumerChurn, run_churn
+from nemesis.package_run import PackageNemesis, run_package
+from nemesis.plan import PlannedStep, TopicPartition
+from testbed.cluster.protocol import Cluster
+from testbed.record.ops import Op
 
-if TYPE_CHECKING:
-    from nemesis.mechanism import Nemesis
+
+class ScheduledNemesis(PackageNemesis, Protocol):
+    """What following the schedule needs of the nemesis (:class:`nemesis.mechanism.Nemesis` has
+    it; a protocol, so this module does not import the mechanism that calls it)."""
+
+    @property
+    def package_cluster(self) -> Cluster | None: ...
+
+    @property
+    def leader_partitions(self) -> tuple[TopicPartition, ...]: ...
+
+    @property
+    def churn(self) -> ConsumerChurn | None: ...
+
+    def plan(self) -> Iterator[PlannedStep]: ...
+
+    def execute_step(
+        self, step: PlannedStep, *, from_schedule: bool = ...
+    ) -> tuple[Op | None, PlannedStep]: ...
+
+    def heal_step(self, step: PlannedStep, *, from_schedule: bool = ...) -> Op | None: ...
 
 
-def follow_schedule(nemesis: Nemesis, stop_event: threading.Event, no_new_steps: threading.Event) -> None:
+def follow_schedule(
+    nemesis: ScheduledNemesis, stop_event: threading.Event, no_new_steps: threading.Event
+) -> None:
     """Carry out ``nemesis``'s schedule until ``stop_event`` is set, starting no step once
     ``no_new_steps`` is (times: seconds since this call)."""
     started = time.monotonic()

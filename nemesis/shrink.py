@@ -39,15 +39,15 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from nemesis.fault_kinds import HEALS, PARTITION
 from nemesis.package_run import PACKAGE_OP
-from nemesis.scenario import NODE_KEYS
-from nemesis.spec import HEALS, PARTITION
+from nemesis.steps import NODE_KEYS
 from testbed.record.ops import NEMESIS_PROCESS, Op
 
 Step = dict[str, Any]
 
 OPENERS = {fault: heal for fault, heal in HEALS.items() if fault != PARTITION}
-"""Node faults and the heal op that ends each (``nemesis.spec.HEALS`` owns the pairs)."""
+"""Node faults and the heal op that ends each (the fault registry, :mod:`nemesis.fault_kinds`, owns the pairs)."""
 PARTITION_HEAL = HEALS[PARTITION]
 PACKAGE = PACKAGE_OP
 HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}

@@ -18,8 +18,8 @@ Fields:
   heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
   :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs
   ``--consume-via subscribe``). Empty: no faults at all.
-  :data:`HEALS` names the op that ends each fault (owned by :mod:`testbed.record.faults`, with the
-  fault names: the history's vocabulary).
+  :data:`HEALS` names the op that ends each fault (declared with the fault names in
+  :mod:`nemesis.fault_kinds`; :mod:`testbed.record.faults` keeps the history's copy, checked equal).
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
   lasts before its heal (``None``: same as the interval). With ``jitter`` j each period is drawn
   uniformly from ``[1 - j, 1 + j]`` times its mean, so faults land in different phases of the
@@ -44,18 +44,19 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
 
-from testbed.record.faults import HEALS as HEALS
-from testbed.record.faults import KILL as KILL
-from testbed.record.faults import METADATA_DELAY as METADATA_DELAY
-from testbed.record.faults import PARTITION as PARTITION
-from testbed.record.faults import PAUSE as PAUSE
-from testbed.record.faults import POWER_LOSS as POWER_LOSS
+from nemesis.fault_kinds import CONSUMER_CHURN as CONSUMER_CHURN
+from nemesis.fault_kinds import HEALS as HEALS
+from nemesis.fault_kinds import KILL as KILL
+from nemesis.fault_kinds import METADATA_DELAY as METADATA_DELAY
+from nemesis.fault_kinds import PARTITION as PARTITION
+from nemesis.fault_kinds import PAUSE as PAUSE
+from nemesis.fault_kinds import POWER_LOSS as POWER_LOSS
+from nemesis.fault_kinds import names_drawn_as
 
-NODE_FAULT_KINDS: tuple[str, ...] = (KILL, PAUSE, POWER_LOSS, METADATA_DELAY)
-"""Faults that act on a set of brokers chosen by a target (a new one, e.g. power loss, joins here)."""
-FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, PARTITION)
-CONSUMER_CHURN = "consumer-churn"
-WORKLOAD_FAULT_KINDS: tuple[str, ...] = (CONSUMER_CHURN,)
+NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
+"""Faults that act on a set of brokers chosen by a target (:mod:`nemesis.fault_kinds` declares them)."""
+FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, *names_drawn_as("partition-shape"))
+WORKLOAD_FAULT_KINDS: tuple[str, ...] = names_drawn_as("workload")
 """Faults of the workload's clients, not of the nodes (:mod:`nemesis.consumer_churn`): each op
 does its whole change and leaves nothing to heal, so they have no entry in :data:`HEALS`."""
 

@@ -24,16 +24,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.report.timeline import Timeline
+from nemesis.fault_kinds import OTHER_COLOUR
+from nemesis.fault_kinds import REGISTRY as FAULT_REGISTRY
 from testbed.record.faults import FaultWindow
 
 OUTCOME_COLOURS: Final[dict[str, str]] = {"ok": "#2a9d3f", "fail": "#d1242f", "info": "#e8890c"}
-FAULT_COLOURS: Final[dict[str, str]] = {
-    "kill": "#c0392b",
-    "power-loss": "#7b2d0a",
-    "pause": "#7d4cc2",
-    "partition": "#1f6fc5",
-}
-OTHER_FAULT_COLOUR: Final = "#6e7781"
+FAULT_COLOURS: Final[dict[str, str]] = {kind.name: kind.colour for kind in FAULT_REGISTRY.values()}
+"""Each fault kind's colour, as its declaration in :mod:`nemesis.fault_kinds` gives it."""
+OTHER_FAULT_COLOUR: Final = OTHER_COLOUR
 DPI: Final = 100
 WIDTH_INCHES: Final = 12.0
 

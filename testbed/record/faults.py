@@ -3,7 +3,10 @@
 The record owns this because two rooms read it off the same history and must not disagree: the
 report shades each window, and the checker's liveness figures (``checker.liveness``) measure
 progress *outside* them.  The fault names and :data:`HEALS` are the history's vocabulary (the
-``f`` of nemesis ops, ``docs/history.md``); :mod:`nemesis.spec` re-exports them.
+``f`` of nemesis ops, ``docs/history.md``).  Each fault kind is declared once, in the nemesis'
+registry (:mod:`nemesis.fault_kinds`, with its heal, parameters, mechanism and colour); the record
+sits below the nemesis and the checker may not import it, so this module keeps a plain copy of
+the fault/heal pairs, and ``tests/nemesis/test_fault_kinds.py`` fails when the two disagree.
 
 **Pairing.**  Each nemesis fault is paired with the heal that undid it: ``kill`` and
 ``power-loss`` end at the ``start`` of the same node, ``pause`` at its ``resume``,

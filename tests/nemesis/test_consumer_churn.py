@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nemesis.consumer_churn import ConsumerChurn, check_churn, run_churn
-from nemesis.mechanism import Nemesis
+from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.plan import ChurnPlan, Layout, PlanError, plan_churn, schedule
 from nemesis.spec import CONSUMER_CHURN, NEMESIS_CHOICES, NemesisSpec, parse_name_list
 from testbed.record.ops import Op
@@ -115,8 +115,13 @@ def test_the_nemesis_refuses_churn_at_construction_without_the_ability(
     with pytest.raises(PlanError, match="--consume-via subscribe"):
         Nemesis(spec, FakeCluster(), recorded[0])
     with pytest.raises(PlanError, match="--consume-via subscribe"):
-        Nemesis(spec, FakeCluster(), recorded[0], workload=FakeWorkload("run with --consume-via subscribe"))
-    assert Nemesis(spec, FakeCluster(), recorded[0], workload=FakeWorkload()).churn is not None
+        Nemesis(
+            spec,
+            FakeCluster(),
+            recorded[0],
+            NemesisConfig(workload=FakeWorkload("run with --consume-via subscribe")),
+        )
+    assert Nemesis(spec, FakeCluster(), recorded[0], NemesisConfig(workload=FakeWorkload())).churn is not None
 
 
 # ---- the op ----------------------------------------------------------------------------------
@@ -173,7 +178,7 @@ def test_the_running_schedule_churns_through_the_workload_and_heal_all_has_nothi
     workload = FakeWorkload()
     spec = NemesisSpec(faults=(CONSUMER_CHURN,), interval_seconds=0.02, seed=9)
     cluster = FakeCluster()
-    nemesis = Nemesis(spec, cluster, recorded[0], workload=workload)
+    nemesis = Nemesis(spec, cluster, recorded[0], NemesisConfig(workload=workload))
     stop = threading.Event()
     thread = threading.Thread(target=nemesis.run, args=(stop,), daemon=True)
     thread.start()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from nemesis import iptables
-from nemesis.mechanism import Nemesis
+from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.plan import PlanError, PlannedStep, complete_grudge, isolate
 from nemesis.spec import HEALS, NemesisSpec
 from testbed.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
@@ -135,8 +135,7 @@ def make(
         spec or NemesisSpec(faults=("kill", "pause", "partition")),
         cluster,
         recorder,
-        leader_partitions=[("queue", 0)],
-        settle_timeout=1,
+        NemesisConfig(leader_partitions=[("queue", 0)], settle_timeout=1),
     )
     return nemesis, cluster, ops
 
@@ -436,7 +435,10 @@ def test_metadata_delay_is_refused_without_a_controller_node(recorded: tuple[Rec
     external = FakeCluster(controller=None)
     with pytest.raises(PlanError, match=r"metadata-delay drops the controller's packets.*no controller node"):
         Nemesis(
-            NemesisSpec(faults=("kill", "metadata-delay")), external, recorder, leader_partitions=[("q", 0)]
+            NemesisSpec(faults=("kill", "metadata-delay")),
+            external,
+            recorder,
+            NemesisConfig(leader_partitions=[("q", 0)]),
         )
     nemesis, cluster, _ = make(recorded, NemesisSpec(faults=("kill",)), external)
     with pytest.raises(PlanError, match="no controller node"):
@@ -576,7 +578,7 @@ def test_real_faults_and_heals_in_network_namespaces(
         NemesisSpec(faults=("kill", "pause", "partition"), partition_scope="all"),
         netns,
         recorder,
-        leader_partitions=[("queue", 0)],
+        NemesisConfig(leader_partitions=[("queue", 0)]),
     )
     netns.wait_for(lambda: all_reach(netns), "echo servers up")
 
@@ -614,7 +616,7 @@ def test_real_schedule_then_heal_all_leaves_the_nodes_as_they_were(
         partition_scope="all",
         seed=4,
     )
-    nemesis = Nemesis(spec, netns, recorder, leader_partitions=[("queue", 0)])
+    nemesis = Nemesis(spec, netns, recorder, NemesisConfig(leader_partitions=[("queue", 0)]))
     planned = list(itertools.islice(nemesis.plan(), 40))
     needed = next(
         count for count in range(1, 41) if {step.fault for step in planned[:count]} == set(spec.faults)
@@ -645,7 +647,10 @@ def test_real_metadata_delay_outlives_a_partition_heal_and_heal_all_removes_it(
     recorder, ops = recorded
     rules_before = {node: netns.remote(node).exec(["iptables", "-S"]).stdout_text for node in netns.nodes}
     nemesis = Nemesis(
-        NemesisSpec(faults=("metadata-delay", "partition")), netns, recorder, leader_partitions=[("q", 0)]
+        NemesisSpec(faults=("metadata-delay", "partition")),
+        netns,
+        recorder,
+        NemesisConfig(leader_partitions=[("q", 0)]),
     )
     netns.wait_for(lambda: all_reach(netns) and netns.reachable("c", "n1"), "echo servers up")
 
@@ -731,7 +736,7 @@ def test_real_faults_in_containers_of_the_node_image(
             NemesisSpec(faults=("kill", "pause", "partition"), partition_scope="all"),
             handle,
             recorder,
-            leader_partitions=[("queue", 0)],
+            NemesisConfig(leader_partitions=[("queue", 0)]),
         )
         completion, _ = nemesis.execute_step(
             PlannedStep(0, 1, "partition", "isolate-leader", leader_of=("queue", 0))

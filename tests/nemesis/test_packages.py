@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import nemesis.scenario_run as scenario_run_module
-from nemesis.mechanism import Nemesis
+from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.package_run import run_package
 from nemesis.packages import (
     PARTITION_WAITS,
@@ -282,11 +282,13 @@ def package_nemesis(
         spec,
         cluster,
         recorder,
-        leader_partitions=[("queue", 0)],
-        settle_timeout=1,
-        package_cluster=cluster,
-        replication_factor=3,
-        workload=workload,
+        NemesisConfig(
+            leader_partitions=[("queue", 0)],
+            settle_timeout=1,
+            package_cluster=cluster,
+            replication_factor=3,
+            workload=workload,
+        ),
     )
     return nemesis, cluster
 

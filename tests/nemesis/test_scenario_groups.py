@@ -6,7 +6,6 @@ scenarios that use these steps are run by ``tests/nemesis/test_scenarios.py``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 import nemesis.scenario_run as scenario_run_module
 from nemesis.scenario import ScenarioError, ScenarioFailed, parse_role, parse_scenario
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from nemesis.steps import FaultStep
 from testbed.cluster.kafka_admin import OFFSETS_TOPIC, PartitionInfo
 
 SOURCE = "groups.toml"
@@ -34,14 +34,14 @@ class FakeCluster:
 
 
 class FakeNemesis:
+    """Records each fault step it is asked to apply: its kind and its arguments."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 
-    def __getattr__(self, verb: str) -> Any:
-        def record(*args: Any, **kwargs: Any) -> None:
-            self.calls.append((verb, copy.deepcopy(args)))
-
-        return record
+    def apply(self, step: FaultStep) -> None:
+        arguments = (step.stop, step.pick) if step.fault == "consumer-churn" else (list(step.nodes),)
+        self.calls.append((step.fault, arguments))
 
 
 def steps_data(*steps: dict[str, Any]) -> dict[str, Any]:
@@ -127,12 +127,12 @@ def test_a_churn_step_asks_the_nemesis_with_its_stop_and_pick(monkeypatch: pytes
         ],
         monkeypatch,
     )
-    assert nemesis.calls == [("consumer_churn", ("leave", 0)), ("consumer_churn", ("stall", 2))]
+    assert nemesis.calls == [("consumer-churn", ("leave", 0)), ("consumer-churn", ("stall", 2))]
 
 
 def test_a_refused_churn_fails_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     class Refusing(FakeNemesis):
-        def consumer_churn(self, stop: str, pick: int) -> None:
+        def apply(self, step: FaultStep) -> None:
             raise ValueError("--nemesis consumer-churn needs the workload's consumer group")
 
     context = ScenarioContext(FakeCluster(), Refusing(), None, "queue", lambda line: None)  # type: ignore[arg-type]

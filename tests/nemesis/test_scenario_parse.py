@@ -4,7 +4,6 @@ cluster, and ``tidemark scenario list`` over the bundled library."""
 from __future__ import annotations
 
 import argparse
-import copy
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from nemesis.scenario import (
     role_node,
 )
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
+from nemesis.steps import FaultStep
 from testbed.cluster.kafka_admin import PartitionInfo
 
 SOURCE = "test.toml"
@@ -187,14 +187,13 @@ class FakeCluster:
 
 
 class FakeNemesis:
+    """Records each fault step it is asked to apply: its kind and its grudge or nodes."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 
-    def __getattr__(self, verb: str) -> Any:
-        def record(*args: Any, **kwargs: Any) -> None:
-            self.calls.append((verb, copy.deepcopy(args[0]) if args else None))
-
-        return record
+    def apply(self, step: FaultStep) -> None:
+        self.calls.append((step.fault, dict(step.grudge) if step.grudge is not None else list(step.nodes)))
 
 
 def run_steps(
@@ -229,11 +228,11 @@ def test_steps_resolve_nth_followers_and_the_controller(monkeypatch: pytest.Monk
         monkeypatch,
     )
     assert nemesis.calls == [
-        ("metadata_delay", ["n1"]),
+        ("metadata-delay", ["n1"]),
         ("partition", {"c": frozenset({"n2"}), "n2": frozenset({"c"})}),
-        ("heal_partition", None),
-        ("heal_metadata_delay", ["n1", "n3"]),
-        ("heal_metadata_delay", []),
+        ("heal", []),
+        ("metadata-heal", ["n1", "n3"]),
+        ("metadata-heal", []),
     ]
 
 
@@ -246,7 +245,7 @@ def test_a_controller_that_is_not_there_and_a_bad_n_fail_the_step(monkeypatch: p
         run_steps([{"bind": {"F": "follower-of:0#3"}}], monkeypatch)
 
     class RefusingNemesis(FakeNemesis):
-        def metadata_delay(self, nodes: Sequence[str]) -> None:
+        def apply(self, step: FaultStep) -> None:
             raise ValueError("no controller node")
 
     refusing = RefusingNemesis()
@@ -463,11 +462,8 @@ def test_pause_and_resume_may_be_unannounced_and_nothing_else(monkeypatch: pytes
     calls: list[tuple[str, list[str], bool]] = []
 
     class Announcing(FakeNemesis):
-        def pause(self, nodes: Sequence[str], announced: bool = True) -> None:
-            calls.append(("pause", list(nodes), announced))
-
-        def resume(self, nodes: Sequence[str], announced: bool = True) -> None:
-            calls.append(("resume", list(nodes), announced))
+        def apply(self, step: FaultStep) -> None:
+            calls.append((step.fault, list(step.nodes), step.announced))
 
     monkeypatch.setattr(scenario_run_module, "_partition_info", lambda bootstrap, topic, partition: INFO)
     steps = [

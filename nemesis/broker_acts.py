@@ -1,0 +1,110 @@
+"""What each node fault and heal does to one broker node: the per-node half of their mechanism.
+
+:class:`nemesis.mechanism.Nemesis` records an op, tracks which nodes a fault is in effect on and
+runs the act below on every node it names (in parallel, or one by one on heal-all's path);
+this module only acts, through the cluster's :class:`~testbed.nodes.remote.Remote` s.  One
+entry of :data:`NODE_ACTS` per node-shaped kind of :data:`nemesis.fault_kinds.REGISTRY` (faults
+and heals alike); ``tests/nemesis/test_fault_kinds.py`` fails when one is missing.  A new node
+fault joins with one method here and one line in :data:`NODE_ACTS`.
+
+Every act raises on failure: :class:`~nemesis.outcomes.Refused` when certainly nothing happened
+(a signal to a broker that is not running), anything else when what happened is unknown.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Final
+
+from nemesis.fault_kinds import KILL, METADATA_DELAY, METADATA_HEAL, PAUSE, POWER_LOSS, RESUME, START
+from nemesis.metadata_delay import MetadataDelay
+from nemesis.outcomes import Refused
+from testbed.cluster.protocol import NodeControl, PowerLoss
+from testbed.nodes.remote import RemoteError
+
+BROKER_DAEMON = "broker"
+"""The Remote daemon name of the broker process on every broker node."""
+
+
+class BrokerActs:
+    """The acts on one broker node, bounded by ``remote_timeout`` per remote call and
+    ``settle_timeout`` for a SIGKILLed broker to be gone."""
+
+    def __init__(
+        self, cluster: NodeControl, metadata: MetadataDelay, remote_timeout: float, settle_timeout: float
+    ) -> None:
+        self.cluster = cluster
+        self.metadata = metadata
+        self.remote_timeout = remote_timeout
+        self.settle_timeout = settle_timeout
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the broker and wait until it is gone (not merely signalled)."""
+        self.signal(node, signal.SIGKILL)
+        remote = self.cluster.remote(node)
+        deadline = time.monotonic() + self.settle_timeout
+        delay = 0.01
+        while remote.is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
+            if time.monotonic() >= deadline:
+                raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
+            time.sleep(delay)  # polling a condition, bounded by the deadline
+            delay = min(delay * 2, 0.2)
+
+    def power_loss(self, node: str) -> None:
+        """Kill the broker, then drop every write its data directory had not fsynced."""
+        self.kill(node)  # the process must be gone before the cache is: no write may land after
+        cluster = self.cluster
+        if not isinstance(cluster, PowerLoss):  # Nemesis refuses the fault first; the kill did happen
+            raise RuntimeError("this cluster's data directories are not on the lazy filesystem")
+        cluster.drop_unsynced(node)
+
+    def start(self, node: str) -> None:
+        """Start the broker where it is not running."""
+        if not self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
+            self.cluster.start_broker(node)
+
+    def stop(self, node: str) -> None:
+        """SIGSTOP the broker's process group (Refused: it is not running)."""
+        self.signal(node, signal.SIGSTOP)
+
+    def cont(self, node: str) -> None:
+        """SIGCONT the broker's process group (Refused: it is not running)."""
+        self.signal(node, signal.SIGCONT)
+
+    def resume_if_running(self, node: str) -> None:
+        """SIGCONT the broker if it runs at all (heal-all's blanket resume)."""
+        self.cluster.remote(node).signal(BROKER_DAEMON, signal.SIGCONT, timeout=self.remote_timeout)
+
+    def signal(self, node: str, sig: signal.Signals) -> None:
+        if not self.cluster.remote(node).signal(BROKER_DAEMON, sig, timeout=self.remote_timeout):
+            raise Refused("broker not running")
+
+    def surely_alive(self, node: str) -> bool:
+        """The broker answers as alive (False also when that cannot be told)."""
+        try:
+            return self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout)
+        except Exception:
+            return False  # cannot tell: include it in the start, which checks again
+
+    def delay_metadata(self, node: str) -> None:
+        self.metadata.inject(node)
+
+    def heal_metadata(self, node: str) -> None:
+        self.metadata.heal(node)
+
+
+NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxyType(
+    {
+        KILL: BrokerActs.kill,
+        START: BrokerActs.start,
+        PAUSE: BrokerActs.stop,
+        RESUME: BrokerActs.cont,
+        POWER_LOSS: BrokerActs.power_loss,
+        METADATA_DELAY: BrokerActs.delay_metadata,
+        METADATA_HEAL: BrokerActs.heal_metadata,
+    }
+)
+"""Node-shaped fault or heal kind -> what it does to one broker node."""

@@ -1,0 +1,253 @@
+"""The one registry of fault kinds: every fault and heal the nemesis can inject, declared once.
+
+Each :class:`FaultKind` says what a newcomer must know of one kind, and every part of the nemesis
+reads it from here instead of keeping its own list:
+
+* ``name`` -- the ``f`` of its op in the history, the name in ``--nemesis`` and in a scenario's
+  ``fault = "..."`` (one spelling everywhere);
+* ``heal`` -- the kind that undoes it, or an explicit :class:`NoHeal` saying why there is none
+  (a heal itself; a fault whose op completes the whole change);
+* ``drawn_as`` -- how the random schedule picks what it hits (:mod:`nemesis.plan`): a node
+  target, a partition shape, the workload's consumers, or never (heals);
+* ``nodes`` and ``params`` -- what a scenario step of this kind takes (:mod:`nemesis.steps`);
+* ``needs`` -- the abilities of the target (or workload) it cannot do without, by name
+  (:data:`ABILITIES`); the mechanism refuses the spec when one is missing;
+* ``op_value`` -- the shape of its op's ``value`` in the history (``docs/history.md``);
+* ``colour`` -- its colour in the report (:mod:`harness.report.plots`).
+
+*How* it is injected is its mechanism: :data:`nemesis.mechanism.MECHANISMS` holds one entry per
+kind here (``tests/nemesis/test_fault_kinds.py`` fails when one is missing, or a heal, or a
+colour).  The history's own table of fault/heal pairs (:data:`testbed.record.faults.HEALS`, which
+the checker reads and which may not import the nemesis) is checked against :data:`REGISTRY` by
+the same test.
+
+Adding a fault kind: one entry here, its per-node act (or its own mechanism) in
+:mod:`nemesis.mechanism`, the record's pair if it has a heal, and its tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Literal
+
+KILL: Final = "kill"
+PAUSE: Final = "pause"
+POWER_LOSS: Final = "power-loss"
+METADATA_DELAY: Final = "metadata-delay"
+PARTITION: Final = "partition"
+CONSUMER_CHURN: Final = "consumer-churn"
+START: Final = "start"
+RESUME: Final = "resume"
+PARTITION_HEAL: Final = "heal"
+METADATA_HEAL: Final = "metadata-heal"
+
+CHURN_STOPS: Final[tuple[str, ...]] = ("leave", "stall")
+"""How ``consumer-churn`` stops its victim (:mod:`nemesis.consumer_churn`), the default first."""
+
+OTHER_COLOUR: Final = "#6e7781"
+"""The report's colour for kinds without one of their own (heals, metadata delay, churn)."""
+
+NODE_CONTROL: Final = "node-control"
+"""The target's nodes can be signalled, started and firewalled (:class:`testbed.cluster.protocol.NodeControl`)."""
+POWER_LOSS_ABILITY: Final = "power-loss"
+"""The brokers' data directories are on the lazy filesystem (:class:`testbed.cluster.protocol.PowerLoss`)."""
+CONTROLLER_NODE: Final = "controller-node"
+"""The cluster's metadata comes from a controller node of its own (the bundled broker's)."""
+CONSUMER_GROUP: Final = "consumer-group"
+"""The workload runs group consumers the nemesis may replace (:class:`nemesis.consumer_churn.ConsumerChurn`)."""
+ABILITIES: Final[frozenset[str]] = frozenset(
+    {NODE_CONTROL, POWER_LOSS_ABILITY, CONTROLLER_NODE, CONSUMER_GROUP}
+)
+"""Every ability a fault kind may need, by the name a target (or workload) answers to."""
+
+DrawnAs = Literal["node-target", "partition-shape", "workload", "never"]
+NodeUse = Literal["required", "optional", "none"]
+"""A scenario step's ``node``/``nodes``: must be given, may be omitted (every broker / none), or not taken."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NoHeal:
+    """An explicit "nothing heals this", with the reason (a kind must say one or the other)."""
+
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A scenario step key a fault kind takes besides ``fault``, ``node`` and ``nodes``."""
+
+    name: str
+    required: bool
+    doc: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultKind:
+    """One fault or heal kind (see the module docstring for each field)."""
+
+    name: str
+    doc: str
+    heal: str | NoHeal
+    drawn_as: DrawnAs
+    nodes: NodeUse
+    op_value: str
+    colour: str
+    params: tuple[Param, ...] = ()
+    needs: frozenset[str] = frozenset()
+
+    @property
+    def heal_name(self) -> str | None:
+        """The ``f`` of the op that heals this kind, or None (:class:`NoHeal`)."""
+        return None if isinstance(self.heal, NoHeal) else self.heal
+
+    def takes(self, param: str) -> bool:
+        return any(declared.name == param for declared in self.params)
+
+
+IS_A_HEAL = NoHeal("it is a heal")
+ANNOUNCE = Param("announce", False, "false: recorded as unannounced, no fault window for the liveness checks")
+NODES_VALUE = '{"nodes": [...]}'
+NODE_FAULT_VALUE = '{"nodes": [...], "target": "minority"} (+ "leader_of" when it followed a leader)'
+
+KINDS: Final[tuple[FaultKind, ...]] = (
+    FaultKind(
+        KILL,
+        "SIGKILL the broker daemon; ok once it is dead (not merely signalled)",
+        heal=START,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour="#c0392b",
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        START,
+        "start the broker where it is not running (heal of kill and power-loss)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="required",
+        op_value=NODES_VALUE + ' (heal-all adds "not_killed_by_nemesis")',
+        colour=OTHER_COLOUR,
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        PAUSE,
+        "SIGSTOP the broker's process group",
+        heal=RESUME,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour="#7d4cc2",
+        params=(ANNOUNCE,),
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        RESUME,
+        "SIGCONT the broker (heal of pause)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="required",
+        op_value=NODES_VALUE,
+        colour=OTHER_COLOUR,
+        params=(ANNOUNCE,),
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        POWER_LOSS,
+        "SIGKILL the broker, then drop every write its data directory had not fsynced",
+        heal=START,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour="#7b2d0a",
+        needs=frozenset({NODE_CONTROL, POWER_LOSS_ABILITY}),
+    ),
+    FaultKind(
+        PARTITION,
+        "each node drops traffic from the nodes its grudge names (iptables, chain TIDEMARK)",
+        heal=PARTITION_HEAL,
+        drawn_as="partition-shape",
+        nodes="none",
+        op_value='{"kind": "halves", "grudge": {"n1": ["n2"], ...}}',
+        colour="#1f6fc5",
+        params=(
+            Param("grudge", True, "node -> the nodes it drops traffic from"),
+            Param("kind", False, "the shape's name, for the history (default: scenario)"),
+        ),
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        PARTITION_HEAL,
+        "flush the partition chain (heal of partition; a metadata delay stays)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="none",
+        op_value=NODES_VALUE,
+        colour=OTHER_COLOUR,
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        METADATA_DELAY,
+        "the brokers drop every packet from the controller (chain TIDEMARK-META): KIP-320's zombie",
+        heal=METADATA_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour=OTHER_COLOUR,
+        needs=frozenset({NODE_CONTROL, CONTROLLER_NODE}),
+    ),
+    FaultKind(
+        METADATA_HEAL,
+        "flush TIDEMARK-META on the brokers (heal of metadata-delay; no node: every broker)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="optional",
+        op_value=NODES_VALUE,
+        colour=OTHER_COLOUR,
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        CONSUMER_CHURN,
+        "replace one of the workload's group consumers (nemesis.consumer_churn)",
+        heal=NoHeal("the op starts the replacement itself: the group is whole when it completes"),
+        drawn_as="workload",
+        nodes="none",
+        op_value='{"stop": "leave"|"stall", "pick": 1234} (+ "stopped", "started" on completion)',
+        colour=OTHER_COLOUR,
+        params=(
+            Param(
+                "stop", False, f"how the victim stops: {' or '.join(CHURN_STOPS)} (default {CHURN_STOPS[0]})"
+            ),
+            Param("pick", False, "which running consumer, modulo their count (default 0)"),
+        ),
+        needs=frozenset({CONSUMER_GROUP}),
+    ),
+)
+"""Every kind, each fault followed by its heal, in the order scenario messages list them."""
+
+REGISTRY: Final[Mapping[str, FaultKind]] = MappingProxyType({kind.name: kind for kind in KINDS})
+"""Kind name -> its declaration."""
+
+
+def kind_of(name: str) -> FaultKind:
+    """The declaration of ``name``; KeyError naming the known kinds when there is none."""
+    if name not in REGISTRY:
+        raise KeyError(f"no fault kind {name!r} (known: {', '.join(REGISTRY)})")
+    return REGISTRY[name]
+
+
+def names_drawn_as(drawn_as: DrawnAs) -> tuple[str, ...]:
+    """The kinds the schedule draws in the way ``drawn_as``, in registry order."""
+    return tuple(kind.name for kind in KINDS if kind.drawn_as == drawn_as)
+
+
+HEALS: Final[Mapping[str, str]] = MappingProxyType(
+    {kind.name: kind.heal for kind in KINDS if isinstance(kind.heal, str)}
+)
+"""Fault -> the kind that heals it (kill and power loss are both healed by ``start``)."""
+HEAL_KINDS: Final[tuple[str, ...]] = tuple(kind.name for kind in KINDS if kind.heal is IS_A_HEAL)
+"""The kinds that are heals."""
+SCHEDULED: Final[tuple[str, ...]] = tuple(kind.name for kind in KINDS if kind.drawn_as != "never")
+"""The kinds the random schedule may draw (what ``--nemesis`` may name besides packages)."""

@@ -1,0 +1,94 @@
+"""Each fault kind's mechanism: how :class:`nemesis.mechanism.Nemesis` carries out a step of it.
+
+:data:`MECHANISMS` has one entry per kind of :data:`nemesis.fault_kinds.REGISTRY`.  Node-shaped
+kinds (kill, pause, power loss, metadata delay and their heals) share one mechanism -- track the
+fault on its nodes, record the op, run the kind's per-node act
+(:data:`nemesis.broker_acts.NODE_ACTS`) on each node -- so a new node fault needs only its act
+there; a partition, its heal and consumer churn have mechanisms of their own.  The nemesis is
+seen through :class:`FaultActions`, the few operations the mechanisms share, so this table does
+not import the nemesis that reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, Protocol
+
+from nemesis.broker_acts import NODE_ACTS
+from nemesis.fault_kinds import CONSUMER_CHURN, PARTITION, PARTITION_HEAL, REGISTRY, FaultKind
+from nemesis.plan import Grudge, Layout
+from nemesis.steps import FaultStep
+from testbed.record.faults import ANNOUNCED
+from testbed.record.ops import Op
+
+
+class FaultActions(Protocol):
+    """What the mechanisms do through the nemesis (:class:`nemesis.mechanism.Nemesis` has it)."""
+
+    @property
+    def layout(self) -> Layout: ...
+
+    def inject_on_nodes(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op: ...
+
+    def heal_on_nodes(self, heal: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = ...) -> Op: ...
+
+    def partition(self, grudge: Grudge, kind: str = ..., *, extra: Mapping[str, Any] | None = ...) -> Op: ...
+
+    def heal_partition(self) -> Op: ...
+
+    def consumer_churn(self, stop: str, pick: int) -> Op: ...
+
+
+Mechanism = Callable[["FaultActions", FaultStep, Mapping[str, Any]], Op]
+"""How one fault kind is carried out: the nemesis, the resolved step, and what the schedule adds
+to the op's value (``target``, ``leader_of``)."""
+
+
+def _unannounced(step: FaultStep) -> dict[str, Any]:
+    return {} if step.announced else {ANNOUNCED: False}
+
+
+def _on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    return nemesis.inject_on_nodes(step.fault, step.nodes, {**extra, **_unannounced(step)})
+
+
+def _heal_on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    optional = REGISTRY[step.fault].nodes == "optional"  # no node named: every broker
+    nodes = step.nodes or (nemesis.layout.brokers if optional else ())
+    return nemesis.heal_on_nodes(step.fault, nodes, {**extra, **_unannounced(step)})
+
+
+def _partition(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    if step.grudge is None:
+        raise ValueError(f"a {PARTITION} needs a grudge")
+    return nemesis.partition(step.grudge, step.kind, extra=extra)
+
+
+def _heal_partition(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    return nemesis.heal_partition()
+
+
+def _consumer_churn(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    return nemesis.consumer_churn(step.stop, step.pick)
+
+
+def _mechanism_of(kind: FaultKind) -> Mechanism | None:
+    """A kind's own mechanism, else the shared one of node-shaped kinds (those with a per-node act)."""
+    own: dict[str, Mechanism] = {
+        PARTITION: _partition,
+        PARTITION_HEAL: _heal_partition,
+        CONSUMER_CHURN: _consumer_churn,
+    }
+    if kind.name in own:
+        return own[kind.name]
+    if kind.name not in NODE_ACTS:
+        return None
+    return _heal_on_nodes if kind.heal_name is None else _on_nodes
+
+
+MECHANISMS: Final[Mapping[str, Mechanism]] = MappingProxyType(
+    {kind.name: mechanism for kind in REGISTRY.values() if (mechanism := _mechanism_of(kind)) is not None}
+)
+"""Fault kind -> its mechanism: one entry per kind of :data:`nemesis.fault_kinds.REGISTRY`
+(``tests/nemesis/test_fault_kinds.py`` fails when one is missing)."""

@@ -1,0 +1,318 @@
+"""Scenario steps, typed: the five verbs of a scenario file parsed once into dataclasses.
+
+A scenario file's ``[[step]]`` tables (and a fault package's planned steps, and what
+:mod:`nemesis.shrink` writes) are checked and turned into one of :data:`ScenarioStep` here --
+:class:`BindStep`, :class:`FaultStep`, :class:`WaitStep`, :class:`ProduceStep`,
+:class:`SleepStep` -- so the runner (:mod:`nemesis.scenario_run`) dispatches on a type, never on
+strings again.  What a ``fault`` step may say (its ``node``/``nodes``, ``grudge``, ``announce``,
+``stop``, ``pick``) is read from the fault kind's declaration in :mod:`nemesis.fault_kinds`; a
+:class:`FaultStep` whose names are resolved to nodes is exactly what
+:meth:`nemesis.mechanism.Nemesis.apply` carries out.
+
+Also here, because parsing needs them: node roles (``leader-of:P``, ``follower-of:P#N``), the
+wait conditions, and the two errors (:class:`ScenarioError`: the file is wrong;
+:class:`ScenarioFailed`: a step could not be carried out).  :mod:`nemesis.scenario` re-exports them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nemesis.fault_kinds import CHURN_STOPS, CONSUMER_CHURN, PARTITION, REGISTRY
+from testbed.cluster.kafka_admin import PartitionInfo
+
+ROLES = ("leader-of", "follower-of")
+OFFSETS_PARTITION = "offsets"
+"""The partition name, in roles and waits, of the ``__consumer_offsets`` partition that holds the
+workload's consumer group -- the partition its coordinator leads."""
+CONTROLLER = "controller"
+"""The name that always means the cluster's controller node."""
+WAITS = (
+    "leader-is",
+    "leader-is-not",
+    "caught-up",
+    "in-isr",
+    "not-in-isr",
+    "answers",
+    "log-end-past",
+    "hw-checkpoint",
+)
+PARTITION_WAITS = frozenset(WAITS) - {"answers"}
+"""The waits whose condition is about one partition (a step without ``partition`` means
+partition 0)."""
+NODELESS_WAITS = ("caught-up",)
+"""Waits that name no node."""
+VERBS = ("bind", "fault", "wait", "produce", "sleep")
+FAULTS = tuple(REGISTRY)
+"""Every fault kind a ``fault`` step may name (:data:`nemesis.fault_kinds.REGISTRY`)."""
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file and the step."""
+
+
+class ScenarioFailed(RuntimeError):
+    """A step could not be carried out (a wait timed out, a role had no node)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """A node named by what it is for a partition: ``leader-of:P``, ``follower-of:P[#N]``."""
+
+    name: str
+    """As written in the scenario (for messages)."""
+    kind: str
+    partition: int | str
+    """A partition of the workload's topic, or :data:`OFFSETS_PARTITION`."""
+    index: int = 1
+    """follower-of only: which follower, 1-based, in replica-assignment order without the leader."""
+
+
+def parse_role(name: str) -> Role:
+    """``name`` (``leader-of:0``, ``follower-of:0``, ``follower-of:0#2``) as a Role.
+
+    ValueError naming the role and what is wrong with it (unknown kind, a partition or N that
+    is not a whole number, N < 1, ``#N`` on ``leader-of``).
+    """
+    kind, _, rest = name.partition(":")
+    if kind not in ROLES:
+        raise ValueError(f"role {name!r}: {kind!r} is not one of {', '.join(ROLES)}")
+    partition_text, hash_sign, index_text = rest.partition("#")
+    if not _whole_number(partition_text) and partition_text != OFFSETS_PARTITION:
+        raise ValueError(
+            f"role {name!r}: the partition must be a whole number or {OFFSETS_PARTITION!r}, not {partition_text!r}"
+        )
+    partition: int | str = int(partition_text) if _whole_number(partition_text) else partition_text
+    if not hash_sign:
+        return Role(name, kind, partition)
+    if kind != "follower-of":
+        raise ValueError(f"role {name!r}: only follower-of takes #N (a partition has one leader)")
+    if not _whole_number(index_text) or int(index_text) < 1:
+        raise ValueError(f"role {name!r}: N in #N must be a whole number >= 1 (1: the first follower)")
+    return Role(name, kind, partition, int(index_text))
+
+
+def role_node(role: Role, info: PartitionInfo, node_of: Callable[[int], str | None]) -> str:
+    """The node ``role`` names in partition ``info``; ScenarioFailed naming the role when none does."""
+    name = role.name
+    if role.kind == "leader-of":
+        broker_id = info.leader
+    else:
+        followers = [replica for replica in info.replicas if replica != info.leader]
+        if role.index > len(followers):
+            raise ScenarioFailed(
+                f"role {name!r}: partition {role.partition} has {len(followers)} follower(s) "
+                f"(replicas {list(info.replicas)}, leader {info.leader}), no follower #{role.index}"
+            )
+        broker_id = followers[role.index - 1]
+    node = node_of(broker_id)
+    if node is None:
+        raise ScenarioFailed(f"role {name!r}: broker id {broker_id} is none of this cluster's nodes")
+    return node
+
+
+def _whole_number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+# ---- typed steps ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BindStep:
+    """``bind = { A = "leader-of:0" }``: name nodes by role, node name or ``controller``, now."""
+
+    names: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultStep:
+    """``fault = "..."``: one fault or heal of :data:`nemesis.fault_kinds.REGISTRY`.
+
+    ``nodes`` and the ``grudge``'s names are as written (aliases, roles, node names) until
+    :meth:`resolved`; the other fields are the kind's parameters, defaulted as the file format
+    says (a partition's ``kind`` ``"scenario"``, ``announce`` true, churn ``leave`` of pick 0).
+    """
+
+    fault: str
+    nodes: tuple[str, ...] = ()
+    grudge: Mapping[str, frozenset[str]] | None = None
+    kind: str = "scenario"
+    announced: bool = True
+    stop: str = CHURN_STOPS[0]
+    pick: int = 0
+
+    def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
+        """This step with every name turned into a node by ``resolve``."""
+        grudge = (
+            None
+            if self.grudge is None
+            else {
+                resolve(node): frozenset(resolve(other) for other in others)
+                for node, others in self.grudge.items()
+            }
+        )
+        return dataclasses.replace(self, nodes=tuple(resolve(name) for name in self.nodes), grudge=grudge)
+
+
+@dataclasses.dataclass(frozen=True)
+class WaitStep:
+    """``wait = "..."``: a condition polled until it holds or ``timeout`` seconds pass."""
+
+    condition: str
+    node: str | None = None
+    than: str | None = None
+    partition: int | str = 0
+    timeout: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ProduceStep:
+    """``produce = "marker"``: one marker send to ``partition``."""
+
+    partition: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SleepStep:
+    """``sleep = 5``, ``why = "..."``: only where time itself is the point."""
+
+    seconds: float
+    why: str
+
+
+ScenarioStep = BindStep | FaultStep | WaitStep | ProduceStep | SleepStep
+
+
+def parse_step(table: Any, where: str) -> ScenarioStep:
+    """The typed step ``table`` (one ``[[step]]``) says; ScenarioError naming ``where`` otherwise."""
+    _check_step(table, where)
+    if "bind" in table:
+        return BindStep({str(alias): str(name) for alias, name in table["bind"].items()})
+    if "fault" in table:
+        return _fault_step(table)
+    if "wait" in table:
+        named = table.get("nodes") or ([table["node"]] if "node" in table else [])
+        return WaitStep(
+            condition=str(table["wait"]),
+            node=str(named[0]) if named else None,
+            than=str(table["than"]) if "than" in table else None,
+            partition=table.get("partition", 0),
+            timeout=_seconds(table.get("timeout", 30), f"{where}: timeout"),
+        )
+    if "produce" in table:
+        return ProduceStep(int(table.get("partition", 0)))
+    return SleepStep(_seconds(table["sleep"], f"{where}: sleep"), str(table["why"]))
+
+
+def _fault_step(table: Mapping[str, Any]) -> FaultStep:
+    named = table.get("nodes") or ([table["node"]] if "node" in table else [])
+    grudge = table.get("grudge") if table["fault"] == PARTITION else None
+    return FaultStep(
+        fault=str(table["fault"]),
+        nodes=tuple(str(name) for name in named),
+        grudge=None if grudge is None else {str(k): frozenset(str(o) for o in v) for k, v in grudge.items()},
+        kind=str(table.get("kind", "scenario")),
+        announced=table.get("announce", True) is not False,
+        stop=str(table.get("stop", CHURN_STOPS[0])),
+        pick=int(table.get("pick", 0)),
+    )
+
+
+def _seconds(value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ScenarioError(f"{what} must be a number of seconds, not {value!r}") from None
+
+
+# ---- checking a table -----------------------------------------------------------------------
+
+
+def _takes(fault: object, param: str) -> bool:
+    return isinstance(fault, str) and fault in REGISTRY and REGISTRY[fault].takes(param)
+
+
+def _check_fault(step: Mapping[str, Any], where: str) -> None:
+    """A ``fault`` step against its kind's declaration (:mod:`nemesis.fault_kinds`)."""
+    if step["fault"] not in REGISTRY:
+        raise ScenarioError(f"{where}: fault {step['fault']!r} is not one of {', '.join(FAULTS)}")
+    kind = REGISTRY[step["fault"]]
+    if kind.takes("grudge") and not isinstance(step.get("grudge"), dict):
+        raise ScenarioError(f"{where}: {kind.name} needs grudge = {{ NODE = [NODES...] }}")
+    if kind.nodes == "required" and "node" not in step and "nodes" not in step:
+        raise ScenarioError(f"{where}: {kind.name} needs node or nodes")
+    if "announce" in step and (not kind.takes("announce") or not isinstance(step["announce"], bool)):
+        announceable = [name for name, declared in REGISTRY.items() if declared.takes("announce")]
+        raise ScenarioError(
+            f"{where}: announce = true|false is for {' and '.join(announceable)} only, not"
+            f" {kind.name} = {step['announce']!r}"
+        )
+
+
+def _check_step(step: Any, where: str) -> None:
+    if not isinstance(step, dict):
+        raise ScenarioError(f"{where}: a step must be a table")
+    verbs = [verb for verb in VERBS if verb in step]
+    if len(verbs) != 1:
+        raise ScenarioError(f"{where}: exactly one of {', '.join(VERBS)} expected, found {verbs or 'none'}")
+    verb = verbs[0]
+    if verb == "fault":
+        _check_fault(step, where)
+    if ("stop" in step or "pick" in step) and not _takes(step.get("fault"), "stop"):
+        raise ScenarioError(f"{where}: stop and pick are for fault = {CONSUMER_CHURN!r} only")
+    if step.get("stop", CHURN_STOPS[0]) not in CHURN_STOPS:
+        raise ScenarioError(f"{where}: stop must be one of {', '.join(CHURN_STOPS)}, not {step['stop']!r}")
+    pick = step.get("pick", 0)
+    if not isinstance(pick, int) or isinstance(pick, bool) or pick < 0:
+        raise ScenarioError(f"{where}: pick must be a whole number >= 0, not {pick!r}")
+    if "partition" in step:
+        _check_partition(step["partition"], where, offsets_allowed=verb != "produce")
+    if verb == "wait":
+        if step["wait"] not in WAITS:
+            raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")
+        if step["wait"] not in ("caught-up",) and "node" not in step:
+            raise ScenarioError(f"{where}: wait {step['wait']} needs node")
+        if step["wait"] == "log-end-past" and not isinstance(step.get("than"), str):
+            raise ScenarioError(f"{where}: wait log-end-past needs than = NODE (the replica to end past)")
+    if verb == "sleep" and "why" not in step:
+        raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
+    if verb == "bind" and not isinstance(step["bind"], dict):
+        raise ScenarioError(f'{where}: bind = {{ NAME = "leader-of:0", ... }}')
+    for name in _names(step):
+        if ":" in name:
+            try:
+                parse_role(name)
+            except ValueError as error:
+                raise ScenarioError(f"{where}: {error}") from None
+
+
+def _check_partition(partition: Any, where: str, *, offsets_allowed: bool) -> None:
+    """A step's ``partition``: a partition number of the workload's topic, or (except where a
+    step writes to the workload's topic) :data:`OFFSETS_PARTITION`."""
+    if isinstance(partition, int) and not isinstance(partition, bool) and partition >= 0:
+        return
+    if offsets_allowed and partition == OFFSETS_PARTITION:
+        return
+    allowed = f"a partition number >= 0{f' or {OFFSETS_PARTITION!r}' if offsets_allowed else ''}"
+    raise ScenarioError(f"{where}: partition must be {allowed}, not {partition!r}")
+
+
+NODE_KEYS = ("node", "than")
+"""Step keys whose value is one node name (``nodes`` is a list of them; ``bind`` and ``grudge``
+name nodes too)."""
+
+
+def _names(step: Mapping[str, Any]) -> list[str]:
+    """Every node name a step gives (``node``, ``than``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
+    names: list[Any] = [step[key] for key in NODE_KEYS if key in step]
+    if isinstance(step.get("nodes"), list):
+        names += step["nodes"]
+    if isinstance(step.get("bind"), dict):
+        names += step["bind"].values()
+    if isinstance(step.get("grudge"), dict):
+        for node, others in step["grudge"].items():
+            names += [node, *(others if isinstance(others, list) else [])]
+    return [name for name in names if isinstance(name, str)]
