@@ -43,8 +43,12 @@ fail_tansu_build() {
 # builds tansu in the foreground).
 finish_tansu() {
     say "waiting for the tansu build (log: $build/log)"
-    local status
-    until status=$(tansu_build_status) && [ -n "$status" ]; do sleep 5; done
+    local status waited=0
+    until status=$(tansu_build_status) && [ -n "$status" ]; do
+        sleep 5
+        waited=$((waited + 5))
+        [ $((waited % 300)) != 0 ] || say "tansu still building ($waited s waited)"
+    done
     [ "$status" = 0 ] || fail_tansu_build "exit $status"
     say "tansu binary: $(cat "$build/binary")"
     rm -rf "$build"  # its log told nothing a failure would need
