@@ -28,7 +28,6 @@ MAX_FUNCTION_LINES = 80
 SPLIT_THIS_SESSION = "being split this session (issue 31)"
 
 ALLOWED: dict[str, str] = {
-    "nemesis/packages.py": SPLIT_THIS_SESSION,
     "checker/spark/engine.py": SPLIT_THIS_SESSION,
     "checker/spark/engine.py::SparkEngine.value_anomalies": SPLIT_THIS_SESSION,
     "checker/synthetic_runs.py::generate_run": SPLIT_THIS_SESSION,

@@ -1,0 +1,51 @@
+"""What a fault package is planned from, and the small pieces every planner shares.
+
+A package (:mod:`nemesis.packages`) is planned as scenario step tables from a
+``random.Random`` and a :class:`PackageContext`; :class:`PackageError` says why a package
+cannot apply to a cluster.  Here so that the planners of :mod:`nemesis.packages` and
+:mod:`nemesis.bug_packages` share them without importing each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+Step = dict[str, Any]
+
+
+class PackageError(ValueError):
+    """A package that cannot be planned for this cluster; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PackageContext:
+    """What a package may use: the brokers, the workload's partitions and replication factor,
+    and whether power loss (the lazy filesystem) and metadata delay (a controller node) exist."""
+
+    brokers: tuple[str, ...]
+    partitions: int
+    replication_factor: int
+    power_loss: bool = False
+    metadata_delay: bool = False
+    quiet_seconds: float = 10.0
+    markers: bool = False
+    """The workload sends markers (``produce`` steps): packages that need writes to reach a new
+    leader at once plan them only then."""
+    isr_lag_seconds: float | None = None
+    """How long a follower may lag before its leader drops it from the ISR
+    (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
+
+
+def sleep_step(rng: random.Random, low: float, high: float, why: str) -> Step:
+    return {"sleep": round(rng.uniform(low, high), 2), "why": why}
+
+
+def partition_of(rng: random.Random, context: PackageContext) -> int:
+    return rng.randrange(context.partitions)
+
+
+def need_three_replicas(name: str, context: PackageContext) -> None:
+    if context.replication_factor < 3:
+        raise PackageError(f"{name} needs a replication factor of at least 3")
