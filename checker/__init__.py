@@ -8,8 +8,11 @@ answers into ``results.json``.
 Modules:
 
 * ``api`` -- what the rest of Tidemark calls: find runs, open an engine, check runs;
-* ``definitions`` -- the anomalies (lost-write, duplicate, replica divergence, the order checks
-  such as realtime-order and stale-read, ...), defined once, with the list of their names;
+* ``anomalies`` -- the registry: one entry per anomaly, as data (family, severity, what it
+  implies, evidence, one-line doc), which the engines, expectations, docs and reports read;
+* ``anomaly_order`` -- a run's reported anomalies causes first, their consequences under them;
+* ``definitions`` -- the anomalies' long definitions (lost-write, duplicate, replica divergence,
+  the order checks such as realtime-order and stale-read, ...) and the names derived from the registry;
 * ``expectations`` -- which anomalies a run's own configuration permits;
 * ``evidence`` -- locating and validating a run's files before any engine touches them;
 * ``pack`` and ``packed_runs`` -- packing loaded runs into a packed store (``testbed.record.packed``),

@@ -1,4 +1,10 @@
-"""The anomalies the checker looks for: one definition, shared by the pandas and Spark engines.
+"""The anomalies the checker looks for: their long definitions, and the names the code uses.
+
+The registry (:mod:`checker.anomalies`) holds each anomaly as data -- family, severity, what it
+implies, the evidence it needs, its one-line doc; the names, family tuples, warnings and example
+columns below are derived from it and keep their names for the engines and tests.  The prose
+here is each entry's long definition (:attr:`checker.anomalies.Anomaly.definition`), with a tiny
+example; ``tests/checker/test_anomalies.py`` keeps one definition per entry and no stray one.
 
 Names follow Jepsen's Kafka workload.  Notation in the tiny examples: ``send p0 v=7 ok @3``
 is an acknowledged send of value 7 to partition 0 that the broker placed at offset 3;
@@ -276,71 +282,49 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-LOST_WRITE: Final = "lost-write"
-REPLICA_DIVERGENCE: Final = "replica-divergence"
-INCONSISTENT_OFFSETS: Final = "inconsistent-offsets"
-DUPLICATE: Final = "duplicate"
-ABORTED_READ: Final = "aborted-read"
-LOST_READ: Final = "lost-read"
-UNEXPECTED: Final = "unexpected"
-POLL_SKIP: Final = "poll-skip"
-NONMONOTONIC_POLL: Final = "nonmonotonic-poll"
-INT_POLL_SKIP: Final = "int-poll-skip"
-INT_NONMONOTONIC_POLL: Final = "int-nonmonotonic-poll"
-STALE_READ: Final = "stale-read"
-NONMONOTONIC_SEND: Final = "nonmonotonic-send"
-REALTIME_ORDER: Final = "realtime-order"
-GROUP_SKIP: Final = "group-skip"
-GROUP_REDELIVERY: Final = "group-redelivery"
-COMMIT_REGRESSION: Final = "commit-regression"
-COMMITTED_BEYOND_READ: Final = "committed-beyond-read"
-GENERATION_REGRESSION: Final = "generation-regression"
-UNSEEN: Final = "unseen"
-DIVERGENT_TAIL: Final = "divergent-tail"
-TRUNCATED_COMMITTED: Final = "truncated-committed"
-INCOMPLETE_LEADER: Final = "incomplete-leader"
-HW_REGRESSION: Final = "hw-regression"
-MIN_ISR_VIOLATION: Final = "min-isr-violation"
-ISR_DIVERGENCE: Final = "isr-divergence"
-STALLED: Final = "stalled"
+from checker import anomalies as registry
 
-ALL_CHECKS: Final[tuple[str, ...]] = (
-    LOST_WRITE,
-    REPLICA_DIVERGENCE,
-    INCONSISTENT_OFFSETS,
-    DUPLICATE,
-    ABORTED_READ,
-    LOST_READ,
-    UNEXPECTED,
-    POLL_SKIP,
-    NONMONOTONIC_POLL,
-    INT_POLL_SKIP,
-    INT_NONMONOTONIC_POLL,
-    STALE_READ,
-    NONMONOTONIC_SEND,
-    REALTIME_ORDER,
-    GROUP_SKIP,
-    GROUP_REDELIVERY,
-    COMMIT_REGRESSION,
-    COMMITTED_BEYOND_READ,
-    GENERATION_REGRESSION,
-    TRUNCATED_COMMITTED,
-    INCOMPLETE_LEADER,
-    HW_REGRESSION,
-    MIN_ISR_VIOLATION,
-    ISR_DIVERGENCE,
-    STALLED,
-    UNSEEN,
-    DIVERGENT_TAIL,
-)
+LOST_WRITE: Final = registry.LOST_WRITE.name
+REPLICA_DIVERGENCE: Final = registry.REPLICA_DIVERGENCE.name
+INCONSISTENT_OFFSETS: Final = registry.INCONSISTENT_OFFSETS.name
+DUPLICATE: Final = registry.DUPLICATE.name
+ABORTED_READ: Final = registry.ABORTED_READ.name
+LOST_READ: Final = registry.LOST_READ.name
+UNEXPECTED: Final = registry.UNEXPECTED.name
+POLL_SKIP: Final = registry.POLL_SKIP.name
+NONMONOTONIC_POLL: Final = registry.NONMONOTONIC_POLL.name
+INT_POLL_SKIP: Final = registry.INT_POLL_SKIP.name
+INT_NONMONOTONIC_POLL: Final = registry.INT_NONMONOTONIC_POLL.name
+STALE_READ: Final = registry.STALE_READ.name
+NONMONOTONIC_SEND: Final = registry.NONMONOTONIC_SEND.name
+REALTIME_ORDER: Final = registry.REALTIME_ORDER.name
+GROUP_SKIP: Final = registry.GROUP_SKIP.name
+GROUP_REDELIVERY: Final = registry.GROUP_REDELIVERY.name
+COMMIT_REGRESSION: Final = registry.COMMIT_REGRESSION.name
+COMMITTED_BEYOND_READ: Final = registry.COMMITTED_BEYOND_READ.name
+GENERATION_REGRESSION: Final = registry.GENERATION_REGRESSION.name
+UNSEEN: Final = registry.UNSEEN.name
+DIVERGENT_TAIL: Final = registry.DIVERGENT_TAIL.name
+TRUNCATED_COMMITTED: Final = registry.TRUNCATED_COMMITTED.name
+INCOMPLETE_LEADER: Final = registry.INCOMPLETE_LEADER.name
+HW_REGRESSION: Final = registry.HW_REGRESSION.name
+MIN_ISR_VIOLATION: Final = registry.MIN_ISR_VIOLATION.name
+ISR_DIVERGENCE: Final = registry.ISR_DIVERGENCE.name
+STALLED: Final = registry.STALLED.name
+
+ALL_CHECKS: Final[tuple[str, ...]] = registry.names()
 """Every anomaly the checker knows, in the order ``results.json``, the summary and ``--checks`` list them."""
 CORE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, REPLICA_DIVERGENCE, DUPLICATE)
 """The three checks ``bench/checker.py`` compares against DuckDB."""
 
-WARNINGS: Final[frozenset[str]] = frozenset({UNSEEN, DIVERGENT_TAIL})
-"""Anomalies that are reported but never make a run invalid (severity ``warning``); stalled too,
-unless ``--liveness strict`` (:func:`severity`)."""
-LIVENESS_CHECKS: Final[tuple[str, ...]] = (STALLED,)
+WARNINGS: Final[frozenset[str]] = frozenset(
+    anomaly.name
+    for anomaly in registry.ANOMALIES
+    if anomaly.severity == registry.WARNING and not anomaly.error_when_strict
+)
+"""Anomalies that are reported but never make a run invalid (severity ``warning``): unseen and
+divergent-tail; stalled too, unless ``--liveness strict`` (:func:`severity`)."""
+LIVENESS_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.LIVENESS)
 """Decided by the driver from the liveness figures (``Engine.liveness``)."""
 
 LIVENESS_WARN: Final = "warn"
@@ -376,87 +360,43 @@ DEFAULT_LIVENESS: Final = Liveness()
 
 
 def severity(kind: str, liveness: Liveness = DEFAULT_LIVENESS) -> str:
-    """``warning`` or ``error``: :data:`WARNINGS`, and stalled unless the liveness mode is strict."""
-    if kind in WARNINGS or (kind == STALLED and liveness.mode != LIVENESS_STRICT):
-        return "warning"
-    return "error"
+    """``warning`` or ``error``: the registry's severity, an error for stalled when the liveness mode is strict."""
+    anomaly = registry.BY_NAME.get(kind)
+    if anomaly is None or (anomaly.error_when_strict and liveness.mode == LIVENESS_STRICT):
+        return registry.ERROR
+    return anomaly.severity
 
 
-VALUE_CHECKS: Final[tuple[str, ...]] = (LOST_WRITE, UNSEEN, ABORTED_READ, LOST_READ, UNEXPECTED, DUPLICATE)
+VALUE_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.VALUE)
 """Answered together by one aggregation grouped by (run, partition, value)."""
-POLL_CHECKS: Final[tuple[str, ...]] = (
-    POLL_SKIP,
-    NONMONOTONIC_POLL,
-    INT_POLL_SKIP,
-    INT_NONMONOTONIC_POLL,
-    STALE_READ,
-)
+POLL_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.POLL_ORDER)
 """Order checks on the records consumers read."""
-SEND_CHECKS: Final[tuple[str, ...]] = (NONMONOTONIC_SEND, REALTIME_ORDER)
+SEND_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.SEND_ORDER)
 """Order checks on the offsets sends were acknowledged with."""
 ORDER_CHECKS: Final[tuple[str, ...]] = (*POLL_CHECKS, *SEND_CHECKS)
 """Answered together by one engine question (``Engine.order_anomalies``)."""
-REPLICA_CHECKS: Final[tuple[str, ...]] = (REPLICA_DIVERGENCE, DIVERGENT_TAIL)
+REPLICA_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.REPLICA)
 """Answered together by one engine question (``Engine.divergence``): each differing position is one or the other."""
-GROUP_CHECKS: Final[tuple[str, ...]] = (
-    GROUP_SKIP,
-    GROUP_REDELIVERY,
-    COMMIT_REGRESSION,
-    COMMITTED_BEYOND_READ,
-    GENERATION_REGRESSION,
-)
+GROUP_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.GROUP)
 """Answered together by one engine question (``Engine.group_anomalies``): the consumer-group checks."""
-INVARIANT_CHECKS: Final[tuple[str, ...]] = (
-    TRUNCATED_COMMITTED,
-    INCOMPLETE_LEADER,
-    HW_REGRESSION,
-    MIN_ISR_VIOLATION,
-    ISR_DIVERGENCE,
-)
+INVARIANT_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.INVARIANT)
 """Answered together by one engine question (``Engine.invariant_anomalies``): the white-box checks
 on the brokers' event logs."""
 
 DEFAULT_EXAMPLE_LIMIT: Final = 5
 
-VALUE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "partition",
-    "value",
-    "value_text",
-    "ack_offset",
-    "send_index",
-    "read_index",
-    "poll_offset",
-    "read_min_offset",
-    "read_max_offset",
-)
+VALUE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = registry.VALUE.example_columns
 """Columns every engine returns for each value-check example, ordered by (partition, value, value_text)."""
 
-OFFSET_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "offset", "observations")
-ORDER_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "process",
-    "partition",
-    "index",
-    "item",
-    "prev_index",
-    "prev_offset",
-    "offset",
-    "invoke_index",
-)
+OFFSET_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = registry.OFFSET.example_columns
+ORDER_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = registry.POLL_ORDER.example_columns
 """Columns every engine returns for each order-check example, ordered by (process, partition, index, item).
 
 ``index``/``item``/``offset``: the late record (or the late send's completion, ``item`` null);
 ``prev_index``/``prev_offset``: the read or send it is compared with; ``invoke_index``: the
 late send's invoke (realtime-order only, else null)."""
-DIVERGENCE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = ("partition", "node_a", "node_b", "offset", "positions")
-GROUP_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "process",
-    "partition",
-    "index",
-    "item",
-    "offset",
-    "prev_index",
-    "prev_offset",
-)
+DIVERGENCE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = registry.REPLICA.example_columns
+GROUP_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = registry.GROUP.example_columns
 """Columns every engine returns for each group-check example, ordered by (partition, offset, index, item).
 
 ``index``/``item``/``offset``: the acknowledged send and its position (group-skip), the
@@ -466,19 +406,8 @@ checks), or the assign's completion and its generation (generation-regression, n
 position, the earlier commit and its offset (commit-regression), the read of the highest
 offset and that offset (committed-beyond-read; null when nothing was read), or the earlier
 assign and its generation.  ``process``: the reader, committer or assignee (group-skip: null)."""
-GROUP_ORDER: Final[tuple[str, ...]] = ("partition", "offset", "index", "item")
-INVARIANT_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "partition",
-    "ts",
-    "node",
-    "seq",
-    "value",
-    "bound",
-    "positions",
-    "prev_node",
-    "prev_seq",
-    "peer",
-)
+GROUP_ORDER: Final[tuple[str, ...]] = registry.GROUP.example_order
+INVARIANT_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = registry.INVARIANT.example_columns
 """Columns every engine returns for each white-box example, ordered by (partition, ts, node, seq).
 
 ``node``/``seq``: the event in question (``ts`` its place in time, see the definitions; null,
@@ -489,7 +418,7 @@ offset against the leader's HW; ``positions``: how many offsets (committed offse
 regressed, advanced under min ISR, divergent positions); ``prev_node``/``prev_seq``: the event it
 was compared with (the exposure; for isr-divergence the controller event that set the final
 ISR); ``peer``: the leader (isr-divergence)."""
-INVARIANT_ORDER: Final[tuple[str, ...]] = ("partition", "ts", "node", "seq")
+INVARIANT_ORDER: Final[tuple[str, ...]] = registry.INVARIANT.example_order
 
 ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"
 """The ``f`` of the group ops the group checks read (``docs/consumer-groups.md``)."""

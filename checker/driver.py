@@ -453,9 +453,14 @@ def check_pass(
 ) -> list[dict[str, Any]]:
     """Results for every run of one pass (run ids distinct), in the order given.
 
-    ``on_answer`` is called with each of :data:`QUESTIONS` as the engine answers it.
+    ``on_answer`` is called with each of :data:`QUESTIONS` as the engine answers it.  A check
+    the engine does not implement (``Engine.implements``) is refused with ``ValueError``.
     """
     chosen = frozenset(checks)
+    lacking = [name for name in ALL_CHECKS if name in chosen and name not in engine.implements]
+    if lacking:
+        # A registry entry without an implementation would read as "found nothing": refuse instead.
+        raise ValueError(f"the {engine.name} engine does not implement {', '.join(lacking)}")
     batch = _Batch(engine, runs, chosen, limit, liveness, on_answer)
     return [_run_results(run, batch, chosen) for run in runs]
 

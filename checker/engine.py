@@ -8,7 +8,7 @@ so that the engines cannot drift apart in anything but the aggregations themselv
 tests run both on the same generated runs and require identical ``results.json``.
 
 Orderings are part of the contract (examples are the first ``limit`` rows in this order,
-ascending, nulls first):
+ascending, nulls first; each family's ``example_order`` in :mod:`checker.anomalies`):
 
 * value checks: ``partition, value, value_text``
 * inconsistent-offsets: ``partition, offset``
@@ -37,6 +37,9 @@ REPLICA_ROW_COLUMNS = ("run_id", "node", "partition", "offset", "leader_epoch", 
 
 class Engine(Protocol):
     name: str
+    implements: frozenset[str]
+    """The registry entries (:mod:`checker.anomalies`) this engine answers: the driver refuses to
+    ask it for any other, and ``tests/checker/test_anomalies.py`` requires every entry of both."""
     concurrent: bool
     """Whether the driver may ask two questions at once from two threads (see ``checker.driver``)."""
 

@@ -127,28 +127,22 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from checker.definitions import (
-    COMMIT_REGRESSION,
-    DUPLICATE,
-    GENERATION_REGRESSION,
-    GROUP_REDELIVERY,
-    GROUP_SKIP,
-    HW_REGRESSION,
-    INCOMPLETE_LEADER,
-    INCONSISTENT_OFFSETS,
-    ISR_DIVERGENCE,
-    LOST_READ,
-    LOST_WRITE,
-    MIN_ISR_VIOLATION,
-    POLL_CHECKS,
-    REPLICA_DIVERGENCE,
-    SEND_CHECKS,
-    TRUNCATED_COMMITTED,
+from checker.anomalies import (
+    ACKED_LOSS,
+    BROKER_LOSS,
+    COMMITTED_LOSS,
+    DIVERGENCE,
+    MIN_ISR_OFF,
+    RETRIED_SENDS,
+    permitted_under,
 )
 
-# Acknowledged data can vanish and its offsets be handed out again: whoever sends after an
-# acknowledgement may land at or below its offset (the send order checks).
-_ACKED_DATA_LOSS = frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE, *SEND_CHECKS})
+# What each rule permits is read from the registry: an anomaly's entry names the conditions that
+# excuse it (``Anomaly.permitted_by``), and a rule says which conditions its configuration makes
+# possible.  Acknowledged data can vanish and its offsets be handed out again: lost-write,
+# inconsistent-offsets, duplicate, and whoever sends after an acknowledgement may land at or below
+# its offset (the send order checks).
+_ACKED_DATA_LOSS = permitted_under({ACKED_LOSS})
 # When committed data can vanish, a producer's retry of a write that vanished from the log
 # but had been read (or acknowledged) before can land again at another offset: a duplicate;
 # consumers are reset or read a rewritten log: every poll order check.  A consumer group's
@@ -157,17 +151,13 @@ _ACKED_DATA_LOSS = frozenset({LOST_WRITE, INCONSISTENT_OFFSETS, DUPLICATE, *SEND
 # log rewritten below a committed position holds records the group never reads (group-skip).
 # The group's metadata record (its generation) is one too: lost, the group restarts at
 # generation 1 (generation-regression), in every commit mode.
-_COMMITTED_DATA_LOSS = _ACKED_DATA_LOSS | {
-    LOST_READ,
-    *POLL_CHECKS,
-    GROUP_SKIP,
-    GROUP_REDELIVERY,
-    COMMIT_REGRESSION,
-    GENERATION_REGRESSION,
-}
+_COMMITTED_DATA_LOSS = permitted_under({ACKED_LOSS, COMMITTED_LOSS})
 # In the bundled broker's own records, committed data vanishing is a truncation below an exposed
 # HW, a leader elected without it and, once that leader's HW is established, the HW going back.
-_BROKER_LOSS = _COMMITTED_DATA_LOSS | {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION}
+_BROKER_LOSS = permitted_under({ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS})
+_DIVERGING = permitted_under({ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, DIVERGENCE})
+_NOT_STRICT = permitted_under({ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, MIN_ISR_OFF})
+_RETRIES = permitted_under({RETRIED_SENDS})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -203,7 +193,7 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     rules: list[Rule] = []
     acks = str(workload.get("acks", "all")).strip().lower()  # the workload owns acks
     if workload.get("idempotent") is False:  # a client's rule, whatever the target
-        rules.append(Rule("idempotent=false", frozenset({DUPLICATE})))
+        rules.append(Rule("idempotent=false", _RETRIES))
     if any(str(key).startswith(_POSTGRESQL) for key in config):
         if acks == "0":
             rules.append(Rule("acks=0", _ACKED_DATA_LOSS))
@@ -220,13 +210,12 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
             rules.append(
                 Rule("eligible.leader.replicas.enable=false + flush never + power-loss", _BROKER_LOSS)
             )
-    diverging = _BROKER_LOSS | {REPLICA_DIVERGENCE, ISR_DIVERGENCE}
     for key, value, permits in (
-        ("truncation.mode", "high-watermark", diverging),
-        ("leader.epoch.lookup", "single", diverging),
+        ("truncation.mode", "high-watermark", _DIVERGING),
+        ("leader.epoch.lookup", "single", _DIVERGING),
         ("isr.join.offset", "high-watermark", _BROKER_LOSS),
-        ("leader.epoch.fencing.enable", "false", diverging),
-        ("min.insync.replicas.strict", "false", _BROKER_LOSS | {MIN_ISR_VIOLATION}),
+        ("leader.epoch.fencing.enable", "false", _DIVERGING),
+        ("min.insync.replicas.strict", "false", _NOT_STRICT),
     ):
         if _setting(config, key) == value:
             rules.append(Rule(f"{key}={value}", permits))

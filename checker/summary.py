@@ -4,12 +4,13 @@ The Parquet file (``check-summary.parquet``) has ``run, name, valid, expected_on
 truncation_mode, acks, min_insync_replicas, unclean_election, flush_messages, faults,
 scenario`` and one integer column per anomaly (``lost_write``, ...).  The printed table
 groups runs by broker configuration x nemesis and shows how many were valid, invalid and
-unknown, and the anomaly counts (``*`` marks counts that the configuration permits).
+unknown, and the anomaly counts, causes first (``*`` marks counts that the configuration permits).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
+from checker.anomalies import WARNING
+from checker.anomaly_order import grouped
 from checker.definitions import ALL_CHECKS
 from testbed.record.history import write_parquet
 
@@ -55,6 +58,24 @@ def write_summary(rows: list[dict[str, Any]], target: Path) -> None:
     write_parquet(pa.Table.from_pylist(rows), target)
 
 
+def _anomaly_text(results: list[dict[str, Any]]) -> list[str]:
+    """The group's anomalies summed over its runs, causes first (:mod:`checker.anomaly_order`):
+    ``lost-write x9* (-> lost-read x2*)``, ``*`` when every run's configuration permits it."""
+    summed: dict[str, dict[str, Any]] = {}
+    for result in results:
+        for kind, anomaly in result["anomalies"].items():
+            total = summed.setdefault(kind, {"count": 0, "expected": True, "severity": anomaly["severity"]})
+            total["count"] += anomaly["count"]
+            total["expected"] = total["expected"] and anomaly["expected"]
+            if anomaly["severity"] != WARNING:
+                total["severity"] = anomaly["severity"]
+
+    def say(kind: str, anomaly: Mapping[str, Any]) -> str:
+        return f"{kind} x{anomaly['count']}{'*' if anomaly['expected'] else ''}"
+
+    return grouped(summed, say, "{cause} (-> {consequences})", ", ")
+
+
 def print_summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], console: Console) -> None:
     groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
     for number, row in enumerate(rows):
@@ -74,15 +95,7 @@ def print_summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], con
         table.add_column(header)
     for (config, nemesis), members in sorted(groups.items()):
         verdicts = [rows[i]["valid"] for i in members]
-        counts: dict[str, int] = defaultdict(int)
-        expected: dict[str, bool] = {}
-        for i in members:
-            for kind, anomaly in results[i]["anomalies"].items():
-                counts[kind] += anomaly["count"]
-                expected[kind] = expected.get(kind, True) and anomaly["expected"]
-        text = ", ".join(
-            f"{kind} x{counts[kind]}{'*' if expected[kind] else ''}" for kind in ALL_CHECKS if kind in counts
-        )
+        text = ", ".join(_anomaly_text([results[i] for i in members]))
         table.add_row(
             config,
             nemesis,

@@ -28,9 +28,6 @@ MAX_FUNCTION_LINES = 80
 SPLIT_THIS_SESSION = "being split this session (issue 31)"
 
 ALLOWED: dict[str, str] = {
-    "checker/spark/engine.py": SPLIT_THIS_SESSION,
-    "checker/spark/engine.py::SparkEngine.value_anomalies": SPLIT_THIS_SESSION,
-    "checker/synthetic_runs.py::generate_run": SPLIT_THIS_SESSION,
 }
 """The units allowed past the limits: ``path`` for a module, ``path::Qualified.name`` for a
 function, each with one sentence why.  Meant to end up empty."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,7 @@ from checker.definitions import (
     DIVERGENT_TAIL,
     DUPLICATE,
     GROUP_ORDER,
+    INCONSISTENT_OFFSETS,
     LOST_READ,
     LOST_WRITE,
     OFFSET_EXAMPLE_COLUMNS,
@@ -56,6 +57,12 @@ from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_waterm
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts, groups, invariants, liveness, order
 from testbed.record.history import F_DRAIN, F_POLL, F_SEND
+
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {LOST_WRITE, UNSEEN, ABORTED_READ, LOST_READ, UNEXPECTED, DUPLICATE, INCONSISTENT_OFFSETS}
+    | {REPLICA_DIVERGENCE, DIVERGENT_TAIL}
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags: the value checks, offsets, divergence."""
 
 
 def hash_strings(values: pd.Series) -> np.ndarray[Any, np.dtype[np.uint64]]:
@@ -132,6 +139,10 @@ class PandasEngine:
     """Loads each pass's histories once and answers the engine questions from memory."""
 
     name = "pandas"
+    implements: frozenset[str] = frozenset().union(
+        IMPLEMENTS, order.IMPLEMENTS, groups.IMPLEMENTS, invariants.IMPLEMENTS, liveness.IMPLEMENTS
+    )
+    """Every registry entry, each flagged by one module of this engine (its ``IMPLEMENTS``)."""
     concurrent = True
     """The history questions and the replica questions read separate :class:`candidates.Columns`
     (each reads a column once, under its own lock); numpy and Arrow release the GIL, so the two

@@ -28,7 +28,7 @@ import json
 import re
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,10 @@ ACK_COLUMNS = ["run_id", "partition", "offset", "index"]
 OUTPUT = ["run_id", "kind", *GROUP_EXAMPLE_COLUMNS]
 ANSWER = ["run_id", "kind", "total", *GROUP_EXAMPLE_COLUMNS]
 """What ``Engine.group_anomalies`` answers (``total``: the anomalies of the kind in the run)."""
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, COMMITTED_BEYOND_READ, GENERATION_REGRESSION}
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 FIELDS = ("generation", "takeover", "consumer", "polled_by")
 """The integer fields of a group op's value that the checks read."""
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,10 @@ EVENT_COLUMNS = (
 )
 """The columns of ``events.parquet`` the checks read (``line`` only for examples)."""
 OUTPUT = ["run_id", "kind", "total", *INVARIANT_EXAMPLE_COLUMNS]
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 PARTITION_STATE_KINDS = ("topic-created", "election", "isr-change")
 """The controller events that publish a partition's leader and ISR."""
 _NONE = -1

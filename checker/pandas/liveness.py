@@ -14,16 +14,20 @@ The oracle of :mod:`checker.spark.liveness`, written as the same three aggregati
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 import pandas as pd
 
-from checker.definitions import TYPE_OK, UNPOLLED_AGE_EDGES_S
+from checker.definitions import STALLED, TYPE_OK, UNPOLLED_AGE_EDGES_S
 from checker.liveness import LIVENESS_COLUMNS, NS, UNPOLLED_AGE_COLUMNS
 
 SEND_COLUMNS = ["run_id", "partition", "type", "time", "offset", "value"]
 """The send rows' columns (every send row with a partition)."""
 POLL_COLUMNS = ["run_id", "partition", "time", "offset", "value"]
 """The poll records' columns (``ok`` poll rows carrying a record)."""
+IMPLEMENTS: Final[frozenset[str]] = frozenset({STALLED})
+"""The registry entries (:mod:`checker.anomalies`) decided from these figures (by :mod:`checker.liveness`)."""
 _KEYS = ["run_id", "partition"]
 
 

@@ -20,6 +20,8 @@ the op whose offset made the running maximum, as Spark's ``max(struct(offset, -i
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 import pandas as pd
 
@@ -42,6 +44,19 @@ READ_COLUMNS = ["run_id", "process", "partition", "index", "item", "offset", "f"
 SEND_COLUMNS = ["run_id", "process", "index", "type", "partition", "offset"]
 """The columns of the send rows the send checks take (every send row: invokes pair completions)."""
 OUTPUT = ["run_id", "kind", *ORDER_EXAMPLE_COLUMNS]
+
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {
+        POLL_SKIP,
+        NONMONOTONIC_POLL,
+        INT_POLL_SKIP,
+        INT_NONMONOTONIC_POLL,
+        STALE_READ,
+        NONMONOTONIC_SEND,
+        REALTIME_ORDER,
+    }
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 
 
 def _found(rows: pd.DataFrame, kind: str) -> pd.DataFrame:

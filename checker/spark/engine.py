@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -44,39 +44,28 @@ from pyspark.sql import functions as F
 
 from checker import example_rules, fetch, value_details
 from checker.definitions import (
-    ABORTED_READ,
-    DUPLICATE,
     GROUP_EXAMPLE_COLUMNS,
     GROUP_ORDER,
-    LOST_READ,
-    LOST_WRITE,
+    INCONSISTENT_OFFSETS,
     OFFSET_EXAMPLE_COLUMNS,
     ORDER_EXAMPLE_COLUMNS,
-    TYPE_FAIL,
     TYPE_OK,
     UNEXPECTED,
-    UNSEEN,
     VALUE_EXAMPLE_COLUMNS,
 )
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
-from checker.spark import groups, invariants, liveness, replicas, small_counts
+from checker.spark import groups, invariants, liveness, replicas, small_counts, values
+from checker.spark import order as order_checks
 from checker.spark.inputs import SparkInputs, history_file, replica_file
 from checker.spark.order import poll_order, send_order
 from testbed.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
 from testbed.record.replicas import REPLICAS_SCHEMA
 
-_FACT_ROWS: dict[str, frozenset[str]] = {
-    LOST_WRITE: frozenset({"ok", "drain"}),
-    UNSEEN: frozenset({"ok", "poll", "drain"}),
-    ABORTED_READ: frozenset({"fail", "poll", "drain"}),
-    LOST_READ: frozenset({"send", "poll", "drain"}),
-    UNEXPECTED: frozenset({"send", "poll", "drain"}),
-    DUPLICATE: frozenset({"poll", "drain"}),
-}
-"""The history rows each value check's facts come from (see the flags in ``value_anomalies``):
-sends of any outcome, acknowledged sends, failed sends, poll records, drain records."""
+IMPLEMENTS: Final[frozenset[str]] = values.IMPLEMENTS | {INCONSISTENT_OFFSETS}
+"""The registry entries (:mod:`checker.anomalies`) this module flags: the value checks (by
+:mod:`checker.spark.values`) and offsets."""
 
 
 def _key_tuple(key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -103,6 +92,15 @@ class SparkEngine:
     """Answers the engine questions with one SparkSession (see :mod:`checker.spark.session`)."""
 
     name = "spark"
+    implements: frozenset[str] = frozenset().union(
+        IMPLEMENTS,
+        order_checks.IMPLEMENTS,
+        groups.IMPLEMENTS,
+        replicas.IMPLEMENTS,
+        invariants.IMPLEMENTS,
+        liveness.IMPLEMENTS,
+    )
+    """Every registry entry, each flagged by one module of this engine (its ``IMPLEMENTS``)."""
     concurrent = True
     """The driver may ask two questions at once (see ``checker.driver``): Spark runs both jobs."""
 
@@ -219,63 +217,7 @@ class SparkEngine:
     def value_anomalies(
         self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
     ) -> pd.DataFrame:
-        f, kind = F.col("f"), F.col("type")
-        send, poll, drain = f == F_SEND, f == F_POLL, f == F_DRAIN
-        ok, read = send & (kind == TYPE_OK), poll | drain
-        # Only the rows the asked checks' facts come from are aggregated: lost-write and
-        # duplicate alone need no send invokes, 39 % of the rows at 50 M ops.
-        kinds_needed = set().union(*(_FACT_ROWS[check] for check in checks if check in _FACT_ROWS))
-        needed = {
-            "send": send,
-            "ok": ok,
-            "fail": send & (kind == TYPE_FAIL),
-            "poll": poll,
-            "drain": drain,
-        }
-        wanted = functools.reduce(
-            lambda left, right: left | right,
-            [needed[name] for name in sorted(kinds_needed)],
-            F.lit(False),
-        )
-        rows = self._history(runs).where(wanted & F.col("value").isNotNull())
-        # The five yes/no facts travel as bits of one byte (bit_or), which keeps the shuffled
-        # rows narrow; the pandas engine computes the same facts column by column.
-        bits = (
-            send.cast("byte")
-            + ok.cast("byte") * 2
-            + (send & (kind == TYPE_FAIL)).cast("byte") * 4
-            + poll.cast("byte") * 8
-            + drain.cast("byte") * 16
-        ).cast("byte")
-        # Only what decides the flags is aggregated here.  The example columns (send and read
-        # indexes, ack and poll offsets) are computed on the driver for the few values shown:
-        # four more aggregates over every value cost a third of this job.
-        read_offset = F.when(read, F.col("offset"))
-        values = rows.groupBy("run_id", "partition", "value").agg(
-            F.bit_or(bits).alias("facts"),
-            F.min(read_offset).alias("read_min_offset"),
-            F.max(read_offset).alias("read_max_offset"),
-        )
-        fact = F.col("facts")
-        values = values.select(
-            "*",
-            *[
-                ((fact.bitwiseAND(bit)) != 0).cast("int").alias(name)
-                for name, bit in (("sent", 1), ("acked", 2), ("failed", 4), ("polled", 8), ("drained", 16))
-            ],
-        )
-        done = F.coalesce(F.col("complete"), F.lit(False))
-        acked, sent, undrained = F.col("acked") == 1, F.col("sent") == 1, F.col("drained") == 0
-        read_any = F.col("polled") + F.col("drained") > 0
-        flags = {
-            LOST_WRITE: acked & undrained & done,
-            UNSEEN: acked & undrained & (F.col("polled") == 0) & ~done,
-            ABORTED_READ: (F.col("failed") == 1) & read_any,
-            LOST_READ: sent & (F.col("polled") > 0) & undrained & done,
-            UNEXPECTED: ~sent & read_any,
-            DUPLICATE: F.col("read_min_offset") != F.col("read_max_offset"),
-        }
-        chosen = {name: flag for name, flag in flags.items() if name in checks}
+        chosen = {name: flag for name, flag in values.value_flags().items() if name in checks}
         status = F.broadcast(
             self._small(
                 complete[["run_id", "partition", "complete"]],
@@ -284,7 +226,8 @@ class SparkEngine:
         )
         kinds = F.array(*[F.when(flag, F.lit(name)) for name, flag in chosen.items()])
         stacked = (
-            values.join(status, ["run_id", "partition"], "left")
+            values.value_facts(self._history(runs), checks)
+            .join(status, ["run_id", "partition"], "left")
             # A plain disjunction: ``exists`` over the array is interpreted (no generated code)
             # for every group, 2 CPU-seconds of the job at 50 M ops.
             .where(functools.reduce(lambda left, right: left | right, chosen.values(), F.lit(False)))

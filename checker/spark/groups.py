@@ -31,6 +31,7 @@ instead of once per check took a fifth off that job (measured on a 680 K-row his
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -64,6 +65,10 @@ VALUE_SCHEMA = StructType(
 )
 """What the checks read of a group op's value (``checker.pandas.groups.decode_payload``)."""
 OUTPUT = ["run_id", "kind", *GROUP_EXAMPLE_COLUMNS]
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, COMMITTED_BEYOND_READ, GENERATION_REGRESSION}
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 
 
 def _output(frame: DataFrame, kind: str) -> DataFrame:

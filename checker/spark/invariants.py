@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Final
 
 import pandas as pd
 import pyarrow as pa
@@ -44,6 +45,10 @@ from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.pandas.invariants import EVENT_COLUMNS, OUTPUT, PARTITION_STATE_KINDS
 
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 _NONE = -1
 _TYPES = {
     "run_id": "long",

@@ -16,13 +16,17 @@ The same three aggregations as :mod:`checker.pandas.liveness`, the oracle, with 
 
 from __future__ import annotations
 
+from typing import Final
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checker.definitions import TYPE_OK, UNPOLLED_AGE_EDGES_S
+from checker.definitions import STALLED, TYPE_OK, UNPOLLED_AGE_EDGES_S
 from checker.liveness import LIVENESS_COLUMNS, NS, UNPOLLED_AGE_COLUMNS
 from testbed.record.history import F_POLL, F_SEND
 
+IMPLEMENTS: Final[frozenset[str]] = frozenset({STALLED})
+"""The registry entries (:mod:`checker.anomalies`) decided from these figures (by :mod:`checker.liveness`)."""
 _KEYS = ["run_id", "partition"]
 
 

@@ -22,6 +22,8 @@ each run is ordered inside the task that read it, without an exchange.
 
 from __future__ import annotations
 
+from typing import Final
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -41,6 +43,19 @@ from checker.spark.groups import union_all, with_chain
 from testbed.record.history import F_DRAIN, F_POLL, F_SEND
 
 OUTPUT = ["run_id", "kind", *ORDER_EXAMPLE_COLUMNS]
+
+IMPLEMENTS: Final[frozenset[str]] = frozenset(
+    {
+        POLL_SKIP,
+        NONMONOTONIC_POLL,
+        INT_POLL_SKIP,
+        INT_NONMONOTONIC_POLL,
+        STALE_READ,
+        NONMONOTONIC_SEND,
+        REALTIME_ORDER,
+    }
+)
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 
 
 def _output(frame: DataFrame) -> DataFrame:

@@ -18,6 +18,7 @@ the replicas of the positions whose identities differ.
 from __future__ import annotations
 
 import functools
+from typing import Final
 
 import pandas as pd
 import pyarrow as pa
@@ -30,6 +31,8 @@ from checker.evidence import RunInput
 
 COLUMNS = ["run_id", "kind", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
 """What ``Engine.divergence`` answers."""
+IMPLEMENTS: Final[frozenset[str]] = frozenset({REPLICA_DIVERGENCE, DIVERGENT_TAIL})
+"""The registry entries (:mod:`checker.anomalies`) this module flags."""
 
 
 def high_watermark_table(runs: list[RunInput], width: int) -> tuple[pd.DataFrame, pa.Schema]:

@@ -6,7 +6,9 @@ directories at any depth (a campaign, or the whole store), a glob of either, or 
 is written to its run directory as if that had been named).  Every
 run gets ``results.json``; with more than one run (or ``--summary``) a campaign summary is
 written as Parquet and printed as a table.  Exit codes: 0 all valid, 1 any invalid,
-2 any unknown (and none invalid), 254 bad arguments or bad input, 255 internal error.
+2 any unknown (and none invalid), 254 bad arguments or bad input, 255 internal error.  Each
+run's verdict line lists its anomalies causes first, each cause's consequences after ``->``
+(:mod:`checker.anomaly_order`).
 
 ``--engine auto`` (the default) uses pandas for a single run -- no JVM to start -- and
 Spark for a batch, in one session, one job per question over all runs at once.
@@ -18,12 +20,13 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
+from checker.anomaly_order import grouped
 from checker.api import check_runs, load_packed_stores, load_runs, open_engine, resolve_sources
 from checker.definitions import (
     ALL_CHECKS,
@@ -145,14 +148,15 @@ def exit_code(results: list[dict[str, Any]]) -> int:
     return EXIT_UNKNOWN if "unknown" in verdicts else EXIT_VALID
 
 
+def _anomaly_text(name: str, anomaly: Mapping[str, Any]) -> str:
+    note = f", expected: {anomaly['rule']}" if anomaly["expected"] else ""
+    note += " (warning)" if anomaly["severity"] == "warning" else ""
+    return f"{name} x{anomaly['count']}{note}"
+
+
 def _verdict_line(result: dict[str, Any]) -> str:
     verdict = {True: "valid", False: "INVALID", "unknown": "unknown"}[result["valid"]]
-    parts = []
-    for name, anomaly in result["anomalies"].items():
-        note = f", expected: {anomaly['rule']}" if anomaly["expected"] else ""
-        note += " (warning)" if anomaly["severity"] == "warning" else ""
-        parts.append(f"{name} x{anomaly['count']}{note}")
-    detail = "; ".join(parts)
+    detail = "; ".join(grouped(result["anomalies"], _anomaly_text, "{cause} (-> {consequences})", "; "))
     if result["incomplete"]:
         detail += ("; " if detail else "") + "incomplete: " + "; ".join(result["incomplete"])
     return f"{verdict:8} {result['run']}" + (f"  [{detail}]" if detail else "")

@@ -27,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Final
 
+from checker.anomaly_order import causes_first
 from harness.report.html_page import badge, esc, href, page, utc_text, write_atomically
 from testbed.record.rundir import REPORT_FILE, find_run_directories
 from testbed.record.stored_run import (
@@ -94,12 +95,16 @@ SORT_SCRIPT: Final = """
 
 
 def _anomaly_columns(runs: list[StoredRun]) -> list[str]:
-    """Anomaly kinds found in any run: errors first, then by name."""
+    """Anomaly kinds found in any run, causes first (:func:`checker.anomaly_order.causes_first`):
+    a kind some other found kind implies stands right after it; warnings (in every run) last."""
     severity: dict[str, bool] = {}
     for run in runs:
         for name, anomaly in (run.results or {}).get("anomalies", {}).items():
             severity[name] = severity.get(name, False) or anomaly.get("severity") != "warning"
-    return sorted(severity, key=lambda name: (not severity[name], name))
+    return [
+        placed.name
+        for placed in causes_first(severity, [name for name, error in severity.items() if not error])
+    ]
 
 
 def _verdict_cell(run: StoredRun) -> str:

@@ -21,9 +21,11 @@ starts with the runs that need attention.
 6. ``unknown`` -> **skipped**, with the incomplete-evidence reasons: nothing was proven
    either way (CI shows skipped tests apart from passes, so it is not silently green).
 
-A failure's message is the one-line anomaly summary (``lost-write x3 (expected:
-acks=1), ...``); its text lists every anomaly with its rule, the first example, the
-incomplete reasons and the report path.  Test case ``classname`` is
+A failure's message is the one-line anomaly summary, causes first with their consequences
+after an arrow (``lost-write x3 (expected: acks=1) (-> lost-read x1 ...), ...``:
+:mod:`checker.anomaly_order`); its text lists every anomaly in that order, each consequence
+indented under its cause, with its rule and first example, then the incomplete reasons and the
+report path.  Test case ``classname`` is
 ``tidemark.<scenario or test name>``; ``name`` is the run directory relative to ``base``
 plus the settings that tell runs apart, so two runs of one campaign never share a name.
 """
@@ -39,10 +41,10 @@ from typing import Final, Literal
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from checker.anomaly_order import anomaly_phrases, ordered
 from testbed.record.rundir import REPORT_FILE
 from testbed.record.stored_run import (
     StoredRun,
-    anomaly_phrases,
     history_span_seconds,
     load_stored_run,
     settings_phrase,
@@ -68,18 +70,23 @@ def _details(run: StoredRun) -> str:
     if run.scenario:
         lines.append(f"scenario: {run.scenario}")
     results = run.results or {}
-    for name, anomaly in sorted(results.get("anomalies", {}).items()):
+    anomalies = results.get("anomalies", {})
+    for placed in ordered(anomalies):  # causes first, each consequence indented under its cause
+        name, anomaly, indent = placed.name, anomalies[placed.name], "  " * placed.depth
         rule = (
             f"expected under {anomaly.get('rule')}"
             if anomaly.get("expected")
             else "NOT expected under this config"
         )
-        lines.append(f"{name} x{anomaly['count']} ({anomaly.get('severity', 'error')}; {rule})")
+        arrow = "-> " if placed.depth else ""
+        lines.append(
+            f"{indent}{arrow}{name} x{anomaly['count']} ({anomaly.get('severity', 'error')}; {rule})"
+        )
         examples = anomaly.get("examples") or []
         if examples:
             text = json.dumps(examples[0], sort_keys=True, default=str)
             lines.append(
-                "  first example: "
+                f"{indent}  first example: "
                 + (text if len(text) <= MAX_EXAMPLE_TEXT else text[:MAX_EXAMPLE_TEXT] + "…")
             )
     lines += [f"incomplete: {reason}" for reason in results.get("incomplete", [])]

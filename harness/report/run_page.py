@@ -9,7 +9,8 @@ Sections, in reading order: the header (test, scenario, colour-coded verdict and
 sentence that explains it); the timeline figure (:mod:`harness.report.plots`) with the
 fault table (recovery times after the last heal), the liveness figures and the offset figure --
 Jepsen's offset order plot and unpolled records over time (:mod:`harness.report.liveness_section`)
--- and the nemesis events under it; the anomaly table with examples (for replica divergence the two
+-- and the nemesis events under it; the anomaly table with examples, causes first and each
+consequence indented under its cause with its examples folded (:mod:`checker.anomaly_order`; for replica divergence the two
 replicas' logs around the first divergent offset, side by side, from ``replicas.parquet``);
 the evidence (what was incomplete, and the counts the checker saw); the configuration
 (settings, workload, nemesis, versions); the node logs.
@@ -30,6 +31,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from checker.anomaly_order import anomaly_phrases, ordered
 from harness.report.evidence_section import evidence_section
 from harness.report.html_page import (
     badge,
@@ -52,7 +54,6 @@ from testbed.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, R
 from testbed.record.stored_run import (
     VERDICT_LABELS,
     StoredRun,
-    anomaly_phrases,
     key_settings,
     load_stored_run,
     not_applicable_checks,
@@ -75,9 +76,9 @@ def _verdict_sentence(run: StoredRun) -> str:
     }
     if verdict == "expected" and len(rules) == 1:
         counts = ", ".join(
-            f"{name} x{a['count']}"
-            for name, a in sorted(results["anomalies"].items())
-            if a.get("severity") != "warning"
+            f"{placed.name} x{results['anomalies'][placed.name]['count']}"
+            for placed in ordered(results["anomalies"])
+            if results["anomalies"][placed.name].get("severity") != "warning"
         )
         return f"Anomalies found, all permitted by this configuration ({esc(rules.pop())}): {esc(counts)}."
     if verdict == "valid":
@@ -220,22 +221,27 @@ def _anomalies(run: StoredRun) -> str:
     anomalies = results.get("anomalies", {})
     if not anomalies:
         return "<p>No anomalies.</p>"
-    order = sorted(anomalies, key=lambda name: (anomalies[name].get("severity") == "warning", name))
+    # Causes first (checker.anomaly_order): each consequence indented under the anomaly that
+    # brings it about, and its examples folded -- the cause's examples are the ones to read first.
+    placed = ordered(anomalies)
     rows = []
-    for name in order:
-        anomaly = anomalies[name]
+    for at in placed:
+        name, anomaly = at.name, anomalies[at.name]
         expected = f"yes: {esc(anomaly.get('rule'))}" if anomaly.get("expected") else "<b>no</b>"
+        indent = f' style="padding-left: {0.4 + 1.2 * at.depth:.1f}em"' if at.depth else ""
+        arrow = "&#8627; " if at.depth else ""
         rows.append(
-            f'<tr><td><a href="#anomaly-{esc(name)}">{esc(name)}</a></td><td class="num">{anomaly["count"]}</td>'
+            f'<tr><td{indent}>{arrow}<a href="#anomaly-{esc(name)}">{esc(name)}</a></td>'
+            f'<td class="num">{anomaly["count"]}</td>'
             f"<td>{expected}</td><td>{esc(anomaly.get('severity', 'error'))}</td></tr>"
         )
     table = (
-        "<table><tr><th>anomaly</th><th>count</th><th>expected under this configuration</th><th>severity</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        "<table><tr><th>anomaly (causes first)</th><th>count</th><th>expected under this configuration</th>"
+        "<th>severity</th></tr>" + "".join(rows) + "</table>"
     )
     details = []
-    for name in order:
+    for at in placed:
+        name = at.name
         examples = anomalies[name].get("examples", [])
         if name == "replica-divergence":
             shown = "".join(_divergence_html(run, e) if isinstance(e, dict) else cell(e) for e in examples)
@@ -244,9 +250,10 @@ def _anomalies(run: StoredRun) -> str:
             shown = _examples_table(examples)
         count = anomalies[name]["count"]
         note = f"{len(examples)} of {count} shown" if examples else "no examples recorded"
+        folded = f" (follows from {esc(at.parent)})" if at.parent else ""
         details.append(
-            f'<details open id="anomaly-{esc(name)}"><summary>{esc(name)} x{count} '
-            f'<span class="note">({note})</span></summary>{shown}</details>'
+            f'<details{"" if at.depth else " open"} id="anomaly-{esc(name)}"><summary>{esc(name)} x{count} '
+            f'<span class="note">({note}){folded}</span></summary>{shown}</details>'
         )
     return table + "".join(details)
 

@@ -1,4 +1,4 @@
-"""``docs/anomalies.md`` says what the code does: its names are ``ALL_CHECKS``, its table the rules' permits."""
+"""``docs/anomalies.md`` says what the code does: its names table is the registry's, its other table the rules' permits."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from checker.anomalies import names_table
 from checker.definitions import ALL_CHECKS, ISR_DIVERGENCE, MIN_ISR_VIOLATION, REPLICA_DIVERGENCE
 from checker.expectations import applicable_rules
 
@@ -27,6 +28,18 @@ def _table(heading: str) -> list[list[str]]:
 
 def test_the_page_names_every_anomaly_in_the_checkers_order() -> None:
     assert [row[0] for row in _table("## Names")] == list(ALL_CHECKS)
+
+
+def test_the_names_table_is_generated_from_the_registry() -> None:
+    """A doc line for every entry and no stray row; regenerate with
+    ``python -c 'from checker.anomalies import names_table; print(*names_table(), sep=chr(10))'``."""
+    text = PAGE.read_text(encoding="utf-8")
+    table = (
+        "| anomaly | family | implies | in one line |\n|---|---|---|---|\n"
+        + "\n".join(names_table())
+        + "\n\n"
+    )
+    assert table in text.split("## Names", 1)[1]
 
 
 def _spec(
