@@ -72,6 +72,15 @@ ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
 """Each ability of :data:`nemesis.fault_kinds.ABILITIES`, as a refusal says what is missing."""
 
 
+ABILITY_PROTOCOLS: Final[Mapping[str, type]] = MappingProxyType(
+    {NODE_CONTROL: NodeControl, POWER_LOSS_ABILITY: PowerLoss}
+)
+"""The abilities a cluster has by implementing a protocol of :mod:`testbed.cluster.protocol`, so a
+target that lists its protocols (``harness.targets``: ``Target.offers(protocol)``) answers a fault
+kind's ``needs`` by name.  :data:`~nemesis.fault_kinds.CONTROLLER_NODE` is a fact of the cluster
+(``controller`` is not None), :data:`~nemesis.fault_kinds.CONSUMER_GROUP` one of the workload."""
+
+
 def cluster_abilities(cluster: ClusterHandle) -> frozenset[str]:
     """The target abilities of :data:`nemesis.fault_kinds.ABILITIES` that ``cluster`` offers."""
     offered = {NODE_CONTROL}

@@ -27,20 +27,17 @@ consuming in the background.  Each step has exactly one verb:
   leader); ``controller`` names the controller node.  P is a partition of the workload's topic,
   or ``offsets``: the partition of ``__consumer_offsets`` that holds the workload's consumer
   group (``--consume-via subscribe``), so ``leader-of:offsets`` is the group's coordinator;
-* ``fault = "kill" | "start" | "pause" | "resume" | "power-loss" | "partition" | "heal"
-  | "metadata-delay" | "metadata-heal"`` with ``node = "B"`` / ``nodes = [...]`` (a bound
-  name, a node name, a role or ``controller``), or ``grudge = { A = ["B"], B = ["A"] }`` for
-  ``partition``.  ``metadata-delay`` makes the brokers drop every packet from the controller
-  (they keep acting on stale leadership and ISR -- KIP-320's zombie replica) until a
-  ``metadata-heal`` on them (no ``node``/``nodes``: on every broker); ``heal`` ends a
-  partition only and leaves a metadata delay in place.  ``pause`` and ``resume`` take
-  ``announce = false``: the brokers are paused all the same, but the op is recorded as
-  unannounced and opens no fault window for the checker's liveness checks -- a stand-in for
-  brokers that stop on their own, which ``stalled`` must catch (``testbed.record.faults``);
-* ``fault = "consumer-churn"`` with ``stop = "leave" | "stall"`` (default ``leave``) and
-  ``pick = N`` (default 0: the longest-running consumer; the running consumers in start order,
-  modulo their count) -- replace one of the workload's group consumers, the op of
-  :mod:`nemesis.consumer_churn` (it heals itself: the newcomer is running when it completes);
+* ``fault = KIND`` -- one fault or heal kind of :data:`nemesis.fault_kinds.REGISTRY` (kill and
+  start, pause and resume, power-loss, partition and heal, metadata-delay and metadata-heal,
+  consumer-churn), which declares what its step takes: ``node = "B"`` / ``nodes = [...]`` (a
+  bound name, a node name, a role or ``controller``; required, optional or not taken),
+  ``grudge = { A = ["B"], B = ["A"] }`` and ``kind`` for a partition, ``announce = false`` for
+  pause and resume (recorded as unannounced: no fault window for the checker's liveness checks,
+  a stand-in for brokers that stop on their own, which ``stalled`` must catch), ``stop``
+  (``leave`` or ``stall``) and ``pick`` (which running consumer) for consumer churn, which
+  replaces one of the workload's group consumers and heals itself (:mod:`nemesis.consumer_churn`).
+  ``heal`` ends a partition only and leaves a metadata delay in place; ``metadata-heal``
+  without nodes heals every broker;
 * ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
   with ``node``, ``partition`` (default 0; ``offsets`` as in roles) and ``timeout`` seconds (default 30) -- a
   condition polled until true (``leader-is-not``: the partition has a leader, another node);

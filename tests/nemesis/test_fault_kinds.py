@@ -29,6 +29,7 @@ from nemesis.fault_kinds import (
     names_drawn_as,
 )
 from nemesis.kind_mechanisms import MECHANISMS
+from nemesis.nemesis_config import ABILITY_PROTOCOLS
 from nemesis.scenario import FAULTS
 from nemesis.shrink import HEAL_STEPS, OPENERS
 from testbed.record import faults as record
@@ -133,6 +134,11 @@ def test_the_spec_scenarios_and_shrink_read_the_registry() -> None:
     assert tuple(REGISTRY) == FAULTS
     assert {f: h for f, h in HEALS.items() if f != "partition"} == {**OPENERS}
     assert set(HEAL_STEPS) == set(HEALS.values())
+
+
+def test_abilities_map_to_the_protocols_a_target_lists() -> None:
+    assert set(ABILITY_PROTOCOLS) <= ABILITIES
+    assert all(isinstance(protocol, type) for protocol in ABILITY_PROTOCOLS.values())
 
 
 def test_parameters_are_declared_with_their_kind() -> None:
