@@ -6,6 +6,8 @@ Each check is one DataFrame aggregation on integer keys (no Python UDFs), run in
 Modules:
 
 * ``engine`` -- :class:`SparkEngine`: the checks of ``checker.definitions`` with the DataFrame API;
+  its ``implements`` is the union of the ``IMPLEMENTS`` each module below declares;
+* ``values`` -- the value checks (lost-write, duplicate, ...) in one aggregation by value;
 * ``order`` -- the order checks (poll, read and send order) with Spark windows;
 * ``groups`` -- the consumer-group checks, and the takeover chains the order checks read;
 * ``replicas`` -- the replica checks (replica-divergence, divergent-tail) in one aggregation;
