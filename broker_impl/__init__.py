@@ -18,7 +18,17 @@ Modules:
 * ``group_state`` -- one consumer group's membership state machine (pure);
 * ``group_members`` -- a group's members, the answers to JoinGroup and SyncGroup, the protocol vote;
 * ``group_records`` -- group placement (Java's hash) and the ``__consumer_offsets`` record format;
-* ``partition`` -- one partition replica: leader and follower state, HW, ISR, waiters;
+* ``txn_coordinator`` -- the transactional ids of the ``__transaction_state`` partitions this
+  broker leads: loading, plans carried out as acks=all records, markers, timeouts;
+* ``txn_state`` -- one transactional id's state machine and every rule that changes it (pure);
+* ``txn_records`` -- transaction placement and the ``__transaction_state`` record format;
+* ``txn_handlers`` -- the transactional Kafka APIs (InitProducerId, AddPartitionsToTxn, EndTxn, ...);
+* ``txn_markers`` -- WriteTxnMarkers: the coordinator's sender, the partition leader's writer;
+* ``txn_offsets`` -- TxnOffsetCommit: a transaction's offsets through the group coordinator;
+* ``txn_index`` -- a log's open and aborted transactions, hence the last stable offset;
+* ``control_records`` -- transaction markers (control batches) and transactional batches as bytes;
+* ``leader_append`` -- a broker's own acks=all appends (coordinator records, markers);
+* ``partition`` -- one partition replica: leader and follower state, HW, LSO, ISR, waiters;
 * ``replica_fetcher`` -- the follower side: truncate per the truncation mode, then fetch;
 * ``log`` -- a replica's log: segment files of v2 record batches on a real disk;
 * ``records`` -- v2 record batches as bytes: header fields, CRC, offset/epoch stamping;

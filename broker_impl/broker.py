@@ -54,6 +54,9 @@ from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
 from .rpc import RpcClient, RpcError
 from .rules import ReplicationRules
+from .txn_coordinator import TransactionCoordinator
+from .txn_handlers import TxnHandlers
+from .txn_offsets import TxnOffsets
 
 logger = logging.getLogger("broker_impl.broker")
 
@@ -97,6 +100,7 @@ class Broker:
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()
         self.coordinator = GroupCoordinator(self)
+        self.txn_coordinator = TransactionCoordinator(self, self.node_id)
         self.events = open_event_log(settings, str(self.log_dir), BROKER_EVENTS_FILE, self.node_id)
         # Whether the previous process shut down cleanly (sent at registration).
         self.clean_shutdown = self._take_clean_shutdown_marker()
@@ -204,11 +208,13 @@ class Broker:
         if state["leader"] == self.node_id:
             partition.become_leader(epoch, state["partition_epoch"], state["replicas"], state["isr"])
             self.coordinator.partition_changed(partition)
+            self.txn_coordinator.partition_changed(partition)
             return
         partition.become_follower(
             state["leader"], epoch, state["partition_epoch"], state["replicas"], state["isr"]
         )
         self.coordinator.partition_changed(partition)
+        self.txn_coordinator.partition_changed(partition)
         if self.settings["truncation.mode"] == "high-watermark":
             # pre-0.11: cut at our own HW, unconditionally
             partition.truncate_to(partition.high_watermark, reason="high-watermark")
@@ -418,7 +424,14 @@ class Broker:
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
-        handlers = {**Handlers(self).table(), **GroupHandlers(self.coordinator, client_host).table()}
+        plain, locate_transaction = Handlers(self), {1: self.txn_coordinator.locate}
+        handlers = {
+            **plain.table(),
+            **GroupHandlers(self.coordinator, client_host, locate_transaction).table(),
+            **TxnHandlers(
+                self.txn_coordinator, self.partitions, plain.init_producer_id, TxnOffsets(self.coordinator)
+            ).table(),
+        }
         try:
             while True:
                 payload = await wire.read_frame(reader)
@@ -461,6 +474,7 @@ async def run(settings: dict[str, Any]) -> None:
             broker.checkpoint_high_watermarks_forever(),
             broker.flush_forever(),
             broker.coordinator.tick_forever(),
+            broker.txn_coordinator.tick_forever(),
         )
     ]
     stopped = asyncio.create_task(stop.wait())

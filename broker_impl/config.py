@@ -190,6 +190,31 @@ BROKER_KEYS: tuple[Key, ...] = (
     ),
     Key("offsets.metadata.max.bytes", _positive, 4096, "longest metadata string of an offset commit"),
     Key(
+        "transaction.state.log.num.partitions",
+        _positive,
+        5,
+        "partitions of __transaction_state when the first transactional lookup creates it; a "
+        "transactional id's coordinator leads partition abs(hashCode(id)) % this (Kafka: 50)",
+    ),
+    Key(
+        "transaction.state.log.replication.factor",
+        _positive,
+        3,
+        "replication factor of __transaction_state, capped at the brokers alive when it is created",
+    ),
+    Key(
+        "transaction.max.timeout.ms",
+        _positive,
+        900000,
+        "largest transaction.timeout.ms a producer may ask for",
+    ),
+    Key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        _positive,
+        10000,
+        "how often the coordinator aborts (and fences) transactions older than their timeout",
+    ),
+    Key(
         "group.initial.rebalance.delay.ms",
         _non_negative,
         3000,

@@ -17,15 +17,22 @@ leader -- an "unknown" outcome, never a lost acknowledged commit.
 
 An offset entry is replaced only by a record later in the log (``record_offset``), so the order
 in which concurrent commits complete cannot make an older commit win.
+
+Transactional commits (TxnOffsetCommit, :mod:`broker_impl.txn_offsets`) are records of a
+transactional batch: they stay *pending* under their producer id until the transaction's marker
+reaches this partition -- COMMIT applies them (each at its own record offset), ABORT drops them --
+both live and on replay, so a new coordinator sees exactly what the old one did.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from .control_records import MarkerFormatError, read_marker
 from .group_members import Effect
 from .group_records import CommittedOffset, GroupRecord, OffsetKey, decode
 from .group_state import Group, GroupSettings
+from .records import BatchHeader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,17 +54,25 @@ class CoordinatorPartition:
         self.offsets: dict[str, dict[tuple[str, int], Committed]] = {}
         self._replayed_groups: dict[str, GroupRecord | None] = {}
         self.replayed_records = 0
+        self.pending_transactions: dict[int, list[tuple[OffsetKey, CommittedOffset | None, int]]] = {}
+        """Producer id -> its open transaction's offset commits (key, value, record offset)."""
 
     # ---- loading ------------------------------------------------------------------------------
 
-    def replay(self, record_offset: int, key: bytes | None, value: bytes | None) -> None:
-        """Apply one record of the log, in log order.  Raises ``RecordFormatError`` on a
-        record this broker cannot read (the caller decides whether to skip it)."""
+    def replay(
+        self, record_offset: int, key: bytes | None, value: bytes | None, producer_id: int = -1
+    ) -> None:
+        """Apply one record of the log, in log order (``producer_id``: of a transactional batch,
+        else -1).  Raises ``RecordFormatError`` on a record this broker cannot read (the caller
+        decides whether to skip it)."""
         decoded_key, decoded_value = decode(key, value)
         self.replayed_records += 1
         if isinstance(decoded_key, OffsetKey):
             assert decoded_value is None or isinstance(decoded_value, CommittedOffset)
-            self.apply_offset(decoded_key, decoded_value, record_offset)
+            if producer_id >= 0:
+                self.add_pending(producer_id, decoded_key, decoded_value, record_offset)
+            else:
+                self.apply_offset(decoded_key, decoded_value, record_offset)
         else:
             assert decoded_value is None or isinstance(decoded_value, GroupRecord)
             self._replayed_groups[decoded_key.group] = decoded_value
@@ -89,6 +104,26 @@ class CoordinatorPartition:
             entries.pop(position, None)
         else:
             entries[position] = Committed(value, record_offset)
+
+    def add_pending(
+        self, producer_id: int, key: OffsetKey, value: CommittedOffset | None, record_offset: int
+    ) -> None:
+        """A transactional commit stored at ``record_offset``: it waits for its marker."""
+        self.pending_transactions.setdefault(producer_id, []).append((key, value, record_offset))
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> None:
+        """The marker of ``producer_id``'s transaction: apply its commits, or drop them."""
+        for key, value, record_offset in self.pending_transactions.pop(producer_id, []):
+            if committed:
+                self.apply_offset(key, value, record_offset)
+
+    def replay_marker(self, header: BatchHeader, batch: bytes) -> None:
+        """A marker met while loading (one this broker cannot read is ignored)."""
+        try:
+            marker = read_marker(header, batch)
+        except MarkerFormatError:
+            return
+        self.complete_transaction(marker.producer_id, marker.committed)
 
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         return {position: entry.value for position, entry in self.offsets.get(group_id, {}).items()}

@@ -14,6 +14,15 @@ tail is ignored, not repaired: the dump never writes) and prints JSON lines:
   "torn_bytes": n}`` -- the HW from the HW checkpoint file (what the replica would
   recover with).
 
+``--transactions`` adds what transactions left in the log (off by default, so that the lines
+above stay exactly what their readers expect): each record of a transactional batch gains
+``"producer_id"`` and ``"transactional": true``; each transaction marker is a line
+``{"type": "control", "topic", "partition", "offset", "leader_epoch", "producer_id",
+"producer_epoch", "marker": "COMMIT"|"ABORT", "coordinator_epoch"}``; and the partition line gains
+``"last_stable_offset"`` (``min(HW, first offset of the oldest open transaction)``),
+``"open_transactions"`` (``{producer id: first offset}``) and ``"aborted_transactions"``
+(``[[producer id, first offset, marker offset], ...]``).
+
 ``--summary`` prints the partition lines only.  The dump reads a running broker's files too
 (read-only, a torn tail ignored): what it then shows is the log as far as the broker has written
 it, which is how a scenario waits on what a replica holds (``testbed.cluster.protocol.LiveReplicas``).
@@ -33,7 +42,9 @@ from typing import IO, Any
 from . import records
 from .broker import PARTITION_DIRECTORY
 from .checkpoints import HighWatermarkCheckpoint, LeaderEpochCache
+from .control_records import MarkerFormatError, read_marker
 from .log import SEGMENT_SUFFIX
+from .txn_index import TransactionIndex
 
 
 def text(data: bytes | None) -> str | None:
@@ -46,11 +57,17 @@ def text(data: bytes | None) -> str | None:
 
 
 def dump_partition(
-    directory: Path, topic: str, partition: int, high_watermark: int, records_too: bool = True
+    directory: Path,
+    topic: str,
+    partition: int,
+    high_watermark: int,
+    records_too: bool = True,
+    transactions: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Records of one partition directory (unless not ``records_too``: the summary alone, which
     still validates every batch but decodes none -- what a scenario's wait polls), then its
-    summary line (read-only)."""
+    summary line (read-only); ``transactions``: with the ``--transactions`` fields and lines."""
+    index = TransactionIndex()
     log_start = None
     next_offset = None
     torn = 0
@@ -69,9 +86,11 @@ def dump_partition(
                 torn += len(data) - position
                 break
             batch = data[position : position + header.size]
+            if transactions:
+                yield from _transaction_lines(index, header, batch, topic, partition, records_too)
             if records_too and not header.is_control:
                 for record in records.decode_records(batch):
-                    yield {
+                    line = {
                         "type": "record",
                         "topic": topic,
                         "partition": partition,
@@ -80,13 +99,16 @@ def dump_partition(
                         "key": text(record.key),
                         "value": text(record.value),
                     }
+                    if transactions and header.is_transactional:
+                        line.update(producer_id=header.producer_id, transactional=True)
+                    yield line
             next_offset = header.last_offset + 1
             position += header.size
         if torn:
             break
     log_end = next_offset if next_offset is not None else (log_start or 0)
     epochs = [entry for entry in LeaderEpochCache(directory).entries if entry[1] < log_end]
-    yield {
+    summary: dict[str, Any] = {
         "type": "partition",
         "topic": topic,
         "partition": partition,
@@ -96,11 +118,55 @@ def dump_partition(
         "epochs": [list(entry) for entry in epochs],
         "torn_bytes": torn,
     }
+    if transactions:
+        first_unstable = index.first_unstable_offset()
+        stable = (
+            summary["high_watermark"]
+            if first_unstable is None
+            else min(first_unstable, summary["high_watermark"])
+        )
+        summary.update(
+            last_stable_offset=stable,
+            open_transactions={str(producer): first for producer, first in sorted(index.open.items())},
+            aborted_transactions=[[e.producer_id, e.first_offset, e.last_offset] for e in index.aborted],
+        )
+    yield summary
 
 
-def dump(data_directory: Path, output: IO[str], summary: bool = False) -> int:
-    """Write the dump of ``data_directory`` (``summary``: the partition lines only); return the
-    number of partitions."""
+def _transaction_lines(
+    index: TransactionIndex,
+    header: records.BatchHeader,
+    batch: bytes,
+    topic: str,
+    partition: int,
+    lines: bool,
+) -> Iterator[dict[str, Any]]:
+    """Follow one batch in ``index``; for a marker (when ``lines``), its ``control`` line."""
+    if not header.is_control:
+        index.record(header, None)
+        return
+    try:
+        marker = read_marker(header, batch)
+    except MarkerFormatError:
+        return
+    index.record(header, marker)
+    if lines:
+        yield {
+            "type": "control",
+            "topic": topic,
+            "partition": partition,
+            "offset": header.base_offset,
+            "leader_epoch": header.partition_leader_epoch,
+            "producer_id": header.producer_id,
+            "producer_epoch": header.producer_epoch,
+            "marker": "COMMIT" if marker.committed else "ABORT",
+            "coordinator_epoch": marker.coordinator_epoch,
+        }
+
+
+def dump(data_directory: Path, output: IO[str], summary: bool = False, transactions: bool = False) -> int:
+    """Write the dump of ``data_directory`` (``summary``: the partition lines only;
+    ``transactions``: with the ``--transactions`` additions); return the number of partitions."""
     high_watermarks = HighWatermarkCheckpoint(data_directory).read()
     count = 0
     for directory in sorted(data_directory.iterdir()):
@@ -108,7 +174,10 @@ def dump(data_directory: Path, output: IO[str], summary: bool = False) -> int:
         if not (directory.is_dir() and match):
             continue
         key = (match["topic"], int(match["partition"]))
-        for line in dump_partition(directory, key[0], key[1], high_watermarks.get(key, 0), not summary):
+        lines = dump_partition(
+            directory, key[0], key[1], high_watermarks.get(key, 0), not summary, transactions
+        )
+        for line in lines:
             output.write(json.dumps(line, separators=(",", ":")) + "\n")
         count += 1
     return count
@@ -118,13 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m broker_impl.dump", description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", help="a broker's log.dirs directory")
     parser.add_argument("--summary", action="store_true", help="the partition lines only, no records")
+    parser.add_argument(
+        "--transactions", action="store_true", help="markers, producer ids, LSO and aborted ranges"
+    )
     args = parser.parse_args(argv)
     directory = Path(args.data_dir)
     if not directory.is_dir():
         print(f"dump: {directory}: not a directory", file=sys.stderr)
         return 2
     try:
-        dump(directory, sys.stdout, summary=args.summary)
+        dump(directory, sys.stdout, summary=args.summary, transactions=args.transactions)
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -131,7 +131,10 @@ class GroupCoordinator:
         for number, batch in enumerate(log.batches(), start=1):
             if not self._owns(state, partition):
                 return
-            if not batch.header.is_control:
+            if batch.header.is_control:  # a transaction's marker: its offsets count, or not
+                state.replay_marker(batch.header, log.read_batch(batch))
+            else:
+                producer = batch.header.producer_id if batch.header.is_transactional else -1
                 try:
                     decoded = records.decode_records(log.read_batch(batch))
                 except Exception as error:  # kafka-python's reader raises many kinds on bad bytes
@@ -140,7 +143,7 @@ class GroupCoordinator:
                     decoded = []
                 for record in decoded:
                     try:
-                        state.replay(record.offset, record.key, record.value)
+                        state.replay(record.offset, record.key, record.value, producer)
                     except RecordFormatError as error:
                         skipped += 1
                         logger.warning("%s: skipping record %d: %s", partition.name, record.offset, error)

@@ -11,9 +11,11 @@ module only translates between the wire's per-version fields and
 * LeaveGroup v0-2 names one member; v3+ a list, answered member by member.
 * OffsetCommit carries a leader epoch from v6; OffsetFetch returns it from v5, has a
   top-level error from v2, a null topic list ("every partition") from v2, and from v8 asks
-  for several groups at once.
-* FindCoordinator v4+ (KIP-699) batches keys.  Only group coordinators exist (key type 0);
-  transactions are not supported, so key type 1 is answered INVALID_REQUEST.
+  for several groups at once; from v7 ``require_stable`` asks for UNSTABLE_OFFSET_COMMIT on a
+  partition whose transactional commit is still pending (KIP-447).
+* FindCoordinator v4+ (KIP-699) batches keys.  Key type 0 is a group; the broker hands in the
+  locators of other key types (1: a transactional id, :mod:`broker_impl.txn_coordinator`); an
+  unknown key type is answered INVALID_REQUEST.
 
 Group ids must be non-empty for the membership APIs (INVALID_GROUP_ID); OffsetCommit and
 OffsetFetch accept any id, as Kafka does.
@@ -22,7 +24,7 @@ OffsetFetch accept any id, as Kafka does.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from . import wire
@@ -31,13 +33,21 @@ from .group_records import CommittedOffset
 from .group_state import GroupState
 
 Handler = Callable[[wire.Request], Awaitable[Any]]
+Locator = Callable[[str], Awaitable[tuple[int, int, str, int]]]
 GROUP_KEY_TYPE = 0
+UNSTABLE_OFFSET_COMMIT = 88
 
 
 class GroupHandlers:
-    def __init__(self, coordinator: GroupCoordinator, client_host: str = "") -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        client_host: str = "",
+        locators: Mapping[int, Locator] | None = None,
+    ) -> None:
         self.coordinator = coordinator
         self.client_host = client_host
+        self.locators: dict[int, Locator] = {GROUP_KEY_TYPE: coordinator.locate, **(locators or {})}
 
     def table(self) -> dict[int, Handler]:
         return {
@@ -60,11 +70,12 @@ class GroupHandlers:
         keys = list(body.coordinator_keys) if request.version >= 4 else [body.key]
         answers: list[tuple[str, int, str | None, int, str, int]] = []
         for key in keys:
-            if key_type != GROUP_KEY_TYPE:
-                refusal = f"key type {key_type}: only group coordinators (0) are served"
+            locate = self.locators.get(key_type)
+            if locate is None:
+                refusal = f"key type {key_type}: only {sorted(self.locators)} are served"
                 answers.append((key, wire.INVALID_REQUEST, refusal, -1, "", -1))
                 continue
-            error, node, host, port = await self.coordinator.locate(key)
+            error, node, host, port = await locate(key)
             answers.append((key, error, None, node, host, port))
         if request.version >= 4:
             coordinator_class = wire.nested(request.api.response, "Coordinator")
@@ -271,20 +282,37 @@ class GroupHandlers:
             committed = dict.fromkeys(wanted)
         elif error:
             return error, []
+        unstable = self._unstable(group_id) if request.version >= 7 and request.body.require_stable else set()
         by_topic: dict[str, list[Any]] = {}
         for (topic_name, index), value in committed.items():
+            if (topic_name, index) in unstable:
+                value = None
             by_topic.setdefault(topic_name, []).append(
                 partition_class(
                     partition_index=index,
                     committed_offset=value.offset if value is not None else -1,
                     committed_leader_epoch=value.leader_epoch if value is not None else -1,
                     metadata=value.metadata if value is not None else "",
-                    error_code=error,
+                    error_code=UNSTABLE_OFFSET_COMMIT if (topic_name, index) in unstable else error,
                 )
             )
         return wire.NONE, [
             topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()
         ]
+
+    def _unstable(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of ``group_id`` with a transactional commit awaiting its marker: a
+        require_stable OffsetFetch (KIP-447, read_committed consumers) gets UNSTABLE_OFFSET_COMMIT
+        for them and retries, rather than an offset the transaction is about to replace."""
+        _, state = self.coordinator.owner(group_id)
+        if state is None:
+            return set()
+        return {
+            (key.topic, key.partition)
+            for entries in state.pending_transactions.values()
+            for key, _, _ in entries
+            if key.group == group_id
+        }
 
     # ---- DescribeGroups / ListGroups -------------------------------------------------------------
 

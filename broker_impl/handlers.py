@@ -5,11 +5,13 @@ FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the request's leader epoch is ol
 newer than ours (KIP-320; with ``leader.epoch.fencing.enable=false`` the request's epoch
 is ignored, as by brokers before Kafka 2.1), NOT_ENOUGH_REPLICAS when ``acks=all`` meets an ISR smaller than
 ``min.insync.replicas``, REQUEST_TIMED_OUT when ``acks=all`` waits past the request's
-timeout, OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.  Transactions are not
-supported (InitProducerId with a transactional id is refused with INVALID_REQUEST).
-``__consumer_offsets`` is internal, as in Kafka: Metadata marks it so and a client's Produce
-to it is refused with INVALID_TOPIC_EXCEPTION (only the group coordinator appends there; its
-APIs are in :mod:`broker_impl.group_handlers`).
+timeout, OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.  InitProducerId here is the idempotent
+producer's; with a transactional id it goes to :mod:`broker_impl.txn_handlers`.  Fetch and
+ListOffsets in read_committed (isolation level 1) stop at the last stable offset, and such a Fetch
+returns the aborted transactions of its range.
+``__consumer_offsets`` and ``__transaction_state`` are internal, as in Kafka: Metadata marks them
+so and a client's Produce to them is refused with INVALID_TOPIC_EXCEPTION (only the coordinators
+append there; their APIs are in :mod:`broker_impl.group_handlers` and ``txn_handlers``).
 
 Every refusal of a request for a partition this broker holds a replica of --
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER -- is a ``fencing-answer``
@@ -27,10 +29,11 @@ from .broker_view import RequestBrokerView
 from .group_records import OFFSETS_TOPIC
 from .partition import Partition
 from .records import CorruptBatch
+from .txn_records import TRANSACTION_STATE_TOPIC
 
 logger = logging.getLogger(__name__)
 
-INVALID_REQUEST = 42
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -143,7 +146,7 @@ class Handlers:
                     error_code=wire.NONE,
                     name=name,
                     topic_id=topic["id"],
-                    is_internal=name == OFFSETS_TOPIC,
+                    is_internal=name in INTERNAL_TOPICS,
                     partitions=partitions,
                 )
             )
@@ -213,7 +216,7 @@ class Handlers:
     ) -> tuple[str, int, int, int, int]:
         if acks not in (0, 1, -1):
             return topic, index, wire.INVALID_REQUIRED_ACKS, -1, -1
-        if topic == OFFSETS_TOPIC:  # only the group coordinator writes there (Kafka: internal topic)
+        if topic in INTERNAL_TOPICS:  # only the coordinators write there (Kafka: internal topics)
             return topic, index, wire.INVALID_TOPIC_EXCEPTION, -1, -1
         error, partition = self._lookup(topic, index, api="produce")
         if partition is None:
@@ -294,7 +297,8 @@ class Handlers:
                     replica=body.replica_id,
                 )
                 data = b""
-                high_watermark = log_start = -1
+                high_watermark = log_start = stable = -1
+                aborted: list[Any] | None = None if error else []
                 if partition is not None and follower and body.replica_id not in partition.remote:
                     error = wire.NOT_LEADER_OR_FOLLOWER  # a leader refuses a replica it does not lead
                     self._record_refusal(
@@ -302,7 +306,7 @@ class Handlers:
                     )
                     partition = None
                 if partition is not None:
-                    high_watermark = partition.high_watermark
+                    high_watermark, stable = partition.high_watermark, partition.last_stable_offset
                     log_start = partition.log.log_start_offset
                     end = partition.log_end_offset
                     if fetch.fetch_offset > end or fetch.fetch_offset < log_start:
@@ -312,10 +316,13 @@ class Handlers:
                             partition.record_follower_fetch(body.replica_id, fetch.fetch_offset)
                             self.broker.note_follower_fetch(partition)
                             high_watermark = partition.high_watermark
-                        limit = end if follower else high_watermark
+                        committed_only = not follower and request.version >= 4 and body.isolation_level == 1
+                        limit = end if follower else stable if committed_only else high_watermark
                         room = min(fetch.partition_max_bytes, budget - total)
                         if room > 0 or total == 0:
                             data = partition.log.read(fetch.fetch_offset, max(room, 1), limit)
+                        if committed_only:
+                            aborted = self._aborted(partition, fetch.fetch_offset, limit, partition_class)
                         total += len(data)
                         notifier = partition.data_appended if follower else partition.high_watermark_moved
                         waiters.append(notifier.waiter())
@@ -326,15 +333,24 @@ class Handlers:
                         partition_index=fetch.partition,
                         error_code=error,
                         high_watermark=high_watermark,
-                        last_stable_offset=high_watermark,
+                        last_stable_offset=stable,
                         log_start_offset=log_start,
-                        aborted_transactions=None if error else [],
+                        aborted_transactions=None if error else aborted,
                         preferred_read_replica=-1,
                         records=data,
                     )
                 )
             responses.append(topic_class(topic=topic.topic, partitions=partitions))
         return responses, total, errors, waiters
+
+    @staticmethod
+    def _aborted(partition: Partition, start: int, end: int, partition_class: Any) -> list[Any]:
+        """The aborted transactions a read_committed fetch of ``[start, end)`` returns."""
+        entry_class = wire.nested(partition_class, "AbortedTransaction")
+        return [
+            entry_class(producer_id=entry.producer_id, first_offset=entry.first_offset)
+            for entry in partition.log.transactions.aborted_between(start, end)
+        ]
 
     # ---- offsets --------------------------------------------------------------------------
 
@@ -355,7 +371,10 @@ class Handlers:
                 )
                 offset, timestamp, epoch = -1, -1, -1
                 if partition is not None:
-                    found = self._find_offset(partition, entry.timestamp, body.replica_id >= 0)
+                    committed_only = request.version >= 2 and body.isolation_level == 1
+                    found = self._find_offset(
+                        partition, entry.timestamp, body.replica_id >= 0, committed_only
+                    )
                     if found is not None:
                         offset, timestamp, epoch = found
                 partitions.append(
@@ -371,10 +390,14 @@ class Handlers:
         return wire.response(request, throttle_time_ms=0, topics=topics)
 
     @staticmethod
-    def _find_offset(partition: Partition, timestamp: int, from_replica: bool) -> tuple[int, int, int] | None:
+    def _find_offset(
+        partition: Partition, timestamp: int, from_replica: bool, committed_only: bool = False
+    ) -> tuple[int, int, int] | None:
+        """(offset, timestamp, epoch) for ListOffsets; LATEST is the LSO for read_committed."""
         log = partition.log
         if timestamp == LATEST_TIMESTAMP:
             offset = log.log_end_offset if from_replica else partition.high_watermark
+            offset = partition.last_stable_offset if committed_only and not from_replica else offset
             return (
                 offset,
                 -1,
@@ -418,10 +441,6 @@ class Handlers:
 
     async def init_producer_id(self, request: wire.Request) -> Any:
         body = request.body
-        if body.transactional_id:
-            return wire.response(
-                request, throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1, producer_epoch=-1
-            )
         if request.version >= 3 and body.producer_id >= 0:
             return wire.response(
                 request,

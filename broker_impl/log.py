@@ -26,8 +26,10 @@ from pathlib import Path
 
 from . import records
 from .checkpoints import LeaderEpochCache, fsync_directory
+from .control_records import Marker, MarkerFormatError, read_marker
 from .producer_state import BatchIdentity, ProducerStateTable
 from .records import BatchHeader, CorruptBatch
+from .txn_index import TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateTable()
+        self.transactions = TransactionIndex()
         self._segments: list[Segment] = []
         self._batches: list[IndexedBatch] = []
         self._last_offsets: list[int] = []
@@ -128,9 +131,24 @@ class PartitionLog:
         self._last_offsets.append(batch.header.last_offset)
 
     def _rebuild_producer_state(self) -> None:
+        """Rebuild the idempotence table and the transaction index from the batches held."""
         self.producers.clear()
+        self.transactions.clear()
         for batch in self._batches:
-            self.producers.record(batch.header)
+            self._follow_producer(batch.header, self.read_batch(batch) if batch.header.is_control else b"")
+
+    def _follow_producer(self, header: BatchHeader, batch: bytes | bytearray) -> None:
+        """Note an appended batch in the idempotence table and the transaction index (``batch``:
+        its bytes, needed only for a control batch)."""
+        marker: Marker | None = None
+        if header.is_control:
+            try:
+                marker = read_marker(header, batch)
+            except MarkerFormatError as error:
+                logger.warning("%s: %s", self.directory.name, error)
+                return
+        self.producers.record(header, marker is not None)
+        self.transactions.record(header, marker)
 
     # ---- appends ----------------------------------------------------------------------
 
@@ -182,7 +200,7 @@ class PartitionLog:
             raise OSError(f"short write to {segment.path}: {written} of {len(batch)} bytes")
         segment.size += written
         self._add_to_index(IndexedBatch(header, segment, position))
-        self.producers.record(header)
+        self._follow_producer(header, batch)
         self.log_end_offset = header.last_offset + 1
         self.unflushed_messages += header.record_count
         if self._first_unflushed_at is None:

@@ -128,6 +128,13 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the HW, or the first offset of the oldest open transaction if that is lower
+        (:mod:`broker_impl.txn_index`); read_committed fetches stop here."""
+        first_unstable = self.log.transactions.first_unstable_offset()
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
     # ---- role changes -------------------------------------------------------------------
 
     def become_leader(self, epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:

@@ -35,9 +35,12 @@ class BatchIdentity:
 class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, collections.deque[BatchIdentity]] = {}
+        self._epochs: dict[int, int] = {}
+        """The latest epoch of each producer id, of data batches and transaction markers alike."""
 
     def clear(self) -> None:
         self._producers.clear()
+        self._epochs.clear()
 
     def check(self, header: BatchHeader) -> tuple[int, BatchIdentity | None]:
         """Check a batch a leader is about to append.
@@ -47,6 +50,8 @@ class ProducerStateTable:
         """
         if header.producer_id < 0 or header.base_sequence < 0:
             return (0, None)
+        if header.producer_epoch < self._epochs.get(header.producer_id, -1):
+            return (INVALID_PRODUCER_EPOCH, None)  # fenced: a newer epoch wrote, maybe a marker
         history = self._producers.get(header.producer_id)
         if not history:
             return (0, None)  # unknown producer: accept (KIP-360 leniency)
@@ -65,8 +70,19 @@ class ProducerStateTable:
             return (OUT_OF_ORDER_SEQUENCE_NUMBER, None)
         return (0, None)
 
-    def record(self, header: BatchHeader) -> None:
-        """Remember an appended batch (leader or follower)."""
+    def record(self, header: BatchHeader, is_marker: bool = False) -> None:
+        """Remember an appended batch (leader or follower).  A transaction marker carries no
+        sequence but its epoch fences the producer's older epochs (the coordinator writes the
+        markers of a fenced or timed-out producer with a bumped epoch)."""
+        if header.producer_id >= 0 and (is_marker or header.base_sequence >= 0):
+            self._epochs[header.producer_id] = max(
+                header.producer_epoch, self._epochs.get(header.producer_id, -1)
+            )
+        if is_marker:
+            history = self._producers.get(header.producer_id)
+            if history and history[-1].producer_epoch < header.producer_epoch:
+                history.clear()
+            return
         if header.producer_id < 0 or header.base_sequence < 0:
             return
         history = self._producers.setdefault(header.producer_id, collections.deque(maxlen=REMEMBERED_BATCHES))

@@ -55,10 +55,20 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 # Error codes (Kafka's numbers).
@@ -136,6 +146,15 @@ APIS: dict[int, Api] = {
         Api(14, SyncGroupRequest, SyncGroupResponse, 0, 5),
         Api(15, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         Api(16, ListGroupsRequest, ListGroupsResponse, 0, 4),
+        # Transactions' (broker_impl.txn_handlers).  Ceilings below KIP-890: AddPartitionsToTxn 4+
+        # is the brokers' batched form, v4 of AddOffsetsToTxn / EndTxn adds TRANSACTION_ABORTABLE and
+        # EndTxn 5 / TxnOffsetCommit 5 the epoch bump per transaction.  WriteTxnMarkers is broker to
+        # broker.
+        Api(24, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+        Api(25, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+        Api(26, EndTxnRequest, EndTxnResponse, 0, 3),
+        Api(27, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+        Api(28, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
     )
 }
 """Every API a broker serves and advertises in ApiVersions, by key."""

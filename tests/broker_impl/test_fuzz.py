@@ -31,6 +31,7 @@ from broker_impl.localcluster import LocalCluster, api_versions_answer
 
 from .batch_builder import make_batch
 from .client_support import broker_log_tail, produce_all, read_partition
+from .txn_requests import realistic_txn_request
 
 TOPIC = "fuzz"
 RESPONSE_WAIT_SECONDS = 1.0
@@ -178,7 +179,7 @@ def realistic_group_request(api_key: int, version: int, topic: str) -> Any:
         return request_class(version=version, groups=[GROUP], include_authorized_operations=False)
     if api_key == 16:
         return request_class(version=version, states_filter=[])
-    raise AssertionError(f"no realistic request for API {api_key}")
+    return realistic_txn_request(api_key, version, topic)
 
 
 VALID_FRAMES = [

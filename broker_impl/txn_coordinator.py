@@ -1,0 +1,371 @@
+"""The transaction coordinator of one broker: the transactional ids of the ``__transaction_state``
+partitions it leads.
+
+Built as the group coordinator is (:mod:`broker_impl.group_coordinator`).  Ownership follows
+partition leadership: on becoming leader of a ``__transaction_state`` partition (in a new leader
+epoch) the coordinator **loads** it -- replays its log to the log end into a
+:class:`TxnPartition`, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile -- and then resends the
+markers of every transaction it found prepared (its old coordinator may have died between the
+prepare and the markers); on losing leadership it **unloads** at once (NOT_COORDINATOR), and its
+marker tasks are cancelled.  The coordinator epoch of the markers is that partition's leader
+epoch.
+
+Every decision is made by the pure rules of :mod:`broker_impl.txn_state` (a :class:`Plan`); this
+module carries a plan out: the new metadata is appended to the partition with ``acks=all``
+(:func:`broker_impl.leader_append.append_and_wait`), and only once acknowledged is it adopted
+and the client answered.  While a write (or a prepared transaction's markers) is in flight the id
+is *pending* and other requests for it get CONCURRENT_TRANSACTIONS, as in Kafka.  A prepared
+transaction's markers go out through :class:`broker_impl.txn_markers.MarkerSender`; when every
+partition has its marker, CompleteCommit / CompleteAbort is written.  A clock aborts every
+transaction older than its timeout (fencing its producer).
+
+Each state change is a ``txn-state`` event in the broker's event log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from . import records, wire
+from .broker_view import RequestBrokerView
+from .control_records import Marker
+from .group_records import OFFSETS_TOPIC, RecordFormatError, partition_for
+from .leader_append import append_and_wait
+from .txn_markers import MarkerSender
+from .txn_records import TRANSACTION_STATE_TOPIC, decode, encode_key, encode_value, transaction_partition
+from .txn_state import (
+    PREPARED,
+    Plan,
+    TxnMetadata,
+    TxnState,
+    complete,
+    plan_add_partitions,
+    plan_end,
+    plan_init,
+    plan_timeout,
+)
+
+if TYPE_CHECKING:
+    from .partition import Partition
+
+logger = logging.getLogger(__name__)
+
+WRITE_TIMEOUT_SECONDS = 5.0
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+_APPEND_ERRORS = {
+    wire.NOT_ENOUGH_REPLICAS: wire.COORDINATOR_NOT_AVAILABLE,
+    wire.NOT_ENOUGH_REPLICAS_AFTER_APPEND: wire.COORDINATOR_NOT_AVAILABLE,
+    wire.REQUEST_TIMED_OUT: wire.COORDINATOR_NOT_AVAILABLE,
+    wire.NOT_LEADER_OR_FOLLOWER: wire.NOT_COORDINATOR,
+    wire.KAFKA_STORAGE_ERROR: wire.NOT_COORDINATOR,
+}
+"""Append errors as a transactional client sees them (Kafka's mapping: it retries on both)."""
+
+
+@dataclasses.dataclass
+class TxnPartition:
+    """The coordinator's state for one led ``__transaction_state`` partition, valid for one
+    leader epoch (which is the coordinator epoch of the markers it writes)."""
+
+    index: int
+    leader_epoch: int
+    loaded: bool = False
+    transactions: dict[str, TxnMetadata] = dataclasses.field(default_factory=dict)
+    pending: set[str] = dataclasses.field(default_factory=set)
+    tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+
+    def replay(self, key: bytes | None, value: bytes | None) -> None:
+        transactional_id, metadata = decode(key, value)
+        if metadata is None:
+            self.transactions.pop(transactional_id, None)
+        else:
+            self.transactions[transactional_id] = metadata
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: RequestBrokerView, node_id: int) -> None:
+        self.broker = broker
+        self.max_timeout_ms: int = broker.settings["transaction.max.timeout.ms"]
+        self.check_interval = (
+            broker.settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+        )
+        self.partitions: dict[int, TxnPartition] = {}
+        self.markers = MarkerSender(broker, node_id)
+        self._loads: dict[int, asyncio.Task[None]] = {}
+
+    # ---- ownership ------------------------------------------------------------------------------
+
+    def partition_changed(self, partition: Partition) -> None:
+        """Follow a leadership change of any local replica (called after every role change)."""
+        if partition.topic != TRANSACTION_STATE_TOPIC:
+            return
+        current = self.partitions.get(partition.index)
+        if partition.role == "leader":
+            if current is not None and current.leader_epoch == partition.leader_epoch:
+                return
+            self._unload(partition.index)
+            state = self.partitions[partition.index] = TxnPartition(partition.index, partition.leader_epoch)
+            self._loads[partition.index] = asyncio.create_task(
+                self._load(partition, state), name=f"load-{partition.name}"
+            )
+        else:
+            self._unload(partition.index)
+
+    def _unload(self, index: int) -> None:
+        task = self._loads.pop(index, None)
+        if task is not None:
+            task.cancel()
+        state = self.partitions.pop(index, None)
+        if state is not None:
+            for running in state.tasks:
+                running.cancel()
+            logger.info(
+                "%s-%d: unloaded %d transactional ids",
+                TRANSACTION_STATE_TOPIC,
+                index,
+                len(state.transactions),
+            )
+
+    def _owns(self, state: TxnPartition) -> bool:
+        partition = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, state.index))
+        return (
+            self.partitions.get(state.index) is state
+            and partition is not None
+            and partition.role == "leader"
+            and partition.leader_epoch == state.leader_epoch
+        )
+
+    async def _load(self, partition: Partition, state: TxnPartition) -> None:
+        log = partition.log
+        for number, batch in enumerate(log.batches(), start=1):
+            if not self._owns(state):
+                return
+            if not batch.header.is_control:
+                for record in records.decode_records(log.read_batch(batch)):
+                    try:
+                        state.replay(record.key, record.value)
+                    except RecordFormatError as error:
+                        logger.warning("%s: skipping record %d: %s", partition.name, record.offset, error)
+            if number % 64 == 0:
+                await asyncio.sleep(0)
+        if not self._owns(state):
+            return
+        state.loaded = True
+        self._loads.pop(state.index, None)
+        logger.info(
+            "%s: loaded %d transactional ids in epoch %d",
+            partition.name,
+            len(state.transactions),
+            state.leader_epoch,
+        )
+        for metadata in list(state.transactions.values()):
+            if metadata.state in PREPARED:
+                self._start_markers(state, metadata)
+
+    def owner(self, transactional_id: str) -> tuple[int, TxnPartition | None]:
+        """The loaded partition holding ``transactional_id``, or the error to answer instead."""
+        topic = self.broker.metadata_topics().get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return wire.NOT_COORDINATOR, None
+        state = self.partitions.get(transaction_partition(transactional_id, len(topic["partitions"])))
+        if state is None:
+            return wire.NOT_COORDINATOR, None
+        if not state.loaded:
+            return wire.COORDINATOR_LOAD_IN_PROGRESS, None
+        return wire.NONE, state
+
+    # ---- FindCoordinator ------------------------------------------------------------------------
+
+    async def locate(self, transactional_id: str) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of ``transactional_id``'s coordinator; creates
+        ``__transaction_state`` on first use."""
+        topic = self.broker.metadata_topics().get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            await self.create_state_topic()
+            topic = self.broker.metadata_topics().get(TRANSACTION_STATE_TOPIC)
+            if topic is None:
+                return wire.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        leader = topic["partitions"][transaction_partition(transactional_id, len(topic["partitions"]))][
+            "leader"
+        ]
+        address = self.broker.live_brokers().get(leader)
+        if address is None:
+            return wire.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return wire.NONE, leader, address[0], address[1]
+
+    async def create_state_topic(self) -> int:
+        """Create ``__transaction_state`` (replication capped at the live brokers)."""
+        settings = self.broker.settings
+        replication = min(
+            settings["transaction.state.log.replication.factor"], max(1, len(self.broker.live_brokers()))
+        )
+        error, message = await self.broker.create_topic(
+            TRANSACTION_STATE_TOPIC, settings["transaction.state.log.num.partitions"], replication, 5000
+        )
+        if error not in (wire.NONE, wire.TOPIC_ALREADY_EXISTS):
+            logger.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, message)
+        return error
+
+    # ---- the transactional APIs -----------------------------------------------------------------
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None
+    ) -> tuple[int, int, int]:
+        """InitProducerId with a transactional id: (error, producer id, epoch)."""
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return INVALID_TRANSACTION_TIMEOUT, -1, -1
+        error, state = self.owner(transactional_id)
+        if state is None:
+            return error, -1, -1
+        current = state.transactions.get(transactional_id)
+        fresh = -1
+        if current is None or current.producer_epoch >= 32766:
+            fresh = await self.broker.allocate_producer_id()
+            if fresh < 0:
+                return wire.COORDINATOR_NOT_AVAILABLE, -1, -1
+        if transactional_id in state.pending:
+            return CONCURRENT_TRANSACTIONS, -1, -1
+        plan = plan_init(
+            state.transactions.get(transactional_id), transactional_id, timeout_ms, _now_ms(), fresh, expected
+        )
+        error = await self._execute(state, transactional_id, plan)
+        adopted = state.transactions.get(transactional_id)
+        if error or adopted is None:
+            return error, -1, -1
+        return wire.NONE, adopted.producer_id, adopted.producer_epoch
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: frozenset[tuple[str, int]],
+    ) -> int:
+        """AddPartitionsToTxn (and AddOffsetsToTxn, whose partition is the group's offsets
+        partition): one error for the whole request."""
+        error, state = self.owner(transactional_id)
+        if state is None:
+            return error
+        if transactional_id in state.pending:
+            return CONCURRENT_TRANSACTIONS
+        current = state.transactions.get(transactional_id)
+        plan = plan_add_partitions(current, producer_id, producer_epoch, partitions, _now_ms())
+        return await self._execute(state, transactional_id, plan)
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        """The ``__consumer_offsets`` partition AddOffsetsToTxn adds for ``group_id``."""
+        topic = self.broker.metadata_topics().get(OFFSETS_TOPIC)
+        count = len(topic["partitions"]) if topic else self.broker.settings["offsets.topic.num.partitions"]
+        return OFFSETS_TOPIC, partition_for(group_id, count)
+
+    async def end(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        """EndTxn: answered once the prepare is stored; the markers follow."""
+        error, state = self.owner(transactional_id)
+        if state is None:
+            return error
+        if transactional_id in state.pending:
+            return CONCURRENT_TRANSACTIONS
+        current = state.transactions.get(transactional_id)
+        return await self._execute(
+            state, transactional_id, plan_end(current, producer_id, producer_epoch, commit, _now_ms())
+        )
+
+    # ---- carrying plans out ---------------------------------------------------------------------
+
+    async def _execute(self, state: TxnPartition, transactional_id: str, plan: Plan) -> int:
+        """Store ``plan.write`` (if any), adopt it, start its markers: the error to answer."""
+        if plan.write is None:
+            return plan.error
+        state.pending.add(transactional_id)
+        try:
+            error = await self._store(state, plan.write)
+        finally:
+            state.pending.discard(transactional_id)
+        if error:
+            return error
+        if plan.markers:
+            self._start_markers(state, plan.write)
+        return plan.error
+
+    async def _store(self, state: TxnPartition, metadata: TxnMetadata) -> int:
+        partition = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, state.index))
+        if partition is None or not self._owns(state):
+            return wire.NOT_COORDINATOR
+        batch = records.build_batch(
+            [(encode_key(metadata.transactional_id), encode_value(metadata))], _now_ms()
+        )
+        error, _ = await append_and_wait(partition, batch, WRITE_TIMEOUT_SECONDS, state.leader_epoch)
+        if error:
+            return _APPEND_ERRORS.get(error, error)
+        if not self._owns(state):
+            return wire.NOT_COORDINATOR
+        previous = state.transactions.get(metadata.transactional_id)
+        state.transactions[metadata.transactional_id] = metadata
+        partition.events.emit(
+            "txn-state",
+            topic=TRANSACTION_STATE_TOPIC,
+            partition=state.index,
+            transactional_id=metadata.transactional_id,
+            producer_id=metadata.producer_id,
+            producer_epoch=metadata.producer_epoch,
+            old_state=previous.state.label if previous else None,
+            state=metadata.state.label,
+            partitions=sorted([list(entry) for entry in metadata.partitions]),
+            coordinator_epoch=state.leader_epoch,
+        )
+        return wire.NONE
+
+    def _start_markers(self, state: TxnPartition, metadata: TxnMetadata) -> None:
+        state.pending.add(metadata.transactional_id)
+        task = asyncio.create_task(self._finish(state, metadata), name=f"markers-{metadata.transactional_id}")
+        state.tasks.add(task)
+        task.add_done_callback(state.tasks.discard)
+
+    async def _finish(self, state: TxnPartition, metadata: TxnMetadata) -> None:
+        """Write the markers of prepared ``metadata``, then its completion (retried until stored
+        or the partition is unloaded; the next coordinator then finishes it)."""
+        try:
+            committed = metadata.state is TxnState.PREPARE_COMMIT
+            marker = Marker(metadata.producer_id, metadata.producer_epoch, committed, state.leader_epoch)
+            await self.markers.send(marker, metadata.partitions)
+            while self._owns(state):
+                if await self._store(state, complete(metadata, _now_ms())) == wire.NONE:
+                    return
+                await asyncio.sleep(0.2)
+        finally:
+            state.pending.discard(metadata.transactional_id)
+
+    # ---- the clock ------------------------------------------------------------------------------
+
+    async def abort_timed_out(self) -> None:
+        """Abort (fencing the producer) every loaded transaction older than its timeout."""
+        now = _now_ms()
+        for state in list(self.partitions.values()):
+            if not state.loaded:
+                continue
+            for transactional_id, metadata in list(state.transactions.items()):
+                plan = plan_timeout(metadata, now)
+                if plan is not None and transactional_id not in state.pending:
+                    logger.info(
+                        "%s: transaction timed out after %d ms: aborting",
+                        transactional_id,
+                        metadata.timeout_ms,
+                    )
+                    await self._execute(state, transactional_id, plan)
+
+    async def tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.check_interval)
+            try:
+                await self.abort_timed_out()
+            except Exception:
+                logger.exception("transaction timeout check failed")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

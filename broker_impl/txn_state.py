@@ -1,0 +1,245 @@
+"""One transactional id's state at its coordinator, and every rule that changes it (pure).
+
+Kafka's TransactionMetadata, restated.  A :class:`TxnMetadata` is immutable; the ``plan_*``
+functions take the current one and a request and return a :class:`Plan`: the error to answer, or
+the metadata to write to ``__transaction_state`` (the coordinator adopts it only once the write
+is acknowledged -- until then the id is *pending* and other requests get CONCURRENT_TRANSACTIONS)
+and whether transaction markers follow.  Every state change goes through :func:`transition`,
+which checks it against :data:`VALID_PREVIOUS` -- the one table of legal transitions::
+
+    Empty            <- Empty, CompleteCommit, CompleteAbort          (InitProducerId: epoch bump)
+    Ongoing          <- Ongoing, Empty, CompleteCommit, CompleteAbort (AddPartitions/AddOffsets)
+    PrepareCommit    <- Ongoing                                      (EndTxn commit)
+    PrepareAbort     <- Ongoing, PrepareEpochFence                   (EndTxn abort, fence, timeout)
+    CompleteCommit   <- PrepareCommit                                (every marker written)
+    CompleteAbort    <- PrepareAbort
+    PrepareEpochFence<- Ongoing                                      (InitProducerId of a newer
+                                                                      producer, or a timeout)
+    Dead             <- Empty, CompleteCommit, CompleteAbort          (expiry; not used yet)
+
+Fencing: the epoch only grows.  InitProducerId bumps it (the older producer is fenced: its
+requests carry an older epoch and get PRODUCER_FENCED); an InitProducerId or a timeout that finds
+a transaction open first bumps it through PrepareEpochFence and aborts the transaction with the
+new epoch, so the markers themselves fence the old producer at every partition.
+
+Rules that historical Kafka versions had differently are each one function here, so a switch is
+one place: :func:`epoch_after_end` (KIP-890 part 2, an epoch bump at every transaction end --
+today the epoch stays, as before KIP-890; EndTxn v5 is not offered).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+NONE = 0
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+PRODUCER_FENCED = 90
+MAX_EPOCH = 32767 - 1
+"""Kafka's Short.MAX_VALUE - 1: at this epoch a producer gets a new producer id instead."""
+
+
+class TxnState(enum.Enum):
+    """The states, with Kafka's byte in the ``__transaction_state`` value."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def label(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+S = TxnState
+VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
+    S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
+    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
+    S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+}
+"""State -> the states it may be entered from (Kafka's TransactionState.validPreviousStates)."""
+PREPARED = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT})
+COMPLETED = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
+
+
+class IllegalTransition(Exception):
+    """A transition :data:`VALID_PREVIOUS` forbids: a coordinator bug, never a client's error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[tuple[str, int]] = frozenset()
+    txn_start_ms: int = -1
+    last_update_ms: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a request does: ``error`` to answer now, or ``write`` to store (then answer NONE);
+    ``markers``: after the write, send the transaction's markers and then complete it."""
+
+    error: int = NONE
+    write: TxnMetadata | None = None
+    markers: bool = False
+
+
+def transition(current: TxnMetadata, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
+    """``current`` moved to ``state`` (with ``changes``), if :data:`VALID_PREVIOUS` allows it."""
+    if current.state not in VALID_PREVIOUS[state]:
+        raise IllegalTransition(f"{current.transactional_id}: {current.state.label} -> {state.label}")
+    return dataclasses.replace(current, state=state, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+
+def epoch_after_end(current: TxnMetadata) -> int:
+    """The producer epoch a transaction's end leaves (KIP-890 part 2 would bump it here)."""
+    return current.producer_epoch
+
+
+def check_producer(current: TxnMetadata | None, producer_id: int, producer_epoch: int) -> int:
+    """NONE when a request of (``producer_id``, ``producer_epoch``) speaks for ``current``."""
+    if current is None or current.producer_id != producer_id:
+        return INVALID_PRODUCER_ID_MAPPING
+    if producer_epoch != current.producer_epoch:
+        return PRODUCER_FENCED
+    return NONE
+
+
+def plan_init(
+    current: TxnMetadata | None,
+    transactional_id: str,
+    timeout_ms: int,
+    now_ms: int,
+    fresh_producer_id: int,
+    expected: tuple[int, int] | None = None,
+) -> Plan:
+    """InitProducerId: a new id starts at epoch 0; a known one is bumped (fencing the older
+    producer) -- after fencing and aborting an open transaction first (the client retries on
+    CONCURRENT_TRANSACTIONS until the abort is complete).  ``expected``: the (id, epoch) a
+    KIP-360 client asks to bump; ``fresh_producer_id`` is used when the epoch is exhausted."""
+    if current is None:
+        return Plan(
+            write=TxnMetadata(
+                transactional_id, fresh_producer_id, 0, timeout_ms, S.EMPTY, last_update_ms=now_ms
+            )
+        )
+    if (
+        expected is not None
+        and expected[0] >= 0
+        and expected != (current.producer_id, current.producer_epoch)
+    ):
+        return Plan(
+            error=PRODUCER_FENCED if expected[0] == current.producer_id else INVALID_PRODUCER_ID_MAPPING
+        )
+    if current.state in PREPARED or current.state is S.PREPARE_EPOCH_FENCE:
+        return Plan(error=CONCURRENT_TRANSACTIONS)
+    if current.state is S.ONGOING:
+        return plan_fence_and_abort(current, now_ms)
+    if current.producer_epoch >= MAX_EPOCH:
+        current = dataclasses.replace(current, producer_id=fresh_producer_id, producer_epoch=-1)
+    return Plan(
+        write=transition(
+            current,
+            S.EMPTY,
+            now_ms,
+            producer_epoch=current.producer_epoch + 1,
+            timeout_ms=timeout_ms,
+            partitions=frozenset(),
+            txn_start_ms=-1,
+        )
+    )
+
+
+def plan_fence_and_abort(current: TxnMetadata, now_ms: int) -> Plan:
+    """Abort ``current``'s open transaction under a bumped epoch (a newer producer, or the
+    timeout): the markers carry the new epoch, so they fence the old producer everywhere."""
+    fenced = transition(
+        current, S.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=min(current.producer_epoch + 1, MAX_EPOCH)
+    )
+    return Plan(
+        error=CONCURRENT_TRANSACTIONS, write=transition(fenced, S.PREPARE_ABORT, now_ms), markers=True
+    )
+
+
+def plan_add_partitions(
+    current: TxnMetadata | None,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: frozenset[tuple[str, int]],
+    now_ms: int,
+) -> Plan:
+    """AddPartitionsToTxn / AddOffsetsToTxn: the transaction is (or becomes) Ongoing with
+    ``partitions`` among its own.  Nothing is written when it already holds them all."""
+    error = check_producer(current, producer_id, producer_epoch)
+    if error or current is None:
+        return Plan(error=error)
+    if current.state in PREPARED or current.state is S.PREPARE_EPOCH_FENCE:
+        return Plan(error=CONCURRENT_TRANSACTIONS)
+    if current.state is S.ONGOING and partitions <= current.partitions:
+        return Plan()
+    if current.state not in VALID_PREVIOUS[S.ONGOING]:
+        return Plan(error=INVALID_TXN_STATE)
+    start = current.txn_start_ms if current.state is S.ONGOING else now_ms
+    return Plan(
+        write=transition(
+            current, S.ONGOING, now_ms, partitions=current.partitions | partitions, txn_start_ms=start
+        )
+    )
+
+
+def plan_end(
+    current: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool, now_ms: int
+) -> Plan:
+    """EndTxn: Ongoing goes to PrepareCommit / PrepareAbort (markers follow); a retry of an end
+    already decided the same way is answered NONE, one decided the other way INVALID_TXN_STATE."""
+    error = check_producer(current, producer_id, producer_epoch)
+    if error or current is None:
+        return Plan(error=error)
+    wanted, done = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+    if current.state is S.ONGOING:
+        return Plan(write=transition(current, wanted, now_ms), markers=True)
+    if current.state is done:
+        return Plan()
+    if current.state is wanted:
+        return Plan(error=CONCURRENT_TRANSACTIONS)
+    if current.state is S.PREPARE_EPOCH_FENCE:
+        return Plan(error=PRODUCER_FENCED)
+    return Plan(error=INVALID_TXN_STATE)
+
+
+def plan_timeout(current: TxnMetadata, now_ms: int) -> Plan | None:
+    """The abort of an Ongoing transaction older than its timeout (Kafka fences it too)."""
+    if current.state is not S.ONGOING or now_ms - current.txn_start_ms <= current.timeout_ms:
+        return None
+    return plan_fence_and_abort(current, now_ms)
+
+
+def complete(current: TxnMetadata, now_ms: int) -> TxnMetadata:
+    """Every marker of a prepared transaction is written: CompleteCommit / CompleteAbort."""
+    state = S.COMPLETE_COMMIT if current.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+    return transition(
+        current,
+        state,
+        now_ms,
+        producer_epoch=epoch_after_end(current),
+        partitions=frozenset(),
+        txn_start_ms=-1,
+    )

@@ -1,0 +1,218 @@
+"""The transaction coordinator over real partitions, no network (``broker_impl.txn_coordinator``).
+
+A stand-in broker (:class:`~broker_impl.broker_view.RequestBrokerView`) leads
+``__transaction_state-0`` and a data topic ``t`` on one node, and markers go straight to the local
+leaders (:func:`~broker_impl.txn_markers.write_marker`, the WriteTxnMarkers handler's path).  So
+every write is a real ``acks=all`` append, and a "failover" is a new coordinator loading the same
+log in a newer leader epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from broker_impl import records, wire
+from broker_impl.control_records import Marker, read_marker
+from broker_impl.events import EventLog
+from broker_impl.log import FlushPolicy
+from broker_impl.partition import Partition
+from broker_impl.rules import ReplicationRules
+from broker_impl.txn_coordinator import CONCURRENT_TRANSACTIONS, TransactionCoordinator
+from broker_impl.txn_markers import write_marker
+from broker_impl.txn_records import TRANSACTION_STATE_TOPIC
+from broker_impl.txn_state import PRODUCER_FENCED, TxnState
+
+NEVER = 2**63 - 1
+DATA = frozenset({("t", 0), ("t", 1)})
+SETTINGS = {
+    "transaction.max.timeout.ms": 900000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 1,
+    "offsets.topic.num.partitions": 1,
+}
+
+
+class OneNodeBroker:
+    """Node 1, leader of everything, ISR [1]: the HW follows every append at once."""
+
+    cluster_id = "test"
+
+    def __init__(self, directory: Path) -> None:
+        self.settings: dict[str, Any] = dict(SETTINGS)
+        self.directory = directory
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        for key in [(TRANSACTION_STATE_TOPIC, 0), *sorted(DATA)]:
+            self.partitions[key] = self.open(key, epoch=1)
+        self.next_producer_id = 1000
+
+    def open(self, key: tuple[str, int], epoch: int) -> Partition:
+        replica = Partition(
+            key[0], key[1], 1, self.directory / f"{key[0]}-{key[1]}", 1 << 20,
+            FlushPolicy(NEVER, NEVER), 0, ReplicationRules(), EventLog.disabled(),
+        )  # fmt: skip
+        replica.become_leader(epoch, 0, [1], [1])
+        return replica
+
+    def metadata_topics(self) -> dict[str, Any]:
+        return {
+            TRANSACTION_STATE_TOPIC: {"partitions": [{"leader": 1}]},
+            "t": {"partitions": [{"leader": 1}, {"leader": 1}]},
+        }
+
+    def live_brokers(self) -> dict[int, tuple[str, int]]:
+        return {1: ("127.0.0.1", 9)}
+
+    async def create_topic(
+        self, name: str, partitions: int, replication_factor: int, timeout_ms: int
+    ) -> tuple[int, str | None]:
+        return wire.TOPIC_ALREADY_EXISTS, None
+
+    async def auto_create_topic(self, name: str) -> int:
+        return wire.NONE
+
+    async def allocate_producer_id(self) -> int:
+        self.next_producer_id += 1
+        return self.next_producer_id
+
+    def note_follower_fetch(self, partition: Partition) -> None:
+        pass
+
+
+class LocalMarkers:
+    """The marker sender, minus the network; ``hold`` keeps every send waiting (a coordinator
+    that dies between the prepare and its markers)."""
+
+    def __init__(self, partitions: Mapping[tuple[str, int], Partition], hold: bool = False) -> None:
+        self.partitions = partitions
+        self.hold = hold
+
+    async def send(self, marker: Marker, partitions: frozenset[tuple[str, int]]) -> None:
+        if self.hold:
+            await asyncio.Event().wait()
+        for topic, index in sorted(partitions):
+            assert await write_marker(self.partitions, marker, topic, index) == wire.NONE
+
+
+async def coordinator(broker: OneNodeBroker, hold: bool = False) -> TransactionCoordinator:
+    loaded = TransactionCoordinator(broker, 1)
+    loaded.markers = LocalMarkers(broker.partitions, hold)  # type: ignore[assignment]
+    loaded.partition_changed(broker.partitions[(TRANSACTION_STATE_TOPIC, 0)])
+    for _ in range(100):
+        if loaded.owner("x")[0] == wire.NONE:
+            return loaded
+        await asyncio.sleep(0.01)
+    raise AssertionError("the coordinator did not load")
+
+
+async def settle(loaded: TransactionCoordinator) -> None:
+    """Wait until no marker task runs."""
+    for _ in range(200):
+        if not any(state.tasks for state in loaded.partitions.values()):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("markers still being written")
+
+
+def markers_in(broker: OneNodeBroker, key: tuple[str, int]) -> list[Marker]:
+    log = broker.partitions[key].log
+    return [
+        read_marker(batch.header, log.read_batch(batch)) for batch in log.batches() if batch.header.is_control
+    ]
+
+
+def state_of(loaded: TransactionCoordinator, transactional_id: str) -> Any:
+    return loaded.partitions[0].transactions[transactional_id]
+
+
+def test_init_add_commit_writes_markers_to_every_partition(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        broker = OneNodeBroker(tmp_path)
+        loaded = await coordinator(broker)
+        assert await loaded.init_producer_id("a", 60000, None) == (0, 1001, 0)
+        assert await loaded.add_partitions("a", 1001, 0, DATA) == wire.NONE
+        assert state_of(loaded, "a").state is TxnState.ONGOING
+        assert await loaded.end("a", 1001, 0, True) == wire.NONE
+        await settle(loaded)
+        assert state_of(loaded, "a").state is TxnState.COMPLETE_COMMIT
+        for key in sorted(DATA):
+            assert markers_in(broker, key) == [Marker(1001, 0, True, 1)]
+        assert await loaded.end("a", 1001, 0, True) == wire.NONE  # a retried commit
+
+    asyncio.run(scenario())
+
+
+def test_a_new_coordinator_loads_the_state_and_finishes_a_prepared_transaction(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        broker = OneNodeBroker(tmp_path)
+        first = await coordinator(broker, hold=True)
+        await first.init_producer_id("b", 60000, None)
+        await first.add_partitions("b", 1001, 0, DATA)
+        assert await first.end("b", 1001, 0, False) == wire.NONE  # prepared; its markers never go
+        assert markers_in(broker, ("t", 0)) == []
+        state_partition = broker.partitions[(TRANSACTION_STATE_TOPIC, 0)]
+        state_partition.become_follower(2, 2, 0, [1, 2], [1, 2])
+        first.partition_changed(state_partition)  # deposed: its marker task is cancelled
+        state_partition.become_leader(3, 0, [1], [1])
+        second = await coordinator(broker)
+        await settle(second)
+        assert state_of(second, "b").state is TxnState.COMPLETE_ABORT
+        assert markers_in(broker, ("t", 1)) == [Marker(1001, 0, False, 3)]  # the new coordinator epoch
+        assert await second.init_producer_id("b", 60000, None) == (0, 1001, 1)
+
+    asyncio.run(scenario())
+
+
+def test_a_newer_producer_fences_the_open_transaction(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        broker = OneNodeBroker(tmp_path)
+        loaded = await coordinator(broker)
+        await loaded.init_producer_id("c", 60000, None)
+        await loaded.add_partitions("c", 1001, 0, DATA)
+        assert (await loaded.init_producer_id("c", 60000, None))[0] == CONCURRENT_TRANSACTIONS
+        await settle(loaded)
+        assert markers_in(broker, ("t", 0)) == [Marker(1001, 1, False, 1)]  # aborted under the new epoch
+        assert await loaded.init_producer_id("c", 60000, None) == (0, 1001, 2)
+        assert await loaded.end("c", 1001, 0, True) == PRODUCER_FENCED
+
+    asyncio.run(scenario())
+
+
+def test_an_expired_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        broker = OneNodeBroker(tmp_path)
+        loaded = await coordinator(broker)
+        await loaded.init_producer_id("d", 50, None)
+        await loaded.add_partitions("d", 1001, 0, DATA)
+        await loaded.abort_timed_out()
+        assert state_of(loaded, "d").state is TxnState.ONGOING  # not yet
+        await asyncio.sleep(0.1)
+        await loaded.abort_timed_out()
+        await settle(loaded)
+        assert state_of(loaded, "d").state is TxnState.COMPLETE_ABORT
+        assert state_of(loaded, "d").producer_epoch == 1
+        assert await loaded.end("d", 1001, 0, True) == PRODUCER_FENCED
+        assert await loaded.add_partitions("d", 1001, 0, DATA) == PRODUCER_FENCED
+
+    asyncio.run(scenario())
+
+
+def test_state_records_are_acks_all_appends_to_the_state_partition(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        broker = OneNodeBroker(tmp_path)
+        loaded = await coordinator(broker)
+        await loaded.init_producer_id("e", 60000, None)
+        await loaded.add_partitions("e", 1001, 0, DATA)
+        log = broker.partitions[(TRANSACTION_STATE_TOPIC, 0)].log
+        values = [
+            record.value
+            for batch in log.batches()
+            for record in records.decode_records(log.read_batch(batch))
+        ]
+        assert len(values) == 2  # Empty, then Ongoing
+        assert (await loaded.init_producer_id("e", 0, None))[0] == 50  # INVALID_TRANSACTION_TIMEOUT
+
+    asyncio.run(scenario())
