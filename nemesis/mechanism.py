@@ -33,6 +33,7 @@ teardown path of a signal handler.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -224,10 +225,13 @@ class Nemesis:
         return self._apply(step, {})
 
     def _apply(self, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+        """The lock is each mechanism's to take (a consumer churn, which may wait for a stalled
+        consumer, holds none, so heal-all is never kept waiting by it)."""
+        if step.fault not in MECHANISMS:
+            raise ValueError(f"unknown fault {step.fault!r} in step {step}")
         kind = REGISTRY[step.fault]
         self._require(kind)
-        with self._action_lock:
-            return MECHANISMS[kind.name](self, step, extra)
+        return MECHANISMS[kind.name](self, step, extra)
 
     def _require(self, kind: FaultKind) -> None:
         """PlanError when this cluster lacks an ability ``kind`` needs (the workload's are the
@@ -347,12 +351,9 @@ class Nemesis:
                     return []
                 self._dirty = False
                 killed = set().union(*(self._affected[fault] for fault in self._stopping_faults()))
-                delayed = [node for node in self.layout.brokers if node in self._affected[METADATA_DELAY]]
             nodes = list(self.layout.all_nodes)
             brokers = list(self.layout.brokers)
-            ops: list[Op] = []
-            if delayed:  # the chain removal below undoes it too; this op closes its window in the history
-                ops.append(self._act(METADATA_HEAL, {"nodes": delayed}, delayed, self._acts.heal_metadata))
+            ops = self._heal_own_kinds()
             ops.append(
                 self._act(
                     "heal", {"nodes": nodes}, nodes, lambda node: self._exec(node, iptables.remove_script())
@@ -382,6 +383,31 @@ class Nemesis:
         finally:
             if acquired:
                 self._action_lock.release()
+
+    def _heal_own_kinds(self) -> list[Op]:
+        """Heal-all's first ops: each node fault healed neither by the blanket ``start`` nor the
+        blanket ``resume`` (a metadata delay) is healed on its tracked nodes by its own heal, one
+        op per heal kind, so its window closes in the history.  (The chain removal after them
+        undoes a metadata delay too.)"""
+        ops: list[Op] = []
+        for heal in dict.fromkeys(HEALS[fault] for fault in self._affected):
+            if heal in (START, RESUME):
+                continue
+            healed = [fault for fault in self._affected if HEALS[fault] == heal]
+            with self._state_lock:
+                tracked = [
+                    node for node in self.layout.brokers if any(node in self._affected[f] for f in healed)
+                ]
+            if not tracked:
+                continue
+            ops.append(
+                self._act(heal, {"nodes": tracked}, tracked, functools.partial(NODE_ACTS[heal], self._acts))
+            )
+            if ops[-1].type == "ok":
+                with self._state_lock:
+                    for fault in healed:
+                        self._affected[fault].clear()
+        return ops
 
     def heal_in_effect(self) -> list[Op]:
         """Heal exactly what is in effect now (a fault package that stopped half-way), unlike
