@@ -424,12 +424,12 @@ class Broker:
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
-        plain, locate_transaction = Handlers(self), {1: self.txn_coordinator.locate}
+        plain, transactions = Handlers(self, self.txn_coordinator.verifier), self.txn_coordinator
         handlers = {
             **plain.table(),
-            **GroupHandlers(self.coordinator, client_host, locate_transaction).table(),
+            **GroupHandlers(self.coordinator, client_host, {1: transactions.locate}).table(),
             **TxnHandlers(
-                self.txn_coordinator, self.partitions, plain.init_producer_id, TxnOffsets(self.coordinator)
+                transactions, self.partitions, plain.init_producer_id, TxnOffsets(self.coordinator)
             ).table(),
         }
         try:

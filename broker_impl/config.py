@@ -209,6 +209,15 @@ BROKER_KEYS: tuple[Key, ...] = (
         "largest transaction.timeout.ms a producer may ask for",
     ),
     Key(
+        "transaction.partition.verification.enable",
+        _boolean,
+        True,
+        "true: a partition leader asks the coordinator before appending the first transactional batch "
+        "of a producer with no open transaction there, and refuses it (INVALID_TXN_STATE) unless that "
+        "transaction is ongoing and holds the partition (KIP-890 part 1); false: a late produce after "
+        "its transaction ended opens one nothing ends, and the LSO stays there (KAFKA-14402)",
+    ),
+    Key(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         _positive,
         10000,

@@ -30,6 +30,7 @@ from .group_records import OFFSETS_TOPIC
 from .partition import Partition
 from .records import CorruptBatch
 from .txn_records import TRANSACTION_STATE_TOPIC
+from .txn_verification import TxnVerifier
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +47,9 @@ FENCING_ANSWERS = {
 
 
 class Handlers:
-    def __init__(self, broker: RequestBrokerView) -> None:
+    def __init__(self, broker: RequestBrokerView, verifier: TxnVerifier | None = None) -> None:
         self.broker = broker
+        self.verifier = verifier
 
     def _lookup(
         self,
@@ -184,7 +186,9 @@ class Handlers:
         for topic in body.topic_data:
             for data in topic.partition_data:
                 waits.append(
-                    self._produce_partition(topic.name, data.index, data.records, acks, body.timeout_ms)
+                    self._produce_partition(
+                        topic.name, data.index, data.records, acks, body.timeout_ms, body.transactional_id
+                    )
                 )
         results = await asyncio.gather(*waits)
         by_topic: dict[str, list[Any]] = {}
@@ -212,7 +216,13 @@ class Handlers:
         )
 
     async def _produce_partition(
-        self, topic: str, index: int, data: bytes | None, acks: int, timeout_ms: int
+        self,
+        topic: str,
+        index: int,
+        data: bytes | None,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None,
     ) -> tuple[str, int, int, int, int]:
         if acks not in (0, 1, -1):
             return topic, index, wire.INVALID_REQUIRED_ACKS, -1, -1
@@ -237,6 +247,8 @@ class Handlers:
         last_offset = -1
         for position, header in batches:
             error, duplicate = partition.log.check_producer(header)
+            if not error and duplicate is None and self.verifier and self.verifier.needed(partition, header):
+                error = await self.verifier.verify(transactional_id, header, topic, index)  # KIP-890 part 1
             if error:
                 return topic, index, error, -1, -1
             if duplicate is not None:

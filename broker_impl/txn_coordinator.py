@@ -37,6 +37,7 @@ from .group_records import OFFSETS_TOPIC, RecordFormatError, partition_for
 from .leader_append import append_and_wait
 from .txn_markers import MarkerSender
 from .txn_records import TRANSACTION_STATE_TOPIC, decode, encode_key, encode_value, transaction_partition
+from .txn_rules import TransactionRules
 from .txn_state import (
     PREPARED,
     Plan,
@@ -47,7 +48,9 @@ from .txn_state import (
     plan_end,
     plan_init,
     plan_timeout,
+    verify_partition,
 )
+from .txn_verification import TxnVerifier
 
 if TYPE_CHECKING:
     from .partition import Partition
@@ -96,6 +99,8 @@ class TransactionCoordinator:
         )
         self.partitions: dict[int, TxnPartition] = {}
         self.markers = MarkerSender(broker, node_id)
+        self.verifier = TxnVerifier(broker, node_id, TransactionRules.from_settings(broker.settings))
+        """The partition leader's side of KIP-890 part 1 (used by the produce handler)."""
         self._loads: dict[int, asyncio.Task[None]] = {}
 
     # ---- ownership ------------------------------------------------------------------------------
@@ -256,6 +261,16 @@ class TransactionCoordinator:
         current = state.transactions.get(transactional_id)
         plan = plan_add_partitions(current, producer_id, producer_epoch, partitions, _now_ms())
         return await self._execute(state, transactional_id, plan)
+
+    def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partition: tuple[str, int]
+    ) -> int:
+        """AddPartitionsToTxn v4 ``verify_only``: may a leader open this transaction there?"""
+        error, state = self.owner(transactional_id)
+        if state is None:
+            return error
+        current = state.transactions.get(transactional_id)
+        return verify_partition(current, producer_id, producer_epoch, partition)
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         """The ``__consumer_offsets`` partition AddOffsetsToTxn adds for ``group_id``."""

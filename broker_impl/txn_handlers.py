@@ -89,6 +89,8 @@ class TxnHandlers:
 
     async def add_partitions_to_txn(self, request: wire.Request) -> Any:
         body = request.body
+        if request.version >= 4:
+            return await self._add_partitions_for_brokers(request)
         topics = self.coordinator.broker.metadata_topics()
         wanted = [(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions]
         unknown = {
@@ -122,6 +124,38 @@ class TxnHandlers:
             results_by_topic_v3_and_below=[
                 topic_class(name=name, results_by_partition=entries) for name, entries in by_topic.items()
             ],
+        )
+
+    async def _add_partitions_for_brokers(self, request: wire.Request) -> Any:
+        """AddPartitionsToTxn v4+, the brokers' batched form: with ``verify_only`` a partition
+        leader's verification (KIP-890 part 1), else the additions themselves."""
+        result_class = wire.nested(request.api.response, "AddPartitionsToTxnResult")
+        topic_class = wire.nested(result_class, "AddPartitionsToTxnTopicResult")
+        partition_class = wire.nested(topic_class, "AddPartitionsToTxnPartitionResult")
+        results = []
+        for entry in request.body.transactions:
+            wanted = [(topic.name, index) for topic in entry.topics for index in topic.partitions]
+            producer = (entry.transactional_id, entry.producer_id, entry.producer_epoch)
+            if entry.verify_only:
+                errors = [self.coordinator.verify(*producer, position) for position in wanted]
+            else:
+                error = await self.coordinator.add_partitions(*producer, frozenset(wanted))
+                errors = [error] * len(wanted)
+            by_topic: dict[str, list[Any]] = {}
+            for (name, index), error in zip(wanted, errors, strict=True):
+                by_topic.setdefault(name, []).append(
+                    partition_class(partition_index=index, partition_error_code=error)
+                )
+            results.append(
+                result_class(
+                    transactional_id=entry.transactional_id,
+                    topic_results=[
+                        topic_class(name=name, results_by_partition=rows) for name, rows in by_topic.items()
+                    ],
+                )
+            )
+        return wire.response(
+            request, throttle_time_ms=0, error_code=wire.NONE, results_by_transaction=results
         )
 
     async def add_offsets_to_txn(self, request: wire.Request) -> Any:

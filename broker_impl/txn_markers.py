@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from . import wire
 from .broker_view import BrokerView
@@ -65,13 +66,41 @@ async def write_marker(
     return error
 
 
+class PeerConnections:
+    """Connections of this broker to the others (and itself) as a Kafka client: one per broker,
+    one request at a time on each (:class:`wire.KafkaConnection` answers in order)."""
+
+    def __init__(self, broker: BrokerView, client_id: str) -> None:
+        self.broker = broker
+        self.client_id = client_id
+        self._connections: dict[int, tuple[wire.KafkaConnection, asyncio.Lock]] = {}
+
+    async def call(self, node: int, request: Any, api_key: int, version: int) -> Any:
+        """``request`` to broker ``node``: its response; ConnectionError / TimeoutError."""
+        address = self.broker.live_brokers().get(node)
+        if node < 0 or address is None:
+            raise ConnectionError(f"broker {node} is not alive")
+        current = self._connections.get(node)
+        if current is None or (current[0].host, current[0].port) != address:
+            connection = wire.KafkaConnection(
+                address[0], address[1], self.client_id, MARKER_TIMEOUT_SECONDS + 5
+            )
+            current = self._connections[node] = (connection, asyncio.Lock())
+        async with current[1]:
+            return await current[0].call(request, wire.APIS[api_key].response, version)
+
+    def close(self) -> None:
+        for connection, _ in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+
 class MarkerSender:
-    """The coordinator's WriteTxnMarkers client: one connection (one request at a time) per broker."""
+    """The coordinator's WriteTxnMarkers client."""
 
     def __init__(self, broker: BrokerView, node_id: int) -> None:
         self.broker = broker
-        self.client_id = f"txn-coordinator-{node_id}"
-        self._connections: dict[int, tuple[wire.KafkaConnection, asyncio.Lock]] = {}
+        self.peers = PeerConnections(broker, f"txn-coordinator-{node_id}")
 
     async def send(self, marker: Marker, partitions: frozenset[tuple[str, int]]) -> None:
         """Write ``marker`` to every one of ``partitions``; returns once all have it.  Raises
@@ -102,10 +131,6 @@ class MarkerSender:
     async def _send_to(
         self, leader: int, marker: Marker, wanted: list[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
-        address = self.broker.live_brokers().get(leader)
-        if leader < 0 or address is None:
-            return {position: wire.LEADER_NOT_AVAILABLE for position in wanted}
-        connection, lock = self._connection(leader, address)
         api = wire.APIS[WRITE_TXN_MARKERS]
         topics: dict[str, list[int]] = {}
         for topic, index in wanted:
@@ -127,10 +152,7 @@ class MarkerSender:
             ],
         )
         try:
-            async with lock:
-                response = await connection.call(
-                    request, api.response, MARKERS_VERSION, MARKER_TIMEOUT_SECONDS + 5
-                )
+            response = await self.peers.call(leader, request, WRITE_TXN_MARKERS, MARKERS_VERSION)
         except (ConnectionError, TimeoutError) as error:
             logger.info("WriteTxnMarkers to broker %d failed: %s", leader, error)
             return {position: wire.REQUEST_TIMED_OUT for position in wanted}
@@ -140,17 +162,3 @@ class MarkerSender:
                 for entry in topic.partitions:
                     answered[(topic.name, entry.partition_index)] = entry.error_code
         return answered
-
-    def _connection(self, node: int, address: tuple[str, int]) -> tuple[wire.KafkaConnection, asyncio.Lock]:
-        current = self._connections.get(node)
-        if current is None or (current[0].host, current[0].port) != address:
-            connection = wire.KafkaConnection(
-                address[0], address[1], self.client_id, MARKER_TIMEOUT_SECONDS + 5
-            )
-            current = self._connections[node] = (connection, asyncio.Lock())
-        return current
-
-    def close(self) -> None:
-        for connection, _ in self._connections.values():
-            connection.close()
-        self._connections.clear()

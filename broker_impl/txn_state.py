@@ -24,7 +24,9 @@ new epoch, so the markers themselves fence the old producer at every partition.
 
 Rules that historical Kafka versions had differently are each one function here, so a switch is
 one place: :func:`epoch_after_end` (KIP-890 part 2, an epoch bump at every transaction end --
-today the epoch stays, as before KIP-890; EndTxn v5 is not offered).
+today the epoch stays, as before KIP-890; EndTxn v5 is not offered) and :func:`verify_partition`
+(KIP-890 part 1, whose switch is ``transaction.partition.verification.enable``, read in
+:mod:`broker_impl.txn_rules`).
 """
 
 from __future__ import annotations
@@ -177,6 +179,21 @@ def plan_fence_and_abort(current: TxnMetadata, now_ms: int) -> Plan:
     return Plan(
         error=CONCURRENT_TRANSACTIONS, write=transition(fenced, S.PREPARE_ABORT, now_ms), markers=True
     )
+
+
+def verify_partition(
+    current: TxnMetadata | None, producer_id: int, producer_epoch: int, partition: tuple[str, int]
+) -> int:
+    """KIP-890 part 1 (``transaction.partition.verification.enable``): NONE when a partition
+    leader may open a transaction of (``producer_id``, ``producer_epoch``) at ``partition`` -- the
+    transaction is Ongoing and holds the partition; else the produce is refused, so a late
+    produce after the transaction ended cannot open one nothing will end (KAFKA-14402)."""
+    error = check_producer(current, producer_id, producer_epoch)
+    if error or current is None:
+        return error
+    if current.state is not S.ONGOING or partition not in current.partitions:
+        return INVALID_TXN_STATE
+    return NONE
 
 
 def plan_add_partitions(

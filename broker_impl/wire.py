@@ -116,6 +116,8 @@ class Api:
     response: Any
     min_version: int
     max_version: int
+    broker_max_version: int = -1
+    """A higher version served to other brokers only, never advertised to clients (-1: none)."""
 
 
 APIS: dict[int, Api] = {
@@ -146,11 +148,12 @@ APIS: dict[int, Api] = {
         Api(14, SyncGroupRequest, SyncGroupResponse, 0, 5),
         Api(15, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         Api(16, ListGroupsRequest, ListGroupsResponse, 0, 4),
-        # Transactions' (broker_impl.txn_handlers).  Ceilings below KIP-890: AddPartitionsToTxn 4+
-        # is the brokers' batched form, v4 of AddOffsetsToTxn / EndTxn adds TRANSACTION_ABORTABLE and
+        # Transactions' (broker_impl.txn_handlers).  Ceilings below KIP-890: AddPartitionsToTxn 4 is
+        # the brokers' batched form (verify_only: transaction.partition.verification.enable), served
+        # but not advertised, v4 of AddOffsetsToTxn / EndTxn adds TRANSACTION_ABORTABLE and
         # EndTxn 5 / TxnOffsetCommit 5 the epoch bump per transaction.  WriteTxnMarkers is broker to
         # broker.
-        Api(24, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+        Api(24, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3, broker_max_version=4),
         Api(25, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         Api(26, EndTxnRequest, EndTxnResponse, 0, 3),
         Api(27, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
@@ -204,7 +207,7 @@ def decode_request(payload: bytes) -> Request:
     api = APIS.get(key)
     if api is None:
         raise ProtocolError(f"unsupported API key {key}")
-    if not api.min_version <= version <= api.max_version:
+    if not api.min_version <= version <= max(api.max_version, api.broker_max_version):
         if key == API_VERSIONS_KEY:
             return Request(api, version, correlation_id, None, None)
         raise ProtocolError(f"unsupported version {version} of API {key}")

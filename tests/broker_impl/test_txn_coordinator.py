@@ -33,6 +33,7 @@ SETTINGS = {
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.replication.factor": 1,
     "offsets.topic.num.partitions": 1,
+    "transaction.partition.verification.enable": True,
 }
 
 
