@@ -27,8 +27,7 @@ MAX_FUNCTION_LINES = 80
 
 SPLIT_THIS_SESSION = "being split this session (issue 31)"
 
-ALLOWED: dict[str, str] = {
-}
+ALLOWED: dict[str, str] = {}
 """The units allowed past the limits: ``path`` for a module, ``path::Qualified.name`` for a
 function, each with one sentence why.  Meant to end up empty."""
 
