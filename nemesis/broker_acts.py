@@ -19,9 +19,20 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final
 
-from nemesis.fault_kinds import KILL, METADATA_DELAY, METADATA_HEAL, PAUSE, POWER_LOSS, RESUME, START
+from nemesis.fault_kinds import (
+    KILL,
+    METADATA_DELAY,
+    METADATA_HEAL,
+    PACKET_LOSS,
+    PACKET_LOSS_HEAL,
+    PAUSE,
+    POWER_LOSS,
+    RESUME,
+    START,
+)
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.outcomes import Refused
+from nemesis.packet_loss import PacketLoss
 from testbed.cluster.protocol import NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
@@ -31,7 +42,8 @@ BROKER_DAEMON = "broker"
 
 class BrokerActs:
     """The acts on one broker node, bounded by ``remote_timeout`` per remote call and
-    ``settle_timeout`` for a SIGKILLed broker to be gone."""
+    ``settle_timeout`` for a SIGKILLed broker to be gone.  Packet loss runs its scripts through
+    the same remote exec as the metadata delay, on the same layout (``metadata.layout``)."""
 
     def __init__(
         self, cluster: NodeControl, metadata: MetadataDelay, remote_timeout: float, settle_timeout: float
@@ -40,6 +52,10 @@ class BrokerActs:
         self.metadata = metadata
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
+        self.packet_loss = PacketLoss(metadata.layout, cluster.ip, self._run)
+
+    def _run(self, node: str, script: str) -> None:
+        self.cluster.remote(node).exec(script, timeout=self.remote_timeout)
 
     def kill(self, node: str) -> None:
         """SIGKILL the broker and wait until it is gone (not merely signalled)."""
@@ -95,6 +111,12 @@ class BrokerActs:
     def heal_metadata(self, node: str) -> None:
         self.metadata.heal(node)
 
+    def lose_packets(self, node: str) -> None:
+        self.packet_loss.inject(node)
+
+    def heal_packet_loss(self, node: str) -> None:
+        self.packet_loss.heal(node)
+
 
 NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxyType(
     {
@@ -105,6 +127,8 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         POWER_LOSS: BrokerActs.power_loss,
         METADATA_DELAY: BrokerActs.delay_metadata,
         METADATA_HEAL: BrokerActs.heal_metadata,
+        PACKET_LOSS: BrokerActs.lose_packets,
+        PACKET_LOSS_HEAL: BrokerActs.heal_packet_loss,
     }
 )
 """Node-shaped fault or heal kind -> what it does to one broker node."""

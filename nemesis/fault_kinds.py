@@ -21,8 +21,10 @@ colour).  The history's own table of fault/heal pairs (:data:`testbed.record.fau
 the checker reads and which may not import the nemesis) is checked against :data:`REGISTRY` by
 the same test.
 
-Adding a fault kind: one entry here, its per-node act (or its own mechanism) in
-:mod:`nemesis.mechanism`, the record's pair if it has a heal, and its tests.
+Adding a fault kind: one entry here, its mechanism (a per-node act in
+:data:`nemesis.broker_acts.NODE_ACTS`, or a mechanism of its own in
+:data:`nemesis.kind_mechanisms.MECHANISMS`), the record's pair if it has a heal, and its tests
+(``packet-loss`` was added so: :mod:`nemesis.packet_loss`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ START: Final = "start"
 RESUME: Final = "resume"
 PARTITION_HEAL: Final = "heal"
 METADATA_HEAL: Final = "metadata-heal"
+PACKET_LOSS: Final = "packet-loss"
+PACKET_LOSS_HEAL: Final = "packet-loss-heal"
+
+PACKET_LOSS_PROBABILITY: Final = 0.3
+"""The chance each packet from a peer is dropped under ``packet-loss`` (why 0.3: :mod:`nemesis.packet_loss`)."""
 
 CHURN_STOPS: Final[tuple[str, ...]] = ("leave", "stall")
 """How ``consumer-churn`` stops its victim (:mod:`nemesis.consumer_churn`), the default first."""
@@ -201,6 +208,27 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
         METADATA_HEAL,
         "flush TIDEMARK-META on the brokers (heal of metadata-delay; no node: every broker)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="optional",
+        op_value=NODES_VALUE,
+        colour=OTHER_COLOUR,
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        PACKET_LOSS,
+        f"the nodes drop each packet from their peers with probability {PACKET_LOSS_PROBABILITY:g}"
+        " (iptables statistic, chain TIDEMARK-LOSS): a degraded network, not a cut",
+        heal=PACKET_LOSS_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "probability": {PACKET_LOSS_PROBABILITY:g})',
+        colour="#d4a017",
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        PACKET_LOSS_HEAL,
+        "flush TIDEMARK-LOSS on the nodes (heal of packet-loss; no node: every broker)",
         heal=IS_A_HEAL,
         drawn_as="never",
         nodes="optional",

@@ -4,7 +4,10 @@ Every rule the nemesis adds lives in a chain of its own, reached by a single jum
 
 * :data:`CHAIN` (``TIDEMARK``) -- network partitions (:mod:`nemesis.plan`'s grudges);
 * :data:`METADATA_CHAIN` (``TIDEMARK-META``) -- the ``metadata-delay`` fault: a broker drops
-  every packet from the controller, so it stops learning metadata while replication goes on.
+  every packet from the controller, so it stops learning metadata while replication goes on;
+* :data:`LOSS_CHAIN` (``TIDEMARK-LOSS``) -- the ``packet-loss`` fault: a node drops a random
+  fraction of the packets from its peers (``-m statistic --mode random``; this kernel has no
+  ``netem``, see :mod:`nemesis.packet_loss`).
 
 That is what makes healing safe on any host -- a container we own or a user's machine over SSH:
 a heal flushes *one of our* chains and nothing else, so rules that Docker, a host firewall or an
@@ -19,6 +22,8 @@ operator put in ``INPUT`` are never touched, a partition and its heal never undo
   nothing is never reported as done.
 * :func:`metadata_delay_script` / :func:`metadata_heal_script` -- the same two, on
   :data:`METADATA_CHAIN`, with the controller's address as the one dropped source.
+* :func:`packet_loss_script` / :func:`packet_loss_heal_script` -- the same two, on
+  :data:`LOSS_CHAIN`, each source's rule dropping a packet only with the given probability.
 * :func:`remove_script` -- heal, then delete the jump and the chain, for *every* nemesis chain
   (:data:`CHAINS`): the node is left exactly as before the first fault (used by heal-all at the
   end of a run).
@@ -49,7 +54,9 @@ CHAIN = "TIDEMARK"
 """The chain of network partitions (the default of every function here)."""
 METADATA_CHAIN = "TIDEMARK-META"
 """The chain of the ``metadata-delay`` fault: drops from the controller only."""
-CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN)
+LOSS_CHAIN = "TIDEMARK-LOSS"
+"""The chain of the ``packet-loss`` fault: random drops from the node's peers."""
+CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN, LOSS_CHAIN)
 """Every chain the nemesis may create; :func:`remove_script` removes them all."""
 IPTABLES = "iptables"
 LOCK_WAIT_SECONDS = 10
@@ -63,6 +70,39 @@ def iptables_command(*arguments: str) -> str:
 def drop_rule(source: str, chain: str = CHAIN) -> str:
     """The command appending ``DROP`` of every packet from ``source`` (an IPv4 address) to ``chain``."""
     return iptables_command("-A", chain, "-s", f"{checked_ipv4(source)}/32", "-j", "DROP")
+
+
+def random_drop_rule(source: str, probability: float, chain: str = LOSS_CHAIN) -> str:
+    """The command appending to ``chain`` a ``DROP`` of each packet from ``source`` with ``probability``.
+
+    Each packet is drawn on its own (``--mode random``), so a TCP segment and its retransmission
+    are lost independently: the connection stays up, only slower.
+    """
+    return iptables_command(
+        "-A",
+        chain,
+        "-s",
+        f"{checked_ipv4(source)}/32",
+        "-m",
+        "statistic",
+        "--mode",
+        "random",
+        "--probability",
+        checked_probability(probability),
+        "-j",
+        "DROP",
+    )
+
+
+def checked_probability(probability: float) -> str:
+    """``probability`` as iptables' ``--probability`` text; ValueError unless 0 < p <= 1.
+
+    0 would install rules that drop nothing (a fault that is none), and iptables itself refuses
+    anything outside [0, 1]; refusing here says so before a node is touched.
+    """
+    if isinstance(probability, bool) or not 0.0 < float(probability) <= 1.0:
+        raise ValueError(f"a loss probability must be > 0 and <= 1, not {probability!r}")
+    return repr(float(probability))
 
 
 def partition_commands(sources: Collection[str], chain: str = CHAIN) -> list[str]:
@@ -125,6 +165,19 @@ def metadata_delay_script(controller: str) -> str:
 def metadata_heal_script() -> str:
     """One broker's program: stop the metadata delay (flush :data:`METADATA_CHAIN`); partitions untouched."""
     return heal_script(METADATA_CHAIN)
+
+
+def packet_loss_script(sources: Collection[str], probability: float) -> str:
+    """One node's program: :data:`LOSS_CHAIN` drops each packet from ``sources`` with ``probability``
+    (replacing the loss it had); partitions and metadata delays untouched."""
+    chain_and_jump = partition_commands((), LOSS_CHAIN)
+    addresses = sorted({checked_ipv4(source) for source in sources})
+    return script([*chain_and_jump, *(random_drop_rule(source, probability) for source in addresses)])
+
+
+def packet_loss_heal_script() -> str:
+    """One node's program: stop the packet loss (flush :data:`LOSS_CHAIN`); other chains untouched."""
+    return heal_script(LOSS_CHAIN)
 
 
 def partition_scripts(grudge: Grudge, ip_of: Callable[[str], str]) -> dict[str, str]:

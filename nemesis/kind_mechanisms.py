@@ -4,7 +4,8 @@
 kinds (kill, pause, power loss, metadata delay and their heals) share one mechanism -- track the
 fault on its nodes, record the op, run the kind's per-node act
 (:data:`nemesis.broker_acts.NODE_ACTS`) on each node -- so a new node fault needs only its act
-there; a partition, its heal and consumer churn have mechanisms of their own.  The nemesis is
+there; a partition, its heal and consumer churn have mechanisms of their own, and packet loss
+the node mechanism with its probability added to the op's value.  The nemesis is
 seen through :class:`FaultActions`, the few operations the mechanisms share, so this table does
 not import the nemesis that reads it.
 """
@@ -16,7 +17,15 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from nemesis.broker_acts import NODE_ACTS
-from nemesis.fault_kinds import CONSUMER_CHURN, PARTITION, PARTITION_HEAL, REGISTRY, FaultKind
+from nemesis.fault_kinds import (
+    CONSUMER_CHURN,
+    PACKET_LOSS,
+    PARTITION,
+    PARTITION_HEAL,
+    REGISTRY,
+    FaultKind,
+)
+from nemesis.packet_loss import LOSS_PROBABILITY
 from nemesis.plan import Grudge, Layout
 from nemesis.steps import FaultStep
 from testbed.record.faults import ANNOUNCED
@@ -53,6 +62,11 @@ def _on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) 
     return nemesis.inject_on_nodes(step.fault, step.nodes, {**extra, **_unannounced(step)})
 
 
+def _lose_packets(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying how likely each packet is lost (its act drops with that)."""
+    return _on_nodes(nemesis, step, {**extra, "probability": LOSS_PROBABILITY})
+
+
 def _heal_on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     optional = REGISTRY[step.fault].nodes == "optional"  # no node named: every broker
     nodes = step.nodes or (nemesis.layout.brokers if optional else ())
@@ -79,6 +93,7 @@ def _mechanism_of(kind: FaultKind) -> Mechanism | None:
         PARTITION: _partition,
         PARTITION_HEAL: _heal_partition,
         CONSUMER_CHURN: _consumer_churn,
+        PACKET_LOSS: _lose_packets,
     }
     if kind.name in own:
         return own[kind.name]

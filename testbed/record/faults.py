@@ -10,7 +10,7 @@ the fault/heal pairs, and ``tests/nemesis/test_fault_kinds.py`` fails when the t
 
 **Pairing.**  Each nemesis fault is paired with the heal that undid it: ``kill`` and
 ``power-loss`` end at the ``start`` of the same node, ``pause`` at its ``resume``,
-``metadata-delay`` at its ``metadata-heal``, ``partition`` at the next ``heal`` (which ends every
+``metadata-delay`` at its ``metadata-heal``, ``packet-loss`` at its ``packet-loss-heal``, ``partition`` at the next ``heal`` (which ends every
 partition; one naming nodes ends those touching them).  A window opens at the fault's invoke (it
 may act from then on) and closes at the heal's completion (it acts until then).  A fault whose
 completion is ``fail`` certainly did not happen: no window.  A fault never healed stays open to
@@ -34,9 +34,17 @@ PAUSE: Final = "pause"
 PARTITION: Final = "partition"
 POWER_LOSS: Final = "power-loss"
 METADATA_DELAY: Final = "metadata-delay"
+PACKET_LOSS: Final = "packet-loss"
 
 HEALS: Mapping[str, str] = MappingProxyType(
-    {KILL: "start", PAUSE: "resume", POWER_LOSS: "start", METADATA_DELAY: "metadata-heal", PARTITION: "heal"}
+    {
+        KILL: "start",
+        PAUSE: "resume",
+        POWER_LOSS: "start",
+        METADATA_DELAY: "metadata-heal",
+        PACKET_LOSS: "packet-loss-heal",
+        PARTITION: "heal",
+    }
 )
 """Fault -> the ``f`` of the nemesis op that heals it (kill and power loss are both healed by ``start``)."""
 PARTITION_HEAL: Final = HEALS[PARTITION]

@@ -117,7 +117,14 @@ def test_the_history_vocabulary_agrees_with_the_registry() -> None:
     assert dict(record.HEALS) == dict(HEALS)
     assert set(record.FAULT_KINDS) == set(HEALS)
     assert frozenset(HEALS.values()) == record.HEAL_KINDS
-    for name in (record.KILL, record.PAUSE, record.PARTITION, record.POWER_LOSS, record.METADATA_DELAY):
+    for name in (
+        record.KILL,
+        record.PAUSE,
+        record.PARTITION,
+        record.POWER_LOSS,
+        record.METADATA_DELAY,
+        record.PACKET_LOSS,
+    ):
         assert kind_of(name).heal == record.HEALS[name]
 
 
