@@ -405,7 +405,8 @@ class Handlers:
     def _find_offset(
         partition: Partition, timestamp: int, from_replica: bool, committed_only: bool = False
     ) -> tuple[int, int, int] | None:
-        """(offset, timestamp, epoch) for ListOffsets; LATEST is the LSO for read_committed."""
+        """(offset, timestamp, epoch) for ListOffsets; for read_committed, LATEST is the LSO and a
+        timestamp's offset must be below it."""
         log = partition.log
         if timestamp == LATEST_TIMESTAMP:
             offset = log.log_end_offset if from_replica else partition.high_watermark
@@ -420,7 +421,8 @@ class Handlers:
         if timestamp == MAX_TIMESTAMP:
             return log.max_timestamp()
         found = log.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= partition.high_watermark:
+        visible = partition.last_stable_offset if committed_only else partition.high_watermark
+        if found is None or found[0] >= visible:
             return None
         return found
 
