@@ -34,6 +34,10 @@ DERIVED_FIELDS = ("broker_config", "scenario_faults", "nodes", "replica_evidence
 """Fields of ``test.json`` computed from the spec (here or by the runner); ``from_dict`` ignores them."""
 
 
+_PARSED_SCENARIO = "_parsed_scenario"
+"""Where :meth:`TestSpec.scenario_object` keeps the parsed scenario (an instance attribute)."""
+
+
 class SpecError(ValueError):
     """A test spec field is missing, unknown or out of range; the message names it."""
 
@@ -162,15 +166,25 @@ class TestSpec:
         return {**self.effective_settings(), "acks": self.workload.acks}
 
     def scenario_object(self) -> Scenario | None:
-        """The embedded scenario, parsed again (None for a random-nemesis run)."""
+        """The embedded scenario, typed (None for a random-nemesis run).
+
+        Parsed on the first call and held by this spec: the definition cannot change under a
+        frozen spec (a changed one is a new spec, from :func:`dataclasses.replace`), and a run asks
+        for it several times (target, faults, expectations, the runner).  The cache lives outside
+        the dataclass fields, so it is neither compared, serialised nor copied by ``replace``."""
         if self.scenario_definition is None:
             return None
+        cached = self.__dict__.get(_PARSED_SCENARIO)
+        if isinstance(cached, Scenario):
+            return cached
         try:
-            return parse_scenario(
+            parsed = parse_scenario(
                 self.scenario_definition, f"scenario {self.scenario} (embedded in the test spec)"
             )
         except ScenarioError as error:
             raise SpecError(str(error)) from None
+        object.__setattr__(self, _PARSED_SCENARIO, parsed)
+        return parsed
 
     def scenario_faults(self) -> set[str]:
         """Fault kinds injected through scenario steps -- the scripted scenario's, and those
