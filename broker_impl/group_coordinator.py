@@ -46,6 +46,7 @@ from .group_records import (
     partition_for,
 )
 from .group_state import Group, GroupSettings
+from .leader_append import append_and_wait
 
 if TYPE_CHECKING:
     from .partition import Partition
@@ -445,34 +446,14 @@ class GroupCoordinator:
     async def _append(
         self, state: CoordinatorPartition, entries: list[tuple[bytes | None, bytes | None]]
     ) -> tuple[int, int]:
-        """Append ``entries`` as one batch with acks=all semantics; (error, base offset)."""
+        """Append ``entries`` as one batch with acks=all semantics; (error, base offset).  The
+        append and its wait are the ones transaction coordinators and markers use
+        (:func:`broker_impl.leader_append.append_and_wait`): one rule for an internal write."""
         partition = self.broker.partitions.get((OFFSETS_TOPIC, state.index))
         if partition is None or not self._owns(state, partition):
             return wire.NOT_LEADER_OR_FOLLOWER, -1
-        min_insync = partition.rules.min_insync_replicas
-        if len(partition.isr) < min_insync:
-            return wire.NOT_ENOUGH_REPLICAS, -1
         batch = records.build_batch(entries, int(time.time() * 1000))
-        try:
-            first, last = partition.log.append_as_leader(
-                batch, records.parse_header(batch), partition.leader_epoch
-            )
-        except OSError as error:
-            logger.error("%s: append failed: %s", partition.name, error)
-            return wire.KAFKA_STORAGE_ERROR, -1
-        partition.data_appended.notify()
-        partition.maybe_increment_high_watermark()
-        waiter = partition.add_ack_waiter(last + 1)
-        try:
-            outcome = await asyncio.wait_for(asyncio.shield(waiter.future), self.commit_timeout)
-        except TimeoutError:
-            partition.remove_ack_waiter(waiter)
-            return wire.REQUEST_TIMED_OUT, -1
-        if outcome != wire.NONE:
-            return outcome, -1
-        if len(partition.isr) < min_insync:
-            return wire.NOT_ENOUGH_REPLICAS_AFTER_APPEND, -1
-        return wire.NONE, first
+        return await append_and_wait(partition, batch, self.commit_timeout)
 
     # ---- ListGroups / DescribeGroups ------------------------------------------------------------
 
