@@ -26,16 +26,10 @@ leader elected without committed records lets the HW go back).  It is a graph of
 not of proofs: a report folds B under A when both were reported, and leads with the anomalies no
 other reported one implies -- the causes.  It has no cycles (checked on import).
 
-**One definition for both engines?**  Every family is written twice today (pandas, Spark) and
-tested for identical ``results.json``.  As one SQL text run by Spark SQL and by an embedded engine
-(DuckDB), as ``bench/checker.py --floor`` runs lost-write, duplicate and replica-divergence:
-*value*, *offset* and *replica* are one ``GROUP BY`` with conditional aggregates (plain SQL; the
-bench's reference already is); *order* and *liveness* are window functions (``LAG``, running
-``MAX``) both engines have, the takeover chains being the awkward part; *group* adds JSON decoding
-(a dialect shim: ``from_json`` against ``json_extract``) and anti-joins; *invariant* needs its
-as-of lookups written as windows (Spark has no ``ASOF JOIN``).  The transactions family (issue 33)
-should start as SQL text over the history relation, run by Spark SQL for batches and by DuckDB in
-the pandas engine's place, so that both engines' ``implements`` name one implementation.
+**One definition for both engines?**  Most families are written twice (pandas, Spark) and tested
+for identical ``results.json``.  The transactions family (issue 33) is written once, in Python over
+one run's pandas rows (:mod:`checker.txn`): the pandas engine calls it per run, the Spark engine
+per ``run_id`` group (``applyInPandas``), so both engines' ``implements`` name one implementation.
 """
 
 from __future__ import annotations
@@ -242,6 +236,9 @@ DUPLICATE: Final = Anomaly(
     permitted_by=frozenset({ACKED_LOSS, RETRIED_SENDS}),
 )
 ABORTED_READ: Final = Anomaly("aborted-read", VALUE, "a read of a value whose send definitely failed", _READS)
+G1A: Final = Anomaly(
+    "G1a", VALUE, "a read of a value whose transaction aborted (or whose producer was fenced)", _READS
+)
 LOST_READ: Final = Anomaly(
     "lost-read",
     VALUE,
@@ -407,6 +404,7 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     INCONSISTENT_OFFSETS,
     DUPLICATE,
     ABORTED_READ,
+    G1A,
     LOST_READ,
     UNEXPECTED,
     POLL_SKIP,

@@ -35,6 +35,10 @@ the final read of partition 0 after every fault healed, up to its high watermark
   [@3 v=7, @4 v=7]`` -> v=7 duplicated.
 * **aborted-read** -- a read (poll or drain) of a value whose send definitely failed.
   ``send p0 v=7 fail``; ``poll p0 [@3 v=7]``.
+* **G1a** -- a read (poll or drain) of a value sent inside a transaction that aborted (its
+  ``txn`` op ended ``fail``), or whose producer was fenced before it committed: Adya's aborted
+  read, the transactional form of aborted-read.  ``txn [send p0 v=7] fail``; ``poll p0 [@3
+  v=7]``.  (Kafka hands a ``read_uncommitted`` consumer aborted records too.)
 * **lost-read** -- a value that a consumer poll returned but that is absent from the
   complete final drain (uncommitted data was exposed, then lost).  ``poll p0 [@5 v=8]``;
   ``drain p0 [@0..@4] complete`` (v=8 nowhere).
@@ -289,6 +293,7 @@ REPLICA_DIVERGENCE: Final = registry.REPLICA_DIVERGENCE.name
 INCONSISTENT_OFFSETS: Final = registry.INCONSISTENT_OFFSETS.name
 DUPLICATE: Final = registry.DUPLICATE.name
 ABORTED_READ: Final = registry.ABORTED_READ.name
+G1A: Final = registry.G1A.name
 LOST_READ: Final = registry.LOST_READ.name
 UNEXPECTED: Final = registry.UNEXPECTED.name
 POLL_SKIP: Final = registry.POLL_SKIP.name

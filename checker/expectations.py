@@ -114,7 +114,7 @@ producer's acks change what is acknowledged, not how the brokers replicate or tr
 ``acks=1`` loss is a loss of records that were never below the HW.  The tansu rules permit none
 (it keeps no event log: the checks do not apply).
 
-Never permitted by any rule: aborted-read (a definite failure that took effect),
+Never permitted by any rule: aborted-read and G1a (a definite failure that took effect),
 unexpected (a value nobody sent) and committed-beyond-read -- those are bugs in any
 configuration -- and stalled: every fault the nemesis injects is already outside the gaps it
 measures (``checker.definitions``, liveness), so no setting excuses a partition that stops
