@@ -11,7 +11,8 @@ three modules:
   still has every op it completed (:class:`HistoryWriter`, :func:`iter_history`);
 * this module -- **for analysis** the history is ``history.parquet`` (:func:`convert_history`):
   one row per op, except that an op carrying records (a ``poll`` or ``drain`` completion) becomes
-  one row per record, and :func:`table_to_ops` restores every op exactly;
+  one row per record, a ``txn`` completion also one row per micro-op and record
+  (:mod:`testbed.record.txn_rows`), and :func:`table_to_ops` restores every op exactly;
 * :mod:`testbed.record.parquet_files` -- how every table of the record is written
   (:func:`write_parquet`) and its footer read (:func:`read_footer`), shared with the replica and
   event tables.
@@ -48,6 +49,7 @@ from testbed.record.history_lines import is_json_int as is_json_int
 from testbed.record.history_lines import iter_history as iter_history
 from testbed.record.history_lines import op_from_dict as op_from_dict
 from testbed.record.history_lines import read_history as read_history
+from testbed.record.op_fields import record_fields, send_fields
 from testbed.record.ops import NEMESIS_PROCESS, OP_TYPES, Op
 from testbed.record.parquet_files import DELTA_COLUMNS as DELTA_COLUMNS
 from testbed.record.parquet_files import METADATA_PREFIX as METADATA_PREFIX
@@ -61,11 +63,20 @@ from testbed.record.parquet_files import parquet_options as parquet_options
 from testbed.record.parquet_files import read_footer as read_footer
 from testbed.record.parquet_files import read_metadata as read_metadata
 from testbed.record.parquet_files import write_parquet as write_parquet
+from testbed.record.txn_rows import F_TXN as F_TXN
+from testbed.record.txn_rows import F_TXN_END as F_TXN_END
+from testbed.record.txn_rows import F_TXN_POLL as F_TXN_POLL
+from testbed.record.txn_rows import F_TXN_SEND as F_TXN_SEND
+from testbed.record.txn_rows import SHAPE_TXN_ITEM as SHAPE_TXN_ITEM
+from testbed.record.txn_rows import check_invoke, completion_rows
 
 NEMESIS_PROCESS_CODE = -1
 TYPE_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_TYPES)}
 F_SEND, F_POLL, F_DRAIN, F_OTHER, F_NEMESIS = 0, 1, 2, 3, 4
-F_CODES: dict[str, int] = {"send": F_SEND, "poll": F_POLL, "drain": F_DRAIN}
+F_CODES: dict[str, int] = {"send": F_SEND, "poll": F_POLL, "drain": F_DRAIN, "txn": F_TXN}
+"""The ``f`` codes of the client ops the checker reads; any other client op is ``F_OTHER``, a
+nemesis op ``F_NEMESIS``.  A ``txn`` op's micro-ops have codes of their own (``F_TXN_SEND``,
+``F_TXN_POLL``, ``F_TXN_END``: :mod:`testbed.record.txn_rows`)."""
 
 # How an op's ``value`` maps onto the row columns (the ``shape`` column).
 SHAPE_NONE = 0  # value is None
@@ -73,9 +84,9 @@ SHAPE_PAYLOAD = 1  # value is the JSON text in ``payload`` (nemesis ops, invokes
 SHAPE_SEND = 2  # {"partition", "key", "value"[, "offset"]} in their columns
 SHAPE_RECORDS = 3  # a poll's list of records, one row per record (``item`` = position)
 SHAPE_DRAIN = 4  # {"partition", "records", "end_offset", "complete"}, one row per record
+# SHAPE_TXN_ITEM = 5: a row derived from a txn completion's micro-op (testbed.record.txn_rows)
 
 MAX_SKIPPED_LINES_KEPT = 100
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 HISTORY_SCHEMA = pa.schema(
     [
@@ -138,57 +149,6 @@ class _Columns:
         row["inherited"].append(fields.get("inherited", False))
 
 
-def _record_value(value: Any) -> tuple[int | None, str | None]:
-    """A read record's value: an int64 goes to ``value``, a string to ``value_text``."""
-    if is_json_int(value) and INT64_MIN <= value <= INT64_MAX:
-        return value, None
-    if isinstance(value, str):
-        return None, value
-    if value is None:
-        return None, None
-    raise ValueError(f"a record value must be an integer, a string or null, got {value!r}")
-
-
-def _check_key(key: Any) -> str | None:
-    if key is not None and not isinstance(key, str):
-        raise ValueError(f"a record key must be a string or null, got {key!r}")
-    return key
-
-
-def _send_fields(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or set(value) - {"partition", "key", "value", "offset"}:
-        raise ValueError(f"a send value must be {{partition, key, value[, offset]}}, got {value!r}")
-    if not is_json_int(value.get("partition")) or not is_json_int(value.get("value")):
-        raise ValueError(f"a send value needs integer 'partition' and 'value', got {value!r}")
-    if "offset" in value and not is_json_int(value["offset"]):
-        raise ValueError(f"a send offset must be an integer, got {value['offset']!r}")
-    return {
-        "partition": value["partition"],
-        "key": _check_key(value.get("key")),
-        "value": value["value"],
-        "offset": value.get("offset"),
-    }
-
-
-def _record_fields(record: Any, partition: int | None) -> dict[str, Any]:
-    expected = (
-        {"offset", "key", "value"} if partition is not None else {"partition", "offset", "key", "value"}
-    )
-    if not isinstance(record, dict) or set(record) != expected:
-        raise ValueError(f"a record must have exactly the fields {sorted(expected)}, got {record!r}")
-    part = record["partition"] if partition is None else partition
-    if not is_json_int(part) or not is_json_int(record["offset"]):
-        raise ValueError(f"a record needs integer 'partition' and 'offset', got {record!r}")
-    number, text = _record_value(record["value"])
-    return {
-        "partition": part,
-        "offset": record["offset"],
-        "key": _check_key(record["key"]),
-        "value": number,
-        "value_text": text,
-    }
-
-
 class _Flattener:
     """Turns ops into rows, pairing each client completion with its invoke.
 
@@ -229,7 +189,9 @@ class _Flattener:
                 f"a {op.type} completion of {op.f!r} by process {op.process} has no pending invoke"
             )
         f_code = F_CODES.get(op.f, F_OTHER)
-        if f_code == F_SEND:
+        if f_code == F_TXN:
+            self._txn(op, invoke)
+        elif f_code == F_SEND:
             self._send(op, invoke)
         elif f_code == F_POLL and op.type == "ok":
             self._records(op, F_POLL, SHAPE_RECORDS, op.value, None, {})
@@ -244,6 +206,27 @@ class _Flattener:
             if op.type == "info":
                 self._retired[op.process] = op
 
+    def _txn(self, op: Op, invoke: Op | None) -> None:
+        if invoke is None:
+            check_invoke(op.value)
+            rows = []
+        else:
+            rows = completion_rows(op.value, invoke.value, op.type)
+        self._payload(op, F_TXN)
+        for f_code, fields in rows:
+            self.columns.add(op, f_code, SHAPE_TXN_ITEM, **fields)
+
+    def finish(self) -> _Columns:
+        """The rows, with a txn invoke that never completed (a history cut short) given the item
+        rows of an ``info`` completion: its sends may have been written, and a read of one of them
+        must find the send it came from, not be reported as a value no one sent."""
+        for invoke in sorted(self._pending.values(), key=lambda op: op.index):
+            if invoke.f == "txn":
+                unknown = dataclasses.replace(invoke, type="info", value=None)
+                for f_code, fields in completion_rows(None, invoke.value, "info"):
+                    self.columns.add(unknown, f_code, SHAPE_TXN_ITEM, **fields)
+        return self.columns
+
     def _payload(self, op: Op, f_code: int) -> None:
         if op.value is None:
             self.columns.add(op, f_code, SHAPE_NONE)
@@ -252,12 +235,12 @@ class _Flattener:
 
     def _send(self, op: Op, invoke: Op | None) -> None:
         if op.value is not None:
-            self.columns.add(op, F_SEND, SHAPE_SEND, **_send_fields(op.value))
+            self.columns.add(op, F_SEND, SHAPE_SEND, **send_fields(op.value))
             return
         if op.type == "invoke":
             raise ValueError("a send invoke must carry {partition, key, value}")
         assert invoke is not None
-        fields = _send_fields(invoke.value)
+        fields = send_fields(invoke.value)
         fields["offset"] = None
         self.columns.add(op, F_SEND, SHAPE_NONE, inherited=True, **fields)
 
@@ -266,7 +249,7 @@ class _Flattener:
     ) -> None:
         if not isinstance(records, list):
             raise ValueError(f"{op.f} records must be a list, got {records!r}")
-        rows = [_record_fields(record, partition) for record in records]
+        rows = [record_fields(record, partition) for record in records]
         if not rows:
             self.columns.add(op, f_code, shape, partition=partition, **extra)
         for item, fields in enumerate(rows):
@@ -295,7 +278,7 @@ def ops_to_table(ops: list[Op], run_id: int, skipped: list[SkippedLine] | None =
     flattener = _Flattener()
     for op in ops:
         flattener.add(op)
-    return _finish_table(flattener.columns, run_id, skipped or [])
+    return _finish_table(flattener.finish(), run_id, skipped or [])
 
 
 def _finish_table(columns: _Columns, run_id: int, skipped: list[SkippedLine]) -> pa.Table:
@@ -345,7 +328,7 @@ def convert_history(
             continue
         ops += 1
     run_id = new_run_id()
-    table = _finish_table(flattener.columns, run_id, skipped)
+    table = _finish_table(flattener.finish(), run_id, skipped)
     write_parquet(table, target)
     return ConversionSummary(source, target, ops, table.num_rows, run_id, tuple(skipped))
 
@@ -387,7 +370,10 @@ def table_to_ops(table: pa.Table) -> list[Op]:
         by_index.setdefault(row["index"], []).append(row)
     ops = []
     for index in sorted(by_index):
-        rows = sorted(by_index[index], key=lambda r: -1 if r["item"] is None else r["item"])
+        heads = [row for row in by_index[index] if row["shape"] != SHAPE_TXN_ITEM]
+        if not heads:
+            continue  # a txn's item rows without their head: derived, the op is not in the subset
+        rows = sorted(heads, key=lambda r: -1 if r["item"] is None else r["item"])
         first = rows[0]
         process = NEMESIS_PROCESS if first["process"] == NEMESIS_PROCESS_CODE else first["process"]
         ops.append(
@@ -410,9 +396,11 @@ def read_op_heads(path: Path | str) -> pa.Table:
     this keeps its first): ``index, time, process, type`` (the type's name), ``f, error,
     node, payload``.  For readers that need every op but not the records (the timeline)."""
     read_metadata(path, "history")
-    columns = ["index", "time", "process", "type", "f_name", "item", "error", "node", "payload"]
+    columns = ["index", "time", "process", "type", "f_name", "item", "error", "node", "payload", "shape"]
     table = pq.read_table(path, columns=columns)
-    table = table.filter(pc.or_kleene(pc.is_null(table["item"]), pc.equal(table["item"], 0)))
+    first = pc.or_kleene(pc.is_null(table["item"]), pc.equal(table["item"], 0))
+    table = table.filter(pc.and_kleene(first, pc.not_equal(table["shape"], SHAPE_TXN_ITEM)))
+    table = table.drop(["shape"])
     type_names = pa.array(OP_TYPES).take(table["type"].cast(pa.int32()))
     table = table.set_column(table.schema.get_field_index("type"), "type", type_names)
     return table.drop(["item"]).rename_columns(

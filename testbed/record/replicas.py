@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from testbed.record.history import INT64_MAX, INT64_MIN
 from testbed.record.history_lines import HistoryFormatError, is_json_int
+from testbed.record.op_fields import INT64_MAX, INT64_MIN
 from testbed.record.parquet_files import new_run_id, parquet_metadata, write_parquet
 from testbed.record.rundir import DUMP_FILE, RunDir, SpecFileError
 
