@@ -1,0 +1,260 @@
+"""What the request proxy (:mod:`testbed.cluster.request_proxy`) reads and decides, without I/O.
+
+A Kafka request frame is a 4-byte big-endian size, then the request header: ``api_key`` int16,
+``api_version`` int16, ``correlation_id`` int32, ``client_id`` a nullable int16-length string --
+the same in every header version (v2 only adds tagged fields *after* the client id), so the proxy
+reads these four fields of any request of any version without knowing its body.  A response
+frame starts with the size and the correlation id; the proxy passes responses back untouched and
+reads only that id (to swallow the answer of a duplicate).
+
+A :class:`Rule` says what the proxy does to matching requests: ``hold`` (keep them until
+released), ``drop`` (close the client's connection instead of forwarding), ``delay`` (forward
+after ``ms``) or ``duplicate`` (forward twice, swallow the second answer).  It matches by API key
+(a set; by number or name, :data:`API_NAMES`), optionally by a substring of the client id, and
+acts on at most ``count`` requests (None: every one) -- after that it is spent and removed.
+:class:`RuleBook` keeps the rules in the order they were added: the first live match wins.
+
+Control lines (:func:`parse_command`) are JSON objects, one per line, e.g.
+``{"op": "hold", "api_key": "Produce", "client": "txn-1", "count": 1}``,
+``{"op": "release", "mode": "new-connection"}``, ``{"op": "clear"}``, ``{"op": "status"}``.
+A bad line raises :class:`ControlError` with a one-line message naming the field.
+
+This module and the proxy use the standard library only, so that they run on a node next to a
+broker (as ``python -m testbed.cluster.request_proxy``) with nothing else installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+API_NAMES: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "Produce": 0,
+        "Fetch": 1,
+        "ListOffsets": 2,
+        "Metadata": 3,
+        "OffsetCommit": 8,
+        "OffsetFetch": 9,
+        "FindCoordinator": 10,
+        "JoinGroup": 11,
+        "Heartbeat": 12,
+        "LeaveGroup": 13,
+        "SyncGroup": 14,
+        "ApiVersions": 18,
+        "InitProducerId": 22,
+        "AddPartitionsToTxn": 24,
+        "AddOffsetsToTxn": 25,
+        "EndTxn": 26,
+        "WriteTxnMarkers": 27,
+        "TxnOffsetCommit": 28,
+    }
+)
+"""The request names a rule may use instead of the API key number (Kafka's spelling)."""
+
+Action = Literal["hold", "drop", "delay", "duplicate"]
+ACTIONS: Final[tuple[Action, ...]] = ("hold", "drop", "delay", "duplicate")
+ReleaseMode = Literal["new-connection", "original"]
+RELEASE_MODES: Final[tuple[ReleaseMode, ...]] = ("new-connection", "original")
+"""``new-connection``: the held requests go upstream on a fresh connection whose answers go
+nowhere (the client moved on -- KAFKA-17754's late request); ``original``: each on the
+connection it came on, its answer to its client (a plain slow network)."""
+
+_HEADER: Final = struct.Struct(">hhih")
+_SIZE: Final = struct.Struct(">i")
+
+
+class FrameError(ValueError):
+    """Bytes that cannot be a Kafka request or response frame; the message says why."""
+
+
+class ControlError(ValueError):
+    """A control line the proxy cannot obey; the message (one line) names the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestHeader:
+    """The four header fields every request version starts with."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def frame_size(prefix: bytes, limit: int = 100 * 1024 * 1024) -> int:
+    """The payload size a 4-byte frame prefix announces; FrameError outside ``0..limit``."""
+    if len(prefix) != _SIZE.size:
+        raise FrameError(f"frame size prefix of {len(prefix)} bytes, expected 4")
+    size: int = _SIZE.unpack(prefix)[0]
+    if not 0 <= size <= limit:
+        raise FrameError(f"frame size {size} out of range 0..{limit}")
+    return size
+
+
+def parse_request_header(payload: bytes) -> RequestHeader:
+    """The header of a request frame's payload (the bytes after the size); FrameError if short."""
+    if len(payload) < _HEADER.size:
+        raise FrameError(f"request of {len(payload)} bytes is shorter than a header ({_HEADER.size})")
+    api_key, api_version, correlation_id, length = _HEADER.unpack_from(payload, 0)
+    if length < 0:
+        return RequestHeader(api_key, api_version, correlation_id, None)
+    end = _HEADER.size + length
+    if len(payload) < end:
+        raise FrameError(f"client id of {length} bytes runs past the {len(payload)}-byte request")
+    client_id = payload[_HEADER.size : end].decode("utf-8", errors="replace")
+    return RequestHeader(api_key, api_version, correlation_id, client_id)
+
+
+def response_correlation_id(payload: bytes) -> int:
+    """The correlation id a response frame's payload starts with; FrameError if short."""
+    if len(payload) < 4:
+        raise FrameError(f"response of {len(payload)} bytes has no correlation id")
+    correlation_id: int = _SIZE.unpack_from(payload, 0)[0]
+    return correlation_id
+
+
+def api_key_of(value: object) -> int:
+    """An API key from a number or a name of :data:`API_NAMES`; ControlError otherwise."""
+    if isinstance(value, bool):
+        raise ControlError(f"api_key {value!r}: expected a number or a request name")
+    if isinstance(value, int):
+        if not 0 <= value <= 32767:
+            raise ControlError(f"api_key {value}: out of range 0..32767")
+        return value
+    if isinstance(value, str) and value in API_NAMES:
+        return API_NAMES[value]
+    raise ControlError(f"api_key {value!r}: expected a number or one of {', '.join(API_NAMES)}")
+
+
+@dataclasses.dataclass
+class Rule:
+    """What to do with matching requests; ``remaining`` counts down (None: no limit)."""
+
+    rule_id: int
+    action: Action
+    api_keys: frozenset[int]
+    client: str | None = None
+    remaining: int | None = None
+    delay_ms: int = 0
+
+    def matches(self, header: RequestHeader) -> bool:
+        if header.api_key not in self.api_keys or self.remaining == 0:
+            return False
+        return self.client is None or (header.client_id is not None and self.client in header.client_id)
+
+    def describe(self) -> dict[str, Any]:
+        """The rule as the control channel and the log show it."""
+        return {
+            "rule": self.rule_id,
+            "op": self.action,
+            "api_keys": sorted(self.api_keys),
+            "client": self.client,
+            "remaining": self.remaining,
+            **({"ms": self.delay_ms} if self.action == "delay" else {}),
+        }
+
+
+class RuleBook:
+    """The live rules, first added first asked; a rule whose count is used up is removed."""
+
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+        self._next_id = 1
+
+    def add(
+        self, action: Action, api_keys: frozenset[int], client: str | None, count: int | None, delay_ms: int
+    ) -> Rule:
+        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms)
+        self._next_id += 1
+        self.rules.append(rule)
+        return rule
+
+    def take(self, header: RequestHeader) -> Rule | None:
+        """The first rule matching ``header``, charged one use; None when no rule matches."""
+        for rule in self.rules:
+            if rule.matches(header):
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                    if rule.remaining == 0:
+                        self.rules.remove(rule)
+                return rule
+        return None
+
+    def clear(self) -> int:
+        """Remove every rule; returns how many there were."""
+        count = len(self.rules)
+        self.rules.clear()
+        return count
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One parsed control line: ``op`` and its checked arguments."""
+
+    op: Literal["hold", "drop", "delay", "duplicate", "release", "clear", "status"]
+    api_keys: frozenset[int] = frozenset()
+    client: str | None = None
+    count: int | None = None
+    delay_ms: int = 0
+    mode: ReleaseMode = "new-connection"
+    rule_id: int | None = None
+
+
+def _optional_int(fields: Mapping[str, Any], name: str, minimum: int) -> int | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ControlError(f"{name} {value!r}: expected an integer >= {minimum}")
+    return value
+
+
+def _rule_command(op: Action, fields: Mapping[str, Any]) -> Command:
+    keys = fields.get("api_key")
+    if keys is None:
+        raise ControlError(f"{op}: api_key is required (a number, a name or a list of them)")
+    api_keys = frozenset(api_key_of(key) for key in (keys if isinstance(keys, list) else [keys]))
+    if not api_keys:
+        raise ControlError(f"{op}: api_key is an empty list")
+    client = fields.get("client")
+    if client is not None and (not isinstance(client, str) or not client):
+        raise ControlError(f"client {client!r}: expected a non-empty string (a substring of the client id)")
+    delay_ms = _optional_int(fields, "ms", 0)
+    if op == "delay" and delay_ms is None:
+        raise ControlError("delay: ms is required")
+    return Command(op, api_keys, client, _optional_int(fields, "count", 1), delay_ms or 0)
+
+
+def parse_command(line: str) -> Command:
+    """One control line as a :class:`Command`; ControlError (one line) for anything else."""
+    try:
+        fields = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ControlError(f"not JSON: {error.msg} at column {error.colno}") from None
+    if not isinstance(fields, dict):
+        raise ControlError(f"expected a JSON object, got {type(fields).__name__}")
+    op = fields.get("op")
+    known = {"op", "api_key", "client", "count", "ms", "mode", "rule"}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ControlError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    if op in ACTIONS:
+        return _rule_command(op, fields)
+    if op == "release":
+        mode = fields.get("mode", "new-connection")
+        if mode not in RELEASE_MODES:
+            raise ControlError(f"mode {mode!r}: expected one of {', '.join(RELEASE_MODES)}")
+        return Command("release", mode=mode, rule_id=_optional_int(fields, "rule", 1))
+    if op == "clear":
+        mode = fields.get("mode", "new-connection")
+        if mode not in RELEASE_MODES:
+            raise ControlError(f"mode {mode!r}: expected one of {', '.join(RELEASE_MODES)}")
+        return Command("clear", mode=mode)
+    if op == "status":
+        return Command("status")
+    raise ControlError(f"op {op!r}: expected one of {', '.join((*ACTIONS, 'release', 'clear', 'status'))}")

@@ -1,0 +1,271 @@
+"""The request proxy against a fake broker: each action, release modes, control errors, shutdown.
+
+The fake broker answers every request frame with its correlation id and the number of the
+connection it came on, and records (connection, api key, correlation id) -- so a test sees where a
+held request really arrived.  The proxy runs in the test's event loop; one test starts it as a
+process, as it runs next to a broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from testbed.cluster.request_proxy import RequestProxy, read_frame
+from testbed.cluster.request_proxy_control import ProxyControl, ProxyControlError, read_actions, spawn_proxy
+from testbed.cluster.request_rules import parse_command
+from tests.testbed.cluster.test_request_rules import request_payload
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeBroker:
+    """Answers each request with ``correlation id, connection number``; remembers what came where."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int, int]] = []  # (connection, api key, correlation id)
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            while True:
+                frame = await read_frame(reader)
+                api_key, _, correlation_id = struct.unpack_from(">hhi", frame, 4)
+                self.seen.append((number, api_key, correlation_id))
+                writer.write(struct.pack(">iii", 8, correlation_id, number))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, OSError):
+            writer.close()
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+def request(api_key: int, correlation_id: int, client_id: str = "client-1") -> bytes:
+    payload = request_payload(api_key, 9, correlation_id, client_id, b"body")
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def answer(reader: asyncio.StreamReader, timeout: float = 5.0) -> tuple[int, int]:
+    """(correlation id, fake-broker connection number) of the next response."""
+    frame = await asyncio.wait_for(read_frame(reader), timeout)
+    correlation_id, connection = struct.unpack_from(">ii", frame, 4)
+    return correlation_id, connection
+
+
+Scenario = Callable[[RequestProxy, FakeBroker, str], Awaitable[None]]
+
+
+def run(scenario: Scenario, tmp_path: Path) -> list[dict[str, object]]:
+    """Run ``scenario`` against a started proxy and fake broker; the proxy's log lines.  After the
+    proxy closed, no task of it may be left running."""
+    log = io.StringIO()
+
+    async def main() -> None:
+        broker = FakeBroker()
+        upstream = await broker.start()
+        host, port = upstream.rsplit(":", 1)
+        proxy = RequestProxy(("127.0.0.1", 0), (host, int(port)), str(tmp_path / "control.sock"), log)
+        addresses = await proxy.start()
+        try:
+            await scenario(proxy, broker, addresses["listen"])
+        finally:
+            await proxy.close()
+            await broker.close()
+        # the fake broker's handlers end when the proxy's upstream connections close; nothing else may run
+        await until(lambda: asyncio.all_tasks() == {asyncio.current_task()})
+        assert not (tmp_path / "control.sock").exists()
+
+    asyncio.run(main())
+    return [json.loads(line) for line in log.getvalue().splitlines()]
+
+
+async def connect(listen: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    host, port = listen.rsplit(":", 1)
+    return await asyncio.open_connection(host, int(port))
+
+
+async def command(proxy: RequestProxy, line: str) -> dict[str, object]:
+    return await proxy.execute(parse_command(line))
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def test_requests_pass_untouched_without_rules(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        reader, writer = await connect(listen)
+        writer.write(request(3, 1) + request(0, 2))
+        assert [await answer(reader), await answer(reader)] == [(1, 1), (2, 1)]
+        writer.close()
+
+    assert run(scenario, tmp_path) == []
+
+
+def test_delay_holds_the_connection_for_its_milliseconds(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "delay", "api_key": "Produce", "ms": 300, "count": 1}')
+        reader, writer = await connect(listen)
+        started = time.monotonic()
+        writer.write(request(0, 1) + request(3, 2))
+        assert await answer(reader) == (1, 1)
+        assert time.monotonic() - started >= 0.3
+        assert await answer(reader) == (2, 1)  # not overtaken
+        writer.close()
+
+    actions = run(scenario, tmp_path)
+    assert [line["action"] for line in actions] == ["rule-added", "delay"]
+    assert actions[1]["api_key"] == 0 and actions[1]["correlation_id"] == 1
+    assert actions[1]["client_id"] == "client-1"
+
+
+def test_drop_closes_the_client_connection_and_nothing_reaches_the_broker(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "drop", "api_key": 26, "client": "txn", "count": 1}')
+        reader, writer = await connect(listen)
+        writer.write(request(26, 5, "other"))  # another client id: passes
+        assert await answer(reader) == (5, 1)
+        writer.write(request(26, 6, "txn-producer"))
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the proxy
+        reader, writer = await connect(listen)  # the retry passes: the rule is spent
+        writer.write(request(26, 7, "txn-producer"))
+        assert await answer(reader) == (7, 2)
+        writer.close()
+        assert [seen[2] for seen in broker.seen] == [5, 7]
+
+    assert [line["action"] for line in run(scenario, tmp_path)] == ["rule-added", "drop"]
+
+
+def test_duplicate_sends_twice_and_swallows_the_second_answer(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "duplicate", "api_key": "Produce"}')
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1) + request(3, 2))
+        assert [await answer(reader), await answer(reader)] == [(1, 1), (2, 1)]
+        assert broker.seen == [(1, 0, 1), (1, 0, 1), (1, 3, 2)]
+        writer.close()
+
+    actions = [line["action"] for line in run(scenario, tmp_path)]
+    assert actions == ["rule-added", "duplicate", "swallow"]
+
+
+def test_a_held_request_released_on_a_new_connection_arrives_after_the_client_moved_on(
+    tmp_path: Path,
+) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "hold", "api_key": "Produce", "count": 1}')
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1) + request(3, 2))
+        await until(lambda: len(proxy.held) == 1)
+        assert broker.seen == []  # the Metadata behind it waits too
+        writer.close()  # the client gives up on this connection ...
+        await until(lambda: not proxy.links)
+        reader, writer = await connect(listen)  # ... and moves on on a new one
+        writer.write(request(0, 3))
+        assert await answer(reader) == (3, 2)
+        status = await command(proxy, '{"op": "status"}')
+        assert [held["correlation_id"] for held in status["held"]] == [1]  # type: ignore[attr-defined]
+        reply = await command(proxy, '{"op": "release"}')
+        assert reply == {"released": 1, "on_new_connection": 1, "answered": 1}
+        assert broker.seen == [(2, 0, 3), (3, 0, 1)]  # the late Produce came last, on its own connection
+        writer.close()
+
+    actions = [line["action"] for line in run(scenario, tmp_path)]
+    assert actions == ["rule-added", "hold", "answered", "release-new-connection"]
+
+
+def test_a_held_request_released_on_its_own_connection_is_answered_in_order(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "hold", "api_key": ["EndTxn"], "count": 1}')
+        reader, writer = await connect(listen)
+        writer.write(request(26, 1) + request(3, 2))
+        await until(lambda: len(proxy.held) == 1)
+        reply = await command(proxy, '{"op": "release", "mode": "original"}')
+        assert reply == {"released": 1, "on_new_connection": 0, "answered": 0}
+        assert [await answer(reader), await answer(reader)] == [(1, 1), (2, 1)]
+        writer.close()
+
+    assert [line["action"] for line in run(scenario, tmp_path)] == ["rule-added", "hold", "release-original"]
+
+
+def test_clear_removes_the_rules_and_releases_what_is_held(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "hold", "api_key": 0}')
+        await command(proxy, '{"op": "drop", "api_key": 1}')
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1))
+        await until(lambda: len(proxy.held) == 1)
+        reply = await command(proxy, '{"op": "clear", "mode": "original"}')
+        assert reply == {"rules_removed": 2, "released": 1, "on_new_connection": 0, "answered": 0}
+        assert await answer(reader) == (1, 1)
+        writer.write(request(0, 2) + request(1, 3))
+        assert [await answer(reader), await answer(reader)] == [(2, 1), (3, 1)]
+        writer.close()
+
+    run(scenario, tmp_path)
+
+
+def test_the_control_socket_answers_bad_lines_with_one_error_line(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        reader, writer = await asyncio.open_unix_connection(str(tmp_path / "control.sock"))
+        writer.write(b'{"op": "hold"}\nnot json\n{"op": "status"}\n')
+        replies = [json.loads(await reader.readline()) for _ in range(3)]
+        assert replies[0] == {"error": "hold: api_key is required (a number, a name or a list of them)"}
+        assert replies[1]["error"].startswith("not JSON")
+        assert replies[2] == {"ok": True, "rules": [], "held": [], "connections": 0}
+        writer.close()
+
+    run(scenario, tmp_path)
+
+
+def test_closing_the_proxy_closes_held_connections(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "hold", "api_key": 0}')
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1))
+        await until(lambda: len(proxy.held) == 1)
+        await proxy.close()
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert broker.seen == []
+        writer.close()
+
+    run(scenario, tmp_path)
+
+
+def test_the_proxy_as_a_process(tmp_path: Path) -> None:
+    """Started as it runs on a node: announces its addresses, obeys, exits 0 on SIGTERM."""
+
+    log = tmp_path / "proxy.jsonl"
+    with pytest.raises(ProxyControlError, match="did not start"):
+        spawn_proxy("127.0.0.1:0", "nowhere", "127.0.0.1:0", log)
+    proxy = spawn_proxy("127.0.0.1:0", "127.0.0.1:9", str(tmp_path / "c.sock"), log)
+    try:
+        control: ProxyControl = proxy.control
+        assert control.hold("EndTxn", client="txn", count=2)["rule"] == 1
+        with pytest.raises(ProxyControlError, match="api_key 'Nope'"):
+            control.hold("Nope")
+        assert control.status()["rules"][0]["api_keys"] == [26]
+        assert control.clear()["rules_removed"] == 1
+    finally:
+        assert proxy.stop() == 0
+    assert not (tmp_path / "c.sock").exists()
+    assert [line["action"] for line in read_actions(log)] == ["rule-added", "rules-cleared"]

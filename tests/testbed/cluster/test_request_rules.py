@@ -1,0 +1,130 @@
+"""The request proxy's frame reading, rule matching and control lines (no sockets)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from testbed.cluster.request_rules import (
+    API_NAMES,
+    ControlError,
+    FrameError,
+    RequestHeader,
+    RuleBook,
+    api_key_of,
+    frame_size,
+    parse_command,
+    parse_request_header,
+    response_correlation_id,
+)
+
+
+def request_payload(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: bytes = b""
+) -> bytes:
+    if client_id is None:
+        return struct.pack(">hhih", api_key, version, correlation_id, -1) + body
+    encoded = client_id.encode()
+    return struct.pack(">hhih", api_key, version, correlation_id, len(encoded)) + encoded + body
+
+
+def test_header_of_a_request_with_and_without_client_id() -> None:
+    assert parse_request_header(request_payload(0, 9, 7, "txn-producer", b"\x00body")) == RequestHeader(
+        0, 9, 7, "txn-producer"
+    )
+    assert parse_request_header(request_payload(26, 4, -3, None)) == RequestHeader(26, 4, -3, None)
+    assert parse_request_header(request_payload(18, 3, 1, "")) == RequestHeader(18, 3, 1, "")
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"\x00\x00\x00", "shorter than a header"),
+        (struct.pack(">hhih", 0, 9, 1, 20) + b"short", "runs past"),
+    ],
+)
+def test_short_requests_are_frame_errors(payload: bytes, message: str) -> None:
+    with pytest.raises(FrameError, match=message):
+        parse_request_header(payload)
+
+
+def test_frame_size_and_response_correlation_id() -> None:
+    assert frame_size(struct.pack(">i", 12)) == 12
+    with pytest.raises(FrameError, match="out of range"):
+        frame_size(struct.pack(">i", -1))
+    with pytest.raises(FrameError, match="out of range"):
+        frame_size(struct.pack(">i", 2000), limit=1000)
+    with pytest.raises(FrameError, match="3 bytes"):
+        frame_size(b"\x00\x00\x00")
+    assert response_correlation_id(struct.pack(">i", 42) + b"rest") == 42
+    with pytest.raises(FrameError, match="no correlation id"):
+        response_correlation_id(b"\x01")
+
+
+def test_api_keys_by_number_or_name() -> None:
+    assert api_key_of("Produce") == 0
+    assert api_key_of("EndTxn") == 26 == API_NAMES["EndTxn"]
+    assert api_key_of(22) == 22
+    for bad in ("produce", True, -1, 40000, 1.5):
+        with pytest.raises(ControlError, match="api_key"):
+            api_key_of(bad)
+
+
+def test_the_first_live_rule_wins_and_a_counted_rule_is_spent() -> None:
+    book = RuleBook()
+    held = book.add("hold", frozenset({0}), "txn", 1, 0)
+    delayed = book.add("delay", frozenset({0, 26}), None, None, 50)
+    produce = RequestHeader(0, 9, 1, "txn-producer-1")
+    assert book.take(produce) is held
+    assert book.rules == [delayed]  # spent after one use
+    assert book.take(produce) is delayed
+    assert book.take(RequestHeader(26, 3, 2, None)) is delayed
+    assert delayed.remaining is None
+    assert book.take(RequestHeader(1, 12, 3, "txn")) is None  # Fetch: no rule names it
+
+
+def test_a_client_rule_matches_a_substring_and_never_a_null_client_id() -> None:
+    book = RuleBook()
+    rule = book.add("drop", frozenset({0}), "producer-2", 2, 0)
+    assert book.take(RequestHeader(0, 9, 1, None)) is None
+    assert book.take(RequestHeader(0, 9, 1, "rdkafka-producer-1")) is None
+    assert book.take(RequestHeader(0, 9, 1, "rdkafka-producer-2")) is rule
+    assert rule.remaining == 1
+    assert book.clear() == 1
+    assert book.take(RequestHeader(0, 9, 1, "rdkafka-producer-2")) is None
+
+
+def test_control_lines() -> None:
+    hold = parse_command('{"op": "hold", "api_key": ["Produce", 26], "client": "txn", "count": 1}')
+    assert (hold.op, hold.api_keys, hold.client, hold.count) == ("hold", frozenset({0, 26}), "txn", 1)
+    delay = parse_command('{"op": "delay", "api_key": "Produce", "ms": 250}')
+    assert (delay.delay_ms, delay.count) == (250, None)
+    release = parse_command('{"op": "release", "mode": "original", "rule": 3}')
+    assert (release.op, release.mode, release.rule_id) == ("release", "original", 3)
+    assert parse_command('{"op": "release"}').mode == "new-connection"
+    assert parse_command('{"op": "clear"}').op == "clear"
+    assert parse_command('{"op": "status"}').op == "status"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("hold Produce", "not JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"op": "freeze", "api_key": 0}', "op 'freeze'"),
+        ('{"op": "hold"}', "api_key is required"),
+        ('{"op": "hold", "api_key": []}', "empty list"),
+        ('{"op": "hold", "api_key": 0, "count": 0}', "count 0"),
+        ('{"op": "hold", "api_key": 0, "client": ""}', "client ''"),
+        ('{"op": "delay", "api_key": 0}', "ms is required"),
+        ('{"op": "delay", "api_key": 0, "ms": -5}', "ms -5"),
+        ('{"op": "release", "mode": "later"}', "mode 'later'"),
+        ('{"op": "clear", "mode": 1}', "mode 1"),
+        ('{"op": "hold", "api_key": 0, "key": 1}', "unknown field 'key'"),
+    ],
+)
+def test_bad_control_lines_name_what_is_wrong_in_one_line(line: str, message: str) -> None:
+    with pytest.raises(ControlError, match=message) as raised:
+        parse_command(line)
+    assert "\n" not in str(raised.value)
