@@ -33,6 +33,7 @@ from checker.definitions import (
     ABORTED_READ,
     COMMIT_REGRESSION,
     DUPLICATE,
+    G1A,
     GENERATION_REGRESSION,
     GROUP_REDELIVERY,
     GROUP_SKIP,
@@ -46,7 +47,7 @@ from checker.definitions import (
     UNEXPECTED,
     UNSEEN,
 )
-from testbed.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND, F_TXN_POLL, F_TXN_SEND
 from testbed.record.ops import OP_TYPES
 
 MAX_OBSERVATIONS_SHOWN = 10
@@ -75,6 +76,8 @@ def trim(
     if op is None:
         return None
     value = op.get("value")
+    if op.get("f") == "txn" and isinstance(value, list):
+        return {**op, "value": _trim_txn(value, partition, keep)}
     if isinstance(value, list):
         return {
             **op,
@@ -85,6 +88,25 @@ def trim(
     if isinstance(value, dict) and isinstance(value.get("records"), list):
         return {**op, "value": {**value, "records": [r for r in value["records"] if keep(r)]}}
     return op
+
+
+def _trim_txn(micro_ops: list[Any], partition: int, keep: Callable[[dict[str, Any]], bool]) -> list[Any]:
+    """A transaction's micro-ops that matter to an example: its sends and polled records of the
+    value (``keep``) in ``partition``, and its end (commit or abort, with the time it began)."""
+    shown: list[Any] = []
+    for micro in micro_ops:
+        if not isinstance(micro, dict):
+            continue
+        if micro.get("f") == "poll" and isinstance(micro.get("records"), list):
+            records = [r for r in micro["records"] if r.get("partition") == partition and keep(r)]
+            if records:
+                shown.append({**micro, "records": records})
+        elif micro.get("f") == "send":
+            if micro.get("partition") == partition and keep(micro):
+                shown.append(micro)
+        elif micro.get("f") in ("commit", "abort"):
+            shown.append(micro)
+    return shown
 
 
 def value_example(kind: str, row: dict[str, Any], found: Evidence, run_id: int) -> dict[str, Any]:
@@ -101,7 +123,7 @@ def value_example(kind: str, row: dict[str, Any], found: Evidence, run_id: int) 
         example.update(offset=row["ack_offset"], send=send)
     elif kind == UNSEEN:
         example.update(send=send)
-    elif kind == ABORTED_READ:
+    elif kind in (ABORTED_READ, G1A):
         example.update(send=send, read=read)
     elif kind == LOST_READ:
         example.update(offset=row["poll_offset"], read=read)
@@ -121,7 +143,7 @@ def offset_example(row: dict[str, Any], found: Evidence, run_id: int) -> dict[st
     rows = found.observations_at.get((run_id, row["partition"], row["offset"]), [])
     shown = []
     for obs in sorted(rows, key=lambda obs: _nulls_first(obs["index"], obs["item"]))[:MAX_OBSERVATIONS_SHOWN]:
-        f = {F_SEND: "send", F_POLL: "poll", F_DRAIN: "drain"}[obs["f"]]
+        f = {F_SEND: "send", F_POLL: "poll", F_DRAIN: "drain", F_TXN_SEND: "txn", F_TXN_POLL: "txn"}[obs["f"]]
         value = obs["value"] if obs["value"] is not None else obs["value_text"]
         shown.append(
             {

@@ -32,6 +32,7 @@ import pyarrow as pa
 from checker.definitions import (
     ABORTED_READ,
     DUPLICATE,
+    G1A,
     LOST_READ,
     LOST_WRITE,
     TYPE_FAIL,
@@ -39,7 +40,7 @@ from checker.definitions import (
     UNEXPECTED,
     UNSEEN,
 )
-from testbed.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_TXN_POLL, F_TXN_SEND, POLL_CODES, SEND_CODES
 
 Ints = np.ndarray[Any, np.dtype[np.int64]]
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
@@ -218,7 +219,10 @@ def value_candidate_rows(columns: Columns, checks: frozenset[str]) -> Ints:
 
     ``columns`` hold at least ``run_id, f, type, partition, offset, value``.
     """
-    selected = np.flatnonzero(columns.valid("value") & (columns.ints("f", F_DRAIN + 1) <= F_DRAIN))
+    every_f = columns.ints("f", F_DRAIN + 1)
+    selected = np.flatnonzero(
+        columns.valid("value") & ((every_f <= F_DRAIN) | np.isin(every_f, (F_TXN_SEND, F_TXN_POLL)))
+    )
     if not all(columns.valid(name)[selected].all() for name in ("run_id", "type", "partition")):
         return selected  # a null key: nothing is narrowed (the groupby decides on every row)
     every = len(selected) == columns.num_rows  # then no column is copied into the selection
@@ -228,13 +232,13 @@ def value_candidate_rows(columns: Columns, checks: frozenset[str]) -> Ints:
 
     codes, span = value_group_codes(pick("run_id"), pick("partition"), pick("value"))
     f, kind = pick("f"), pick("type")
-    send, poll, drain = f == F_SEND, f == F_POLL, f == F_DRAIN
+    send, poll, drain = np.isin(f, SEND_CODES), np.isin(f, POLL_CODES), f == F_DRAIN
     # The yes/no facts of each group as bits of one byte: one pass and one small array
     # (a bincount per fact allocated a span-long int64 array each).
     facts = np.zeros(span, dtype=np.uint8)
     bits = send.astype(np.uint8)
     bits |= (send & (kind == TYPE_OK)).astype(np.uint8) << 1
-    bits |= (send & (kind == TYPE_FAIL)).astype(np.uint8) << 2
+    bits |= (send & (kind == TYPE_FAIL)).astype(np.uint8) << 2  # aborted-read and G1a alike
     bits |= poll.astype(np.uint8) << 3
     bits |= drain.astype(np.uint8) << 4
     np.bitwise_or.at(facts, codes, bits)
@@ -248,7 +252,7 @@ def value_candidate_rows(columns: Columns, checks: frozenset[str]) -> Ints:
         candidate |= present(1) & undrained
     if LOST_READ in checks:
         candidate |= present(0) & present(3) & undrained
-    if ABORTED_READ in checks:
+    if checks & {ABORTED_READ, G1A}:
         candidate |= present(2) & read
     if UNEXPECTED in checks:
         candidate |= ~present(0) & read

@@ -36,6 +36,7 @@ from checker.definitions import (
     DIVERGENCE_EXAMPLE_COLUMNS,
     DIVERGENT_TAIL,
     DUPLICATE,
+    G1A,
     GROUP_ORDER,
     INCONSISTENT_OFFSETS,
     LOST_READ,
@@ -56,10 +57,10 @@ from checker.definitions import (
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts, groups, invariants, liveness, order
-from testbed.record.history import F_DRAIN, F_POLL, F_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_SEND, F_TXN_SEND, POLL_CODES, SEND_CODES
 
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
-    {LOST_WRITE, UNSEEN, ABORTED_READ, LOST_READ, UNEXPECTED, DUPLICATE, INCONSISTENT_OFFSETS}
+    {LOST_WRITE, UNSEEN, ABORTED_READ, G1A, LOST_READ, UNEXPECTED, DUPLICATE, INCONSISTENT_OFFSETS}
     | {REPLICA_DIVERGENCE, DIVERGENT_TAIL}
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags: the value checks, offsets, divergence."""
@@ -80,15 +81,17 @@ def aggregate_values(rows: pd.DataFrame) -> pd.DataFrame:
     that are not sends or reads of an integer value are ignored.  The Spark engine uses this
     too, for the few values its examples show (see ``SparkEngine.value_anomalies``).
     """
-    rows = rows[(rows["f"] <= F_DRAIN) & rows["value"].notna()]
+    rows = rows[rows["f"].isin((*SEND_CODES, *POLL_CODES, F_DRAIN)) & rows["value"].notna()]
     f, kind = rows["f"], rows["type"]
-    send, poll, drain = f == F_SEND, f == F_POLL, f == F_DRAIN
+    send, poll, drain = f.isin(SEND_CODES), f.isin(POLL_CODES), f == F_DRAIN
     ok = send & (kind == TYPE_OK)
+    failed = send & (kind == TYPE_FAIL)
     read = poll | drain
     grouped = rows.assign(
         sent=send.astype("int8"),
         acked=ok.astype("int8"),
-        failed=(send & (kind == TYPE_FAIL)).astype("int8"),
+        failed=(failed & (f == F_SEND)).astype("int8"),
+        aborted=(failed & (f == F_TXN_SEND)).astype("int8"),
         ack_offset=rows["offset"].where(ok & (rows["offset"] >= 0).fillna(False)),  # -1: acks=0, unknown
         send_index=rows["index"].where(send & (kind != TYPE_INVOKE)),
         polled=poll.astype("int64"),
@@ -101,6 +104,7 @@ def aggregate_values(rows: pd.DataFrame) -> pd.DataFrame:
         sent=("sent", "max"),
         acked=("acked", "max"),
         failed=("failed", "max"),
+        aborted=("aborted", "max"),
         ack_offset=("ack_offset", "max"),
         send_index=("send_index", "max"),
         polled=("polled", "sum"),
@@ -286,6 +290,7 @@ class PandasEngine:
             LOST_WRITE: acked & unread_by_drain & is_complete,
             UNSEEN: acked & unread_by_drain & (values["polled"] == 0) & ~is_complete,
             ABORTED_READ: (values["failed"] == 1) & (values["polled"] + values["drained"] > 0),
+            G1A: (values["aborted"] == 1) & (values["polled"] + values["drained"] > 0),
             LOST_READ: sent & (values["polled"] > 0) & unread_by_drain & is_complete,
             UNEXPECTED: ~sent & (values["polled"] + values["drained"] > 0),
             DUPLICATE: values["read_min_offset"] != values["read_max_offset"],
@@ -313,13 +318,13 @@ class PandasEngine:
         f = columns.ints("f")
         reads = self._rows(
             runs,
-            ((f == F_POLL) | (f == F_DRAIN)) & columns.valid("item") & ~columns.valid("value"),
+            (np.isin(f, POLL_CODES) | (f == F_DRAIN)) & columns.valid("item") & ~columns.valid("value"),
             ["run_id", "index", "f", "partition", "offset", "value_text"],
         )
         if reads.empty:
             return pd.DataFrame()
         found = (
-            reads.assign(poll_offset=reads["offset"].where(reads["f"] == F_POLL))
+            reads.assign(poll_offset=reads["offset"].where(reads["f"].isin(POLL_CODES)))
             .groupby(["run_id", "partition", "value_text"], dropna=False)
             .agg(
                 read_index=("index", "min"),
@@ -338,8 +343,8 @@ class PandasEngine:
         # An ack observes a position only with a known offset: acks=0 answers -1 (ints() fills nulls with -1).
         rows = self._rows(
             runs,
-            ((f == F_SEND) & (kind == TYPE_OK) & (columns.ints("offset") >= 0))
-            | (((f == F_POLL) | (f == F_DRAIN)) & columns.valid("item")),
+            (np.isin(f, SEND_CODES) & (kind == TYPE_OK) & (columns.ints("offset") >= 0))
+            | ((np.isin(f, POLL_CODES) | (f == F_DRAIN)) & columns.valid("item")),
             ["run_id", "index", "partition", "offset", "value", "value_text"],
         )
         # Nullable 64-bit hashes: a float column would turn a null text into NaN, and NaN != NaN

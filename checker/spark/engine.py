@@ -60,7 +60,7 @@ from checker.spark import groups, invariants, liveness, replicas, small_counts, 
 from checker.spark import order as order_checks
 from checker.spark.inputs import SparkInputs, history_file, replica_file
 from checker.spark.order import poll_order, send_order
-from testbed.record.history import F_DRAIN, F_OTHER, F_POLL, F_SEND, HISTORY_SCHEMA
+from testbed.record.history import F_DRAIN, F_OTHER, HISTORY_SCHEMA, POLL_CODES, SEND_CODES
 from testbed.record.replicas import REPLICAS_SCHEMA
 
 IMPLEMENTS: Final[frozenset[str]] = values.IMPLEMENTS | {INCONSISTENT_OFFSETS}
@@ -273,13 +273,13 @@ class SparkEngine:
     def _unexpected_text(self, runs: list[RunInput]) -> DataFrame:
         f = F.col("f")
         reads = self._history(runs).where(
-            ((f == F_POLL) | (f == F_DRAIN)) & F.col("item").isNotNull() & F.col("value").isNull()
+            (f.isin(*POLL_CODES) | (f == F_DRAIN)) & F.col("item").isNotNull() & F.col("value").isNull()
         )
         return (
             reads.groupBy("run_id", "partition", "value_text")
             .agg(
                 F.min("index").alias("read_index"),
-                F.min(F.when(f == F_POLL, F.col("offset"))).alias("poll_offset"),
+                F.min(F.when(f.isin(*POLL_CODES), F.col("offset"))).alias("poll_offset"),
                 F.min("offset").alias("read_min_offset"),
                 F.max("offset").alias("read_max_offset"),
             )
@@ -291,8 +291,8 @@ class SparkEngine:
         f = F.col("f")
         # An ack observes a position only with a known offset (acks=0 answers -1); null-value
         # records count in neither n_int nor n_text, so equal nulls are one value.
-        observing = ((f == F_SEND) & (F.col("type") == TYPE_OK) & (F.col("offset") >= 0)) | (
-            ((f == F_POLL) | (f == F_DRAIN)) & F.col("item").isNotNull()
+        observing = (f.isin(*SEND_CODES) & (F.col("type") == TYPE_OK) & (F.col("offset") >= 0)) | (
+            (f.isin(*POLL_CODES) | (f == F_DRAIN)) & F.col("item").isNotNull()
         )
         text_hash = F.when(F.col("value_text").isNotNull(), F.xxhash64("value_text"))
         positions = (

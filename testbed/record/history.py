@@ -77,6 +77,11 @@ F_CODES: dict[str, int] = {"send": F_SEND, "poll": F_POLL, "drain": F_DRAIN, "tx
 """The ``f`` codes of the client ops the checker reads; any other client op is ``F_OTHER``, a
 nemesis op ``F_NEMESIS``.  A ``txn`` op's micro-ops have codes of their own (``F_TXN_SEND``,
 ``F_TXN_POLL``, ``F_TXN_END``: :mod:`testbed.record.txn_rows`)."""
+SEND_CODES: tuple[int, ...] = (F_SEND, F_TXN_SEND)
+"""The rows that are one send: a ``send`` op's, and a ``txn`` op's send micro-op's (with the
+transaction's outcome as type).  The value and offset checks read both alike."""
+POLL_CODES: tuple[int, ...] = (F_POLL, F_TXN_POLL)
+"""The rows that are one record a consumer polled: a ``poll`` op's, and a ``txn`` poll micro-op's."""
 
 # How an op's ``value`` maps onto the row columns (the ``shape`` column).
 SHAPE_NONE = 0  # value is None

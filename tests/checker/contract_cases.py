@@ -444,3 +444,8 @@ def _names_the_line(result: dict[str, Any], node: str, line: int) -> None:
     assert (
         node in result["stats"]["replicas"]["missing"] and node not in result["stats"]["replicas"]["records"]
     )
+
+
+from tests.checker.txn_value_cases import TXN_VALUE_CASES  # noqa: E402  (they build on the helpers above)
+
+CASES += TXN_VALUE_CASES
