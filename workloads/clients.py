@@ -20,11 +20,13 @@ from typing import Any, Protocol
 
 CLIENTS = ("kafka-python", "confluent-kafka")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
-"""What the consumers and the drain read (``--isolation``).  Without transactions -- the workload
-never uses them -- both see the same records, up to the high watermark; they differ in the
-ListOffsets query a broker answers for the drain's end offset (the last stable offset under
+"""What the consumers and the drain read (``--isolation``).  Without transactions (the queue
+workload without ``--txn``) both see the same records, up to the high watermark; they differ in
+the ListOffsets query a broker answers for the drain's end offset (the last stable offset under
 ``read_committed``, librdkafka's default and ours; the high watermark otherwise), which is how a
-target that breaks one of them can still be tested through the other."""
+target that breaks one of them can still be tested through the other.  With ``--txn``
+(:mod:`workloads.txn`) ``read_committed`` also skips aborted transactions' records and stops at
+the first open transaction."""
 
 
 class DefiniteFailure(Exception):
@@ -42,6 +44,22 @@ class Received:
     key: str | None
     value: str | None
 
+    def to_json(self) -> dict[str, Any]:
+        """The record as a history op holds it: ``{"partition", "offset", "key", "value"}``."""
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "key": self.key,
+            "value": parse_value(self.value),
+        }
+
+
+def parse_value(text: str | None) -> int | str | None:
+    """Values are integers as text; anything else is kept as text (the checker calls it unexpected)."""
+    if text is not None and text.lstrip("-").isdigit():
+        return int(text)
+    return text
+
 
 class ProducerClient(Protocol):
     def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
@@ -58,6 +76,11 @@ class ConsumerClient(Protocol):
 
     def end_offsets(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]: ...
 
+    def position(self, topic: str, partition: int) -> int:
+        """The offset the next poll of ``partition`` reads from: past the records returned and past
+        what the isolation level skips (transaction markers, aborted records); -1 when unknown."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -69,7 +92,10 @@ def _text(data: bytes | None) -> str | None:
 
 
 class KafkaPythonProducer:
-    def __init__(self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> None:
+    def __init__(
+        self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float, **extra: Any
+    ) -> None:
+        """``extra``: more KafkaProducer settings (the transactional producer's, ``workloads.txn_clients``)."""
         from kafka import KafkaProducer
 
         acks_value: int | str = "all" if acks == "all" else int(acks)
@@ -83,6 +109,7 @@ class KafkaPythonProducer:
             linger_ms=0,
             reconnect_backoff_max_ms=500,
             retry_backoff_ms=100,
+            **extra,
         )
 
     def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
@@ -158,6 +185,12 @@ class KafkaPythonConsumer:
         ends = self._consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
         return {tp.partition: int(offset) for tp, offset in ends.items()}
 
+    def position(self, topic: str, partition: int) -> int:
+        from kafka import TopicPartition
+
+        position = self._consumer.position(TopicPartition(topic, partition))
+        return -1 if position is None else int(position)
+
     def close(self) -> None:
         self._consumer.close(autocommit=False)
 
@@ -166,7 +199,10 @@ class KafkaPythonConsumer:
 
 
 class ConfluentProducer:
-    def __init__(self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float) -> None:
+    def __init__(
+        self, bootstrap: str, acks: str, idempotent: bool, request_timeout: float, **extra: Any
+    ) -> None:
+        """``extra``: more librdkafka settings (the transactional producer's, ``workloads.txn_clients``)."""
         from confluent_kafka import Producer
 
         self._producer = Producer(
@@ -181,6 +217,7 @@ class ConfluentProducer:
                 "retry.backoff.ms": 100,
                 "socket.connection.setup.timeout.ms": int(request_timeout * 1000),
                 "log_level": 0,
+                **extra,
             }
         )
         self._lock = threading.Lock()
@@ -266,6 +303,12 @@ class ConfluentConsumer:
             )
             ends[partition] = int(high)
         return ends
+
+    def position(self, topic: str, partition: int) -> int:
+        from confluent_kafka import TopicPartition
+
+        offset = self._consumer.position([TopicPartition(topic, partition)])[0].offset
+        return max(-1, int(offset))  # librdkafka's OFFSET_INVALID (-1001): nothing consumed yet
 
     def close(self) -> None:
         self._consumer.close()

@@ -18,6 +18,9 @@ unknown outcome stays attached to exactly one op.  Values are unique integers ov
 whole run (``value -> writer`` is recoverable); key ``k<p>`` always goes to partition
 ``p`` so the checker knows where each value belongs.
 
+With ``txn`` (``--txn``) producers run Kafka transactions and every client op but the drain is a
+``txn`` op (:mod:`workloads.txn`: what it records and when ``ok``/``fail``/``info``).
+
 How consumers read (``consume_via``, Jepsen's ``--sub-via``): ``assign`` -- each consumer
 ``assign()`` s a fixed share of the partitions, outside any group; ``subscribe`` -- every
 consumer joins the run's consumer group (``group``) and ``subscribe()`` s to the topic, with
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import random
 import secrets
 import threading
 import time
@@ -44,12 +48,21 @@ from .clients import (
     DefiniteFailure,
     IndefiniteFailure,
     ProducerClient,
-    Received,
     make_consumer,
     make_producer,
+    parse_value,
 )
 from .group_events import COMMIT_MODES, CONSUME_VIA, CommitMode
 from .group_fleet import STOP_WAYS, ConsumerFleet
+from .txn import (
+    DEFAULT_ABORT_P,
+    DEFAULT_MAX_OPS,
+    Pacer,
+    TxnProducerLoop,
+    TxnSettings,
+    record_read,
+    txn_problems,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +78,8 @@ class QueueSpec:
     producers: int = 4
     consumers: int = 2
     rate: float = 200.0
-    """Total sends per second over all producers (0: as fast as acknowledgements allow)."""
+    """Total sends per second over all producers (0: as fast as acknowledgements allow); with
+    ``txn``, total ops (transactions, read-only draws) per second."""
     acks: str = "all"
     client: str = "kafka-python"
     idempotent: bool = True
@@ -79,6 +93,15 @@ class QueueSpec:
     group: str | None = None
     """``subscribe`` only: the group id, drawn once when the spec is made (``tidemark-<hex>``)
     unless given, and kept in ``test.json``, so a re-run joins a group of the same name."""
+    txn: bool = False
+    """Producers run Kafka transactions (:mod:`workloads.txn`).  Needs ``idempotent`` and
+    ``acks=all`` (a transactional producer is idempotent and writes with acks=all), and
+    ``consume_via=assign`` for now: group members record ``poll`` ops, whose order checks would
+    call the offset gaps that transaction markers leave skips."""
+    abort_p: float = DEFAULT_ABORT_P
+    """``txn`` only: the probability that a transaction is deliberately aborted."""
+    txn_max_ops: int = DEFAULT_MAX_OPS
+    """``txn`` only: micro-ops per transaction are drawn from 1..this (at most 4, the format's)."""
 
     def __post_init__(self) -> None:
         problems = self._group_problems()
@@ -98,6 +121,9 @@ class QueueSpec:
             problems.append(f"client must be one of {', '.join(CLIENTS)}, not {self.client!r}")
         if self.request_timeout <= 0:
             problems.append("request_timeout must be > 0")
+        problems += txn_problems(
+            self.txn, self.abort_p, self.txn_max_ops, self.consume_via, self.idempotent, self.acks
+        )
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -167,8 +193,9 @@ class QueueWorkload:
 
     def run(self, stop: threading.Event) -> None:
         """Run producers and consumers until ``stop`` is set; returns when all threads ended."""
+        produce = self._produce_transactions if self.spec.txn else self._produce
         threads = [
-            threading.Thread(target=self._guard(self._produce, i, stop), name=f"producer-{i}", daemon=True)
+            threading.Thread(target=self._guard(produce, i, stop), name=f"producer-{i}", daemon=True)
             for i in range(self.spec.producers)
         ]
         if self.spec.consume_via == "subscribe":
@@ -245,23 +272,35 @@ class QueueWorkload:
     def _produce(self, index: int, stop: threading.Event) -> None:
         spec = self.spec
         process = index
-        interval = spec.producers / spec.rate if spec.rate > 0 else 0.0
-        next_send = time.monotonic()
+        pacer = Pacer(spec.rate, spec.producers)
         producer = make_producer(
             spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout
         )
         try:
-            while not stop.is_set():
-                if interval:
-                    delay = next_send - time.monotonic()
-                    if delay > 0 and stop.wait(delay):  # pacing: time itself is the point here
-                        break
-                    next_send = max(next_send + interval, time.monotonic() - 1.0)
+            while pacer.wait(stop):
                 value = self._next_value()
                 if not self._send(producer, process, value % spec.partitions, value):
                     process = self._fresh_ids.next()
         finally:
             producer.close()
+
+    def _produce_transactions(self, index: int, stop: threading.Event) -> None:
+        """Producer ``index`` under ``txn``: :class:`workloads.txn.TxnProducerLoop`."""
+        spec = self.spec
+        settings = TxnSettings(
+            spec.client,
+            self.bootstrap,
+            self.topic,
+            spec.partitions,
+            spec.isolation,
+            spec.request_timeout,
+            spec.abort_p,
+            spec.txn_max_ops,
+        )
+        loop = TxnProducerLoop(
+            settings, self.recorder, index, self._fresh_ids.next, self._next_value, random.Random()
+        )
+        loop.run(stop, Pacer(spec.rate, spec.producers))
 
     def _consume(self, index: int, stop: threading.Event) -> None:
         spec = self.spec
@@ -277,7 +316,8 @@ class QueueWorkload:
                 try:
                     received = consumer.poll(0.5)
                 except Exception as error:
-                    invocation = self.recorder.invoke(process, "poll", None)
+                    f, invoke = ("txn", [{"f": "poll"}]) if spec.txn else ("poll", None)
+                    invocation = self.recorder.invoke(process, f, invoke)
                     self.recorder.complete(invocation, "info", None, error=f"{type(error).__name__}: {error}")
                     process = self._fresh_ids.next()
                     consumer.close()
@@ -286,8 +326,11 @@ class QueueWorkload:
                     continue
                 if not received:
                     continue
-                invocation = self.recorder.invoke(process, "poll", None)
-                self.recorder.complete(invocation, "ok", [_record(r) for r in received])
+                if spec.txn:  # a read-only txn op: offset gaps of markers are no poll skips
+                    record_read(self.recorder, process, [received])
+                else:
+                    invocation = self.recorder.invoke(process, "poll", None)
+                    self.recorder.complete(invocation, "ok", [r.to_json() for r in received])
                 for record in received:
                     positions[record.partition] = max(positions[record.partition], record.offset + 1)
         finally:
@@ -365,7 +408,7 @@ class QueueWorkload:
                     if record.partition != partition or record.offset >= end_offset:
                         continue
                     records.append(
-                        {"offset": record.offset, "key": record.key, "value": _value(record.value)}
+                        {"offset": record.offset, "key": record.key, "value": parse_value(record.value)}
                     )
                     position = record.offset + 1
                     if len(records) >= DRAIN_CHUNK:
@@ -381,6 +424,9 @@ class QueueWorkload:
                         )
                         records = []
                         invocation = self.recorder.invoke(process, "drain", {"partition": partition})
+                # past what the consumer skips without returning it: transaction markers, and
+                # aborted transactions' records under read_committed
+                position = max(position, consumer.position(self.topic, partition))
             done = position >= end_offset
             self.recorder.complete(
                 invocation,
@@ -399,19 +445,3 @@ class QueueWorkload:
         finally:
             if consumer is not None:
                 consumer.close()
-
-
-def _value(text: str | None) -> int | str | None:
-    """Values are integers as text; anything else is kept as text (the checker calls it unexpected)."""
-    if text is not None and text.lstrip("-").isdigit():
-        return int(text)
-    return text
-
-
-def _record(received: Received) -> dict[str, Any]:
-    return {
-        "partition": received.partition,
-        "offset": received.offset,
-        "key": received.key,
-        "value": _value(received.value),
-    }

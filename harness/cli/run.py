@@ -40,6 +40,7 @@ from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from testbed.record.rundir import RunDir
 from workloads.queue import QueueSpec
+from workloads.txn import DEFAULT_ABORT_P, DEFAULT_MAX_OPS, MAX_MICRO_OPS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,12 +81,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    """The queue workload's flags: partitions, clients, rate, acks, isolation, consumer groups."""
+    """The queue workload's flags: partitions, clients, rate, acks, isolation, consumer groups,
+    transactions."""
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=2)
-    parser.add_argument("--rate", type=float, default=200.0, help="sends per second over all producers")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=200.0,
+        help="sends per second over all producers (with --txn: transactions per second)",
+    )
     parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
     parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
     parser.add_argument(
@@ -108,6 +115,31 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("sync", "async", "auto"),
         help="with --consume-via subscribe: commit after each poll and wait (sync, the default), "
         "without waiting (async), or leave it to the client's auto-commit (auto)",
+    )
+    add_txn_arguments(parser)
+
+
+def add_txn_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--txn`` and its settings (``workloads.txn``)."""
+    parser.add_argument(
+        "--txn",
+        action="store_true",
+        help="producers run Kafka transactions of a few sends and polls each, committed or aborted; "
+        "consumers record read-only txn ops (needs --consume-via assign and --acks all)",
+    )
+    parser.add_argument(
+        "--abort-p",
+        type=float,
+        default=DEFAULT_ABORT_P,
+        metavar="P",
+        help=f"with --txn: probability a transaction is deliberately aborted (default {DEFAULT_ABORT_P})",
+    )
+    parser.add_argument(
+        "--txn-max-ops",
+        type=int,
+        default=DEFAULT_MAX_OPS,
+        metavar="N",
+        help=f"with --txn: micro-ops per transaction drawn from 1..N (N <= {MAX_MICRO_OPS}; default {DEFAULT_MAX_OPS})",
     )
 
 
@@ -169,6 +201,9 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             consume_via=args.consume_via,
             commit=args.commit,
             isolation=args.isolation,
+            txn=args.txn,
+            abort_p=args.abort_p,
+            txn_max_ops=args.txn_max_ops,
         )
         nemesis = NemesisSpec(
             faults=faults,

@@ -1,0 +1,190 @@
+"""Transactional producers of both client libraries behind one interface (the queue workload's ``--txn``).
+
+:class:`TxnProducerClient` is what :mod:`workloads.txn` needs of a Kafka transactional producer:
+``begin``, synchronous ``send`` (the offset once the broker acknowledged it), ``commit``, ``abort``,
+``close``.  A producer is made with its ``transactional.id``; making it runs
+``init_transactions``, which fences any earlier producer of the same id and ends that one's open
+transaction (aborted; a commit already requested is completed first) -- the workload relies on
+this to end what a replaced producer left open (see :mod:`workloads.txn`).
+
+Every call but ``close`` either returns or raises one of two exceptions, and the workload's
+verdict on the transaction follows from which one and from where it came:
+
+* :class:`TxnAbortable` -- the current transaction cannot commit, the producer is still usable:
+  abort it.  From ``commit`` it means the commit was refused *before* the coordinator was asked to
+  commit (librdkafka's ``txn_requires_abort``; kafka-python's abortable-error state, or an error
+  raised before its EndTxn request was queued), so an abort that then succeeds settles it.
+* :class:`TxnFatal` -- the producer can do nothing more, or its state is unknown: fenced, a fatal
+  error, or a call that did not end within its timeout.  From ``commit`` the outcome is unknown.
+  The caller closes it and makes a new one.
+
+A failed ``send`` is always one of the two: a send that may not have reached the log, or may have,
+is a reason to abort in a transaction (no send is ever committed without its transaction).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .clients import CLIENTS, ConfluentProducer, KafkaPythonProducer
+
+
+class TxnAbortable(Exception):
+    """The transaction cannot commit; abort it (the producer is still usable)."""
+
+
+class TxnFatal(Exception):
+    """The producer is unusable or in an unknown state; make a new one."""
+
+
+class TxnProducerClient(Protocol):
+    def begin(self) -> None: ...
+
+    def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+        """Send one message in the open transaction and wait for its acknowledgement; its offset."""
+        ...
+
+    def commit(self, timeout: float) -> None: ...
+
+    def abort(self, timeout: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def transaction_timeout_ms(request_timeout: float) -> int:
+    """``transaction.timeout.ms``: long enough for a transaction of a few sends that each wait up to
+    twice the request timeout, short enough that a transaction nobody ends (its producer abandoned
+    and never replaced) does not hold the last stable offset for the rest of the run."""
+    return int(max(10.0, request_timeout * 4) * 1000)
+
+
+def _text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+class _Transactional:
+    """What both libraries' transactional producers share: a producer of :mod:`workloads.clients`
+    made with ``transactional.id`` and initialised, its synchronous send, begin and close."""
+
+    def __init__(self, client: KafkaPythonProducer | ConfluentProducer, init_timeout: float) -> None:
+        self._client = client
+        self._producer: Any = client._producer
+        try:
+            self._init(init_timeout)
+        except Exception as error:
+            client.close()
+            raise TxnFatal(f"init_transactions: {_text(error)}") from None
+
+    def _init(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def _send_error(self, error: BaseException) -> Exception:
+        """What a failed send makes of the producer (:class:`TxnAbortable`: the abort will tell)."""
+        return TxnAbortable(_text(error))
+
+    def begin(self) -> None:
+        try:
+            self._producer.begin_transaction()
+        except Exception as error:
+            raise TxnFatal(f"begin_transaction: {_text(error)}") from None
+
+    def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+        try:
+            return self._client.send(topic, partition, key, value, timeout)
+        except Exception as error:
+            raise self._send_error(error) from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class KafkaPythonTxnProducer(_Transactional):
+    """kafka-python's transactional producer.
+
+    ``commit_transaction``/``abort_transaction`` of kafka-python wait without a timeout, so
+    ``commit``/``abort`` do what they do -- ``begin_commit``/``begin_abort`` of the producer's
+    transaction manager, wake the sender -- and wait on the result for at most ``timeout``.
+    """
+
+    def __init__(self, bootstrap: str, transactional_id: str, request_timeout: float) -> None:
+        settings = {
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": transaction_timeout_ms(request_timeout),
+        }
+        super().__init__(
+            KafkaPythonProducer(bootstrap, "all", True, request_timeout, **settings), request_timeout
+        )
+
+    def _init(self, timeout: float) -> None:
+        self._producer.init_transactions()  # waits max_block_ms: the request timeout
+
+    def _send_error(self, error: BaseException) -> Exception:
+        if self._producer._transaction_manager.has_fatal_error():
+            return TxnFatal(_text(error))
+        return TxnAbortable(_text(error))
+
+    def commit(self, timeout: float) -> None:
+        self._finish(True, timeout)
+
+    def abort(self, timeout: float) -> None:
+        try:
+            self._finish(False, timeout)
+        except TxnAbortable as error:  # an abort that failed leaves nothing else to try
+            raise TxnFatal(str(error)) from None
+
+    def _finish(self, commit: bool, timeout: float) -> None:
+        manager = self._producer._transaction_manager
+        try:  # raises before queueing EndTxn when the transaction is already failed
+            result = manager.begin_commit() if commit else manager.begin_abort()
+        except Exception as error:
+            raise self._send_error(error) from None
+        self._producer._sender.wakeup()
+        try:
+            done = result.wait(timeout_ms=timeout * 1000)
+        except Exception as error:  # EndTxn's errors are fatal in kafka-python
+            raise TxnFatal(_text(error)) from None
+        if not done:
+            raise TxnFatal(f"{'commit' if commit else 'abort'} did not end within {timeout:g} s")
+
+
+class ConfluentTxnProducer(_Transactional):
+    """confluent-kafka's (librdkafka's) transactional producer: its errors say themselves whether
+    the transaction must be aborted (``txn_requires_abort``); every other error is fatal here."""
+
+    def __init__(self, bootstrap: str, transactional_id: str, request_timeout: float) -> None:
+        settings = {
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": transaction_timeout_ms(request_timeout),
+        }
+        super().__init__(
+            ConfluentProducer(bootstrap, "all", True, request_timeout, **settings), request_timeout * 2
+        )
+
+    def _init(self, timeout: float) -> None:
+        self._producer.init_transactions(timeout)
+
+    def commit(self, timeout: float) -> None:
+        try:
+            self._producer.commit_transaction(timeout)
+        except Exception as error:
+            kafka_error: Any = error.args[0] if error.args else None
+            if hasattr(kafka_error, "txn_requires_abort") and kafka_error.txn_requires_abort():
+                raise TxnAbortable(_text(error)) from None
+            raise TxnFatal(_text(error)) from None
+
+    def abort(self, timeout: float) -> None:
+        try:
+            self._producer.abort_transaction(timeout)
+        except Exception as error:
+            raise TxnFatal(_text(error)) from None
+
+
+def make_txn_producer(
+    client: str, bootstrap: str, transactional_id: str, request_timeout: float
+) -> TxnProducerClient:
+    """A transactional producer of ``client``, ``init_transactions`` done; TxnFatal when that failed."""
+    if client == "kafka-python":
+        return KafkaPythonTxnProducer(bootstrap, transactional_id, request_timeout)
+    if client == "confluent-kafka":
+        return ConfluentTxnProducer(bootstrap, transactional_id, request_timeout)
+    raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
