@@ -26,10 +26,9 @@ leader elected without committed records lets the HW go back).  It is a graph of
 not of proofs: a report folds B under A when both were reported, and leads with the anomalies no
 other reported one implies -- the causes.  It has no cycles (checked on import).
 
-**One definition for both engines?**  Most families are written twice (pandas, Spark) and tested
-for identical ``results.json``.  The transactions family (issue 33) is written once, in Python over
-one run's pandas rows (:mod:`checker.txn`): the pandas engine calls it per run, the Spark engine
-per ``run_id`` group (``applyInPandas``), so both engines' ``implements`` name one implementation.
+**One definition for both engines?**  Most families are written twice (pandas, Spark) and tested for
+identical ``results.json``; the transactional one once (:mod:`checker.txn`, its entries' data in
+:mod:`checker.txn.registry`), run per run by both.
 """
 
 from __future__ import annotations
@@ -37,6 +36,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from typing import Final
+
+from checker.txn import registry as txn_registry
 
 ERROR: Final = "error"
 WARNING: Final = "warning"
@@ -55,6 +56,7 @@ GROUP_OPS: Final = "group ops"
 """The consumer group's ``assign``/``revoke``/``commit`` ops (``--consume-via subscribe``)."""
 FAULT_OPS: Final = "fault ops"
 """The nemesis's fault and heal ops, which open and close fault windows."""
+EVIDENCE: Final = (HISTORY, FINAL_DRAIN, REPLICA_DUMPS, EVENT_LOGS, GROUP_OPS, FAULT_OPS)
 
 # ----------------------------------------------------------------------------- conditions
 
@@ -70,14 +72,11 @@ MIN_ISR_OFF: Final = "strict min ISR is off"
 """``min.insync.replicas.strict=false``: the HW may advance over a too small ISR."""
 RETRIED_SENDS: Final = "a retried send may be written twice"
 """Producers without idempotence."""
+# fmt: off
 CONDITIONS: Final[tuple[str, ...]] = (
-    ACKED_LOSS,
-    COMMITTED_LOSS,
-    BROKER_LOSS,
-    DIVERGENCE,
-    MIN_ISR_OFF,
-    RETRIED_SENDS,
+    ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, DIVERGENCE, MIN_ISR_OFF, RETRIED_SENDS,
 )
+# fmt: on
 """What a configuration may make possible; :mod:`checker.expectations` maps its rules onto these."""
 
 
@@ -114,48 +113,21 @@ class Anomaly:
     """The module whose docstring holds the long definition with its tiny example."""
 
 
+# fmt: off
 VALUE_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "partition",
-    "value",
-    "value_text",
-    "ack_offset",
-    "send_index",
-    "read_index",
-    "poll_offset",
-    "read_min_offset",
-    "read_max_offset",
+    "partition", "value", "value_text", "ack_offset", "send_index", "read_index", "poll_offset",
+    "read_min_offset", "read_max_offset",
 )
 ORDER_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "process",
-    "partition",
-    "index",
-    "item",
-    "prev_index",
-    "prev_offset",
-    "offset",
-    "invoke_index",
+    "process", "partition", "index", "item", "prev_index", "prev_offset", "offset", "invoke_index",
 )
 GROUP_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "process",
-    "partition",
-    "index",
-    "item",
-    "offset",
-    "prev_index",
-    "prev_offset",
+    "process", "partition", "index", "item", "offset", "prev_index", "prev_offset",
 )
 INVARIANT_EXAMPLE_COLUMNS: Final[tuple[str, ...]] = (
-    "partition",
-    "ts",
-    "node",
-    "seq",
-    "value",
-    "bound",
-    "positions",
-    "prev_node",
-    "prev_seq",
-    "peer",
+    "partition", "ts", "node", "seq", "value", "bound", "positions", "prev_node", "prev_seq", "peer",
 )
+# fmt: on
 
 VALUE: Final = Family(
     "value", "value", "value_anomalies", VALUE_EXAMPLE_COLUMNS, ("partition", "value", "value_text")
@@ -187,6 +159,9 @@ INVARIANT: Final = Family(
 LIVENESS: Final = Family(
     "liveness", "liveness", "liveness", ("partition", "from_s", "to_s", "gap_s"), ("partition",)
 )
+TXN: Final = Family(
+    "transaction", "transaction", "txn_anomalies", ("index", "partition", "example"), ("index", "partition")
+)
 FAMILIES: Final[tuple[Family, ...]] = (
     VALUE,
     OFFSET,
@@ -196,6 +171,7 @@ FAMILIES: Final[tuple[Family, ...]] = (
     GROUP,
     INVARIANT,
     LIVENESS,
+    TXN,
 )
 
 _READS = (HISTORY,)
@@ -204,6 +180,7 @@ _GROUP = (HISTORY, GROUP_OPS)
 _ACKED = frozenset({ACKED_LOSS})
 _COMMITTED = frozenset({COMMITTED_LOSS})
 _BROKER = frozenset({BROKER_LOSS})
+_ACKED_LOSS_BRINGS = ("inconsistent-offsets", "duplicate", "lost-read", "nonmonotonic-send", "realtime-order")
 _POLL_ORDER = ("poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll", "stale-read")
 
 LOST_WRITE: Final = Anomaly(
@@ -211,7 +188,7 @@ LOST_WRITE: Final = Anomaly(
     VALUE,
     "an `ok` send whose value is absent from the complete final drain",
     _DRAINED,
-    implies=("inconsistent-offsets", "duplicate", "lost-read", "nonmonotonic-send", "realtime-order"),
+    implies=(*_ACKED_LOSS_BRINGS, "torn-transaction"),
     permitted_by=_ACKED,
 )
 REPLICA_DIVERGENCE: Final = Anomaly(
@@ -398,6 +375,15 @@ DIVERGENT_TAIL: Final = Anomaly(
     severity=WARNING,
 )
 
+
+def _txn(entries: Iterable[txn_registry.Entry]) -> tuple[Anomaly, ...]:
+    """The transactional family's entries (:mod:`checker.txn.registry`) as registry entries."""
+    return tuple(
+        Anomaly(e.name, TXN, e.doc, e.evidence, e.implies, e.severity, permitted_by=frozenset(e.permitted_by))
+        for e in entries
+    )
+
+
 ANOMALIES: Final[tuple[Anomaly, ...]] = (
     LOST_WRITE,
     REPLICA_DIVERGENCE,
@@ -424,9 +410,11 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     HW_REGRESSION,
     MIN_ISR_VIOLATION,
     ISR_DIVERGENCE,
+    *_txn(txn_registry.ERRORS),
     STALLED,
     UNSEEN,
     DIVERGENT_TAIL,
+    *_txn(txn_registry.WARNINGS),
 )
 """Every anomaly, in the order ``results.json``, the summary and ``--checks`` list them: the
 errors by family, the warnings last."""
@@ -473,8 +461,15 @@ def _check_registry() -> None:
         raise ValueError("anomaly names are not unique")
     for anomaly in ANOMALIES:
         unknown = [name for name in anomaly.implies if name not in BY_NAME or name == anomaly.name]
-        if unknown or anomaly.severity not in (ERROR, WARNING) or anomaly.permitted_by - set(CONDITIONS):
-            raise ValueError(f"registry entry {anomaly.name}: bad implies {unknown}, severity or conditions")
+        if (
+            unknown
+            or anomaly.severity not in (ERROR, WARNING)
+            or anomaly.permitted_by - set(CONDITIONS)
+            or set(anomaly.evidence) - set(EVIDENCE)
+        ):
+            raise ValueError(
+                f"registry entry {anomaly.name}: bad implies {unknown}, severity, conditions or evidence"
+            )
     state: dict[str, int] = {}  # 1: on the path, 2: done
 
     def visit(name: str) -> None:

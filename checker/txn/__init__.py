@@ -1,0 +1,18 @@
+"""The transactional family (issue 33): checks of the ``txn`` op's history, one implementation for both engines.
+
+Written once, in Python over one run's pandas rows (:mod:`checker.txn.run`): the pandas engine
+calls it per run, the Spark engine per ``run_id`` group with ``applyInPandas`` (DataFrame API
+only, so Spark Connect serves it too).  What each module does:
+
+* :mod:`checker.txn.tables` -- one run's transactions, sends, reads and drained values;
+* :mod:`checker.txn.checks` -- precommitted-read, int-send-skip, int-nonmonotonic-send,
+  torn-transaction;
+* :mod:`checker.txn.cycles` -- the dependency graph (ww, wr, process, realtime edges) and the
+  G0 / G1c families on it, by :mod:`checker.txn.graph` (strongly connected components, then a
+  short cycle in each);
+* :mod:`checker.txn.examples` -- the examples, as JSON, that ``results.json`` shows;
+* :mod:`checker.txn.run` -- the per-run entry point and its answer's columns.
+
+The definitions are prose in :mod:`checker.definitions`; the registry entries in
+:mod:`checker.anomalies` (family ``transaction``).
+"""

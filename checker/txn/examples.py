@@ -1,0 +1,81 @@
+"""What a transactional finding shows: the transactions, their micro-ops and the edges between them.
+
+Every finding of :mod:`checker.txn` carries its example whole, as plain JSON (built here from the
+run's tables, the same in both engines), so the driver puts it in ``results.json`` as it is:
+
+* a transaction (:meth:`Views.txn`): ``index`` (its completion), ``invoke_index``, ``process``,
+  ``type`` (ok, fail, info), ``end`` (``{"f": "commit"|"abort", "time": ns}``, null without an end
+  micro-op), ``sends`` (every send micro-op: ``item``, ``partition``, ``value``, ``offset`` -- null
+  when unknown) and ``reads`` (only the records the finding is about: ``item``, ``partition``,
+  ``offset``, ``value``) with ``records_read`` (how many its polls returned in all);
+* an edge (:func:`edge`): ``kind`` (ww, wr, process, realtime), ``from`` and ``to`` (transaction
+  indexes) and why -- ww: the partition, the earlier transaction's value and offset and the later
+  one's (``next_value``, ``next_offset``), consecutive among the known positions of the log; wr:
+  the partition, the value and the offset it was read at; process: the process; realtime: the
+  earlier transaction's completion index and the later one's invoke index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from checker.txn.tables import MISSING, RunTables
+from testbed.record.history import F_TXN_POLL
+from testbed.record.ops import OP_TYPES
+
+Position = tuple[int, int, int]
+"""(partition, offset, value) of one record."""
+
+
+def known(number: int) -> int | None:
+    """An integer column's value, :data:`MISSING` as null."""
+    return None if number == MISSING else int(number)
+
+
+class Views:
+    """Transactions of one run as example JSON, looked up by their completion index."""
+
+    def __init__(self, tables: RunTables) -> None:
+        self._txns = tables.txns.set_index("txn", drop=False)
+        self._sends = {txn: rows for txn, rows in tables.sends.groupby("txn", sort=False)}
+        polls = tables.reads[tables.reads["f"] == F_TXN_POLL]
+        self._reads = {index: rows for index, rows in polls.groupby("index", sort=False)}
+
+    def txn(self, txn: int, shown: Iterable[Position] = ()) -> dict[str, Any]:
+        """Transaction ``txn`` with its sends and the reads at ``shown`` positions."""
+        row = self._txns.loc[txn]
+        sends = self._sends.get(txn, pd.DataFrame(columns=["item", "partition", "value", "offset"]))
+        reads = self._reads.get(txn, pd.DataFrame(columns=["item", "partition", "offset", "value"]))
+        wanted = set(shown)
+        end = None
+        if int(row["end_time"]) != MISSING:
+            end = {"f": "commit" if bool(row["committed_end"]) else "abort", "time": int(row["end_time"])}
+        return {
+            "index": int(txn),
+            "invoke_index": int(row["invoke_index"]),
+            "process": int(row["process"]),
+            "type": OP_TYPES[int(row["type"])],
+            "end": end,
+            "sends": [
+                {"item": int(i), "partition": int(p), "value": int(v), "offset": known(o)}
+                for i, p, v, o in zip(
+                    sends["item"], sends["partition"], sends["value"], sends["offset"], strict=True
+                )
+            ],
+            "reads": [
+                {"item": int(i), "partition": int(p), "offset": known(o), "value": int(v)}
+                for i, p, o, v in zip(
+                    reads["item"], reads["partition"], reads["offset"], reads["value"], strict=True
+                )
+                if (int(p), int(o), int(v)) in wanted
+            ],
+            "records_read": len(reads),
+        }
+
+
+def edge(kind: str, source: int, target: int, **why: Any) -> dict[str, Any]:
+    """One edge of a cycle as its example shows it (see the module docstring)."""
+    return {"kind": kind, "from": int(source), "to": int(target), **why}

@@ -1,0 +1,98 @@
+"""The transactional family's entries of the anomaly registry, as plain data.
+
+:mod:`checker.anomalies` turns each :class:`Entry` into its ``Anomaly`` of family ``transaction``
+and checks it on import like every other entry (its evidence, severity and conditions must be
+the registry's own words, :data:`checker.anomalies.EVIDENCE`, ``CONDITIONS``).  They live here,
+spelled as the registry's strings, because the registry module imports this one: the transactional
+checks are a package of their own and so are their entries.  Why each is an error, a warning or
+permitted where (the registry's tools):
+
+* **int-send-skip** and **G0** are *warnings*: Kafka's model allows them in every configuration
+  -- other producers' records and transaction markers land between one transaction's sends to a
+  partition, and Kafka orders no transaction's writes across partitions (two transactions may
+  write x and y in opposite orders; Jepsen's Kafka test allows G0 too).  A warning is reported
+  and never makes a run invalid; a condition (``permitted_by``) is for what a *configuration*
+  makes possible, and no configuration is needed here.
+* **int-nonmonotonic-send**, the ``-process`` / ``-realtime`` cycles, **G1c** and
+  **torn-transaction** are errors that data loss explains (``acknowledged data may vanish``, which
+  every loss rule permits): offsets handed out again put a later write below an earlier one, and a
+  committed transaction that loses some records is torn.  ``-process`` implies ``-realtime``: a
+  process's transactions follow each other in real time, so every process cycle has a realtime one.
+* **precommitted-read** is an error nothing permits: losing data does not make uncommitted
+  records visible to a ``read_committed`` consumer.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+_READS = ("history",)
+_DRAINED = ("history", "final drain")
+_LOSS = ("acknowledged data may vanish",)
+
+
+class Entry(NamedTuple):
+    """One registry entry's fields (see :class:`checker.anomalies.Anomaly`), family aside."""
+
+    name: str
+    doc: str
+    evidence: tuple[str, ...] = _READS
+    implies: tuple[str, ...] = ()
+    severity: str = "error"
+    permitted_by: tuple[str, ...] = ()
+
+
+ERRORS: Final[tuple[Entry, ...]] = (
+    Entry(
+        "precommitted-read",
+        "a `read_committed` read of a value whose transaction had not begun to commit (or its own write)",
+    ),
+    Entry(
+        "int-nonmonotonic-send",
+        "inside one committed transaction, a send at or below its previous send to the partition",
+        permitted_by=_LOSS,
+    ),
+    Entry(
+        "G1c",
+        "a cycle of ww and wr edges holding a wr: a transaction read a write ordered after its own",
+        permitted_by=_LOSS,
+    ),
+    Entry(
+        "G0-process",
+        "a cycle of ww and process edges: a process's later transaction wrote before its earlier one",
+        implies=("G0-realtime",),
+        permitted_by=_LOSS,
+    ),
+    Entry(
+        "G1c-process",
+        "a cycle of ww, wr and process edges holding a wr and a process edge",
+        implies=("G1c-realtime",),
+        permitted_by=_LOSS,
+    ),
+    Entry(
+        "G0-realtime",
+        "a cycle of ww and realtime edges: a transaction wrote before one that committed before it began",
+        permitted_by=_LOSS,
+    ),
+    Entry(
+        "G1c-realtime",
+        "a cycle of ww, wr and realtime edges holding a wr and a realtime edge",
+        permitted_by=_LOSS,
+    ),
+    Entry(
+        "torn-transaction",
+        "a committed transaction some of whose sends the complete final drain holds and some not",
+        _DRAINED,
+        permitted_by=_LOSS,
+    ),
+)
+"""The errors, in the order reports list them."""
+WARNINGS: Final[tuple[Entry, ...]] = (
+    Entry(
+        "int-send-skip",
+        "inside one committed transaction, a send more than one offset past its previous send to the partition",
+        severity="warning",
+    ),
+    Entry("G0", "a cycle of transactions by write-write (log order) edges alone", severity="warning"),
+)
+"""The warnings, listed after every error."""

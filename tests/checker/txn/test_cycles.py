@@ -1,0 +1,191 @@
+"""G0 and G1c and their -process / -realtime variants on hand-written histories (Elle's paper
+examples among them), planted and absent, with the cycle each example shows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checker.definitions import G0, G0_PROCESS, G0_REALTIME, G1C, G1C_PROCESS, G1C_REALTIME, TXN_CHECKS
+from tests.checker.txn.histories import History, check, poll, send
+
+ALL = frozenset(TXN_CHECKS)
+
+
+def found(history: History) -> dict[str, list[dict[str, Any]]]:
+    answer = check(history, ALL)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in answer.to_dict("records"):
+        out.setdefault(row["kind"], []).append({"total": row["total"], **json.loads(row["example"])})
+    return out
+
+
+def concurrent(history: History, *txns: tuple[int, list[dict[str, Any]]]) -> list[int]:
+    """Transactions all invoked before any completes: no realtime or process edge between them."""
+    for process, micro_ops in txns:
+        history.invoke(process, micro_ops)
+    return [history.complete(process) for process, _ in txns]
+
+
+def steps(example: dict[str, Any]) -> list[tuple[str, int, int]]:
+    return [(step["kind"], step["from"], step["to"]) for step in example["steps"]]
+
+
+def test_g0_two_writers_writing_x_and_y_in_opposite_orders() -> None:
+    """Elle's G0: T1 writes x then y, T2 writes y then x; the logs order T1 first in x, T2 first in y."""
+    history = History()
+    t1, t2 = concurrent(history, (0, [send(0, 1, 0), send(1, 2, 1)]), (1, [send(1, 3, 0), send(0, 4, 1)]))
+    anomalies = found(history)
+    assert set(anomalies) == {G0}
+    (example,) = anomalies[G0]
+    assert example["total"] == 1 and example["cycle"] == [t1, t2]
+    assert steps(example) == [("ww", t1, t2), ("ww", t2, t1)]
+    first = example["steps"][0]
+    assert (
+        first["partition"],
+        first["offset"],
+        first["value"],
+        first["next_offset"],
+        first["next_value"],
+    ) == (
+        0,
+        0,
+        1,
+        1,
+        4,
+    )
+    assert [t["index"] for t in example["txns"]] == [t1, t2]
+    assert example["txns"][0]["sends"] == [
+        {"item": 0, "partition": 0, "value": 1, "offset": 0},
+        {"item": 1, "partition": 1, "value": 2, "offset": 1},
+    ]
+
+
+def test_the_same_writes_in_one_order_are_no_cycle() -> None:
+    history = History()
+    concurrent(history, (0, [send(0, 1, 0), send(1, 2, 0)]), (1, [send(1, 3, 1), send(0, 4, 1)]))
+    assert found(history) == {}
+
+
+def test_g1c_by_a_wr_then_a_ww_edge() -> None:
+    """Elle's G1c: T2 reads T1's write of x, and its own write of y precedes T1's in y's log."""
+    history = History()
+    history.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
+    history.invoke(1, [poll((0, 0, 1)), send(1, 3, 0)])
+    t1 = history.complete(0)
+    t2 = history.complete(1)
+    anomalies = found(history)
+    assert set(anomalies) == {G1C}
+    (example,) = anomalies[G1C]
+    assert steps(example) == [("wr", t1, t2), ("ww", t2, t1)]
+    assert example["steps"][0] == {
+        "kind": "wr",
+        "from": t1,
+        "to": t2,
+        "partition": 0,
+        "value": 1,
+        "offset": 0,
+    }
+    reader = example["txns"][1]
+    assert reader["reads"] == [{"item": 0, "partition": 0, "offset": 0, "value": 1}]
+    assert reader["records_read"] == 1
+
+
+def test_ww_order_comes_from_reads_and_drains_too() -> None:
+    """No offsets acknowledged: the drain alone orders the writes (T1's x first, T2's y first)."""
+    history = History()
+    t1, t2 = concurrent(history, (0, [send(0, 1), send(1, 2)]), (1, [send(1, 3), send(0, 4)]))
+    history.drain(0, [(0, 1), (1, 4)])
+    history.drain(1, [(0, 3), (1, 2)])
+    assert steps(found(history)[G0][0]) == [("ww", t1, t2), ("ww", t2, t1)]
+
+
+def test_g0_process_a_process_writes_before_its_own_earlier_transaction() -> None:
+    history = History()
+    t1 = history.txn(0, [send(0, 1, 5)])
+    t2 = history.txn(0, [send(0, 2, 4)])
+    anomalies = found(history)
+    assert set(anomalies) == {G0_PROCESS, G0_REALTIME}
+    assert steps(anomalies[G0_PROCESS][0]) == [("process", t1, t2), ("ww", t2, t1)]
+    assert anomalies[G0_PROCESS][0]["steps"][0]["process"] == 0
+    assert steps(anomalies[G0_REALTIME][0]) == [("realtime", t1, t2), ("ww", t2, t1)]
+
+
+def test_g0_realtime_across_processes_and_not_when_they_overlap() -> None:
+    history = History()
+    t1 = history.txn(0, [send(0, 1, 5)])
+    t2 = history.txn(1, [send(0, 2, 4)])
+    anomalies = found(history)
+    assert set(anomalies) == {G0_REALTIME}
+    example = anomalies[G0_REALTIME][0]
+    assert example["steps"][0] == {
+        "kind": "realtime",
+        "from": t1,
+        "to": t2,
+        "completed": t1,
+        "invoked": t1 + 1,
+    }
+    overlapping = History()
+    concurrent(overlapping, (0, [send(0, 1, 5)]), (1, [send(0, 2, 4)]))
+    assert found(overlapping) == {}
+
+
+def test_g1c_process_and_realtime() -> None:
+    """T1 reads T2's write of x; process 0's next transaction T3 writes y before T2 does:
+    T2 -wr-> T1 -process-> T3 -ww-> T2.  Without the process edge there is no cycle."""
+    history = History()
+    history.invoke(1, [send(0, 1, 0), send(1, 6, 1)])
+    t1 = history.txn(0, [poll((0, 0, 1))])
+    t3 = history.txn(0, [send(1, 5, 0)])
+    t2 = history.complete(1, end_time=5)  # its commit began before T1's read completed
+    anomalies = found(history)
+    assert set(anomalies) == {G1C_PROCESS, G1C_REALTIME}
+    assert steps(anomalies[G1C_PROCESS][0]) == [("wr", t2, t1), ("process", t1, t3), ("ww", t3, t2)]
+    assert steps(anomalies[G1C_REALTIME][0]) == [("wr", t2, t1), ("realtime", t1, t3), ("ww", t3, t2)]
+
+
+def test_fail_and_unseen_info_transactions_take_no_part_and_seen_info_ones_do() -> None:
+    history = History()
+    history.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
+    history.invoke(1, [send(1, 3, 0), send(0, 4, 1)])
+    history.complete(0, "fail", "abort")
+    history.complete(1)
+    assert found(history) == {}
+    unseen = History()
+    unseen.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
+    unseen.invoke(1, [send(1, 3, 0), send(0, 4, 1)])
+    unseen.complete(0, "info", None)
+    unseen.complete(1)
+    assert found(unseen) == {}
+    seen = History()
+    seen.invoke(0, [send(0, 1), send(1, 2)])
+    seen.invoke(1, [send(1, 3, 0), send(0, 4, 1)])
+    seen.complete(0, "info", None)
+    seen.complete(1)
+    seen.drain(0, [(0, 1), (1, 4)])
+    seen.drain(1, [(0, 3), (1, 2)])
+    assert set(found(seen)) == {G0}
+
+
+def test_an_offset_seen_with_two_values_orders_nothing() -> None:
+    history = History()
+    concurrent(history, (0, [send(0, 1, 0), send(1, 2, 1)]), (1, [send(1, 3, 0), send(0, 4, 1)]))
+    history.drain(0, [(0, 5), (1, 4)])  # offset 0 of p0 holds 1 (ack) and 5 (drain): inconsistent
+    assert found(history) == {}
+
+
+def test_one_cycle_per_component_and_the_examples_in_index_order() -> None:
+    history = History()
+    pairs = []
+    for number in range(3):
+        base = 10 * number
+        pairs.append(
+            concurrent(
+                history,
+                (0, [send(base, 1 + base, 0), send(base + 1, 2 + base, 1)]),
+                (1, [send(base + 1, 3 + base, 0), send(base, 4 + base, 1)]),
+            )
+        )
+    answer = check(history, frozenset({G0}), limit=2)
+    assert answer["total"].tolist() == [3, 3]
+    assert answer["index"].tolist() == [pairs[0][0], pairs[1][0]]
