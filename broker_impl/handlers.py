@@ -255,7 +255,7 @@ class Handlers:
                 first, last = duplicate.base_offset, duplicate.last_offset
             else:
                 batch = bytearray(buffer[position : position + header.size])
-                first, last = partition.log.append_as_leader(batch, header, partition.leader_epoch)
+                first, last = partition.append_as_leader(batch, header)
             first_offset = first if first_offset < 0 else first_offset
             last_offset = max(last_offset, last)
         partition.data_appended.notify()

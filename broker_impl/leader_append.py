@@ -30,9 +30,7 @@ async def append_and_wait(
     if len(partition.isr) < min_insync:
         return wire.NOT_ENOUGH_REPLICAS, -1
     try:
-        first, last = partition.log.append_as_leader(
-            batch, records.parse_header(batch), partition.leader_epoch
-        )
+        first, last = partition.append_as_leader(batch, records.parse_header(batch))
     except OSError as error:
         logger.error("%s: append failed: %s", partition.name, error)
         return wire.KAFKA_STORAGE_ERROR, -1

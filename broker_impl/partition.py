@@ -39,6 +39,7 @@ from typing import Any
 
 from .events import NO_EVENTS, EventLog
 from .log import FlushPolicy, PartitionLog
+from .records import BatchHeader
 from .rules import SAFE_RULES, ReplicationRules
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,21 @@ class Partition:
         (:mod:`broker_impl.txn_index`); read_committed fetches stop here."""
         first_unstable = self.log.transactions.first_unstable_offset()
         return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
+    def append_as_leader(self, batch: bytearray, header: BatchHeader) -> tuple[int, int]:
+        """Append a batch as the leader in its current epoch: (first, last) offset.  A data batch
+        that opens a transaction is recorded (``txn-open``): until its marker the LSO stops there,
+        and the white-box checks hold every later LSO against it."""
+        first, last = self.log.append_as_leader(batch, header, self.leader_epoch)
+        opened = header.is_transactional and not header.is_control
+        if opened and self.events.enabled and self.log.transactions.open.get(header.producer_id) == first:
+            self._emit(
+                "txn-open",
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                first_offset=first,
+            )
+        return first, last
 
     # ---- role changes -------------------------------------------------------------------
 
@@ -276,6 +292,7 @@ class Partition:
                 pending_isr=self.pending_isr,
                 min_isr=self.rules.min_insync_replicas,
                 epoch_start=self._recorded_epoch_start(),
+                lso=self.last_stable_offset,
             )
         self.high_watermark_moved.notify()
         self._complete_ack_waiters()

@@ -209,3 +209,45 @@ def test_the_dump_shows_markers_producers_and_the_lso_only_when_asked(tmp_path: 
     assert summary["open_transactions"] == {"32": 3}
     assert summary["aborted_transactions"] == [[31, 0, 1]]
     assert summary["last_stable_offset"] == 0  # the HW checkpoint is absent: HW 0
+
+
+def test_a_leader_records_each_transaction_it_opens_and_the_lso_of_every_hw_move(tmp_path: Path) -> None:
+    """``txn-open`` once per transaction (not per batch), ``hw`` events carry the LSO: the
+    white-box checks hold every LSO against the open transactions' first offsets."""
+    from broker_impl.events import EventLog
+    from testbed.record.events import read_events
+
+    path = tmp_path / "events.jsonl"
+    replica = Partition(
+        "t",
+        0,
+        1,
+        tmp_path / "t-0",
+        1 << 20,
+        FlushPolicy(NEVER, NEVER),
+        0,
+        ReplicationRules(),
+        EventLog(path, 1),
+    )
+    replica.become_leader(1, 0, [1], [1])
+
+    def lead(batch: bytearray) -> int:
+        first, _ = replica.append_as_leader(batch, records.validate(batch))
+        replica.maybe_increment_high_watermark()
+        return first
+
+    def txn_batch(producer_id: int) -> bytearray:
+        sequence = _sequences.get(producer_id, 0)
+        _sequences[producer_id] = sequence + 1
+        return make_batch(
+            [b"v"], producer_id=producer_id, producer_epoch=0, base_sequence=sequence, transactional=True
+        )
+
+    lead(make_batch([b"plain"]))  # 0
+    lead(txn_batch(77))  # 1 opens 77's transaction
+    lead(txn_batch(77))  # 2 belongs to it
+    lead(build_marker_batch(Marker(77, 0, True, 0), 1))  # 3 commits it
+    opened = [e for e in read_events(path) if e["kind"] == "txn-open"]
+    assert [(e["producer_id"], e["producer_epoch"], e["first_offset"]) for e in opened] == [(77, 0, 1)]
+    moves = [(e["new_hw"], e["lso"]) for e in read_events(path) if e["kind"] == "hw"]
+    assert moves == [(1, 1), (2, 1), (3, 1), (4, 4)]
