@@ -30,7 +30,7 @@ from .group_records import OFFSETS_TOPIC
 from .partition import Partition
 from .records import CorruptBatch
 from .txn_records import TRANSACTION_STATE_TOPIC
-from .txn_verification import TxnVerifier
+from .txn_verification import TxnVerifier, record_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -250,6 +250,7 @@ class Handlers:
             if not error and duplicate is None and self.verifier and self.verifier.needed(partition, header):
                 error = await self.verifier.verify(transactional_id, header, topic, index)  # KIP-890 part 1
             if error:
+                record_refusal(partition, header, error)
                 return topic, index, error, -1, -1
             if duplicate is not None:
                 first, last = duplicate.base_offset, duplicate.last_offset

@@ -84,3 +84,34 @@ class TxnVerifier:
                     if entry.partition_error_code:
                         return int(entry.partition_error_code)
         return wire.NONE
+
+
+PRODUCER_REFUSALS: dict[int, str] = {
+    45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    47: "INVALID_PRODUCER_EPOCH",
+    48: "INVALID_TXN_STATE",
+    51: "CONCURRENT_TRANSACTIONS",
+    90: "PRODUCER_FENCED",
+}
+"""The refusals of a produce for its producer's state that are recorded (``producer-refused``):
+the idempotence rules' and the transaction verification's answers, by error code."""
+
+
+def record_refusal(partition: Partition, header: BatchHeader, error: int) -> None:
+    """Record a produce refused for its producer's state (``producer-refused``): fencing of an old
+    epoch and refused late transactional produces are the white-box side of KAFKA-14402 and of
+    producer fencing, which a client only sees as an error it may retry."""
+    name = PRODUCER_REFUSALS.get(error)
+    if name is None or not partition.events.enabled:
+        return
+    partition.events.emit(
+        "producer-refused",
+        topic=partition.topic,
+        partition=partition.index,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        error=name,
+        error_code=error,
+    )

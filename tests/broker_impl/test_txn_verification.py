@@ -23,6 +23,7 @@ import pytest
 from broker_impl import wire
 from broker_impl.localcluster import LocalCluster, _call
 from broker_impl.txn_state import INVALID_TXN_STATE, PRODUCER_FENCED, TxnMetadata, TxnState, verify_partition
+from testbed.record.events import read_events
 
 from .batch_builder import make_batch
 from .test_txn_clients import list_offset
@@ -111,11 +112,22 @@ def test_a_late_transactional_produce_hangs_the_lso_only_without_verification(
         late = produce(cluster, topic, batch(b"late", 1), transactional_id)  # the delayed retry
         assert produce(cluster, topic, make_batch([b"plain"]), None) == 0
         hw, lso = list_offset(cluster, topic, 0), list_offset(cluster, topic, 1)
+        found = [
+            e
+            for path in sorted(cluster.directory.glob("broker-*/**/broker-events.jsonl"))
+            for e in read_events(path)
+        ]
+        of_topic = [e for e in found if e.get("topic") == topic]
+        refused = [(e["error"], e["producer_id"]) for e in of_topic if e["kind"] == "producer-refused"]
+        opened = [e["first_offset"] for e in of_topic if e["kind"] == "txn-open"]
+        lsos = [e["lso"] for e in of_topic if e["kind"] == "hw" and e["role"] == "leader"]
         if verification == "true":
             assert late == INVALID_TXN_STATE
             assert lso == hw == 3
+            assert (refused, opened, lsos[-1]) == ([("INVALID_TXN_STATE", init.producer_id)], [0], 3)
         else:
             assert late == 0
             assert (hw, lso) == (4, 2)  # the late batch at 2 opened a transaction nothing ends
+            assert (refused, opened, lsos[-1]) == ([], [0, 2], 2)  # white-box: the open one holds the LSO
     finally:
         cluster.down()
