@@ -57,6 +57,8 @@ from checker.definitions import (
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts, groups, invariants, liveness, order
+from checker.txn import run as txn
+from checker.txn import tables as txn_tables
 from testbed.record.history import F_DRAIN, F_POLL, F_SEND, F_TXN_SEND, POLL_CODES, SEND_CODES
 
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
@@ -134,6 +136,12 @@ def _by_file(positions: candidates.Ints, sizes: list[int]) -> Iterator[tuple[int
             yield number, positions[low:high] - starts[number]
 
 
+def _history_rows(run: RunInput, rows: candidates.Ints, names: list[str]) -> pa.Table:
+    """Rows ``rows`` (positions) of one run's history, its dictionary columns kept encoded."""
+    dictionary = run_reads.DICTIONARY_COLUMNS
+    return run_reads.read_run_rows(run.history_path, run.history_slice, rows, names, dictionary)
+
+
 def _history_key(runs: list[RunInput]) -> tuple[str, ...]:
     """What names a pass's histories: each run's file, and its rows in it when the file is packed."""
     return tuple(f"{run.history_path}:{run.history_slice}" for run in runs)
@@ -143,7 +151,7 @@ class PandasEngine:
     """Loads each pass's histories once and answers the engine questions from memory."""
 
     name = "pandas"
-    implements: frozenset[str] = frozenset().union(
+    implements: frozenset[str] = txn.IMPLEMENTS.union(
         IMPLEMENTS, order.IMPLEMENTS, groups.IMPLEMENTS, invariants.IMPLEMENTS, liveness.IMPLEMENTS
     )
     """Every registry entry, each flagged by one module of this engine (its ``IMPLEMENTS``)."""
@@ -176,21 +184,8 @@ class PandasEngine:
             ]
 
             def read_rows(names: list[str], positions: candidates.Ints) -> pa.Table:
-                asked = list(_by_file(positions, sizes)) or [
-                    (0, positions[:0])
-                ]  # none: types from one footer
-                return pa.concat_tables(
-                    [
-                        run_reads.read_run_rows(
-                            runs[number].history_path,
-                            runs[number].history_slice,
-                            rows,
-                            names,
-                            run_reads.DICTIONARY_COLUMNS,
-                        )
-                        for number, rows in asked
-                    ]
-                )
+                asked = list(_by_file(positions, sizes)) or [(0, positions[:0])]  # none: one footer's types
+                return pa.concat_tables([_history_rows(runs[number], rows, names) for number, rows in asked])
 
             self._history = {key: candidates.Columns(read, read_rows)}
             self._history_sizes = {key: sizes}
@@ -409,6 +404,14 @@ class PandasEngine:
     def invariant_anomalies(self, runs: list[RunInput], checks: frozenset[str], limit: int) -> pd.DataFrame:
         """The white-box checks (:mod:`checker.pandas.invariants`): small tables, read per question."""
         return invariants.pass_anomalies(runs, checks, limit)
+
+    def txn_anomalies(
+        self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
+    ) -> pd.DataFrame:
+        """The transactional checks (:mod:`checker.txn`), run per run on the rows they read."""
+        is_input = np.isin(self._columns(runs).ints("f"), txn_tables.INPUT_FS)
+        rows = self._rows(runs, is_input, list(txn_tables.INPUT_COLUMNS))
+        return txn.pass_anomalies(rows, txn.pass_settings(runs, complete), checks, limit)
 
     def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
         """The liveness figures (:mod:`checker.pandas.liveness`) on the sends and poll records."""

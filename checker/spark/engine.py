@@ -12,7 +12,10 @@ Each check is one grouped aggregation on integer keys, written with the DataFram
 * windows per (run, process, partition) and (run, partition) answer the order checks
   (:mod:`checker.spark.order`): poll-skip, nonmonotonic-poll and their ``int-`` variants,
   stale-read, nonmonotonic-send and realtime-order -- and, for runs with a consumer group,
-  the group checks (:mod:`checker.spark.groups`).
+  the group checks (:mod:`checker.spark.groups`);
+* ``groupBy(run_id).applyInPandas`` answers the transactional checks (:mod:`checker.txn`, the
+  one implementation both engines run): the only Python on the rows, since a dependency graph's
+  cycles are a search, not an aggregation -- and a run's transactions fit one worker.
 
 Only the columns a question needs are read (Parquet column pruning), literal filters are
 pushed into the Parquet reader, and each answer is reduced to ``limit`` example rows per
@@ -60,6 +63,8 @@ from checker.spark import groups, invariants, liveness, replicas, small_counts, 
 from checker.spark import order as order_checks
 from checker.spark.inputs import SparkInputs, history_file, replica_file
 from checker.spark.order import poll_order, send_order
+from checker.txn import run as txn
+from checker.txn import tables as txn_tables
 from testbed.record.history import F_DRAIN, F_OTHER, HISTORY_SCHEMA, POLL_CODES, SEND_CODES
 from testbed.record.replicas import REPLICAS_SCHEMA
 
@@ -99,6 +104,7 @@ class SparkEngine:
         replicas.IMPLEMENTS,
         invariants.IMPLEMENTS,
         liveness.IMPLEMENTS,
+        txn.IMPLEMENTS,
     )
     """Every registry entry, each flagged by one module of this engine (its ``IMPLEMENTS``)."""
     concurrent = True
@@ -382,6 +388,20 @@ class SparkEngine:
         return invariants.pass_anomalies(
             self.spark, runs, self._replicas(dumped) if dumped else None, checks, limit
         )
+
+    def txn_anomalies(
+        self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
+    ) -> pd.DataFrame:
+        """The transactional checks (:mod:`checker.txn`) in one job: each run's rows, grouped by
+        ``run_id``, go to one call of the package's own function (``applyInPandas``; DataFrame API
+        only, so Spark Connect serves it too), which answers that run's examples and totals."""
+        rows = (
+            self._history(runs)
+            .where(F.col("f").isin(list(txn_tables.INPUT_FS)))
+            .select(*txn_tables.INPUT_COLUMNS)
+        )
+        per_run = txn.spark_function(txn.pass_settings(runs, complete), checks, limit)
+        return txn.ordered(_collect(rows.groupBy("run_id").applyInPandas(per_run, txn.OUTPUT_DDL)))
 
     def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:
         """The liveness figures in one job (:mod:`checker.spark.liveness`), fault tables broadcast."""

@@ -20,7 +20,14 @@ from typing import Any, Final
 
 import pandas as pd
 
-from checker.definitions import INT_NONMONOTONIC_SEND, INT_SEND_SKIP, PRECOMMITTED_READ, TORN_TRANSACTION
+from checker.definitions import (
+    INT_NONMONOTONIC_SEND,
+    INT_SEND_SKIP,
+    PRECOMMITTED_READ,
+    TORN_TRANSACTION,
+    TXN_CHECKS,
+)
+from checker.evidence import RunInput
 from checker.txn import checks as single
 from checker.txn.cycles import cycle_findings
 from checker.txn.examples import Views
@@ -31,6 +38,8 @@ OUTPUT_COLUMNS: Final[tuple[str, ...]] = ("run_id", "kind", "total", "index", "p
 OUTPUT_DDL: Final = "run_id long, kind string, total long, index long, partition long, example string"
 """:data:`OUTPUT_COLUMNS` as Spark's ``applyInPandas`` wants the schema."""
 READ_COMMITTED: Final = "read_committed"
+IMPLEMENTS: Final[frozenset[str]] = frozenset(TXN_CHECKS)
+"""The registry entries this package flags, for both engines' ``implements``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,6 +57,11 @@ def settings_for(spec: Mapping[str, Any], complete: pd.DataFrame, run_id: int) -
     isolation = str((spec.get("workload") or {}).get("isolation", READ_COMMITTED))
     mine = complete[(complete["run_id"] == run_id) & complete["complete"].astype(bool)]
     return RunSettings(isolation == READ_COMMITTED, frozenset(int(p) for p in mine["partition"]))
+
+
+def pass_settings(runs: list[RunInput], complete: pd.DataFrame) -> dict[int, RunSettings]:
+    """Every run's settings, by its history's ``run_id``."""
+    return {run.history_run_id: settings_for(run.spec, complete, run.history_run_id) for run in runs}
 
 
 def _empty() -> pd.DataFrame:
@@ -112,9 +126,10 @@ def pass_anomalies(
 
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
-    """An answer in the order both engines return it: run, kind, then the examples' order."""
+    """An answer in the order and dtypes both engines return it: run, kind, then the examples' order."""
     keys = ["run_id", "kind", "index", "partition"]
-    return frame.sort_values(keys, na_position="first", kind="stable", ignore_index=True)
+    frame = frame.astype({"run_id": "int64", "total": "int64", "index": "int64", "partition": "Int64"})
+    return frame.sort_values(keys, na_position="first", kind="stable", ignore_index=True)[list(OUTPUT_COLUMNS)]
 
 
 def spark_function(
