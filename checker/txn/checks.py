@@ -2,14 +2,19 @@
 ``int-`` send checks and torn-transaction (definitions: :mod:`checker.definitions`).
 
 Each returns :class:`Finding` s: the anomaly, the sort key of its example (``index``, then
-``partition``) and the example itself (:mod:`checker.txn.examples`).
+``partition``) and how to build the example (:mod:`checker.txn.examples`) -- built only for the
+findings shown: a run may hold thousands of int-send-skips, and each example reads its
+transactions' rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from checker.definitions import INT_NONMONOTONIC_SEND, INT_SEND_SKIP, PRECOMMITTED_READ, TORN_TRANSACTION
 from checker.txn.examples import Views, known
@@ -20,23 +25,17 @@ from testbed.record.history import F_TXN_POLL
 @dataclasses.dataclass(frozen=True, slots=True)
 class Finding:
     """One counted anomaly: ``kind``, its example's sort key (``index``, ``partition``: ascending,
-    :data:`MISSING` first) and the example."""
+    :data:`MISSING` first) and the function that builds its example."""
 
     kind: str
     index: int
     partition: int
-    example: dict[str, Any]
+    example: Callable[[], dict[str, Any]]
 
 
-def writers(tables: RunTables) -> dict[tuple[int, int], int]:
-    """(partition, value) -> the transaction that sent it (the first, should two have)."""
-    found: dict[tuple[int, int], int] = {}
-    sends = tables.sends
-    for txn, p, v in zip(
-        sends["txn"].tolist(), sends["partition"].tolist(), sends["value"].tolist(), strict=True
-    ):
-        found.setdefault((p, v), txn)
-    return found
+def writer_frame(tables: RunTables) -> pd.DataFrame:
+    """``partition, value, txn``: who sent each value (the first transaction, should two have)."""
+    return tables.sends[["partition", "value", "txn"]].drop_duplicates(["partition", "value"])
 
 
 def precommitted_reads(tables: RunTables, views: Views) -> list[Finding]:
@@ -45,79 +44,87 @@ def precommitted_reads(tables: RunTables, views: Views) -> list[Finding]:
     Only writers whose end micro-op is a commit, or who have none (then their invoke time is the
     bound): a read of an aborted transaction's value is G1a, the value family's.
     """
-    txns = tables.txns.set_index("txn")
-    end_time, committed = txns["end_time"].to_dict(), txns["committed_end"].to_dict()
-    invoked, kind = txns["invoke_time"].to_dict(), txns["type"].to_dict()
-    writer_of = writers(tables)
-    reads = tables.reads[tables.reads["f"] == F_TXN_POLL]
-    found: dict[tuple[int, int, int], Finding] = {}
-    columns = [reads[c].tolist() for c in ("index", "time", "partition", "offset", "value")]
-    for reader, time, p, offset, v in zip(*columns, strict=True):
-        writer = writer_of.get((p, v))
-        if writer is None or writer not in kind or (reader, p, v) in found:
-            continue
-        own = writer == reader
-        ended = end_time[writer] != MISSING
-        if ended and not committed[writer]:
-            continue  # aborted: G1a
-        bound = end_time[writer] if ended else invoked[writer]
-        if not (own or time < bound):
-            continue
-        example = {
-            "partition": p,
-            "offset": known(offset),
-            "value": v,
-            "own_write": own,
-            "read_completed": time,
-            "commit_began": end_time[writer] if ended else None,
-            "writer_invoked": invoked[writer],
-            "reader": views.txn(reader, [(p, offset, v)]),
-            "writer": views.txn(writer),
+    txns = tables.txns[["txn", "end_time", "committed_end", "invoke_time"]]
+    reads = tables.reads[tables.reads["f"] == F_TXN_POLL].drop_duplicates(["index", "partition", "value"])
+    read = reads.merge(writer_frame(tables), on=["partition", "value"]).merge(txns, on="txn")
+    ended = read["end_time"].to_numpy() != MISSING
+    bound = np.where(ended, read["end_time"].to_numpy(), read["invoke_time"].to_numpy())
+    own = read["txn"].to_numpy() == read["index"].to_numpy()
+    flagged = (own | (read["time"].to_numpy() < bound)) & ~(ended & ~read["committed_end"].to_numpy(bool))
+    findings = []
+    for row in read[flagged].to_dict("records"):
+        facts = {
+            "partition": row["partition"],
+            "offset": known(row["offset"]),
+            "value": row["value"],
+            "own_write": row["txn"] == row["index"],
+            "read_completed": row["time"],
+            "commit_began": known(row["end_time"]),
+            "writer_invoked": row["invoke_time"],
         }
-        found[(reader, p, v)] = Finding(PRECOMMITTED_READ, reader, p, example)
-    return list(found.values())
+
+        def example(
+            facts: dict[str, Any] = facts, reader: int = row["index"], writer: int = row["txn"]
+        ) -> dict[str, Any]:
+            position = (
+                facts["partition"],
+                MISSING if facts["offset"] is None else facts["offset"],
+                facts["value"],
+            )
+            return {**facts, "reader": views.txn(reader, [position]), "writer": views.txn(writer)}
+
+        findings.append(Finding(PRECOMMITTED_READ, int(row["index"]), int(row["partition"]), example))
+    return findings
 
 
 def int_sends(tables: RunTables, views: Views) -> list[Finding]:
     """Consecutive sends of one committed transaction to one partition, both offsets known, that
     are not one apart: more is an int-send-skip, less an int-nonmonotonic-send."""
-    committed = set(tables.txns.loc[tables.txns["must_commit"], "txn"].tolist())
+    committed = tables.txns.loc[tables.txns["must_commit"], "txn"].to_numpy()
+    sends = tables.sends[np.isin(tables.sends["txn"].to_numpy(), committed)]
+    sends = sends.sort_values(["txn", "partition", "item"], kind="stable")
+    txn, p, o, v = (sends[c].to_numpy() for c in ("txn", "partition", "offset", "value"))
+    pair = (txn[1:] == txn[:-1]) & (p[1:] == p[:-1]) & (o[1:] >= 0) & (o[:-1] >= 0) & (o[1:] - o[:-1] != 1)
     findings = []
-    sends = tables.sends[tables.sends["txn"].isin(committed)]
-    for (txn, p), rows in sends.groupby(["txn", "partition"], sort=True):
-        offsets, values = rows["offset"].tolist(), rows["value"].tolist()
-        for number in range(1, len(offsets)):
-            before, after = offsets[number - 1], offsets[number]
-            if before < 0 or after < 0 or after - before == 1:
-                continue
-            kind = INT_SEND_SKIP if after - before > 1 else INT_NONMONOTONIC_SEND
-            example = {
-                "partition": int(p),
-                "prev_offset": int(before),
-                "offset": int(after),
-                "prev_value": int(values[number - 1]),
-                "value": int(values[number]),
-                "txn": views.txn(int(txn)),
-            }
-            findings.append(Finding(kind, int(txn), int(p), example))
+    for at in np.flatnonzero(pair).tolist():
+        kind = INT_SEND_SKIP if o[at + 1] - o[at] > 1 else INT_NONMONOTONIC_SEND
+        facts = {
+            "partition": int(p[at]),
+            "prev_offset": int(o[at]),
+            "offset": int(o[at + 1]),
+            "prev_value": int(v[at]),
+            "value": int(v[at + 1]),
+        }
+
+        def example(facts: dict[str, Any] = facts, txn: int = int(txn[at])) -> dict[str, Any]:
+            return {**facts, "txn": views.txn(txn)}
+
+        findings.append(Finding(kind, int(txn[at]), int(p[at]), example))
     return findings
 
 
 def torn_transactions(tables: RunTables, views: Views, complete: Collection[int]) -> list[Finding]:
     """Committed transactions some of whose sends (to partitions with a complete final drain) the
     drain returned and some not."""
-    committed = set(tables.txns.loc[tables.txns["must_commit"], "txn"].tolist())
-    sends = tables.sends[tables.sends["txn"].isin(committed) & tables.sends["partition"].isin(list(complete))]
+    committed = tables.txns.loc[tables.txns["must_commit"], "txn"].to_numpy()
+    sends = tables.sends[
+        np.isin(tables.sends["txn"].to_numpy(), committed) & tables.sends["partition"].isin(list(complete))
+    ]
+    drained = [pair in tables.drained for pair in zip(sends["partition"], sends["value"], strict=True)]
+    sends = sends.assign(drained=drained)
+    split = sends.groupby("txn", sort=True)["drained"].agg(["any", "all"])
+    torn = sends[sends["txn"].isin(split.index[split["any"] & ~split["all"]])]
     findings = []
-    for txn, rows in sends.groupby("txn", sort=True):
-        pairs = list(zip(rows["partition"].tolist(), rows["value"].tolist(), strict=True))
-        kept = [pair for pair in pairs if pair in tables.drained]
-        lost = [pair for pair in pairs if pair not in tables.drained]
-        if kept and lost:
-            example = {
-                "drained": [{"partition": p, "value": v} for p, v in kept],
-                "missing": [{"partition": p, "value": v} for p, v in lost],
-                "txn": views.txn(int(txn)),
-            }
-            findings.append(Finding(TORN_TRANSACTION, int(txn), lost[0][0], example))
+    for txn, rows in torn.groupby("txn", sort=True):
+        pairs = [
+            {"partition": int(p), "value": int(v)}
+            for p, v in zip(rows["partition"], rows["value"], strict=True)
+        ]
+        kept = [pair for pair, here in zip(pairs, rows["drained"], strict=True) if here]
+        lost = [pair for pair, here in zip(pairs, rows["drained"], strict=True) if not here]
+
+        def example(txn: int = int(txn), kept: list[Any] = kept, lost: list[Any] = lost) -> dict[str, Any]:
+            return {"drained": kept, "missing": lost, "txn": views.txn(txn)}
+
+        findings.append(Finding(TORN_TRANSACTION, int(txn), lost[0]["partition"], example))
     return findings

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from checker.txn.tables import MISSING, RunTables
 from testbed.record.history import F_TXN_POLL
@@ -40,15 +40,18 @@ class Views:
 
     def __init__(self, tables: RunTables) -> None:
         self._txns = tables.txns.set_index("txn", drop=False)
-        self._sends = {txn: rows for txn, rows in tables.sends.groupby("txn", sort=False)}
-        polls = tables.reads[tables.reads["f"] == F_TXN_POLL]
-        self._reads = {index: rows for index, rows in polls.groupby("index", sort=False)}
+        self._sends = tables.sends  # sorted by (txn, item)
+        self._reads = tables.reads[tables.reads["f"] == F_TXN_POLL]  # in history order: by index
+        self._send_txn = self._sends["txn"].to_numpy()
+        self._read_txn = self._reads["index"].to_numpy()
 
     def txn(self, txn: int, shown: Iterable[Position] = ()) -> dict[str, Any]:
         """Transaction ``txn`` with its sends and the reads at ``shown`` positions."""
         row = self._txns.loc[txn]
-        sends = self._sends.get(txn, pd.DataFrame(columns=["item", "partition", "value", "offset"]))
-        reads = self._reads.get(txn, pd.DataFrame(columns=["item", "partition", "offset", "value"]))
+        low, high = np.searchsorted(self._send_txn, [txn, txn + 1])
+        sends = self._sends.iloc[low:high]
+        low, high = np.searchsorted(self._read_txn, [txn, txn + 1])
+        reads = self._reads.iloc[low:high]
         wanted = set(shown)
         end = None
         if int(row["end_time"]) != MISSING:

@@ -72,7 +72,7 @@ def _adjacency(n: int, src: Sequence[int], dst: Sequence[int], edges: Sequence[i
     return out
 
 
-def strongly_connected(n: int, out: list[list[int]], dst: Sequence[int]) -> list[int]:
+def strongly_connected(n: int, out: list[list[int]], dst: Sequence[int] | Mapping[int, int]) -> list[int]:
     """Tarjan's algorithm without recursion: per node, its component's number (-1: a node alone,
     not on any cycle).  ``out[v]`` lists the edge positions leaving v, ``dst[e]`` an edge's head."""
     index = [-1] * n
@@ -196,30 +196,36 @@ def _component_cycle(
 
 def _spec_cycles(
     spec: CycleSpec,
-    n: int,
     candidates: list[int],
     arrays: tuple[Sequence[int], Sequence[int], Sequence[int]],
 ) -> list[Cycle]:
-    """One cycle of ``spec`` per component of its allowed edges among ``candidates`` that has one."""
+    """One cycle of ``spec`` per component of its allowed edges among ``candidates`` that has one.
+
+    Tarjan runs over the candidates' endpoints only, numbered afresh: they are the few nodes of
+    the union's components, not the run's every transaction."""
     src, dst, kind = arrays
     edges = [e for e in candidates if kind[e] in spec.allowed]
-    out = _adjacency(n, src, dst, edges)
-    component = strongly_connected(n, out, dst)
-    inside: dict[int, list[int]] = {}
+    nodes = sorted({src[e] for e in edges} | {dst[e] for e in edges})
+    local = {v: number for number, v in enumerate(nodes)}
+    out: list[list[int]] = [[] for _ in nodes]
     for e in edges:
-        c = component[src[e]]
-        if c != -1 and c == component[dst[e]]:
-            inside.setdefault(c, []).append(e)
+        out[local[src[e]]].append(e)
+    component = strongly_connected(len(nodes), out, {e: local[dst[e]] for e in edges})
+    inside: dict[int, list[int]] = {}
     members: dict[int, list[int]] = {}
-    for v, c in enumerate(component):
-        if c != -1:
-            members.setdefault(c, []).append(v)
+    for e in edges:
+        c = component[local[src[e]]]
+        if c != -1 and c == component[local[dst[e]]]:
+            inside.setdefault(c, []).append(e)
+    for v in nodes:
+        if component[local[v]] != -1:
+            members.setdefault(component[local[v]], []).append(v)
     found = []
     for c in sorted(inside, key=lambda c: min(members[c])):
-        local: dict[int, list[int]] = {}
+        adjacency: dict[int, list[int]] = {}
         for e in inside[c]:
-            local.setdefault(src[e], []).append(e)
-        cycle = _component_cycle(spec, members[c], inside[c], arrays, local)
+            adjacency.setdefault(src[e], []).append(e)
+        cycle = _component_cycle(spec, members[c], inside[c], arrays, adjacency)
         if cycle is not None:
             found.append(Cycle(spec.name, cycle))
     return found
@@ -237,4 +243,4 @@ def find_cycles(
     candidates = [e for e in every if union[src[e]] != -1 and union[src[e]] == union[dst[e]]]
     if not candidates:
         return []
-    return [cycle for spec in specs for cycle in _spec_cycles(spec, n, candidates, arrays)]
+    return [cycle for spec in specs for cycle in _spec_cycles(spec, candidates, arrays)]

@@ -105,7 +105,7 @@ def _answer(run_id: int, findings: list[single.Finding], limit: int) -> pd.DataF
         ordered = sorted(by_kind[kind], key=lambda f: (f.index, f.partition))
         for finding in ordered[:limit]:
             partition = None if finding.partition == MISSING else finding.partition
-            example = json.dumps(finding.example, sort_keys=True)
+            example = json.dumps(finding.example(), sort_keys=True)
             records.append((run_id, kind, len(ordered), finding.index, partition, example))
     if not records:
         return _empty()
@@ -129,7 +129,9 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
     """An answer in the order and dtypes both engines return it: run, kind, then the examples' order."""
     keys = ["run_id", "kind", "index", "partition"]
     frame = frame.astype({"run_id": "int64", "total": "int64", "index": "int64", "partition": "Int64"})
-    return frame.sort_values(keys, na_position="first", kind="stable", ignore_index=True)[list(OUTPUT_COLUMNS)]
+    return frame.sort_values(keys, na_position="first", kind="stable", ignore_index=True)[
+        list(OUTPUT_COLUMNS)
+    ]
 
 
 def spark_function(
