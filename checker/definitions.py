@@ -269,7 +269,7 @@ applicable*.  Terms:
   T1 -> T2 when T2 wrote the next known position after T1's in a partition (positions of no
   transaction skipped); **wr** T1 -> T2 when T2 read a value T1 sent; **process** between a
   process's successive transactions; **realtime** T1 -> T2 when T1 completed before T2 was
-  invoked -- Elle's transitive reduction, about (concurrency) edges per transaction, not n^2.
+  invoked -- through a chain of completion time points, three edges per transaction, not n^2.
 * A cycle counts once per strongly connected component (of its anomaly's edge kinds) holding
   one; the example is the shortest found, its transactions with their micro-ops and its edges.
 

@@ -118,7 +118,8 @@ def answers(engine: Any, runs: list[RunInput]) -> pd.DataFrame:
     status = drains[["run_id", "partition", "complete"]].astype({"partition": "int64"})
     complete = complete.merge(status, on=["run_id", "partition"], how="left")
     complete["complete"] = complete["complete"].fillna(False).astype(bool)
-    return engine.txn_anomalies(runs, complete, frozenset(TXN_CHECKS), DEFAULT_EXAMPLE_LIMIT)  # type: ignore[no-any-return]
+    found: pd.DataFrame = engine.txn_anomalies(runs, complete, frozenset(TXN_CHECKS), DEFAULT_EXAMPLE_LIMIT)
+    return found
 
 
 def totals(answer: pd.DataFrame, run: RunInput) -> dict[str, int]:
