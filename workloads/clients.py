@@ -251,7 +251,11 @@ class ConfluentProducer:
         return int(outcome["offset"])
 
     def close(self) -> None:
-        self._producer.flush(2)
+        """Never raises (as :meth:`KafkaPythonProducer.close`): a flush of a producer in a fatal
+        state -- a transactional one fenced, or whose transaction could not end -- raises that
+        error from the delivery poll, and every outcome is recorded by then."""
+        with contextlib.suppress(Exception):
+            self._producer.flush(2)
 
 
 class ConfluentConsumer:

@@ -59,7 +59,7 @@ MAX_MICRO_OPS = 4
 """The txn op format's limit on micro-ops per op (``txn_max_ops`` may not exceed it)."""
 SEND_P = 0.6
 """Probability that a drawn micro-op is a send (else a poll): most transactions write something."""
-POLL_TIMEOUT = 0.1
+POLL_TIMEOUT = 0.02
 """Seconds a poll micro-op waits for records: short, it holds the transaction open."""
 RETRY_WAIT = 0.5
 """Seconds between attempts to make a producer while none can be made (the cluster is down)."""
