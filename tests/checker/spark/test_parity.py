@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from checker.pandas.engine import PandasEngine
 from checker.spark.engine import SparkEngine
 from tests.checker.strategies import plans
 from tests.checker.synthetic import Plan, write_run
+from tests.checker.txn import runs as txn_runs
 
 pytestmark = pytest.mark.spark
 
@@ -116,3 +118,24 @@ def test_copied_run_directories_are_checked_apart(tmp_path: Path, spark: Any) ->
         check_pass(SparkEngine(spark), group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0] for group in passes
     ]
     assert [r["anomalies"]["lost-write"]["count"] for r in results] == [1, 1]
+
+
+@pytest.mark.parametrize("bucketed", [False, True], ids=["plain-files", "bucketed-table"])
+def test_transactional_runs_answer_as_pandas_in_one_pass(tmp_path: Path, spark: Any, bucketed: bool) -> None:
+    """The transactional family (:mod:`checker.txn`) through ``applyInPandas``: every case of
+    :mod:`tests.checker.txn.runs` in one Spark pass gives the pandas engine's answer, frame for
+    frame, with the planted totals -- and results.json is byte-equal for the whole run."""
+    runs = txn_runs.write_cases(tmp_path)
+    engine = SparkEngine(spark, bucketed=bucketed)
+    engine.small_runs_in_spark = True
+    try:
+        from_spark = txn_runs.answers(engine, runs)
+        spark_results = check_pass(engine, runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+    finally:
+        engine.close()
+    from_pandas = txn_runs.answers(PandasEngine(), runs)
+    pd.testing.assert_frame_equal(from_spark, from_pandas)
+    for run, (name, (_, expected)), result in zip(runs, txn_runs.CASES.items(), spark_results, strict=True):
+        assert txn_runs.totals(from_spark, run) == expected, name
+        alone = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        assert canonical(result) == canonical(alone), name

@@ -1,0 +1,75 @@
+"""The transactional family's registry entries: data from :mod:`checker.txn.registry`, checked on
+import like every entry; warnings where Kafka allows the anomaly, permits where data loss explains
+it, and reports that fold each consequence under its cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from checker.anomalies import ANOMALIES, BY_NAME, TXN, WARNING, Anomaly, _check_registry
+from checker.anomaly_order import causes_first
+from checker.definitions import TXN_CHECKS, WARNINGS, severity
+from checker.expectations import applicable_rules, expectation
+from checker.pandas.engine import PandasEngine
+from checker.spark.engine import SparkEngine
+
+EXPECTED = (
+    "precommitted-read",
+    "int-nonmonotonic-send",
+    "G1c",
+    "G0-process",
+    "G1c-process",
+    "G0-realtime",
+    "G1c-realtime",
+    "torn-transaction",
+    "int-send-skip",
+    "G0",
+)
+
+
+def test_the_family_is_its_ten_entries_errors_before_warnings() -> None:
+    assert TXN_CHECKS == EXPECTED
+    assert {BY_NAME[name].family for name in EXPECTED} == {TXN}
+    assert {"int-send-skip", "G0"} <= WARNINGS
+    assert [severity(name) for name in EXPECTED].count(WARNING) == 2
+    assert PandasEngine.implements >= set(EXPECTED) and SparkEngine.implements >= set(EXPECTED)
+
+
+@pytest.mark.parametrize(
+    ("config", "acks", "permitted"),
+    [
+        ({}, "all", set()),
+        (
+            {"unclean.leader.election.enable": "true"},
+            "all",
+            set(EXPECTED) - {"precommitted-read", "int-send-skip", "G0"},
+        ),
+        ({}, "1", set(EXPECTED) - {"precommitted-read", "int-send-skip", "G0"}),
+    ],
+)
+def test_data_loss_permits_the_errors_it_explains_and_nothing_permits_precommitted_reads(
+    config: dict[str, str], acks: str, permitted: set[str]
+) -> None:
+    rules = applicable_rules({"workload": {"acks": acks}, "broker_config": config, "nemesis": {"faults": []}})
+    assert {name for name in EXPECTED if expectation(name, rules)[0]} == permitted
+
+
+def test_reports_fold_consequences_under_their_causes() -> None:
+    placed = causes_first(
+        ["G0-realtime", "torn-transaction", "G0-process", "lost-write", "G0"], warnings=["G0"]
+    )
+    assert [(p.name, p.depth, p.parent) for p in placed] == [
+        ("lost-write", 0, None),
+        ("torn-transaction", 1, "lost-write"),
+        ("G0-process", 0, None),
+        ("G0-realtime", 1, "G0-process"),
+        ("G0", 0, None),
+    ]
+
+
+def test_an_entry_with_unknown_evidence_breaks_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = Anomaly("broken", TXN, "one line", ("a hunch",))
+    monkeypatch.setattr("checker.anomalies.ANOMALIES", (*ANOMALIES, broken))
+    monkeypatch.setattr("checker.anomalies.BY_NAME", {**BY_NAME, "broken": broken})
+    with pytest.raises(ValueError, match="registry entry broken"):
+        _check_registry()
