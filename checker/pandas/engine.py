@@ -409,7 +409,7 @@ class PandasEngine:
         self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
     ) -> pd.DataFrame:
         """The transactional checks (:mod:`checker.txn`), run per run on the rows they read."""
-        is_input = np.isin(self._columns(runs).ints("f"), txn_tables.INPUT_FS)
+        is_input = txn.input_mask(self._columns(runs).ints("f"), self._columns(runs).ints("run_id"))
         rows = self._rows(runs, is_input, list(txn_tables.INPUT_COLUMNS))
         return txn.pass_anomalies(rows, txn.pass_settings(runs, complete), checks, limit)
 

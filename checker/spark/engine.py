@@ -65,7 +65,7 @@ from checker.spark.inputs import SparkInputs, history_file, replica_file
 from checker.spark.order import poll_order, send_order
 from checker.txn import run as txn
 from checker.txn import tables as txn_tables
-from testbed.record.history import F_DRAIN, F_OTHER, HISTORY_SCHEMA, POLL_CODES, SEND_CODES
+from testbed.record.history import F_DRAIN, F_OTHER, F_TXN, HISTORY_SCHEMA, POLL_CODES, SEND_CODES
 from testbed.record.replicas import REPLICAS_SCHEMA
 
 IMPLEMENTS: Final[frozenset[str]] = values.IMPLEMENTS | {INCONSISTENT_OFFSETS}
@@ -395,11 +395,14 @@ class SparkEngine:
         """The transactional checks (:mod:`checker.txn`) in one job: each run's rows, grouped by
         ``run_id``, go to one call of the package's own function (``applyInPandas``; DataFrame API
         only, so Spark Connect serves it too), which answers that run's examples and totals."""
-        rows = (
-            self._history(runs)
-            .where(F.col("f").isin(list(txn_tables.INPUT_FS)))
-            .select(*txn_tables.INPUT_COLUMNS)
-        )
+        history = self._history(runs)
+        with_txns = [
+            row[0] for row in history.where(F.col("f") == F_TXN).select("run_id").distinct().collect()
+        ]
+        if not with_txns:  # a pass of plain runs: no job over its polls and drains
+            return txn.empty_answer()
+        rows = history.where(F.col("f").isin(list(txn_tables.INPUT_FS)) & F.col("run_id").isin(with_txns))
+        rows = rows.select(*txn_tables.INPUT_COLUMNS)
         per_run = txn.spark_function(txn.pass_settings(runs, complete), checks, limit)
         return txn.ordered(_collect(rows.groupBy("run_id").applyInPandas(per_run, txn.OUTPUT_DDL)))
 

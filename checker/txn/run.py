@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import numpy as np
 import pandas as pd
 
 from checker.definitions import (
@@ -31,7 +32,8 @@ from checker.evidence import RunInput
 from checker.txn import checks as single
 from checker.txn.cycles import cycle_findings
 from checker.txn.examples import Views
-from checker.txn.tables import MISSING, build, normalized
+from checker.txn.tables import INPUT_FS, MISSING, build, normalized
+from testbed.record.history import F_TXN
 
 OUTPUT_COLUMNS: Final[tuple[str, ...]] = ("run_id", "kind", "total", "index", "partition", "example")
 """``example`` is the finding's example as JSON text (:mod:`checker.txn.examples`)."""
@@ -64,7 +66,16 @@ def pass_settings(runs: list[RunInput], complete: pd.DataFrame) -> dict[int, Run
     return {run.history_run_id: settings_for(run.spec, complete, run.history_run_id) for run in runs}
 
 
-def _empty() -> pd.DataFrame:
+def input_mask(f: np.ndarray[Any, Any], run_id: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The rows the checks read (``f`` in :data:`INPUT_FS`) of the runs that have a ``txn`` op:
+    a pass of plain runs hands over nothing (its polls and drains are most of its rows)."""
+    with_txns = np.unique(run_id[f == F_TXN])
+    if len(with_txns) == 0:
+        return np.zeros(len(f), dtype=bool)
+    return np.isin(f, INPUT_FS) & np.isin(run_id, with_txns)
+
+
+def empty_answer() -> pd.DataFrame:
     frame = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("run_id", "total", "index")})
     return frame.assign(
         kind=pd.Series(dtype="object"),
@@ -78,11 +89,11 @@ def run_anomalies(
 ) -> pd.DataFrame:
     """The findings of one run (see the module docstring); an empty frame when there are none."""
     if rows.empty:
-        return _empty()
+        return empty_answer()
     run_id = int(rows["run_id"].iloc[0])
     tables = build(normalized(rows))
     if tables.txns.empty:
-        return _empty()
+        return empty_answer()
     views = Views(tables)
     findings: list[single.Finding] = []
     if PRECOMMITTED_READ in checks and settings.read_committed:
@@ -108,7 +119,7 @@ def _answer(run_id: int, findings: list[single.Finding], limit: int) -> pd.DataF
             example = json.dumps(finding.example(), sort_keys=True)
             records.append((run_id, kind, len(ordered), finding.index, partition, example))
     if not records:
-        return _empty()
+        return empty_answer()
     frame = pd.DataFrame.from_records(records, columns=list(OUTPUT_COLUMNS))
     return frame.astype({"run_id": "int64", "total": "int64", "index": "int64", "partition": "Int64"})
 
@@ -117,12 +128,14 @@ def pass_anomalies(
     rows: pd.DataFrame, settings: Mapping[int, RunSettings], checks: frozenset[str], limit: int
 ) -> pd.DataFrame:
     """:func:`run_anomalies` for every run of a pass's rows, ordered by run, kind, index, partition."""
+    if rows.empty:
+        return empty_answer()
     parts = [
         run_anomalies(group, settings[int(run_id)], checks, limit)
         for run_id, group in rows.groupby("run_id", sort=True)
     ]
     found = [part for part in parts if not part.empty]
-    return ordered(pd.concat(found, ignore_index=True)) if found else _empty()
+    return ordered(pd.concat(found, ignore_index=True)) if found else empty_answer()
 
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
