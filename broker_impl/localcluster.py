@@ -11,6 +11,15 @@ lives in ``DIR/cluster.json`` so that ``down`` (or a test's fixture) finds the p
 :class:`LocalCluster` is the same as a Python API, used by tests and benchmarks to kill,
 pause and restart individual nodes.
 
+``up(..., proxied=True)`` (``up --proxied``) makes each broker advertise a second address on its
+host, ``advertised.listeners``, where nothing listens until the caller starts something there
+-- a request proxy (:mod:`testbed.cluster.request_proxy`) forwarding to the broker's own
+``address``.  Clients then reach the broker only through it; so do the other brokers' replica
+fetchers and the coordinators' markers, which also connect to the advertised address, as in a
+Kafka cluster with one listener.  The readiness checks and :meth:`LocalCluster.bootstrap` use
+the brokers' own addresses, :meth:`LocalCluster.client_bootstrap` the advertised ones.  The
+cluster is not usable (no replication, no markers) until every proxy is up.
+
 Local defaults differ from Kafka's in one place: heartbeats every 250 ms and a 3 s
 broker session, so failover in tests takes seconds, not the production 9 s.  Each node's
 event log (:mod:`broker_impl.events`) lives beside its ``process.log`` in the node's
@@ -63,8 +72,14 @@ class LocalCluster:
     # ---- lifecycle ----------------------------------------------------------------------
 
     def up(
-        self, brokers: int, overrides: Mapping[str, str] | None = None, timeout: float = 30.0
+        self,
+        brokers: int,
+        overrides: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        proxied: bool = False,
     ) -> dict[str, Any]:
+        """Start a controller and ``brokers`` brokers and wait until they answer; :meth:`summary`.
+        ``proxied``: each broker advertises an address of its own for a proxy (module docstring)."""
         overrides = dict(overrides or {})
         for key in overrides:
             if not (configuration.broker_keys_accepting(key) or configuration.controller_keys_accepting(key)):
@@ -107,11 +122,14 @@ class LocalCluster:
                 },
                 "event.log.dir": str(node_dir),
             }
+            if proxied:
+                settings["advertised.listeners"] = f"PLAINTEXT://{host}:{free_port(host)}"
             (node_dir / "broker.properties").write_text(configuration.render(settings))
             self.state["brokers"][str(node)] = {
                 "address": settings["listeners"].split("://")[1],
                 "dir": str(node_dir),
                 "data": settings["log.dirs"],
+                **({"advertised": settings["advertised.listeners"].split("://")[1]} if proxied else {}),
             }
         self._save()
         self.start("controller")
@@ -223,11 +241,26 @@ class LocalCluster:
     def bootstrap(self) -> str:
         return ",".join(entry["address"] for entry in self.state["brokers"].values())
 
+    def client_address(self, node: str) -> str:
+        """Where clients reach broker ``node``: its advertised (proxy) address, else its own."""
+        entry = self._entry(node)
+        address: str = entry.get("advertised", entry["address"])
+        return address
+
+    def client_bootstrap(self) -> str:
+        """The bootstrap list clients use: through the proxies when the cluster is proxied."""
+        return ",".join(self.client_address(node) for node in self.state["brokers"])
+
     def summary(self) -> dict[str, Any]:
         return {
             "bootstrap": self.bootstrap(),
             "brokers": {
-                node: {"pid": entry.get("pid"), "address": entry["address"], "data": entry["data"]}
+                node: {
+                    "pid": entry.get("pid"),
+                    "address": entry["address"],
+                    "data": entry["data"],
+                    **({"advertised": entry["advertised"]} if "advertised" in entry else {}),
+                }
                 for node, entry in self.state["brokers"].items()
             },
             "controller": {
@@ -382,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--dir", required=True)
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     up.add_argument("--timeout", type=float, default=30.0)
+    up.add_argument("--proxied", action="store_true", help="brokers advertise a second address for a proxy")
     down = commands.add_parser("down", help="stop everything `up` started")
     down.add_argument("--dir", required=True)
     create = commands.add_parser("create-topic", help="create a topic and wait for its leaders")
@@ -397,7 +431,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise ClusterError("--brokers must be at least 1")
             try:
                 print(
-                    json.dumps(cluster.up(args.brokers, _parse_overrides(args.set), args.timeout)), flush=True
+                    json.dumps(
+                        cluster.up(args.brokers, _parse_overrides(args.set), args.timeout, args.proxied)
+                    ),
+                    flush=True,
                 )
             except BaseException:
                 cluster.down()

@@ -21,9 +21,11 @@ The actions (each written as one JSON line to the log: ``time``, ``conn``, ``rul
 ``api_version``, ``correlation_id``, ``client_id``, ``action``):
 
 * ``hold`` -- the request is kept; the connection's later requests wait behind it (Kafka answers
-  in order, so nothing may overtake it), the connection itself stays open.  ``release`` sends the
+  in order, so nothing may overtake it), the connection itself stays open -- or, with
+  ``disconnect``, is closed at once, so the client retries the request on a new connection
+  while the held copy waits (a request "possibly persisted", which idempotence must absorb).  ``release`` sends the
   held requests upstream in the order they were held, on a new connection (``new-connection``,
-  answers read and logged as ``answered``, then dropped) or each on its own connection
+  answers read and logged as ``answered`` with their bytes, then dropped) or each on its own connection
   (``original``, the answer reaches the client; a closed one falls back to a new connection).
 * ``drop`` -- the client's connection (and its upstream) is closed instead of forwarding: the
   client sees a disconnect and retries on a new connection.
@@ -63,6 +65,8 @@ from testbed.cluster.request_rules import (
     response_correlation_id,
 )
 
+MAX_LOGGED_RESPONSE: Final = 4096
+"""A released request's answer up to this size is logged whole (hex): it says what the broker did."""
 ANSWER_TIMEOUT: Final = 10.0
 """Seconds a ``new-connection`` release waits for the broker's answers before closing."""
 
@@ -257,14 +261,18 @@ class RequestProxy:
         )
         self.held.append(held)
         self._log_request("hold", link, rule, header)
+        if rule.disconnect:  # the client sees its connection fail with the request in flight
+            self._log_request("disconnect", link, rule, header)
+            link.gone.set()
+            return False
         gone = asyncio.create_task(link.gone.wait())
         waiters: set[asyncio.Future[Any]] = {held.released, gone}
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if not held.released.done():
-            return False
+        if not held.released.done() or held.released.result() == "discarded":
+            return False  # the client left (the hold stays), or the proxy is closing
         if held.released.result() == "original":
             link.upstream.write(frame)
         return True
@@ -310,9 +318,14 @@ class RequestProxy:
             await writer.drain()
             async with asyncio.timeout(ANSWER_TIMEOUT):
                 while answered < len(entries):
-                    correlation_id = response_correlation_id((await read_frame(reader))[4:])
+                    payload = (await read_frame(reader))[4:]
                     answered += 1
-                    self.log("answered", conn=None, correlation_id=correlation_id)
+                    self.log(
+                        "answered",
+                        conn=None,
+                        correlation_id=response_correlation_id(payload),
+                        response=payload.hex() if len(payload) <= MAX_LOGGED_RESPONSE else None,
+                    )
         except (TimeoutError, asyncio.IncompleteReadError, FrameError, OSError) as error:
             self.log("answers-missing", expected=len(entries), answered=answered, error=type(error).__name__)
         finally:
@@ -327,7 +340,12 @@ class RequestProxy:
         """Carry out one control command; the reply's fields (``ok`` added by the caller)."""
         if command.op in ACTIONS:
             rule = self.rules.add(
-                command.op, command.api_keys, command.client, command.count, command.delay_ms
+                command.op,
+                command.api_keys,
+                command.client,
+                command.count,
+                command.delay_ms,
+                command.disconnect,
             )
             self.log("rule-added", **rule.describe())
             return rule.describe()

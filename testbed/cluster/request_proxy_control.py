@@ -27,6 +27,9 @@ from testbed.cluster.request_proxy import host_port
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 
+ApiKeys = int | str | list[int | str]
+"""The API keys a rule matches: a number, a request name, or a list of them."""
+
 
 class ProxyControlError(Exception):
     """A proxy refused a control line, did not answer, or did not start; the message says which."""
@@ -62,19 +65,27 @@ class ProxyControl:
             raise ProxyControlError(f"proxy control {self.address}: {reply['error']}")
         return reply
 
-    def hold(self, api_key: int | str, client: str | None = None, count: int | None = None) -> dict[str, Any]:
-        return self.send({"op": "hold", "api_key": api_key, "client": client, "count": count})
+    def hold(
+        self,
+        api_key: ApiKeys,
+        client: str | None = None,
+        count: int | None = None,
+        disconnect: bool = False,
+    ) -> dict[str, Any]:
+        return self.send(
+            {"op": "hold", "api_key": api_key, "client": client, "count": count, "disconnect": disconnect}
+        )
 
-    def drop(self, api_key: int | str, client: str | None = None, count: int | None = None) -> dict[str, Any]:
+    def drop(self, api_key: ApiKeys, client: str | None = None, count: int | None = None) -> dict[str, Any]:
         return self.send({"op": "drop", "api_key": api_key, "client": client, "count": count})
 
     def delay(
-        self, api_key: int | str, ms: int, client: str | None = None, count: int | None = None
+        self, api_key: ApiKeys, ms: int, client: str | None = None, count: int | None = None
     ) -> dict[str, Any]:
         return self.send({"op": "delay", "api_key": api_key, "ms": ms, "client": client, "count": count})
 
     def duplicate(
-        self, api_key: int | str, client: str | None = None, count: int | None = None
+        self, api_key: ApiKeys, client: str | None = None, count: int | None = None
     ) -> dict[str, Any]:
         return self.send({"op": "duplicate", "api_key": api_key, "client": client, "count": count})
 

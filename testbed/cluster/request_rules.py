@@ -16,7 +16,8 @@ acts on at most ``count`` requests (None: every one) -- after that it is spent a
 
 Control lines (:func:`parse_command`) are JSON objects, one per line, e.g.
 ``{"op": "hold", "api_key": "Produce", "client": "txn-1", "count": 1}``,
-``{"op": "release", "mode": "new-connection"}``, ``{"op": "clear"}``, ``{"op": "status"}``.
+``{"op": "hold", "api_key": "Produce", "disconnect": true}`` (hold it and close the client's
+connection, so the client retries on a new one at once), ``{"op": "release", "mode": "new-connection"}``, ``{"op": "clear"}``, ``{"op": "status"}``.
 A bad line raises :class:`ControlError` with a one-line message naming the field.
 
 This module and the proxy use the standard library only, so that they run on a node next to a
@@ -141,6 +142,8 @@ class Rule:
     client: str | None = None
     remaining: int | None = None
     delay_ms: int = 0
+    disconnect: bool = False
+    """hold only: close the client's connection too, so it retries elsewhere at once."""
 
     def matches(self, header: RequestHeader) -> bool:
         if header.api_key not in self.api_keys or self.remaining == 0:
@@ -156,6 +159,7 @@ class Rule:
             "client": self.client,
             "remaining": self.remaining,
             **({"ms": self.delay_ms} if self.action == "delay" else {}),
+            **({"disconnect": True} if self.disconnect else {}),
         }
 
 
@@ -167,9 +171,15 @@ class RuleBook:
         self._next_id = 1
 
     def add(
-        self, action: Action, api_keys: frozenset[int], client: str | None, count: int | None, delay_ms: int
+        self,
+        action: Action,
+        api_keys: frozenset[int],
+        client: str | None,
+        count: int | None,
+        delay_ms: int,
+        disconnect: bool = False,
     ) -> Rule:
-        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms)
+        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms, disconnect)
         self._next_id += 1
         self.rules.append(rule)
         return rule
@@ -201,6 +211,7 @@ class Command:
     client: str | None = None
     count: int | None = None
     delay_ms: int = 0
+    disconnect: bool = False
     mode: ReleaseMode = "new-connection"
     rule_id: int | None = None
 
@@ -227,7 +238,10 @@ def _rule_command(op: Action, fields: Mapping[str, Any]) -> Command:
     delay_ms = _optional_int(fields, "ms", 0)
     if op == "delay" and delay_ms is None:
         raise ControlError("delay: ms is required")
-    return Command(op, api_keys, client, _optional_int(fields, "count", 1), delay_ms or 0)
+    disconnect = fields.get("disconnect", False)
+    if not isinstance(disconnect, bool) or (disconnect and op != "hold"):
+        raise ControlError(f"disconnect {disconnect!r}: true or false, and only for hold")
+    return Command(op, api_keys, client, _optional_int(fields, "count", 1), delay_ms or 0, disconnect)
 
 
 def parse_command(line: str) -> Command:
@@ -239,7 +253,7 @@ def parse_command(line: str) -> Command:
     if not isinstance(fields, dict):
         raise ControlError(f"expected a JSON object, got {type(fields).__name__}")
     op = fields.get("op")
-    known = {"op", "api_key", "client", "count", "ms", "mode", "rule"}
+    known = {"op", "api_key", "client", "count", "ms", "disconnect", "mode", "rule"}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ControlError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")

@@ -193,6 +193,24 @@ def test_a_held_request_released_on_a_new_connection_arrives_after_the_client_mo
     assert actions == ["rule-added", "hold", "answered", "release-new-connection"]
 
 
+def test_hold_with_disconnect_makes_the_client_retry_while_the_first_copy_waits(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "hold", "api_key": "Produce", "count": 1, "disconnect": true}')
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1))
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # the connection failed under it
+        writer.close()
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1))  # the client's retry
+        assert await answer(reader) == (1, 2)
+        assert (await command(proxy, '{"op": "release", "mode": "original"}'))["on_new_connection"] == 1
+        assert broker.seen == [(2, 0, 1), (3, 0, 1)]  # the retry, then the held copy
+        writer.close()
+
+    actions = [line["action"] for line in run(scenario, tmp_path)]
+    assert actions == ["rule-added", "hold", "disconnect", "answered", "release-new-connection"]
+
+
 def test_a_held_request_released_on_its_own_connection_is_answered_in_order(tmp_path: Path) -> None:
     async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
         await command(proxy, '{"op": "hold", "api_key": ["EndTxn"], "count": 1}')

@@ -103,6 +103,8 @@ def test_control_lines() -> None:
     release = parse_command('{"op": "release", "mode": "original", "rule": 3}')
     assert (release.op, release.mode, release.rule_id) == ("release", "original", 3)
     assert parse_command('{"op": "release"}').mode == "new-connection"
+    assert parse_command('{"op": "hold", "api_key": 0, "disconnect": true}').disconnect
+    assert not parse_command('{"op": "hold", "api_key": 0}').disconnect
     assert parse_command('{"op": "clear"}').op == "clear"
     assert parse_command('{"op": "status"}').op == "status"
 
@@ -122,6 +124,8 @@ def test_control_lines() -> None:
         ('{"op": "release", "mode": "later"}', "mode 'later'"),
         ('{"op": "clear", "mode": 1}', "mode 1"),
         ('{"op": "hold", "api_key": 0, "key": 1}', "unknown field 'key'"),
+        ('{"op": "drop", "api_key": 0, "disconnect": true}', "only for hold"),
+        ('{"op": "hold", "api_key": 0, "disconnect": 1}', "disconnect 1"),
     ],
 )
 def test_bad_control_lines_name_what_is_wrong_in_one_line(line: str, message: str) -> None:
