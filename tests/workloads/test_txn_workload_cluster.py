@@ -8,8 +8,7 @@ main phase returned an aborted value; and a ``read_uncommitted`` reader finds th
 their offsets too (they were written, then aborted).  Every op is a valid ``txn`` op
 (``tests/workloads/txn_history.py``: the record's parser, then the workload's own promises).
 
-The same holds with faults (the last tests: they pause and kill brokers of the shared cluster),
-and the drain still completes: a producer dropped after an error is replaced by one of the same
+The same holds with faults (a broker paused, then one killed), and the drain still completes: a producer dropped after an error is replaced by one of the same
 ``transactional.id``, which ends what the dropped one left open.
 """
 
@@ -18,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from broker_impl.localcluster import LocalCluster
 from testbed.record.history import read_history
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder
+from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
 from tests.workloads.txn_history import txn_pairs, workload_problems
 from workloads.clients import CLIENTS, make_consumer
 from workloads.queue import QueueSpec, QueueWorkload
@@ -44,14 +44,10 @@ COMMITTED, ABORTED, READS = 120, 40, 10
 consumer threads (read-only txn ops of one poll)."""
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    started = LocalCluster(Path(tmp_path_factory.mktemp("txn-workload")) / "cluster")
-    try:
-        started.up(3, SETTINGS)
-        yield started
-    finally:
-        started.down()
+@pytest.fixture
+def cluster(start_cluster: ClusterFactory) -> LocalCluster:  # noqa: F811 -- the fixture imported above
+    """A fresh cluster per test: the fault tests pause and kill its brokers."""
+    return start_cluster(3, SETTINGS)
 
 
 class Progress:
