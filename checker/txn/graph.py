@@ -6,7 +6,8 @@ A cycle anomaly is a set of *allowed* edge kinds and a set of *required* ones (G
 allowed, at least one wr required); :func:`find_cycles` answers each anomaly with one cycle per
 strongly connected component of its allowed edges that has one.
 
-How it scales (``bench/txn_cycles.py``: 100 k transactions per run in about a second):
+How it scales (``bench/txn_cycles.py``, 100 k transactions, 690 k edges: 1.0 s here against 4.2 s
+for networkx's components and ``find_cycle``; the whole family 3.2 s):
 
 * One iterative Tarjan pass (:func:`strongly_connected`, no recursion, so no recursion limit) over
   the union of every edge kind asked for.  A cycle of any anomaly lies inside one component of
