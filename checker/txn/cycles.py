@@ -58,6 +58,8 @@ WHY_FIELDS: Final[dict[int, tuple[str, ...]]] = {
     REALTIME: (),
 }
 """What each edge kind's evidence (``why``) holds, in order."""
+MAX_STEPS_SHOWN: Final = 32
+"""The steps a cycle's example shows at most (a cycle through a large component may be long)."""
 
 _Edges = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[tuple[int, ...]]]
 
@@ -191,14 +193,19 @@ def _steps(graph: DependencyGraph, edges: Sequence[int], invoked: dict[int, int]
 def _example(
     graph: DependencyGraph, edges: Sequence[int], views: Views, invoked: dict[int, int]
 ) -> dict[str, Any]:
+    """The cycle's transactions in order, its steps and ``length`` (steps); a cycle longer than
+    :data:`MAX_STEPS_SHOWN` shows its first steps only (``results.json`` stays small)."""
     steps = _steps(graph, edges, invoked)
+    length = len(steps)
+    steps = steps[:MAX_STEPS_SHOWN]
     shown: dict[int, list[Position]] = {}
     for step in steps:
         if step["kind"] == "wr":
             offset = MISSING if step["offset"] is None else step["offset"]
             shown.setdefault(step["to"], []).append((step["partition"], offset, step["value"]))
     order = [step["from"] for step in steps]
-    return {"cycle": order, "steps": steps, "txns": [views.txn(t, shown.get(t, ())) for t in order]}
+    txns = [views.txn(t, shown.get(t, ())) for t in order]
+    return {"cycle": order, "length": length, "steps": steps, "txns": txns}
 
 
 def cycle_findings(tables: RunTables, views: Views, checks: Iterable[str]) -> list[Finding]:

@@ -38,7 +38,7 @@ def test_g0_two_writers_writing_x_and_y_in_opposite_orders() -> None:
     anomalies = found(history)
     assert set(anomalies) == {G0}
     (example,) = anomalies[G0]
-    assert example["total"] == 1 and example["cycle"] == [t1, t2]
+    assert example["total"] == 1 and example["cycle"] == [t1, t2] and example["length"] == 2
     assert steps(example) == [("ww", t1, t2), ("ww", t2, t1)]
     first = example["steps"][0]
     assert (
@@ -189,3 +189,14 @@ def test_one_cycle_per_component_and_the_examples_in_index_order() -> None:
     answer = check(history, frozenset({G0}), limit=2)
     assert answer["total"].tolist() == [3, 3]
     assert answer["index"].tolist() == [pairs[0][0], pairs[1][0]]
+
+
+def test_a_long_cycle_shows_its_first_steps_and_its_length() -> None:
+    """A ring of forty: each transaction writes its own partition second, the next one's first."""
+    history = History()
+    n = 40
+    concurrent(history, *((k, [send(k, 2 * k, 1), send((k + 1) % n, 2 * k + 1, 0)]) for k in range(n)))
+    (example,) = found(history)[G0]
+    assert example["length"] == n
+    assert len(example["steps"]) == 32 == len(example["txns"])
+    assert all(step["kind"] == "ww" for step in example["steps"])
