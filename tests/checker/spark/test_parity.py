@@ -24,6 +24,7 @@ from checker.spark.engine import SparkEngine
 from tests.checker.strategies import plans
 from tests.checker.synthetic import Plan, write_run
 from tests.checker.txn import runs as txn_runs
+from tests.checker.txn.histories import History
 
 pytestmark = pytest.mark.spark
 
@@ -126,9 +127,13 @@ def test_transactional_runs_answer_as_pandas_in_one_pass(tmp_path: Path, spark: 
     :mod:`tests.checker.txn.runs` in one Spark pass gives the pandas engine's answer, frame for
     frame, with the planted totals -- and results.json is byte-equal for the whole run."""
     runs = txn_runs.write_cases(tmp_path)
+    plain = History()
+    plain.drain(0, [(0, 1)])
+    without = txn_runs.write_run(tmp_path / "plain", plain)
     engine = SparkEngine(spark, bucketed=bucketed)
     engine.small_runs_in_spark = True
     try:
+        assert txn_runs.answers(engine, [without]).empty  # no job: no run of the pass has a txn op
         from_spark = txn_runs.answers(engine, runs)
         spark_results = check_pass(engine, runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
     finally:

@@ -42,3 +42,12 @@ def test_read_uncommitted_runs_have_no_precommitted_read(tmp_path: Path) -> None
 def test_a_run_without_transactions_answers_nothing(tmp_path: Path) -> None:
     run = write_run(tmp_path / "empty", History())
     assert answers(PandasEngine(), [run]).empty
+
+
+def test_plain_runs_in_a_pass_hand_over_no_rows(tmp_path: Path) -> None:
+    plain = History()
+    plain.drain(0, [(0, 1)])
+    without = write_run(tmp_path / "plain", plain)
+    assert answers(PandasEngine(), [without]).empty
+    runs = write_cases(tmp_path / "cases")
+    pd.testing.assert_frame_equal(answers(PandasEngine(), [without, *runs]), answers(PandasEngine(), runs))
