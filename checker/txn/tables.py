@@ -48,7 +48,7 @@ def normalized(rows: pd.DataFrame) -> pd.DataFrame:
     carries_value = rows["f"].isin([F_POLL, F_DRAIN, F_TXN_SEND, F_TXN_POLL, F_TXN_END])
     rows = rows[~(carries_value & rows["value"].isna())]
     filled = {c: rows[c].fillna(MISSING).astype("int64") for c in INPUT_COLUMNS if c != "complete"}
-    return pd.DataFrame({**filled, "complete": rows["complete"].fillna(False).astype(bool)})
+    return pd.DataFrame({**filled, "complete": rows["complete"].astype("boolean").fillna(False).astype(bool)})
 
 
 @dataclasses.dataclass(frozen=True)

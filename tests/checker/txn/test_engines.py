@@ -51,3 +51,20 @@ def test_plain_runs_in_a_pass_hand_over_no_rows(tmp_path: Path) -> None:
     assert answers(PandasEngine(), [without]).empty
     runs = write_cases(tmp_path / "cases")
     pd.testing.assert_frame_equal(answers(PandasEngine(), [without, *runs]), answers(PandasEngine(), runs))
+
+
+def test_rows_as_spark_hands_them_over_give_the_same_answer() -> None:
+    """``applyInPandas`` gives plain numpy columns: a nullable integer becomes float64 (NaN), a
+    nullable bool an object column of None -- and the rows come in any order."""
+    build, _ = CASES["single"]
+    rows = build().rows()
+    spark_like = rows.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    for column in ("item", "partition", "offset", "value", "process", "index", "time", "type", "f", "run_id"):
+        spark_like[column] = spark_like[column].astype("float64")
+    spark_like["complete"] = spark_like["complete"].astype(object).where(spark_like["complete"].notna(), None)
+    settings = RunSettings(True, frozenset({0, 1}))
+    checks = frozenset(TXN_CHECKS)
+    pd.testing.assert_frame_equal(
+        run_anomalies(spark_like, settings, checks, DEFAULT_EXAMPLE_LIMIT),
+        run_anomalies(rows, settings, checks, DEFAULT_EXAMPLE_LIMIT),
+    )
