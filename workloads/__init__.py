@@ -9,6 +9,10 @@ Modules:
 * ``clients`` -- kafka-python and confluent-kafka behind one producer and one consumer interface;
 * ``queue`` -- the ``queue`` workload (:class:`QueueSpec`, :class:`QueueWorkload`): unique sends,
   consumer polls, the final drain;
+* ``txn`` -- the queue workload's transactional mode (``--txn``): producers run Kafka transactions
+  of sends and polls, every client read and write a ``txn`` op;
+* ``txn_clients`` -- both libraries' transactional producers behind one interface, their errors as
+  "abort it" or "the producer is done";
 * ``group_events`` -- group consumers (``--consume-via subscribe``) behind one interface: what a
   poll returned (records, rebalances, commit answers) in order, and the commit-outcome rule;
 * ``group_kafka_python``, ``group_confluent`` -- that interface on each client library;

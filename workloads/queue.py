@@ -60,6 +60,7 @@ from .txn import (
     Pacer,
     TxnProducerLoop,
     TxnSettings,
+    open_transactions,
     record_read,
     txn_problems,
 )
@@ -101,7 +102,8 @@ class QueueSpec:
     abort_p: float = DEFAULT_ABORT_P
     """``txn`` only: the probability that a transaction is deliberately aborted."""
     txn_max_ops: int = DEFAULT_MAX_OPS
-    """``txn`` only: micro-ops per transaction are drawn from 1..this (at most 4, the format's)."""
+    """``txn`` only: micro-ops per transaction are drawn from 1..this (at most the history
+    format's ``testbed.record.txn_rows.MAX_MICRO_OPS``)."""
 
     def __post_init__(self) -> None:
         problems = self._group_problems()
@@ -378,14 +380,24 @@ class QueueWorkload:
         """Read every partition from its start to its end with fresh processes.
 
         Returns ``{partition: complete}``.  Waits on progress, not on time: it stops
-        when every partition reached its end offset, or at ``deadline`` (monotonic).
+        when every partition reached its end offset, or at ``deadline`` (monotonic).  With
+        ``txn`` under ``read_committed`` it first waits for open transactions to end
+        (:func:`workloads.txn.open_transactions`); a partition one still holds back is drained
+        to its last stable offset but never complete.
         """
-        complete: dict[int, bool] = {}
-        for partition in range(self.spec.partitions):
-            complete[partition] = self._drain_partition(partition, deadline)
-        return complete
+        spec = self.spec
+        partitions = list(range(spec.partitions))
+        held: list[int] = []
+        if spec.txn and spec.isolation == "read_committed":
+            held = open_transactions(
+                spec.client, self.bootstrap, self.topic, partitions, spec.request_timeout, deadline
+            )
+            for partition in held:
+                logger.warning("drain: a transaction is still open on partition %d", partition)
+        return {p: self._drain_partition(p, deadline, final=p not in held) for p in partitions}
 
-    def _drain_partition(self, partition: int, deadline: float) -> bool:
+    def _drain_partition(self, partition: int, deadline: float, final: bool = True) -> bool:
+        """One partition's drain ops; ``final``: its end offset is the end of everything written."""
         process = self._fresh_ids.next()
         invocation = self.recorder.invoke(process, "drain", {"partition": partition})
         consumer = None
@@ -427,7 +439,7 @@ class QueueWorkload:
                 # past what the consumer skips without returning it: transaction markers, and
                 # aborted transactions' records under read_committed
                 position = max(position, consumer.position(self.topic, partition))
-            done = position >= end_offset
+            done = position >= end_offset and final
             self.recorder.complete(
                 invocation,
                 "ok",

@@ -12,7 +12,8 @@ section on ``txn`` ops; :mod:`testbed.record.history` parses it):
   poll's ``records``) and ends with one end micro-op, ``{"f": "commit" | "abort", "time"}``: the
   recorder's clock when ``commit``/``abort`` was called.  ``ok``: the commit returned.  ``fail``:
   it certainly did not commit -- aborted by choice (error ``abort``), or because a micro-op
-  failed (its error; the micro-ops after it are not run and carry no outcome), or because the
+  failed (its error; the micro-ops after it never ran: sends without an offset, polls that read
+  nothing), or because the
   commit was refused and the abort that followed it succeeded.  ``info``: a commit that raised
   anything else, or a commit refused whose abort failed too.
 * a draw of polls only begins no Kafka transaction: it is a read-only op (poll micro-ops, ``ok``,
@@ -34,6 +35,13 @@ abandoned transaction would hold the last stable offset -- and so every ``read_c
 reader, the final drain included -- until ``transaction.timeout.ms``.  For the same reason a
 thread that ends with its producer dropped makes one more, to settle the id before the drain.
 
+Before the final drain reads ``read_committed``, :func:`open_transactions` waits until no
+transaction is open on any partition (a dropped producer's that its thread could not settle ends
+by the coordinator's timeout): the drain's end offset is then the last stable offset, and a
+transaction still open would hide every later commit from it.  A partition still held back at the
+deadline gets a drain that does not claim to be complete (verdict at best unknown; a hanging
+transaction), rather than a complete one that makes the commits above it look lost.
+
 ``rate`` counts ops (transactions and read-only draws), not micro-ops, over all producers.
 """
 
@@ -49,22 +57,25 @@ from typing import Any
 
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder
+from testbed.record.txn_rows import MAX_MICRO_OPS as MAX_MICRO_OPS
 
 from .clients import ConsumerClient, Received, make_consumer
-from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer
+from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer, transaction_timeout_ms
 
 logger = logging.getLogger(__name__)
 
-MAX_MICRO_OPS = 4
-"""The txn op format's limit on micro-ops per op (``txn_max_ops`` may not exceed it)."""
 SEND_P = 0.6
 """Probability that a drawn micro-op is a send (else a poll): most transactions write something."""
 POLL_TIMEOUT = 0.02
 """Seconds a poll micro-op waits for records: short, it holds the transaction open."""
 RETRY_WAIT = 0.5
 """Seconds between attempts to make a producer while none can be made (the cluster is down)."""
+SETTLE_ATTEMPTS = 3
+"""Producers a thread makes, at most, to settle its transactional id when it ends."""
 DEFAULT_ABORT_P = 0.2
 DEFAULT_MAX_OPS = 4
+"""Micro-ops per transaction at most, by default (the history format takes up to
+:data:`MAX_MICRO_OPS`, ``testbed.record.txn_rows``'s)."""
 
 
 def txn_problems(
@@ -270,11 +281,11 @@ class TxnProducerLoop:
         if self._producer is not None:
             self._producer.close()
             self._producer = None
-        deadline = time.monotonic() + self.settings.request_timeout * 4
-        while self._unsettled and time.monotonic() < deadline:
+        for _ in range(SETTLE_ATTEMPTS if self._unsettled else 0):
             producer = self._new_producer("not settled yet")
             if producer is not None:
                 producer.close()
+                break
         if self._unsettled:
             logger.warning("%s: a transaction of a dropped producer may stay open", self.transactional_id)
 
@@ -383,3 +394,43 @@ class TxnProducerLoop:
             self.recorder.complete(
                 invocation, "fail", [*completed, {"f": "abort", "time": called}], error=error
             )
+
+
+def open_transactions(
+    client: str, bootstrap: str, topic: str, partitions: list[int], request_timeout: float, deadline: float
+) -> list[int]:
+    """Wait until no partition of ``topic`` holds an open transaction -- its last stable offset (the
+    end ``read_committed`` reads to) has reached its high watermark -- for at most as long as an
+    abandoned transaction takes to time out, and for half the time left until ``deadline``
+    (monotonic) at most, leaving the drain the other half; the partitions still held back (every
+    one when the offsets could not be read)."""
+    now = time.monotonic()
+    until = min(now + (deadline - now) / 2, now + transaction_timeout_ms(request_timeout) / 1000 + 15)
+    readers: list[ConsumerClient] = []
+    try:
+        readers = [
+            make_consumer(client, bootstrap, isolation)
+            for isolation in ("read_committed", "read_uncommitted")
+        ]
+        while True:
+            held = _held(readers, topic, partitions)
+            if not held or time.monotonic() >= until:
+                return held
+            time.sleep(0.2)  # a condition on the brokers: asked again until it holds
+    except Exception as error:
+        logger.info("open transactions of %s unknown: %s: %s", topic, type(error).__name__, error)
+        return list(partitions)
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+def _held(readers: list[ConsumerClient], topic: str, partitions: list[int]) -> list[int]:
+    """The partitions whose last stable offset (``readers[0]``'s end) is below the high watermark
+    (``readers[1]``'s); every one when either cannot be read."""
+    try:
+        stable, high = (reader.end_offsets(topic, partitions, 5.0) for reader in readers)
+    except Exception as error:
+        logger.info("end offsets of %s unavailable: %s: %s", topic, type(error).__name__, error)
+        return list(partitions)
+    return [p for p in partitions if stable[p] < high[p]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,14 @@ from typing import Any
 import pytest
 
 from harness.cli.errors import UsageError
+from testbed.record.history import read_history
 from testbed.record.recorder import Recorder
 from tests.harness.cli.commands import spec_of
 from tests.workloads.txn_history import txn_pairs, workload_problems
+from workloads import queue as queue_module
 from workloads import txn as txn_module
 from workloads.clients import Received
-from workloads.queue import QueueSpec
+from workloads.queue import QueueSpec, QueueWorkload
 from workloads.txn import SEND_P, TxnProducerLoop, TxnSettings, draw_micro_ops
 from workloads.txn_clients import TxnAbortable, TxnFatal
 
@@ -33,8 +36,8 @@ from workloads.txn_clients import TxnAbortable, TxnFatal
         ({"txn": True, "abort_p": 1.5}, "abort_p (--abort-p) must be in [0, 1], not 1.5"),
         ({"txn": True, "abort_p": -0.1}, "abort_p (--abort-p) must be in [0, 1]"),
         ({"txn": True, "abort_p": "x"}, "abort_p (--abort-p) must be in [0, 1], not 'x'"),
-        ({"txn": True, "txn_max_ops": 0}, "txn_max_ops (--txn-max-ops) must be an integer in 1..4, not 0"),
-        ({"txn": True, "txn_max_ops": 5}, "txn_max_ops (--txn-max-ops) must be an integer in 1..4, not 5"),
+        ({"txn": True, "txn_max_ops": 0}, "txn_max_ops (--txn-max-ops) must be an integer in 1..64, not 0"),
+        ({"txn": True, "txn_max_ops": 65}, "txn_max_ops (--txn-max-ops) must be an integer in 1..64, not 65"),
         ({"txn": True, "txn_max_ops": 2.0}, "txn_max_ops (--txn-max-ops) must be an integer"),
         ({"txn": "yes"}, "txn (--txn) must be true or false, not 'yes'"),
         ({"txn": True, "consume_via": "subscribe"}, "txn (--txn) needs --consume-via assign"),
@@ -289,3 +292,68 @@ def test_a_stopping_run_aborts_the_open_transaction_and_settles_a_dropped_produc
         ["begin", "send", "abort", "close"],
         ["begin", "send", "abort", "close"],
     ]
+
+
+# ---- the drain waits for open transactions -------------------------------------------------
+
+
+class FakeLog:
+    """One partition: records at offsets below ``high``; a transaction open from ``stable`` on
+    until ``queries_to_settle`` end-offset questions have been asked (never when negative)."""
+
+    def __init__(self, stable: int, high: int, queries_to_settle: int) -> None:
+        self.stable, self.high, self.queries_to_settle = stable, high, queries_to_settle
+
+    def end(self, isolation: str) -> int:
+        if isolation == "read_uncommitted":
+            return self.high
+        self.queries_to_settle -= 1
+        if self.queries_to_settle == 0:
+            self.stable = self.high  # the transaction ended
+        return self.stable
+
+
+class FakeReader:
+    def __init__(self, log: FakeLog, isolation: str) -> None:
+        self.log, self.isolation, self.position_ = log, isolation, 0
+
+    def end_offsets(self, topic: str, partitions: Any, timeout: float) -> dict[int, int]:
+        return dict.fromkeys(partitions, self.log.end(self.isolation))
+
+    def assign(self, topic: str, start_offsets: dict[int, int]) -> None:
+        self.position_ = start_offsets[0]
+
+    def poll(self, timeout: float) -> list[Received]:
+        limit = self.log.stable if self.isolation == "read_committed" else self.log.high
+        received = [Received(0, offset, "k0", str(offset + 1)) for offset in range(self.position_, limit)]
+        self.position_ = max(self.position_, limit)
+        return received
+
+    def position(self, topic: str, partition: int) -> int:
+        return self.position_
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("queries_to_settle", "complete"), [(3, True), (-1, False)])
+def test_the_drain_waits_for_open_transactions_and_is_never_complete_below_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queries_to_settle: int, complete: bool
+) -> None:
+    """A transaction that ends in time: the drain reads to the high watermark, complete.  One
+    that never ends: the drain reads what is stable and does not claim the partition complete."""
+    log = FakeLog(stable=3, high=5, queries_to_settle=queries_to_settle)
+    monkeypatch.setattr(
+        txn_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
+    )
+    monkeypatch.setattr(
+        queue_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
+    )
+    recorder = Recorder(tmp_path / "history.jsonl")
+    workload = QueueWorkload(QueueSpec(partitions=1, txn=True), recorder, "b:1", "t")
+    assert workload.drain(time.monotonic() + 1.0) == {0: complete}
+    recorder.close()
+    ops, _ = read_history(tmp_path / "history.jsonl")
+    [drain] = [op for op in ops if op.f == "drain" and op.type == "ok"]
+    assert drain.value["complete"] is complete
+    assert [record["offset"] for record in drain.value["records"]] == list(range(5 if complete else 3))
