@@ -11,9 +11,10 @@ Every call but ``close`` either returns or raises one of two exceptions, and the
 verdict on the transaction follows from which one and from where it came:
 
 * :class:`TxnAbortable` -- the current transaction cannot commit, the producer is still usable:
-  abort it.  From ``commit`` it means the commit was refused *before* the coordinator was asked to
-  commit (librdkafka's ``txn_requires_abort``; kafka-python's abortable-error state, or an error
-  raised before its EndTxn request was queued), so an abort that then succeeds settles it.
+  abort it.  From ``commit``: the commit was refused (librdkafka's ``txn_requires_abort``;
+  kafka-python's abortable-error state, raised before its EndTxn request is queued); an abort
+  that then succeeds settles it as not committed, one that fails leaves it unknown (a coordinator
+  that had committed it refuses the abort).
 * :class:`TxnFatal` -- the producer can do nothing more, or its state is unknown: fenced, a fatal
   error, or a call that did not end within its timeout.  From ``commit`` the outcome is unknown.
   The caller closes it and makes a new one.
@@ -78,8 +79,8 @@ class _Transactional:
     def _init(self, timeout: float) -> None:
         raise NotImplementedError
 
-    def _send_error(self, error: BaseException) -> Exception:
-        """What a failed send makes of the producer (:class:`TxnAbortable`: the abort will tell)."""
+    def _classify(self, error: BaseException) -> Exception:
+        """What an error makes of the producer (:class:`TxnAbortable` here: the abort will tell)."""
         return TxnAbortable(_text(error))
 
     def begin(self) -> None:
@@ -92,7 +93,7 @@ class _Transactional:
         try:
             return self._client.send(topic, partition, key, value, timeout)
         except Exception as error:
-            raise self._send_error(error) from None
+            raise self._classify(error) from None
 
     def close(self) -> None:
         self._client.close()
@@ -118,7 +119,7 @@ class KafkaPythonTxnProducer(_Transactional):
     def _init(self, timeout: float) -> None:
         self._producer.init_transactions()  # waits max_block_ms: the request timeout
 
-    def _send_error(self, error: BaseException) -> Exception:
+    def _classify(self, error: BaseException) -> Exception:
         if self._producer._transaction_manager.has_fatal_error():
             return TxnFatal(_text(error))
         return TxnAbortable(_text(error))
@@ -137,7 +138,7 @@ class KafkaPythonTxnProducer(_Transactional):
         try:  # raises before queueing EndTxn when the transaction is already failed
             result = manager.begin_commit() if commit else manager.begin_abort()
         except Exception as error:
-            raise self._send_error(error) from None
+            raise self._classify(error) from None
         self._producer._sender.wakeup()
         try:
             done = result.wait(timeout_ms=timeout * 1000)
