@@ -46,6 +46,8 @@ PARTITION_HEAL: Final = "heal"
 METADATA_HEAL: Final = "metadata-heal"
 PACKET_LOSS: Final = "packet-loss"
 PACKET_LOSS_HEAL: Final = "packet-loss-heal"
+REQUEST_HOLD: Final = "request-hold"
+REQUEST_RELEASE: Final = "request-release"
 
 PACKET_LOSS_PROBABILITY: Final = 0.3
 """The chance each packet from a peer is dropped under ``packet-loss`` (why 0.3: :mod:`nemesis.packet_loss`)."""
@@ -64,8 +66,10 @@ CONTROLLER_NODE: Final = "controller-node"
 """The cluster's metadata comes from a controller node of its own (the bundled broker's)."""
 CONSUMER_GROUP: Final = "consumer-group"
 """The workload runs group consumers the nemesis may replace (:class:`nemesis.consumer_churn.ConsumerChurn`)."""
+REQUEST_PROXY: Final = "request-proxy"
+"""Each broker's clients reach it through a request proxy (:class:`nemesis.request_faults.RequestProxies`)."""
 ABILITIES: Final[frozenset[str]] = frozenset(
-    {NODE_CONTROL, POWER_LOSS_ABILITY, CONTROLLER_NODE, CONSUMER_GROUP}
+    {NODE_CONTROL, POWER_LOSS_ABILITY, CONTROLLER_NODE, CONSUMER_GROUP, REQUEST_PROXY}
 )
 """Every ability a fault kind may need, by the name a target (or workload) answers to."""
 
@@ -254,6 +258,36 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     ),
 )
 """Every kind, each fault followed by its heal, in the order scenario messages list them."""
+
+REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
+    FaultKind(
+        REQUEST_HOLD,
+        "the broker's request proxy holds the next Produce and the next EndTxn a client sends it"
+        " (the connection stays open and silent) until the heal (nemesis.request_faults)",
+        heal=REQUEST_RELEASE,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
+        colour="#2a9d8f",
+        needs=frozenset({REQUEST_PROXY}),
+    ),
+    FaultKind(
+        REQUEST_RELEASE,
+        "the proxy sends what it holds to the broker on a new connection, late, answers dropped,"
+        " and forgets its rules (heal of request-hold; no node: every broker)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="optional",
+        op_value=NODES_VALUE + ' (+ "mode": "new-connection")',
+        colour=OTHER_COLOUR,
+        needs=frozenset({REQUEST_PROXY}),
+    ),
+)
+"""Declared, not yet in :data:`KINDS`: a kind joins only whole, and three tables outside this
+module must first name these (``nemesis.broker_acts.NODE_ACTS``: the per-node acts of
+:class:`nemesis.request_faults.RequestFaults`; ``testbed.record.faults.HEALS``: the pair;
+``nemesis.nemesis_config``: the ability's protocol and refusal).  Then ``KINDS`` ends with
+``*REQUEST_KINDS`` and :data:`nemesis.kind_mechanisms.MECHANISMS` picks their mechanisms up."""
 
 REGISTRY: Final[Mapping[str, FaultKind]] = MappingProxyType({kind.name: kind for kind in KINDS})
 """Kind name -> its declaration."""

@@ -5,7 +5,9 @@ kinds (kill, pause, power loss, metadata delay and their heals) share one mechan
 fault on its nodes, record the op, run the kind's per-node act
 (:data:`nemesis.broker_acts.NODE_ACTS`) on each node -- so a new node fault needs only its act
 there; a partition, its heal and consumer churn have mechanisms of their own, and packet loss
-the node mechanism with its probability added to the op's value.  The nemesis is
+the node mechanism with its probability added to the op's value, and a request hold and
+release (:mod:`nemesis.request_faults`) the node mechanism and its heal with the requests held
+and the release mode added.  The nemesis is
 seen through :class:`FaultActions`, the few operations the mechanisms share, so this table does
 not import the nemesis that reads it.
 """
@@ -23,10 +25,13 @@ from nemesis.fault_kinds import (
     PARTITION,
     PARTITION_HEAL,
     REGISTRY,
+    REQUEST_HOLD,
+    REQUEST_RELEASE,
     FaultKind,
 )
 from nemesis.packet_loss import LOSS_PROBABILITY
 from nemesis.plan import Grudge, Layout
+from nemesis.request_faults import HELD_REQUESTS, RELEASE_MODE
 from nemesis.steps import FaultStep
 from testbed.record.faults import ANNOUNCED
 from testbed.record.ops import Op
@@ -67,10 +72,22 @@ def _lose_packets(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, An
     return _on_nodes(nemesis, step, {**extra, "probability": LOSS_PROBABILITY})
 
 
+def _hold_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op naming the requests held (its act holds one of each)."""
+    return _on_nodes(nemesis, step, {**extra, "requests": list(HELD_REQUESTS)})
+
+
 def _heal_on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     optional = REGISTRY[step.fault].nodes == "optional"  # no node named: every broker
     nodes = step.nodes or (nemesis.layout.brokers if optional else ())
     return nemesis.heal_on_nodes(step.fault, nodes, {**extra, **_unannounced(step)})
+
+
+def _release_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node heal (no node named: every broker), the op saying how the held requests go
+    (late, on a new connection)."""
+    nodes = step.nodes or nemesis.layout.brokers
+    return nemesis.heal_on_nodes(step.fault, nodes, {**extra, **_unannounced(step), "mode": RELEASE_MODE})
 
 
 def _partition(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
@@ -87,13 +104,15 @@ def _consumer_churn(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, 
     return nemesis.consumer_churn(step.stop, step.pick)
 
 
-def _mechanism_of(kind: FaultKind) -> Mechanism | None:
+def mechanism_of(kind: FaultKind) -> Mechanism | None:
     """A kind's own mechanism, else the shared one of node-shaped kinds (those with a per-node act)."""
     own: dict[str, Mechanism] = {
         PARTITION: _partition,
         PARTITION_HEAL: _heal_partition,
         CONSUMER_CHURN: _consumer_churn,
         PACKET_LOSS: _lose_packets,
+        REQUEST_HOLD: _hold_requests,
+        REQUEST_RELEASE: _release_requests,
     }
     if kind.name in own:
         return own[kind.name]
@@ -103,7 +122,7 @@ def _mechanism_of(kind: FaultKind) -> Mechanism | None:
 
 
 MECHANISMS: Final[Mapping[str, Mechanism]] = MappingProxyType(
-    {kind.name: mechanism for kind in REGISTRY.values() if (mechanism := _mechanism_of(kind)) is not None}
+    {kind.name: mechanism for kind in REGISTRY.values() if (mechanism := mechanism_of(kind)) is not None}
 )
 """Fault kind -> its mechanism: one entry per kind of :data:`nemesis.fault_kinds.REGISTRY`
 (``tests/nemesis/test_fault_kinds.py`` fails when one is missing)."""

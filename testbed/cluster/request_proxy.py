@@ -394,12 +394,12 @@ class RequestProxy:
 async def serve(args: argparse.Namespace, log: TextIO) -> None:
     """Run a proxy until SIGTERM or SIGINT, announcing its addresses on stdout."""
     proxy = RequestProxy(host_port(args.listen), host_port(args.upstream), args.control, log)
-    addresses = await proxy.start()
-    print(json.dumps(addresses), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for number in (signal.SIGTERM, signal.SIGINT):
+    for number in (signal.SIGTERM, signal.SIGINT):  # before the announcement: a stop may follow it at once
         loop.add_signal_handler(number, stop.set)
+    addresses = await proxy.start()
+    print(json.dumps(addresses), flush=True)
     try:
         await stop.wait()
     finally:

@@ -2,8 +2,9 @@
 
 :func:`spawn_proxy` starts one proxy as a process of its own (as it runs on a broker's node) and
 waits for the line announcing its addresses; :class:`ProxyControl` sends control lines and
-returns the replies, raising :class:`ProxyControlError` with the proxy's one-line reason when
-it refuses one; :func:`read_actions` reads the proxy's JSON action log back (what the history's
+returns the replies, raising :class:`ProxyRefused` with the proxy's one-line reason when it
+refuses one (or cannot be connected to: nothing was sent) and :class:`ProxyControlError` when the
+outcome is unknown (no reply); :func:`read_actions` reads the proxy's JSON action log back (what the history's
 events show).  A control connection is opened per call and closed after it: the proxy keeps no
 state per control connection, and a nemesis step must not hang on a socket an earlier step left.
 """
@@ -35,6 +36,11 @@ class ProxyControlError(Exception):
     """A proxy refused a control line, did not answer, or did not start; the message says which."""
 
 
+class ProxyRefused(ProxyControlError):
+    """Certainly nothing was done: the proxy answered the line with an error, or its control
+    channel could not be connected to (the line was never sent)."""
+
+
 class ProxyControl:
     """The control channel of one proxy: ``HOST:PORT`` (TCP) or a unix socket path."""
 
@@ -53,7 +59,11 @@ class ProxyControl:
     def send(self, command: dict[str, Any]) -> dict[str, Any]:
         """One control line and its reply; ProxyControlError when the proxy refuses it or is unreachable."""
         try:
-            with self._connect() as connection:
+            connection = self._connect()
+        except OSError as error:
+            raise ProxyRefused(f"proxy control {self.address}: {error}") from None
+        try:
+            with connection:
                 connection.sendall(json.dumps(command).encode() + b"\n")
                 line = connection.makefile("rb").readline()
         except OSError as error:
@@ -62,7 +72,7 @@ class ProxyControl:
             raise ProxyControlError(f"proxy control {self.address}: closed without a reply to {command}")
         reply: dict[str, Any] = json.loads(line)
         if "error" in reply:
-            raise ProxyControlError(f"proxy control {self.address}: {reply['error']}")
+            raise ProxyRefused(f"proxy control {self.address}: {reply['error']}")
         return reply
 
     def hold(

@@ -1,0 +1,86 @@
+"""The ``request-hold`` fault: a broker's request proxy holds client requests until the heal.
+
+Each broker of a cluster with :class:`RequestProxies` is reached by its clients only through a
+Kafka-aware proxy (:mod:`testbed.cluster.request_proxy`).  ``request-hold`` on a node tells that
+node's proxy to hold the next request of each kind in :data:`HELD_REQUESTS` -- one ``Produce``
+and one ``EndTxn`` -- that a client sends it; the client's connection stays open and silent, so
+the client times the request out and retries on another connection, and moves on.  The heal,
+``request-release``, releases what is held on a *new* upstream connection (the answers go
+nowhere) and removes the rules, so the held requests reach the broker late: after the client
+gave up on them.  That is how a late request of transaction N lands in transaction N+1
+(KAFKA-17754: reproduced against the bundled broker with librdkafka's EndTxn, see
+``tests/testbed/cluster/test_request_proxy_cluster.py``), how a late Produce opens a
+transaction nothing ends when partition verification is off (KAFKA-14402), and how a late
+idempotent Produce tests the broker's duplicate detection.
+
+**Why these two requests, one each.**  They are the two whose late arrival the historical bugs
+need, and the only client requests that change a log or a transaction by themselves (a late
+Fetch or Metadata is harmless).  One of each, not all: holding every Produce is a partition of
+that broker for producers, which ``partition`` already is; one request is a late message.
+
+**Outcomes.**  An act that cannot reach the proxy's control channel, or whose line the proxy
+refuses, certainly changed nothing: :class:`~nemesis.outcomes.Refused`.  One that got no reply
+may have acted: its error passes through (the op completes ``info``).  A release on a broker
+whose proxy holds nothing is a no-op, so the heal is idempotent (heal-all may repeat it).
+
+:class:`nemesis.broker_acts.BrokerActs` calls :meth:`RequestFaults.hold` and
+:meth:`RequestFaults.release` as the kind's per-node acts, as it does
+:class:`nemesis.packet_loss.PacketLoss`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol, runtime_checkable
+
+from nemesis.outcomes import Refused
+from testbed.cluster.request_proxy_control import ProxyControl, ProxyRefused
+
+HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
+"""The requests ``request-hold`` holds, one of each per node (see the module docstring)."""
+RELEASE_MODE: Final = "new-connection"
+"""How ``request-release`` sends them: on a fresh connection, its answers dropped."""
+
+
+@runtime_checkable
+class RequestProxies(Protocol):
+    """Ability: every broker's clients reach it through a request proxy, whose control this gives."""
+
+    def request_proxy(self, node: str) -> ProxyControl:
+        """The control channel of the proxy in front of broker ``node``."""
+        ...
+
+
+class RequestFaults:
+    """The per-node acts of ``request-hold`` and ``request-release`` on a cluster with proxies."""
+
+    def __init__(self, cluster: object) -> None:
+        self.cluster = cluster
+
+    def _proxy(self, node: str) -> ProxyControl:
+        if not isinstance(self.cluster, RequestProxies):
+            raise Refused("this cluster has no request proxies in front of its brokers")
+        return self.cluster.request_proxy(node)
+
+    def hold(self, node: str) -> list[dict[str, Any]]:
+        """Make ``node``'s proxy hold the next request of each of :data:`HELD_REQUESTS`; the rules.
+        Refused when its control channel refuses or cannot be reached (no rule was added)."""
+        proxy = self._proxy(node)
+        rules = []
+        for name in HELD_REQUESTS:
+            try:
+                rules.append(proxy.hold(name, count=1))
+            except ProxyRefused as error:
+                if rules:  # a rule was added: not "certainly nothing happened"
+                    raise RuntimeError(
+                        f"{node}: {len(rules)} of {len(HELD_REQUESTS)} holds set: {error}"
+                    ) from None
+                raise Refused(str(error)) from None
+        return rules
+
+    def release(self, node: str) -> dict[str, Any]:
+        """Release what ``node``'s proxy holds on a new connection and remove its rules; the
+        proxy's reply (``released``, ``answered``, ``rules_removed``).  Refused when unreachable."""
+        try:
+            return self._proxy(node).clear(RELEASE_MODE)
+        except ProxyRefused as error:
+            raise Refused(str(error)) from None

@@ -1,0 +1,122 @@
+"""``request-hold`` and its heal ``request-release``: the declarations, their mechanisms' op values,
+and the per-node acts against a real request proxy process (no broker: the acts only set rules).
+
+The kinds are declared in :data:`nemesis.fault_kinds.REQUEST_KINDS`, not yet in ``KINDS`` (see
+its docstring); these tests check them as the registry test checks every registered kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nemesis.fault_kinds import KINDS, REQUEST_HOLD, REQUEST_KINDS, REQUEST_RELEASE, kind_of
+from nemesis.kind_mechanisms import MECHANISMS, mechanism_of
+from nemesis.outcomes import Refused
+from nemesis.plan import Layout
+from nemesis.request_faults import HELD_REQUESTS, RequestFaults, RequestProxies
+from nemesis.steps import FaultStep
+from testbed.cluster.request_proxy_control import ProxyControl, ProxyProcess, spawn_proxy
+from testbed.record.ops import Op
+from tests.nemesis.test_fault_kinds import registry_problems
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_the_declarations_are_whole_and_have_mechanisms() -> None:
+    mechanisms = {kind.name: mechanism_of(kind) for kind in REQUEST_KINDS}
+    assert None not in mechanisms.values()
+    assert registry_problems([*KINDS, *REQUEST_KINDS], {**MECHANISMS, **mechanisms}) == []
+    hold, release = REQUEST_KINDS
+    assert (hold.name, hold.heal, hold.drawn_as, hold.nodes) == (
+        REQUEST_HOLD,
+        REQUEST_RELEASE,
+        "node-target",
+        "required",
+    )
+    assert (release.name, release.heal_name, release.drawn_as, release.nodes) == (
+        REQUEST_RELEASE,
+        None,
+        "never",
+        "optional",
+    )
+    assert hold.needs == release.needs == {"request-proxy"}
+    with pytest.raises(KeyError):  # not registered until the other tables name them
+        kind_of(REQUEST_HOLD)
+
+
+class RecordingActions:
+    """The nemesis as the mechanisms see it (:class:`nemesis.kind_mechanisms.FaultActions`),
+    recording what they ask of it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, list[str], dict[str, Any]]] = []
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(("n1", "n2", "n3"), "c", "brokers")
+
+    def inject_on_nodes(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op:
+        self.calls.append(("inject", fault, list(nodes), dict(extra)))
+        return Op(index=0, time=0, process="nemesis", type="ok", f=fault, value=None)
+
+    def heal_on_nodes(self, heal: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:
+        self.calls.append(("heal", heal, list(nodes), dict(extra or {})))
+        return Op(index=0, time=0, process="nemesis", type="ok", f=heal, value=None)
+
+
+def test_the_mechanisms_record_the_requests_held_and_how_they_are_released() -> None:
+    hold, release = (mechanism_of(kind) for kind in REQUEST_KINDS)
+    assert hold is not None and release is not None
+    actions = RecordingActions()
+    hold(actions, FaultStep(REQUEST_HOLD, ("n2",)), {"target": "leader"})  # type: ignore[arg-type]
+    release(actions, FaultStep(REQUEST_RELEASE, ()), {})  # type: ignore[arg-type]
+    assert actions.calls == [
+        ("inject", REQUEST_HOLD, ["n2"], {"target": "leader", "requests": ["Produce", "EndTxn"]}),
+        ("heal", REQUEST_RELEASE, ["n1", "n2", "n3"], {"mode": "new-connection"}),  # no node: every broker
+    ]
+
+
+class ProxiedNodes:
+    """A cluster whose brokers n1 and n2 have request proxies (n2's is not running)."""
+
+    def __init__(self, proxy: ProxyProcess) -> None:
+        self.controls = {"n1": proxy.control, "n2": ProxyControl("127.0.0.1:9", timeout=2)}
+
+    def request_proxy(self, node: str) -> ProxyControl:
+        return self.controls[node]
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[ProxyProcess]:
+    started = spawn_proxy("127.0.0.1:0", "127.0.0.1:9", "127.0.0.1:0", tmp_path / "proxy.jsonl")
+    yield started
+    assert started.stop() == 0
+
+
+def test_hold_sets_one_rule_per_request_and_release_removes_them(proxy: ProxyProcess) -> None:
+    cluster = ProxiedNodes(proxy)
+    assert isinstance(cluster, RequestProxies)
+    acts = RequestFaults(cluster)
+    rules = acts.hold("n1")
+    assert [(rule["op"], rule["api_keys"], rule["remaining"]) for rule in rules] == [
+        ("hold", [0], 1),
+        ("hold", [26], 1),
+    ]
+    assert len(HELD_REQUESTS) == len(proxy.control.status()["rules"]) == 2
+    reply = acts.release("n1")
+    assert (reply["rules_removed"], reply["released"]) == (2, 0)
+    assert acts.release("n1")["rules_removed"] == 0  # idempotent: heal-all may repeat it
+    assert proxy.control.status()["rules"] == []
+
+
+def test_acts_that_certainly_did_nothing_are_refused(proxy: ProxyProcess) -> None:
+    with pytest.raises(Refused, match="no request proxies"):
+        RequestFaults(object()).hold("n1")
+    acts = RequestFaults(ProxiedNodes(proxy))
+    with pytest.raises(Refused, match=r"127\.0\.0\.1:9"):
+        acts.hold("n2")  # its control channel cannot be connected to: nothing was sent
+    with pytest.raises(Refused, match=r"127\.0\.0\.1:9"):
+        acts.release("n2")
