@@ -74,11 +74,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nemesis.fault_kinds import REGISTRY
 from nemesis.steps import CONTROLLER as CONTROLLER
 from nemesis.steps import FAULTS as FAULTS
 from nemesis.steps import NODE_KEYS as NODE_KEYS
@@ -188,17 +190,44 @@ def load_scenario(name_or_path: str) -> Scenario:
                 "(or give a path to a .toml file)"
             )
         path = bundled[name_or_path]
+    text, data = read_toml(path, ScenarioError)
+    return parse_scenario(data, str(path), text)
+
+
+def read_toml(path: Path, error_type: type[Exception]) -> tuple[str, dict[str, Any]]:
+    """``path``'s text and the TOML it holds; ``error_type`` with one line naming the file and
+    what is wrong -- unreadable, not UTF-8 (the byte offset), or not TOML (line and column).
+
+    Scenarios and campaigns (:mod:`harness.run.campaign`) are read through this one function
+    so that a bad file is refused the same way by ``scenario show``, ``run --scenario`` and
+    ``campaign``.
+    """
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as error:
-        raise ScenarioError(f"{path}: cannot read: {error.strerror}") from None
+        raise error_type(f"{path}: cannot read: {error.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise error_type(
+            f"{path}: not UTF-8 text: byte 0x{raw[error.start]:02x} at byte offset {error.start} (line {line})"
+        ) from None
+    try:
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: {error}") from None
-    return parse_scenario(data, str(path))
+        raise error_type(f"{path}: {error}") from None
 
 
-def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
-    """The scenario ``data`` (parsed TOML) describes; ScenarioError naming ``source`` and the key or step."""
+def parse_scenario(data: dict[str, Any], source: str, text: str = "") -> Scenario:
+    """The scenario ``data`` (parsed TOML) describes; ScenarioError naming ``source`` and the key or
+    step, and the line when ``text`` (the file ``data`` was parsed from) is given.
+
+    Everything a run could trip over later is refused here, before any container starts: a step
+    key no verb takes (a typo such as ``fualt``), an expectation key it does not know, a negative
+    sleep or timeout.  (Whether an expected anomaly is one the checker reports is the harness's
+    question -- :mod:`harness.run.scenario_check` --: this room does not know the checker.)
+    """
     known = {
         "name",
         "description",
@@ -218,10 +247,11 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
     if not steps:
         raise ScenarioError(f"{source}: no [[step]] tables")
     parsed_steps = tuple(
-        parse_step(step, f"{source}: step {number}") for number, step in enumerate(steps, start=1)
+        _parsed_step(step, number, source, text) for number, step in enumerate(steps, start=1)
     )
     expected = []
     for number, entry in enumerate(data.get("expected", []), start=1):
+        _check_expectation(entry, source, number, text)
         if "valid" not in entry:
             raise ScenarioError(f"{source}: expected {number}: 'valid' is required")
         if entry["valid"] not in (True, False, "unknown", NOTHING_UNEXPECTED):
@@ -283,3 +313,76 @@ def _switch(data: Mapping[str, Any], source: str) -> str:
 
 def _setting_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+# ---- what tomllib does not check -------------------------------------------------------------
+
+STEP_KEYS = frozenset(
+    {*VERBS, "node", "nodes", "than", "partition", "timeout", "why"}
+    | {param.name for kind in REGISTRY.values() for param in kind.params}
+)
+"""Every key a ``[[step]]`` table may hold: the verbs, their options and every fault kind's parameters."""
+
+EXPECTATION_KEYS = frozenset({"when", "valid", "anomalies", "absent"})
+
+
+def _parsed_step(step: Any, number: int, source: str, text: str) -> ScenarioStep:
+    """Step ``number`` parsed (:func:`nemesis.steps.parse_step`) after the checks it leaves out:
+    unknown keys (named with their line) and negative durations."""
+    where = f"{source}: step {number}"
+    if isinstance(step, dict):
+        _refuse_unknown_keys(step, STEP_KEYS, "step", number, source, text)
+    parsed = parse_step(step, where)
+    for key, seconds in (
+        ("sleep", getattr(parsed, "seconds", 0.0)),
+        ("timeout", getattr(parsed, "timeout", 1.0)),
+    ):
+        if seconds < 0 or (key == "timeout" and seconds == 0):
+            line = line_of(text, "step", number, key)
+            bound = ">= 0" if key == "sleep" else "> 0"
+            raise ScenarioError(
+                f"{source}{line}: step {number}: {key} must be {bound} seconds, not {step[key]!r}"
+            )
+    return parsed
+
+
+def _check_expectation(entry: Any, source: str, number: int, text: str) -> None:
+    """The ``number``-th ``[[expected]]`` table's keys, and its ``anomalies`` and ``absent`` lists of names."""
+    if not isinstance(entry, dict):
+        raise ScenarioError(f"{source}: expected {number}: an expectation must be a table")
+    _refuse_unknown_keys(entry, EXPECTATION_KEYS, "expected", number, source, text)
+    for key in ("anomalies", "absent"):
+        names = entry.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            line = line_of(text, "expected", number, key)
+            raise ScenarioError(f"{source}{line}: expected {number}: {key} must be a list of anomaly names")
+
+
+def _refuse_unknown_keys(
+    table: dict[str, Any], known: frozenset[str], name: str, number: int, source: str, text: str
+) -> None:
+    """ScenarioError naming the first key of the ``number``-th ``[[name]]`` table that is not in
+    ``known``, with its line, and the keys such a table takes."""
+    unknown = sorted(set(table) - known)
+    if unknown:
+        line = line_of(text, name, number, unknown[0])
+        raise ScenarioError(
+            f"{source}{line}: {name} {number}: unknown key {unknown[0]!r} (a {name} table takes"
+            f" {', '.join(sorted(known))})"
+        )
+
+
+def line_of(text: str, table: str, number: int, key: str) -> str:
+    """``":LINE"``: where ``key`` is set in the ``number``-th ``[[table]]`` of ``text`` (``""`` when
+    ``text`` is not given or the table is written some other way, e.g. inline)."""
+    header = re.compile(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]")
+    assignment = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
+    seen = 0
+    for index, line in enumerate(text.splitlines(), start=1):
+        if header.match(line):
+            seen += 1
+        elif seen == number and line.lstrip().startswith("["):
+            return ""
+        elif seen == number and assignment.match(line):
+            return f":{index}"
+    return ""

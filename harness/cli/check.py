@@ -36,11 +36,13 @@ from checker.definitions import (
     LIVENESS_WARN,
     Liveness,
 )
+from checker.driver import write_results
 from checker.engine import Engine
 from checker.evidence import InputError
 from checker.packed_runs import count_runs
 from checker.spark.session import DEFAULT_DRIVER_MEMORY
 from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
+from harness.cli.check_inputs import load_each, unreadable_result
 from harness.cli.check_progress import BatchProgress
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
@@ -130,7 +132,9 @@ def liveness_settings(args: argparse.Namespace) -> Liveness:
 
 
 def parse_checks(text: str | None) -> tuple[str, ...]:
-    if not text:
+    """``--checks``'s names in registry order; every check when the flag is absent (``None``), a
+    :class:`UsageError` when it names none (``--checks ''`` is a mistake, not "all")."""
+    if text is None:
         return ALL_CHECKS
     chosen = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in ALL_CHECKS]
@@ -179,32 +183,47 @@ def execute(
     liveness = liveness_settings(args)
     if args.examples < 0:
         raise UsageError("--examples must be >= 0")
+    if args.summary and not Path(args.summary).parent.is_dir():
+        # refused before any check runs: the summary would be the last thing written
+        raise UsageError(f"--summary {args.summary}: no such directory {Path(args.summary).parent}")
     if human is None:
         human = sys.stderr if args.json else sys.stdout
     console = Console(file=human, highlight=False, soft_wrap=True)
     with BatchProgress(len(run_dirs) + sum(count_runs(store) for store in packed)) as progress:
+        unreadable: dict[Path, str] = {}
         try:
-            runs = load_runs(run_dirs, skip_bad_lines=args.skip_bad_lines, progress=progress)
+            if len(run_dirs) + len(packed) > 1:  # a batch: a bad run is that run's verdict, unknown
+                runs, unreadable = load_each(run_dirs, skip_bad_lines=args.skip_bad_lines, progress=progress)
+            else:  # one run: its bad input is the user's error
+                runs = load_runs(run_dirs, skip_bad_lines=args.skip_bad_lines, progress=progress)
             runs += load_packed_stores(packed, progress=progress)
         except InputError as error:
             raise UsageError(str(error)) from None
-        run_dirs = [run.run_dir for run in runs]
         engine_kind = args.engine
         if args.master:
             engine_kind = "spark"
         elif engine_kind == "auto":
             engine_kind = "pandas" if len(runs) == 1 else "spark"
+        results: list[dict[str, Any]] = []
         if session_engine is not None:
             results = check_runs(
                 runs, session_engine, checks, args.examples, liveness=liveness, progress=progress
             )
-        else:
+        elif runs:
             with open_engine(engine_kind, args.master, args.driver_memory) as engine:
                 results = check_runs(
                     runs, engine, checks, args.examples, liveness=liveness, progress=progress
                 )
+    named = [(result, str(run.spec.get("name", ""))) for result, run in zip(results, runs, strict=True)]
+    for run_dir, reason in unreadable.items():
+        named.append((unreadable_result(run_dir, reason), run_dir.name))
+        write_results(named[-1][0], run_dir)
+    order = {str(run_dir): position for position, run_dir in enumerate(run_dirs)}
+    named.sort(key=lambda pair: order.get(pair[0]["run"], len(order)))  # as named; packed runs last
+    results, names = [result for result, _ in named], [name for _, name in named]
+    run_dirs = [Path(result["run"]) for result in results]
     if len(results) > 1 or args.summary:
-        rows = summary_rows(results, [str(run.spec.get("name", "")) for run in runs])
+        rows = summary_rows(results, names)
         target = (
             Path(args.summary)
             if args.summary

@@ -45,6 +45,8 @@ def _history_paths(path: Path, output: str | None) -> tuple[Path, Path]:
     if not source.is_file():
         raise UsageError(f"{source}: no such history file")
     target = Path(output) if output else source.with_suffix(".parquet")
+    if not target.parent.is_dir():
+        raise UsageError(f"-o {target}: no such directory {target.parent}")
     return source, target
 
 
@@ -61,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir)
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir}: no such run directory")
+        if not RunDir(run_dir).spec_file.is_file():
+            # a directory that is not a run gets no Parquet files written into it
+            raise UsageError(f"{run_dir}: not a run directory (no {RunDir(run_dir).spec_file.name})")
         built = build_replicas(run_dir, skip_bad_dumps=args.skip_bad_dumps)
         print(
             f"{run_dir / REPLICAS_FILE}: {built.records} records; {run_dir / REPLICA_PARTITIONS_FILE}: {built.partitions} partitions"

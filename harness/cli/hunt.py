@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -40,7 +41,18 @@ def parse_anomaly_names(text: str, flag: str = "--stop-on") -> frozenset[str]:
         raise UsageError(str(error)) from None
 
 
+def accept_negative_durations(parser: argparse.ArgumentParser) -> None:
+    """Let ``--budget -5m`` reach the budget's own check, as ``--budget=-5m`` does.
+
+    argparse takes any word starting with ``-`` for an option unless it looks like a negative
+    number; widening that pattern to durations (``-5m``, ``-1.5h``) makes such a word the flag's
+    value, so the user reads "expected a positive duration" instead of "expected one argument".
+    """
+    parser._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[smh]?$|^-\d*\.\d+[smh]?$")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    accept_negative_durations(parser)
     run_cli.add_arguments(parser)
     parser.set_defaults(seed=None)  # a hunt's default is fresh randomness, not run's seed 0
     parser.add_argument("--budget", required=True, metavar="DURATION", help="e.g. 10m: start no run after it")

@@ -9,7 +9,10 @@
 passed).  Rendering reads stored files only: no Docker, no Spark.  It prints the path of
 every page written; the exit code is 0 once the pages are written, whatever the runs'
 verdicts (``tidemark check`` is the command whose exit code is the verdict); 254 when the
-path is not a directory or holds no run.
+path is not a directory or holds no run, when a report could not be written, or when a run's
+table cannot be read (a ``history.parquet`` cut short): every other page and the index are
+written all the same, that run's page and index row marked unreadable, and the one error line
+names the file.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.report.index import render_index
     from harness.report.junit import write_junit
-    from harness.report.run_page import render_run_report
+    from harness.report.run_page import render_checked_report
 
     root = Path(args.path)
     if not root.is_dir():
@@ -58,15 +61,20 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{root}: no run directories (holding {SPEC_FILE}) at or below it")
     started = time.monotonic()
     unwritable: list[str] = []
+    unreadable: list[str] = []
     for number, run_dir in enumerate(run_dirs, start=1):
         prefix = f"[{number}/{len(run_dirs)}] " if len(run_dirs) > 1 else ""
         try:
-            path = render_run_report(run_dir)
+            path, problem = render_checked_report(run_dir)
         except OSError as error:  # a read-only or vanished run directory: the other runs still get theirs
             unwritable.append(f"{run_dir}: report not written ({error.strerror or error})")
-            print(f"{prefix}{unwritable[-1]}", file=sys.stderr)
+            if not single:
+                print(f"{prefix}{unwritable[-1]}", file=sys.stderr)
             continue
-        print(f"{prefix}{path}", file=sys.stderr if not single else sys.stdout)
+        if problem is not None:  # the page is written, marking the run unreadable
+            unreadable.append(problem)
+        if not single or problem is None:
+            print(f"{prefix}{path}", file=sys.stderr if not single else sys.stdout)
     try:
         if not single and not args.no_index:
             print(f"index: {render_index(root)}")
@@ -74,8 +82,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"junit: {write_junit(run_dirs, args.junit, expected_is_pass=args.expected_is_pass)}")
     except OSError as error:
         raise UsageError(f"{error.filename or root}: not written ({error.strerror or error})") from None
-    elapsed = time.monotonic() - started
-    print(f"{len(run_dirs) - len(unwritable)} report(s) in {elapsed:.1f} s", file=sys.stderr)
     if unwritable:
-        raise UsageError(f"{len(unwritable)} report(s) not written; first: {unwritable[0]}")
+        raise UsageError(
+            unwritable[0] if single else f"{len(unwritable)} report(s) not written; first: {unwritable[0]}"
+        )
+    if unreadable:
+        raise UsageError(
+            f"{unreadable[0]} (the run is marked unreadable in its report"
+            + (")" if single else f" and the index; {len(unreadable)} such run(s))")
+        )
+    elapsed = time.monotonic() - started
+    print(f"{len(run_dirs)} report(s) in {elapsed:.1f} s", file=sys.stderr)
     return EXIT_VALID

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cli.errors import UsageError
-from nemesis.scenario import Scenario, ScenarioError, library, load_scenario
+from harness.run.scenario_check import load_checked_scenario
+from nemesis.scenario import Scenario, ScenarioError, library
 
 COLUMNS = ("NAME", "BUG", "SWITCH", "DESCRIPTION")
 
@@ -29,10 +30,10 @@ def run(args: argparse.Namespace) -> int:
     """Carry out ``args.scenario_command``; a scenario that cannot be loaded is a UsageError (exit 254)."""
     try:
         if args.scenario_command == "show":
-            scenario = load_scenario(args.name)
+            scenario = load_checked_scenario(args.name)
             print(Path(scenario.source).read_text(encoding="utf-8"), end="")
             return 0
-        scenarios = [load_scenario(str(path)) for _, path in sorted(library().items())]
+        scenarios = [load_checked_scenario(str(path)) for _, path in sorted(library().items())]
     except ScenarioError as error:
         raise UsageError(str(error)) from None
     for line in table(scenarios):

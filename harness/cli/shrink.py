@@ -8,16 +8,18 @@ which ``tidemark run --scenario FILE`` runs like any other scenario.  See
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from harness.cli.errors import UsageError
-from harness.cli.hunt import parse_anomaly_names, parse_duration
+from harness.cli.hunt import accept_negative_durations, parse_anomaly_names, parse_duration
 from harness.run.shrink_run import ShrinkError, shrink_run
 from testbed.record.rundir import RunDir, SpecFileError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    accept_negative_durations(parser)
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a stored invalid run")
     parser.add_argument("--replays", type=int, default=5, help="replays per candidate (default 5)")
     parser.add_argument(
@@ -58,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not RunDir(run_dir).spec_file.is_file():
         raise UsageError(f"{run_dir}: not a run directory (no {RunDir(run_dir).spec_file.name})")
+    if stored_verdict(run_dir) is True:
+        raise UsageError(f"{run_dir}: the run is valid: nothing to shrink")
     try:
         outcome = shrink_run(
             run_dir,
@@ -81,3 +85,13 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"scenario: {outcome.scenario_path}  (run it: tidemark run --scenario {outcome.scenario_path})")
     return 0
+
+
+def stored_verdict(run_dir: Path) -> object:
+    """The run's stored verdict (``results.json``'s ``valid``), ``None`` when it cannot be read --
+    :func:`harness.run.shrink_run.shrink_run` then names the unreadable file itself."""
+    try:
+        results = json.loads(RunDir(run_dir).results.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return results.get("valid") if isinstance(results, dict) else None

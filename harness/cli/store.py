@@ -7,7 +7,8 @@
   The packed rows are verified against every run directory before the index is written; the run
   directories are never modified.
 * ``tidemark store verify PACKED_DIR`` -- verify a packed store against its run directories again
-  (a run directory changed since it was packed is named).
+  (a run directory changed since it was packed is named; one moved away is named with the path
+  the index expects it at).
 
 ``tidemark check PACKED_DIR`` then checks the packed runs, writing each ``results.json`` to its
 run directory.  Bad arguments, bad input, runs that cannot be packed and a store that does not
@@ -23,6 +24,7 @@ from pathlib import Path
 from checker.api import load_runs, resolve_runs
 from checker.evidence import InputError
 from checker.pack import PackError, pack_runs, remove_partial, verify_pack
+from checker.packed_runs import read_index, run_dir_of
 from harness.cli.errors import UsageError
 from testbed.record.packed import is_packed
 from testbed.record.rundir import RunDirectoryError
@@ -55,11 +57,25 @@ def run(args: argparse.Namespace) -> int:
         if not is_packed(store):
             raise UsageError(f"{store}: not a packed store (no runs.parquet)")
         started = time.perf_counter()
+        _check_run_directories(store)
         runs = verify_pack(store)
         print(f"{store}: {runs} run(s) match their run directories ({time.perf_counter() - started:.1f} s)")
         return 0
     except (InputError, PackError, RunDirectoryError) as error:
         raise UsageError(str(error)) from None
+
+
+def _check_run_directories(store: Path) -> None:
+    """A :class:`UsageError` when a run directory the index names is not where the index expects
+    it -- moved or removed since packing --, naming where it was expected and how many more are
+    missing, before the table-by-table comparison would call it a missing file."""
+    missing = [run_dir for row in read_index(store) if not (run_dir := run_dir_of(row, store)).is_dir()]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise UsageError(
+            f"{store}: a run directory moved or was removed since packing: the index expects it at"
+            f" {missing[0]}{more}; move it back or pack again"
+        )
 
 
 def _pack(args: argparse.Namespace) -> int:

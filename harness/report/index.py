@@ -10,12 +10,14 @@ column per anomaly kind found in any run (``*`` when the run's configuration per
 ``n/a`` with the reason on hover when the check does not apply to the run's target -- one
 replica in PostgreSQL, an external cluster, no event logs --, ``not run`` when a partial check
 skipped it, blank when it ran and found nothing), a ``not applicable`` column counting the run's
-inapplicable checks (hover: each with its reason) and a link to the run's ``report.html``.  A click on a column header sorts by that
+inapplicable checks (hover: each with its reason) and a link to the run's ``report.html``, flagged
+``(unreadable)`` when one of the run's Parquet tables is cut short or corrupt
+(:mod:`harness.report.readable`; hover: which file).  A click on a column header sorts by that
 column (a small inline script: numbers as numbers, verdicts by urgency); a second click
 reverses the order.
 
 Like the run report the page is self-contained and fetches nothing.  Each run costs two
-small JSON reads and a 64 KiB tail read of its history, so an index of thousands of runs
+small JSON reads, a 64 KiB tail read of its history and 8 bytes of each Parquet table, so an index of thousands of runs
 is written in seconds.
 """
 
@@ -29,6 +31,7 @@ from typing import Any, Final
 
 from checker.anomaly_order import causes_first
 from harness.report.html_page import badge, esc, href, page, utc_text, write_atomically
+from harness.report.readable import UNREADABLE, unreadable_tables
 from testbed.record.rundir import REPORT_FILE, find_run_directories
 from testbed.record.stored_run import (
     CHECK_STATUS_LABELS,
@@ -154,6 +157,9 @@ def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
         if report.is_file()
         else f'{esc(relative.as_posix())} <span class="note">(no report)</span>'
     )
+    unreadable = unreadable_tables(run.run_dir)
+    if unreadable:  # flagged here, named on hover: the verdict beside it was not read from these
+        link += f' <span class="problem" title="{esc("; ".join(unreadable))}">({UNREADABLE})</span>'
     settings = key_settings(run.spec)
     cells = [f"<td>{link}</td>", f"<td>{esc(run.name)}</td>"]
     cells += [f"<td>{esc(settings[key])}</td>" for key, _ in SETTING_COLUMNS]

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checker.anomaly_order import anomaly_phrases, ordered
@@ -47,6 +48,7 @@ from harness.report.html_page import (
 )
 from harness.report.liveness_section import fault_table, liveness_table, offsets_figure
 from harness.report.plots import fault_colour, render_figure, summarise_latency, time_range
+from harness.report.readable import UNREADABLE, unreadable_tables
 from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
 from testbed.record.faults import NemesisEvent
@@ -428,7 +430,36 @@ def _size(path: Path) -> str:
 
 def run_report_html(run_dir: Path | str) -> str:
     """The report page of ``run_dir`` as text (see the module docstring)."""
+    return checked_report_html(run_dir)[0]
+
+
+def checked_report_html(run_dir: Path | str) -> tuple[str, str | None]:
+    """The report page of ``run_dir`` and, when one of its tables cannot be read, the first such
+    problem (one line naming the file): the page then marks the run unreadable and shows what
+    needs no table -- verdict, configuration, files."""
     run = load_stored_run(run_dir)
+    problems = unreadable_tables(run.run_dir)
+    if not problems:
+        try:
+            return _full_report_html(run), None
+        except pa.ArrowException as error:
+            problems = [f"{run.run_dir}: {' '.join(str(error).split())}"]
+    body = "\n".join(
+        [
+            _header(run, None),
+            f'<p class="problem"><b>{UNREADABLE}</b>: '
+            + "; ".join(esc(problem) for problem in problems)
+            + ". Nothing here was read from it.</p>",
+            "<h2>Configuration</h2>",
+            _configuration(run),
+            "<h2>Logs and files</h2>",
+            _files(run),
+        ]
+    )
+    return page(f"Tidemark: {run.name} - {UNREADABLE}", body), problems[0]
+
+
+def _full_report_html(run: StoredRun) -> str:
     timeline: Timeline | None = None
     unavailable: str | None = None
     notes: list[str] = []
@@ -456,5 +487,11 @@ def run_report_html(run_dir: Path | str) -> str:
 
 def render_run_report(run_dir: Path | str) -> Path:
     """Write ``run_dir/report.html`` (atomically) and return its path."""
-    text = run_report_html(run_dir)
-    return write_atomically(Path(run_dir) / REPORT_FILE, text)
+    return render_checked_report(run_dir)[0]
+
+
+def render_checked_report(run_dir: Path | str) -> tuple[Path, str | None]:
+    """Write ``run_dir/report.html`` (atomically); its path and the unreadable-table problem the
+    page marks, if any (:func:`checked_report_html`)."""
+    text, problem = checked_report_html(run_dir)
+    return write_atomically(Path(run_dir) / REPORT_FILE, text), problem

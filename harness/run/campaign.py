@@ -51,16 +51,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.run.hunt import parse_duration
+from harness.run.scenario_check import load_checked_scenario
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
 from harness.targets.base import SpecRefused
 from harness.targets.registry import check_ready, check_spec
-from nemesis.scenario import ScenarioError, load_scenario
+from nemesis.scenario import ScenarioError, read_toml
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
 from testbed.cluster.bundled import SettingsError
 from testbed.record.rundir import RunDir
@@ -135,12 +135,7 @@ def _key(axes: dict[str, str], repeat: int) -> str:
 
 
 def load_campaign(path: Path) -> Campaign:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise CampaignError(f"{path}: cannot read: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise CampaignError(f"{path}: {error}") from None
+    _, data = read_toml(path, CampaignError)
     return plan_campaign(data, path)
 
 
@@ -182,15 +177,16 @@ def plan_campaign(data: dict[str, Any], source: Path) -> Campaign:
 def _combinations(data: dict[str, Any], source: Path) -> Iterator[dict[str, str]]:
     """Every run's axis values (axis -> value), table by table of ``[matrix]``/``[[matrix]]``.
 
-    Without a matrix a campaign is one set-up run -- unless it is there for its hunts alone.
+    A campaign names what it runs: a file with neither a matrix nor a ``[[hunt]]`` (an empty
+    file, a typo'd table name) is refused rather than taken for one default 30 s run.
     """
+    if "matrix" not in data and "hunt" not in data:
+        raise CampaignError(f"{source}: a campaign names what it runs: give a [matrix] or a [[hunt]]")
     matrix = data.get("matrix", {})
     tables = matrix if isinstance(matrix, list) else [matrix]
     if not tables or not all(isinstance(table, dict) for table in tables):
         raise CampaignError(f"{source}: [matrix] must be a table of lists (or [[matrix]] tables of them)")
-    if tables == [{}]:
-        if "hunt" not in data:
-            yield {}
+    if tables == [{}] and "hunt" in data:
         return
     for number, table in enumerate(tables, start=1):
         where = "matrix" if len(tables) == 1 else f"matrix[{number}]"
@@ -293,7 +289,7 @@ def _spec_for(
             settings[axis] = value
     seed = int(data.get("seed", 0)) + repeat
     nemesis.setdefault("seed", seed)
-    loaded = load_scenario(scenario) if scenario is not None else None
+    loaded = load_checked_scenario(scenario) if scenario is not None else None
     if loaded is not None:
         target = scenario_target(target, loaded, "target")
     spec = TestSpec(
@@ -342,11 +338,36 @@ def finished_run_directories(directory: Path, campaign: Campaign) -> list[Path]:
 
 def check_campaign_ready(campaign: Campaign, directory: Path) -> None:
     """Raise :class:`CampaignError` when this machine cannot start the target of a run or hunt
-    still to be run (as ``tidemark run`` refuses it), before the first one starts: every hunt,
-    and every run not stored yet."""
+    still to be run (as ``tidemark run`` refuses it), or no Docker engine answers for a target
+    that runs in containers, before the first one starts: every hunt, and every run not stored
+    yet."""
     specs = [run.spec for run in campaign.runs if not RunDir(directory / "runs" / run.key).finished()]
-    for spec in [*specs, *(planned.spec for planned in campaign.hunts)]:
+    specs += [planned.spec for planned in campaign.hunts]
+    for spec in specs:
         try:
             check_ready(spec)
         except SpecRefused as error:
             raise CampaignError(f"{campaign.source}: {error}") from None
+    if any(spec.target_object().name in DOCKER_TARGETS for spec in specs):
+        reason = docker_unreachable()
+        if reason is not None:
+            raise CampaignError(f"{campaign.source}: {reason}")
+
+
+DOCKER_TARGETS = frozenset(TARGETS)
+"""The targets whose clusters are Docker containers (every named target; an external cluster,
+``--bootstrap``, is not one of them)."""
+
+
+def docker_unreachable() -> str | None:
+    """Why no run can start a container (no Docker engine answers at ``DOCKER_HOST``, named as
+    ``tidemark cluster ls`` names it), or None when one answers.  Asked once, before a campaign
+    writes anything, so that an unreachable engine is one line rather than a traceback per run
+    and an empty run directory."""
+    from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
+
+    try:
+        connect_docker(timeout=10).close()
+    except DockerUnavailable as error:
+        return " ".join(str(error).split())
+    return None

@@ -21,9 +21,11 @@ What a crash may leave, and what is damage: every event is one ``write()`` endin
 never fsynced per event, so a power loss may cut a file anywhere -- the last line may be torn --
 and a process restarting on a torn file first ends the torn line with a newline, so a torn line
 is the file's last line or the line just before a ``start``.  A failed ``write()`` (a full disk)
-skips its ``seq``: a *gap*, after which a half-written line may also sit.  Anything else (a line
-that is not an event where no crash explains it, a ``seq`` that does not grow, a ``start`` of
-another format or version) is damage: :class:`EventFormatError` naming ``file:line``.
+skips its ``seq``: a *gap*, after which a half-written line may also sit.  A torn line is an
+event cut short (:func:`is_cut_event`: a proper prefix of a JSON object); anything else (a
+garbage line, wherever it sits; a cut line where no crash explains it; a ``seq`` that does not
+grow; a ``start`` of another format or version) is damage: :class:`EventFormatError` naming
+``file:line``.
 
 Pure standard library; reads a whole file at once (event logs are small: a few MB per run).
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -109,6 +112,10 @@ def read_event_file(path: Path | str) -> EventFile:
     for index, (line, event) in enumerate(zip(lines, parsed, strict=True)):
         number = index + 1
         if event is None:
+            if not is_cut_event(line):
+                raise EventFormatError(
+                    f"{path}:{number}: not an event, and not one cut short by a crash (a garbage line: {line[:60]!r})"
+                )
             if index + 1 == len(lines) or _explains_torn_line(parsed[index + 1], previous):
                 torn.append(TornLine(number, line[:200].decode("utf-8", "replace")))
                 continue
@@ -127,6 +134,36 @@ def read_event_file(path: Path | str) -> EventFile:
         previous = event["seq"]
         events.append(event)
     return EventFile(events, torn, gaps)
+
+
+_CUT_TAIL = re.compile(r"t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|[-+.eE0-9]*|u[0-9a-fA-F]{0,4}")
+"""What may stand where a cut line's JSON stops parsing: part of a literal, a number or a
+``\\uXXXX`` escape (the decoder reports those at their start, not at the line's end)."""
+
+
+def is_cut_event(line: bytes) -> bool:
+    """Whether ``line`` can be an event line cut short -- a proper prefix of a JSON object,
+    possibly followed by the zero bytes a power loss leaves in a file's unwritten tail -- rather
+    than garbage no crash writes (text that is not JSON before its end, invalid UTF-8 inside it,
+    a whole JSON value that is no event)."""
+    raw = line.rstrip(b"\0")
+    if not raw:
+        return bool(line)  # zero bytes only: a tail the power loss never wrote
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.reason != "unexpected end of data":
+            return False
+        text = raw[: error.start].decode("utf-8")  # a character cut in two at the end
+    if not text.startswith("{"):
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return (
+            error.msg.startswith("Unterminated string") or _CUT_TAIL.fullmatch(text[error.pos :]) is not None
+        )
+    return False
 
 
 def _explains_torn_line(following: dict[str, Any] | None, previous: int | None) -> bool:

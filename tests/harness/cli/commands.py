@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.cli import run as run_cli
 from harness.run.spec import TestSpec
 
@@ -40,6 +42,18 @@ def one_line_error(result: subprocess.CompletedProcess[str], exit_code: int, *fr
     assert result.returncode == exit_code, (result.returncode, result.stderr)
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def captured_one_line(capsys: pytest.CaptureFixture[str], *fragments: str) -> str:
+    """The single stderr line of the command just run in-process (``main([...])``), after checking
+    that there is no traceback and that it names ``fragments``."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
     return lines[0]

@@ -17,16 +17,7 @@ from harness.cli.main import main
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS
 from testbed.record.packed import INDEX_FILE
 from tests.checker.synthetic import Plan, write_run
-
-
-def _one_line_error(capsys: pytest.CaptureFixture[str], *fragments: str) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
+from tests.harness.cli.commands import captured_one_line
 
 
 def test_pack_verify_and_check_a_packed_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,21 +41,21 @@ def test_refusals_are_one_line_naming_what_and_where(
 ) -> None:
     missing = tmp_path / "nowhere"
     assert main(["store", "pack", str(missing), "--out", str(tmp_path / "p")]) == EXIT_BAD_ARGUMENTS
-    _one_line_error(capsys, "tidemark store: error:", str(missing))
+    captured_one_line(capsys, "tidemark store: error:", str(missing))
     write_run(tmp_path / "camp" / "a", Plan(seed=1))
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "note.txt").write_text("mine")
     assert main(["store", "pack", str(tmp_path / "camp"), "--out", str(busy)]) == EXIT_BAD_ARGUMENTS
-    _one_line_error(capsys, str(busy), "--out exists and is not an empty directory")
+    captured_one_line(capsys, str(busy), "--out exists and is not an empty directory")
     assert (busy / "note.txt").read_text() == "mine"
     assert main(["store", "verify", str(tmp_path / "camp")]) == EXIT_BAD_ARGUMENTS
-    _one_line_error(capsys, str(tmp_path / "camp"), "not a packed store")
+    captured_one_line(capsys, str(tmp_path / "camp"), "not a packed store")
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / INDEX_FILE).write_text("not parquet")
     assert main(["check", str(fake)]) == EXIT_BAD_ARGUMENTS
-    _one_line_error(capsys, str(fake / INDEX_FILE), "not a readable packed store index")
+    captured_one_line(capsys, str(fake / INDEX_FILE), "not a readable packed store index")
 
 
 def test_verify_names_a_run_directory_changed_since_packing(
@@ -79,4 +70,4 @@ def test_verify_names_a_run_directory_changed_since_packing(
     table = pq.read_table(history)
     pq.write_table(table.slice(0, table.num_rows - 1).replace_schema_metadata(table.schema.metadata), history)
     assert main(["store", "verify", str(out)]) == EXIT_BAD_ARGUMENTS
-    _one_line_error(capsys, str(tmp_path / "camp" / "b"), "history has", "row(s) in the run directory")
+    captured_one_line(capsys, str(tmp_path / "camp" / "b"), "history has", "row(s) in the run directory")
