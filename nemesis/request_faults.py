@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Final, Protocol, runtime_checkable
 
 from nemesis.outcomes import Refused
-from testbed.cluster.request_proxy_control import ProxyControl, ProxyRefused
+from testbed.cluster.request_proxy.control import ProxyControl, ProxyRefused
 
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 """The requests ``request-hold`` holds, one of each per node (see the module docstring)."""

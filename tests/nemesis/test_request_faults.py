@@ -18,7 +18,7 @@ from nemesis.outcomes import Refused
 from nemesis.plan import Layout
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults, RequestProxies
 from nemesis.steps import FaultStep
-from testbed.cluster.request_proxy_control import ProxyControl, ProxyProcess, spawn_proxy
+from testbed.cluster.request_proxy.control import ProxyControl, ProxyProcess, spawn_proxy
 from testbed.record.ops import Op
 from tests.nemesis.test_fault_kinds import registry_problems
 

@@ -21,14 +21,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from testbed.cluster.request_proxy import host_port
+from testbed.cluster.request_proxy.proxy import host_port
 
-SOURCE_ROOT = Path(__file__).resolve().parents[2]
+SOURCE_ROOT = Path(__file__).resolve().parents[3]
 
-ApiKeys = int | str | list[int | str]
+ApiKeys = int | str | Sequence[int | str]
 """The API keys a rule matches: a number, a request name, or a list of them."""
 
 
@@ -39,6 +40,10 @@ class ProxyControlError(Exception):
 class ProxyRefused(ProxyControlError):
     """Certainly nothing was done: the proxy answered the line with an error, or its control
     channel could not be connected to (the line was never sent)."""
+
+
+def _keys(api_key: ApiKeys) -> int | str | list[int | str]:
+    return api_key if isinstance(api_key, int | str) else list(api_key)
 
 
 class ProxyControl:
@@ -83,21 +88,34 @@ class ProxyControl:
         disconnect: bool = False,
     ) -> dict[str, Any]:
         return self.send(
-            {"op": "hold", "api_key": api_key, "client": client, "count": count, "disconnect": disconnect}
+            {
+                "op": "hold",
+                "api_key": _keys(api_key),
+                "client": client,
+                "count": count,
+                "disconnect": disconnect,
+            }
         )
 
     def drop(self, api_key: ApiKeys, client: str | None = None, count: int | None = None) -> dict[str, Any]:
-        return self.send({"op": "drop", "api_key": api_key, "client": client, "count": count})
+        return self.send({"op": "drop", "api_key": _keys(api_key), "client": client, "count": count})
 
     def delay(
         self, api_key: ApiKeys, ms: int, client: str | None = None, count: int | None = None
     ) -> dict[str, Any]:
-        return self.send({"op": "delay", "api_key": api_key, "ms": ms, "client": client, "count": count})
+        return self.send(
+            {"op": "delay", "api_key": _keys(api_key), "ms": ms, "client": client, "count": count}
+        )
 
     def duplicate(
         self, api_key: ApiKeys, client: str | None = None, count: int | None = None
     ) -> dict[str, Any]:
-        return self.send({"op": "duplicate", "api_key": api_key, "client": client, "count": count})
+        return self.send({"op": "duplicate", "api_key": _keys(api_key), "client": client, "count": count})
+
+    def observe(
+        self, api_key: ApiKeys, client: str | None = None, count: int | None = None
+    ) -> dict[str, Any]:
+        return self.send({"op": "observe", "api_key": _keys(api_key), "client": client, "count": count})
 
     def release(self, mode: str = "new-connection", rule: int | None = None) -> dict[str, Any]:
         return self.send({"op": "release", "mode": mode, "rule": rule})

@@ -4,7 +4,7 @@
 HOST:PORT|PATH [--log PATH]`` listens where the broker's clients connect (the broker advertises
 this address: ``LocalCluster.up(..., proxied=True)``) and opens one upstream connection to the
 broker per client connection.  Requests (client -> broker) are read frame by frame and matched
-against the rules (:mod:`testbed.cluster.request_rules`); responses flow back untouched.  When
+against the rules (:mod:`testbed.cluster.request_proxy.rules`); responses flow back untouched.  When
 both listeners are up it prints one JSON line ``{"listen": ..., "control": ...}`` (the real
 ports, when 0 was asked) and runs until SIGTERM or SIGINT, then closes every connection.
 
@@ -31,6 +31,7 @@ The actions (each written as one JSON line to the log: ``time``, ``conn``, ``rul
   client sees a disconnect and retries on a new connection.
 * ``delay`` -- forwarded after ``ms`` milliseconds (the connection's later requests wait too).
 * ``duplicate`` -- forwarded twice; the first answer goes to the client, the second is swallowed.
+* ``observe`` -- forwarded at once, and logged (API key and version: what the client speaks).
 
 Control lines and their replies are one JSON object per line; a bad line gets ``{"error":
 "..."}``.  ``clear`` removes every rule and releases what is held (the heal).  Standard library
@@ -50,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from testbed.cluster.request_rules import (
+from testbed.cluster.request_proxy.rules import (
     ACTIONS,
     Command,
     ControlError,
@@ -227,6 +228,9 @@ class RequestProxy:
                 header = parse_request_header(frame[4:])
                 rule = self.rules.take(header)
                 if rule is None:
+                    link.upstream.write(frame)
+                elif rule.action == "observe":
+                    self._log_request("observe", link, rule, header)
                     link.upstream.write(frame)
                 elif rule.action == "drop":
                     self._log_request("drop", link, rule, header)

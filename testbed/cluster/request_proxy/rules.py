@@ -9,7 +9,8 @@ reads only that id (to swallow the answer of a duplicate).
 
 A :class:`Rule` says what the proxy does to matching requests: ``hold`` (keep them until
 released), ``drop`` (close the client's connection instead of forwarding), ``delay`` (forward
-after ``ms``) or ``duplicate`` (forward twice, swallow the second answer).  It matches by API key
+after ``ms``), ``duplicate`` (forward twice, swallow the second answer) or ``observe`` (forward,
+and log it: which requests of which versions a client sends, for the run's events).  It matches by API key
 (a set; by number or name, :data:`API_NAMES`), optionally by a substring of the client id, and
 acts on at most ``count`` requests (None: every one) -- after that it is spent and removed.
 :class:`RuleBook` keeps the rules in the order they were added: the first live match wins.
@@ -57,8 +58,8 @@ API_NAMES: Final[Mapping[str, int]] = MappingProxyType(
 )
 """The request names a rule may use instead of the API key number (Kafka's spelling)."""
 
-Action = Literal["hold", "drop", "delay", "duplicate"]
-ACTIONS: Final[tuple[Action, ...]] = ("hold", "drop", "delay", "duplicate")
+Action = Literal["hold", "drop", "delay", "duplicate", "observe"]
+ACTIONS: Final[tuple[Action, ...]] = ("hold", "drop", "delay", "duplicate", "observe")
 ReleaseMode = Literal["new-connection", "original"]
 RELEASE_MODES: Final[tuple[ReleaseMode, ...]] = ("new-connection", "original")
 """``new-connection``: the held requests go upstream on a fresh connection whose answers go
@@ -206,7 +207,7 @@ class RuleBook:
 class Command:
     """One parsed control line: ``op`` and its checked arguments."""
 
-    op: Literal["hold", "drop", "delay", "duplicate", "release", "clear", "status"]
+    op: Literal["hold", "drop", "delay", "duplicate", "observe", "release", "clear", "status"]
     api_keys: frozenset[int] = frozenset()
     client: str | None = None
     count: int | None = None

@@ -17,7 +17,7 @@ from typing import Any
 
 from broker_impl import wire
 from broker_impl.localcluster import LocalCluster
-from testbed.cluster.request_proxy_control import (
+from testbed.cluster.request_proxy.control import (
     ProxyControl,
     ProxyControlError,
     ProxyProcess,

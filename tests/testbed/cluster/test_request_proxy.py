@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.cluster.request_proxy import RequestProxy, read_frame
-from testbed.cluster.request_proxy_control import ProxyControl, ProxyControlError, read_actions, spawn_proxy
-from testbed.cluster.request_rules import parse_command
+from testbed.cluster.request_proxy.control import ProxyControl, ProxyControlError, read_actions, spawn_proxy
+from testbed.cluster.request_proxy.proxy import RequestProxy, read_frame
+from testbed.cluster.request_proxy.rules import parse_command
 from tests.testbed.cluster.test_request_rules import request_payload
 
 pytestmark = pytest.mark.timeout(60)
@@ -136,6 +136,20 @@ def test_delay_holds_the_connection_for_its_milliseconds(tmp_path: Path) -> None
     assert [line["action"] for line in actions] == ["rule-added", "delay"]
     assert actions[1]["api_key"] == 0 and actions[1]["correlation_id"] == 1
     assert actions[1]["client_id"] == "client-1"
+
+
+def test_observe_logs_each_request_and_forwards_it(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "observe", "api_key": ["Produce", "EndTxn"], "client": "client-1"}')
+        reader, writer = await connect(listen)
+        writer.write(request(0, 1) + request(3, 2) + request(26, 3) + request(26, 4, "client-2"))
+        assert [await answer(reader) for _ in range(4)] == [(1, 1), (2, 1), (3, 1), (4, 1)]
+        writer.close()
+
+    actions = run(scenario, tmp_path)
+    observed = [(line["api_key"], line["api_version"], line["correlation_id"]) for line in actions[1:]]
+    assert observed == [(0, 9, 1), (26, 9, 3)]
+    assert {line["action"] for line in actions[1:]} == {"observe"}
 
 
 def test_drop_closes_the_client_connection_and_nothing_reaches_the_broker(tmp_path: Path) -> None:

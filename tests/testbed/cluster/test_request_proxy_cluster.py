@@ -36,8 +36,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from kafka import KafkaProducer
 
-from testbed.cluster.request_proxy_control import ProxyControl
+from testbed.cluster.request_proxy.control import ProxyControl
 from tests.broker_impl.test_txn_clients import list_offset, read_all
 from tests.testbed.cluster.proxied_cluster import ProxiedCluster, decoded_answer, start_proxied
 
@@ -96,6 +97,46 @@ def reset(proxied: ProxiedCluster, topic: str) -> None:
         proxy.control.clear()
         proxy.log.write_text("")
     proxied.cluster.create_topic(topic, 1, 3)
+
+
+TRANSACTION_APIS = ["Produce", "InitProducerId", "AddPartitionsToTxn", "EndTxn"]
+
+
+def observed_versions(proxied: ProxiedCluster, client_id: str) -> dict[int, set[int]]:
+    """API key -> the versions the proxies saw ``client_id`` send (``observe`` rules)."""
+    versions: dict[int, set[int]] = {}
+    for line in proxied.actions():
+        if line["action"] == "observe" and line["client_id"] == client_id:
+            versions.setdefault(line["api_key"], set()).add(line["api_version"])
+    return versions
+
+
+def test_the_clients_speak_transactions_below_kip_890_part_2(proxied: ProxiedCluster) -> None:
+    """librdkafka 2.16 sends EndTxn v1 and AddPartitionsToTxn v0, kafka-python 3.0.12 EndTxn v3:
+    neither bumps the epoch per transaction (EndTxn v5), so a late request of transaction N
+    carries the epoch of transaction N+1.  (The bundled broker offers EndTxn up to v3; with
+    v5 offered, both were seen to send the same versions: their ceilings.)"""
+    reset(proxied, "versions")
+    for proxy in proxied.proxies.values():
+        proxy.control.observe(TRANSACTION_APIS)
+    rdkafka = transactional(proxied, "versions-rdkafka")
+    rdkafka.begin_transaction()
+    rdkafka.produce("versions", value=b"r", partition=0)
+    rdkafka.commit_transaction(30)
+    python = KafkaProducer(
+        bootstrap_servers=proxied.cluster.client_bootstrap(),
+        transactional_id="versions-python",
+        client_id="versions-python",
+    )
+    try:
+        python.init_transactions()
+        python.begin_transaction()
+        python.send("versions", value=b"p", partition=0)
+        python.commit_transaction()
+    finally:
+        python.close()
+    assert observed_versions(proxied, "versions-rdkafka") == {0: {10}, 22: {4}, 24: {0}, 26: {1}}
+    assert observed_versions(proxied, "versions-python") == {0: {9}, 22: {4}, 24: {3}, 26: {3}}
 
 
 def test_a_late_end_txn_of_transaction_1_commits_transaction_2(proxied: ProxiedCluster) -> None:

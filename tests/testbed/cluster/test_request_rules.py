@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from testbed.cluster.request_rules import (
+from testbed.cluster.request_proxy.rules import (
     API_NAMES,
     ControlError,
     FrameError,
