@@ -40,6 +40,7 @@ from testbed.cluster.kafka_admin import (
     create_topic,
     describe_topic,
     fully_replicated,
+    topic_end_offsets,
     wait_until,
 )
 from testbed.cluster.protocol import Cluster, ControlledCluster, ReplicaDumps, replica_nodes
@@ -76,6 +77,14 @@ def _check_topic_layout(bootstrap: str, topic: str, partitions: int, replication
     if layout != expected:
         raise ClusterUnavailable(
             f"topic {topic} has partitions -> replicas {layout}, not {expected}: it existed before "
+            "the harness created it; delete it or run on a fresh cluster"
+        )
+    # The same layout is not enough: records an earlier run left would be read as this run's
+    # (duplicate, unexpected and G1a that never happened).
+    held = {p: end for p, end in topic_end_offsets(bootstrap, topic, partitions).items() if end > 0}
+    if held:
+        raise ClusterUnavailable(
+            f"topic {topic} already holds records (partition -> end offset {held}): it existed before "
             "the harness created it; delete it or run on a fresh cluster"
         )
 

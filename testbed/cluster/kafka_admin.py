@@ -68,6 +68,27 @@ def create_topic(
         admin.close()  # type: ignore[attr-defined]
 
 
+def topic_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, int]:
+    """Each partition's end offset (ListOffsets latest, read_uncommitted): what the topic holds."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            request_timeout_ms=int(timeout * 1000) + 1000,
+        )
+    except Exception as error:
+        raise ClusterUnavailable(f"{bootstrap}: {type(error).__name__}: {error}") from None
+    try:
+        wanted = [TopicPartition(topic, partition) for partition in range(partitions)]
+        ends = consumer.end_offsets(wanted, timeout_ms=int(timeout * 1000))
+    except Exception as error:
+        raise ClusterUnavailable(f"end offsets of {topic}: {type(error).__name__}: {error}") from None
+    finally:
+        consumer.close()
+    return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+
 def describe_topic(bootstrap: str, topic: str, timeout: float = 5.0) -> list[PartitionInfo]:
     admin = _admin(bootstrap, timeout)
     try:
