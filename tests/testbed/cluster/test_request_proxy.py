@@ -269,6 +269,26 @@ def test_the_control_socket_answers_bad_lines_with_one_error_line(tmp_path: Path
     run(scenario, tmp_path)
 
 
+def test_garbage_and_a_dead_broker_close_only_that_client_connection(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        reader, writer = await connect(listen)
+        writer.write(struct.pack(">i", -7))  # no frame has a negative size
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        reader, writer = await connect(listen)  # the proxy still serves
+        writer.write(request(3, 1))
+        assert await answer(reader) == (1, 2)
+        writer.close()
+        await broker.close()
+        await until(lambda: not proxy.links)
+        reader, writer = await connect(listen)  # the broker is gone: the client sees a close
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+
+    actions = run(scenario, tmp_path)
+    assert [line["action"] for line in actions] == ["upstream-refused"]
+
+
 def test_closing_the_proxy_closes_held_connections(tmp_path: Path) -> None:
     async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
         await command(proxy, '{"op": "hold", "api_key": 0}')
