@@ -22,6 +22,11 @@ broker did.  What these tests found (they fail when it changes):
   and opens a transaction nothing ends -- the LSO stays below the high watermark; with
   verification on the leader asks the coordinator, which answers PRODUCER_FENCED, and the LSO
   is the high watermark.
+* **Idempotence holds.**  An idempotent producer's first Produce is held and its connection
+  closed (``disconnect``): librdkafka retries it on a new connection at once, same sequence.
+  Released after two more batches, the late copy is answered NONE with the first copy's offset
+  and not appended (the broker remembers the last five batches, as Kafka); after eight, it is
+  refused OUT_OF_ORDER_SEQUENCE_NUMBER, not appended either.
 * **KAFKA-17754, Produce form -- not reachable with librdkafka.**  Same hold, but transaction 2
   begins and produces before the release: its Produce carried the bumped epoch, so the late one
   is refused INVALID_PRODUCER_EPOCH whatever the verification setting.
@@ -44,7 +49,7 @@ from tests.testbed.cluster.proxied_cluster import ProxiedCluster, decoded_answer
 
 pytestmark = pytest.mark.timeout(300)
 
-NONE, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED = 0, 47, 48, 90
+NONE, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED = 0, 45, 47, 90
 
 
 @pytest.fixture(scope="module", params=["true", "false"], ids=["verification", "no-verification"])
@@ -208,3 +213,33 @@ def test_a_late_produce_after_the_next_transaction_produced_is_fenced_by_the_bum
     assert partition.error_code == INVALID_PRODUCER_EPOCH
     client.commit_transaction(30)
     assert read_all(proxied.cluster, topic, 1, "read_committed", 1) == ["t2"]
+
+
+@pytest.mark.parametrize(
+    ("later_batches", "error", "offset"), [(2, NONE, 0), (8, OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
+)
+def test_a_late_copy_of_an_idempotent_produce_is_never_appended(
+    proxied: ProxiedCluster, later_batches: int, error: int, offset: int
+) -> None:
+    topic = f"late-idempotent-{later_batches}"
+    reset(proxied, topic)
+    for proxy in proxied.proxies.values():
+        proxy.control.hold("Produce", client=topic, count=1, disconnect=True)
+    client = Producer(
+        {
+            "bootstrap.servers": proxied.cluster.client_bootstrap(),
+            "enable.idempotence": True,
+            "client.id": topic,
+        }
+    )
+    values = [f"v{number}".encode() for number in range(later_batches + 1)]
+    for value in values:  # one batch each: the first is held, and retried at once elsewhere
+        client.produce(topic, value, partition=0)
+        assert client.flush(30) == 0
+    assert proxied.wait_holder(10).release()["answered"] == 1
+    partition = released_answer(proxied, 0, 10).responses[0].partition_responses[0]
+    assert (partition.error_code, partition.base_offset) == (error, offset)
+    assert list_offset(proxied.cluster, topic, 0) == len(values)
+    assert read_all(proxied.cluster, topic, 1, "read_uncommitted", len(values)) == sorted(
+        value.decode() for value in values
+    )
