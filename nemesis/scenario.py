@@ -275,9 +275,9 @@ def parse_scenario(data: dict[str, Any], source: str, text: str = "") -> Scenari
         name=name,
         description=str(data.get("description", "")).strip(),
         source=source,
-        node_count=int(data.get("node_count", 3)),
-        workload=dict(data.get("workload", {})),
-        settings={str(k): _setting_text(v) for k, v in data.get("settings", {}).items()},
+        node_count=_node_count(data, source, text),
+        workload=dict(_table(data, "workload", source, text)),
+        settings={str(k): _setting_text(v) for k, v in _table(data, "settings", source, text).items()},
         expected=tuple(expected),
         steps=steps,
         parsed_steps=parsed_steps,
@@ -286,6 +286,23 @@ def parse_scenario(data: dict[str, Any], source: str, text: str = "") -> Scenari
         switch=_switch(data, source),
         target=_target(data, source),
     )
+
+
+def _node_count(data: Mapping[str, Any], source: str, text: str) -> int:
+    """The ``node_count`` key (default 3): a whole number >= 1, else ScenarioError with its line."""
+    count = data.get("node_count", 3)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        line = line_of(text, "", 0, "node_count")
+        raise ScenarioError(f"{source}{line}: node_count must be a whole number >= 1, not {count!r}")
+    return count
+
+
+def _table(data: Mapping[str, Any], key: str, source: str, text: str) -> Mapping[str, Any]:
+    """The ``[key]`` table (empty when absent); ScenarioError with its line when it is not a table."""
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{source}{line_of(text, '', 0, key)}: {key} must be a table, not {table!r}")
+    return table
 
 
 def _target(data: Mapping[str, Any], source: str) -> str | None:
@@ -373,8 +390,9 @@ def _refuse_unknown_keys(
 
 
 def line_of(text: str, table: str, number: int, key: str) -> str:
-    """``":LINE"``: where ``key`` is set in the ``number``-th ``[[table]]`` of ``text`` (``""`` when
-    ``text`` is not given or the table is written some other way, e.g. inline)."""
+    """``":LINE"``: where ``key`` is set in the ``number``-th ``[[table]]`` of ``text`` -- number 0:
+    at the top level, before the first table -- (``""`` when ``text`` is not given or the table is
+    written some other way, e.g. inline)."""
     header = re.compile(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]")
     assignment = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
     seen = 0

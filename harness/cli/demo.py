@@ -13,16 +13,28 @@ import argparse
 import importlib.resources
 from pathlib import Path
 
-from harness.run.campaign import load_campaign
+from harness.cli.errors import UsageError
+from harness.run.campaign import CampaignError, load_campaign
 from harness.run.campaign_run import run_campaign
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default="store", metavar="DIR")
-    parser.add_argument("--engine", choices=("spark", "pandas"), default="spark")
+    parser.add_argument(
+        "--store", default="store", metavar="DIR", help="where the campaign's runs are stored"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "pandas"),
+        default="spark",
+        help="checker engine for the final check (pandas needs no JVM)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the demo campaign; a machine that cannot run it (no Docker engine answers) is one line."""
     source = Path(str(importlib.resources.files("harness.run") / "campaigns" / "demo.toml"))
-    campaign = load_campaign(source)
-    return run_campaign(campaign, Path(args.store), engine=args.engine)
+    try:
+        campaign = load_campaign(source)
+        return run_campaign(campaign, Path(args.store), engine=args.engine)
+    except CampaignError as error:
+        raise UsageError(str(error)) from None

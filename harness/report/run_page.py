@@ -34,12 +34,12 @@ import pyarrow.parquet as pq
 
 from checker.anomaly_order import anomaly_phrases, ordered
 from harness.report.evidence_section import evidence_section
+from harness.report.files_section import files_section
 from harness.report.html_page import (
     badge,
     cell,
     compact,
     esc,
-    href,
     kv_table,
     page,
     records_table,
@@ -52,7 +52,7 @@ from harness.report.readable import UNREADABLE, unreadable_tables
 from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
 from testbed.record.faults import NemesisEvent
-from testbed.record.rundir import HISTORY_JSONL, HISTORY_PARQUET, REPORT_FILE, RESULTS_FILE, SPEC_FILE, RunDir
+from testbed.record.rundir import REPORT_FILE, RunDir
 from testbed.record.stored_run import (
     VERDICT_LABELS,
     StoredRun,
@@ -392,39 +392,6 @@ def _configuration(run: StoredRun) -> str:
     return "".join(parts)
 
 
-def _files(run: StoredRun) -> str:
-    links = [
-        f'<li><a href="{href(name)}">{esc(name)}</a> ({_size(run.run_dir / name)})</li>'
-        for name in (SPEC_FILE, RESULTS_FILE, HISTORY_JSONL, HISTORY_PARQUET)
-        if (run.run_dir / name).is_file()
-    ]
-    nodes_dir = RunDir(run.run_dir).nodes
-    node_items = []
-    if nodes_dir.is_dir():
-        for node in sorted(p for p in nodes_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            files = sorted(p for p in node.iterdir() if p.is_file() and not p.name.startswith("."))
-            entries = ", ".join(
-                f'<a href="{href(f.relative_to(run.run_dir))}">{esc(f.name)}</a> ({_size(f)})' for f in files
-            )
-            node_items.append(
-                f"<li><b>{esc(node.name)}</b>: {entries or '<span class=note>no files</span>'}</li>"
-            )
-    logs = f"<ul>{''.join(node_items)}</ul>" if node_items else '<p class="note">No node logs collected.</p>'
-    return f"<h3>node logs</h3>{logs}<h3>run files</h3><ul>{''.join(links)}</ul>"
-
-
-def _size(path: Path) -> str:
-    try:
-        size = float(path.stat().st_size)
-    except OSError:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return "?"
-
-
 # ----------------------------------------------------------------------------- entry point
 
 
@@ -434,16 +401,19 @@ def run_report_html(run_dir: Path | str) -> str:
 
 
 def checked_report_html(run_dir: Path | str) -> tuple[str, str | None]:
-    """The report page of ``run_dir`` and, when one of its tables cannot be read, the first such
-    problem (one line naming the file): the page then marks the run unreadable and shows what
-    needs no table -- verdict, configuration, files."""
+    """The report page of ``run_dir`` and, when one of its files cannot be read, the first such
+    problem (one line naming the file).  A table that cannot be read makes the page mark the run
+    unreadable and show what needs no table -- verdict, configuration, files; an unreadable
+    ``test.json`` or ``results.json`` is shown on the full page, which says what it lacks."""
     run = load_stored_run(run_dir)
     problems = unreadable_tables(run.run_dir)
     if not problems:
         try:
-            return _full_report_html(run), None
+            text = _full_report_html(run)
         except pa.ArrowException as error:
             problems = [f"{run.run_dir}: {' '.join(str(error).split())}"]
+        else:  # the page shows a test.json or results.json it could not read; the caller hears of it
+            return text, _named(run, run.problems[0]) if run.problems else None
     body = "\n".join(
         [
             _header(run, None),
@@ -453,10 +423,15 @@ def checked_report_html(run_dir: Path | str) -> tuple[str, str | None]:
             "<h2>Configuration</h2>",
             _configuration(run),
             "<h2>Logs and files</h2>",
-            _files(run),
+            files_section(run.run_dir),
         ]
     )
     return page(f"Tidemark: {run.name} - {UNREADABLE}", body), problems[0]
+
+
+def _named(run: StoredRun, problem: str) -> str:
+    """``problem`` of ``run`` as one line that names the run directory."""
+    return problem if problem.startswith(str(run.run_dir)) else f"{run.run_dir}/{problem}"
 
 
 def _full_report_html(run: StoredRun) -> str:
@@ -479,7 +454,7 @@ def _full_report_html(run: StoredRun) -> str:
             "<h2>Configuration</h2>",
             _configuration(run),
             "<h2>Logs and files</h2>",
-            _files(run),
+            files_section(run.run_dir),
         ]
     )
     return page(f"Tidemark: {run.name} - {VERDICT_LABELS[run.verdict]}", body)
