@@ -27,12 +27,15 @@ from nemesis.fault_kinds import (
     PACKET_LOSS_HEAL,
     PAUSE,
     POWER_LOSS,
+    REQUEST_HOLD,
+    REQUEST_RELEASE,
     RESUME,
     START,
 )
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
+from nemesis.request_faults import RequestFaults
 from testbed.cluster.protocol import NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
@@ -53,6 +56,7 @@ class BrokerActs:
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.packet_loss = PacketLoss(metadata.layout, cluster.ip, self._run)
+        self.requests = RequestFaults(cluster)
 
     def _run(self, node: str, script: str) -> None:
         self.cluster.remote(node).exec(script, timeout=self.remote_timeout)
@@ -117,6 +121,12 @@ class BrokerActs:
     def heal_packet_loss(self, node: str) -> None:
         self.packet_loss.heal(node)
 
+    def hold_requests(self, node: str) -> None:
+        self.requests.hold(node)
+
+    def release_requests(self, node: str) -> None:
+        self.requests.release(node)
+
 
 NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxyType(
     {
@@ -129,6 +139,8 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         METADATA_HEAL: BrokerActs.heal_metadata,
         PACKET_LOSS: BrokerActs.lose_packets,
         PACKET_LOSS_HEAL: BrokerActs.heal_packet_loss,
+        REQUEST_HOLD: BrokerActs.hold_requests,
+        REQUEST_RELEASE: BrokerActs.release_requests,
     }
 )
 """Node-shaped fault or heal kind -> what it does to one broker node."""

@@ -122,6 +122,32 @@ ANNOUNCE = Param("announce", False, "false: recorded as unannounced, no fault wi
 NODES_VALUE = '{"nodes": [...]}'
 NODE_FAULT_VALUE = '{"nodes": [...], "target": "minority"} (+ "leader_of" when it followed a leader)'
 
+REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
+    FaultKind(
+        REQUEST_HOLD,
+        "the broker's request proxy holds the next Produce and the next EndTxn a client sends it"
+        " (the connection stays open and silent) until the heal (nemesis.request_faults)",
+        heal=REQUEST_RELEASE,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
+        colour="#2a9d8f",
+        needs=frozenset({REQUEST_PROXY}),
+    ),
+    FaultKind(
+        REQUEST_RELEASE,
+        "the proxy sends what it holds to the broker on a new connection, late, answers dropped,"
+        " and forgets its rules (heal of request-hold; no node: every broker)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="optional",
+        op_value=NODES_VALUE + ' (+ "mode": "new-connection")',
+        colour=OTHER_COLOUR,
+        needs=frozenset({REQUEST_PROXY}),
+    ),
+)
+"""The request-level faults (:mod:`nemesis.request_faults`), declared before :data:`KINDS` ends with them."""
+
 KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
         KILL,
@@ -256,38 +282,10 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         ),
         needs=frozenset({CONSUMER_GROUP}),
     ),
+    *REQUEST_KINDS,
 )
 """Every kind, each fault followed by its heal, in the order scenario messages list them."""
 
-REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
-    FaultKind(
-        REQUEST_HOLD,
-        "the broker's request proxy holds the next Produce and the next EndTxn a client sends it"
-        " (the connection stays open and silent) until the heal (nemesis.request_faults)",
-        heal=REQUEST_RELEASE,
-        drawn_as="node-target",
-        nodes="required",
-        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
-        colour="#2a9d8f",
-        needs=frozenset({REQUEST_PROXY}),
-    ),
-    FaultKind(
-        REQUEST_RELEASE,
-        "the proxy sends what it holds to the broker on a new connection, late, answers dropped,"
-        " and forgets its rules (heal of request-hold; no node: every broker)",
-        heal=IS_A_HEAL,
-        drawn_as="never",
-        nodes="optional",
-        op_value=NODES_VALUE + ' (+ "mode": "new-connection")',
-        colour=OTHER_COLOUR,
-        needs=frozenset({REQUEST_PROXY}),
-    ),
-)
-"""Declared, not yet in :data:`KINDS`: a kind joins only whole, and three tables outside this
-module must first name these (``nemesis.broker_acts.NODE_ACTS``: the per-node acts of
-:class:`nemesis.request_faults.RequestFaults`; ``testbed.record.faults.HEALS``: the pair;
-``nemesis.nemesis_config``: the ability's protocol and refusal).  Then ``KINDS`` ends with
-``*REQUEST_KINDS`` and :data:`nemesis.kind_mechanisms.MECHANISMS` picks their mechanisms up."""
 
 REGISTRY: Final[Mapping[str, FaultKind]] = MappingProxyType({kind.name: kind for kind in KINDS})
 """Kind name -> its declaration."""

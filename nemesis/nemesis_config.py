@@ -16,8 +16,15 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from nemesis.fault_kinds import CONSUMER_GROUP, CONTROLLER_NODE, NODE_CONTROL, POWER_LOSS_ABILITY
+from nemesis.fault_kinds import (
+    CONSUMER_GROUP,
+    CONTROLLER_NODE,
+    NODE_CONTROL,
+    POWER_LOSS_ABILITY,
+    REQUEST_PROXY,
+)
 from nemesis.plan import TopicPartition
+from nemesis.request_faults import RequestProxies
 from testbed.cluster.protocol import Cluster, NodeControl, PowerLoss
 
 
@@ -67,13 +74,14 @@ ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
         CONTROLLER_NODE: "a controller node (this cluster's metadata lives elsewhere)",
         NODE_CONTROL: "a cluster whose nodes the harness controls",
         CONSUMER_GROUP: "the workload's consumer group (--consume-via subscribe)",
+        REQUEST_PROXY: "a cluster whose brokers' clients go through request proxies",
     }
 )
 """Each ability of :data:`nemesis.fault_kinds.ABILITIES`, as a refusal says what is missing."""
 
 
 ABILITY_PROTOCOLS: Final[Mapping[str, type]] = MappingProxyType(
-    {NODE_CONTROL: NodeControl, POWER_LOSS_ABILITY: PowerLoss}
+    {NODE_CONTROL: NodeControl, POWER_LOSS_ABILITY: PowerLoss, REQUEST_PROXY: RequestProxies}
 )
 """The abilities a cluster has by implementing a protocol of :mod:`testbed.cluster.protocol`, so a
 target that lists its protocols (``harness.targets``: ``Target.offers(protocol)``) answers a fault
@@ -88,4 +96,6 @@ def cluster_abilities(cluster: ClusterHandle) -> frozenset[str]:
         offered.add(POWER_LOSS_ABILITY)
     if cluster.controller is not None:
         offered.add(CONTROLLER_NODE)
+    if isinstance(cluster, RequestProxies):
+        offered.add(REQUEST_PROXY)
     return frozenset(offered)

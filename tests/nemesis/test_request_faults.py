@@ -1,8 +1,8 @@
 """``request-hold`` and its heal ``request-release``: the declarations, their mechanisms' op values,
 and the per-node acts against a real request proxy process (no broker: the acts only set rules).
 
-The kinds are declared in :data:`nemesis.fault_kinds.REQUEST_KINDS`, not yet in ``KINDS`` (see
-its docstring); these tests check them as the registry test checks every registered kind."""
+The kinds are :data:`nemesis.fault_kinds.REQUEST_KINDS`, registered with the others; the last
+test runs them through the nemesis on a cluster whose proxies are real processes."""
 
 from __future__ import annotations
 
@@ -14,13 +14,18 @@ import pytest
 
 from nemesis.fault_kinds import KINDS, REQUEST_HOLD, REQUEST_KINDS, REQUEST_RELEASE, kind_of
 from nemesis.kind_mechanisms import MECHANISMS, mechanism_of
+from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.outcomes import Refused
-from nemesis.plan import Layout
+from nemesis.plan import Layout, PlanError
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults, RequestProxies
+from nemesis.spec import NemesisSpec
 from nemesis.steps import FaultStep
 from testbed.cluster.request_proxy.control import ProxyControl, ProxyProcess, spawn_proxy
+from testbed.record.faults import NemesisRow, fault_windows, nemesis_events
 from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 from tests.nemesis.test_fault_kinds import registry_problems
+from tests.nemesis.test_mechanism import FakeCluster
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,7 +33,7 @@ pytestmark = pytest.mark.timeout(60)
 def test_the_declarations_are_whole_and_have_mechanisms() -> None:
     mechanisms = {kind.name: mechanism_of(kind) for kind in REQUEST_KINDS}
     assert None not in mechanisms.values()
-    assert registry_problems([*KINDS, *REQUEST_KINDS], {**MECHANISMS, **mechanisms}) == []
+    assert registry_problems(KINDS, MECHANISMS) == []
     hold, release = REQUEST_KINDS
     assert (hold.name, hold.heal, hold.drawn_as, hold.nodes) == (
         REQUEST_HOLD,
@@ -43,8 +48,7 @@ def test_the_declarations_are_whole_and_have_mechanisms() -> None:
         "optional",
     )
     assert hold.needs == release.needs == {"request-proxy"}
-    with pytest.raises(KeyError):  # not registered until the other tables name them
-        kind_of(REQUEST_HOLD)
+    assert kind_of(REQUEST_HOLD) is hold and MECHANISMS[REQUEST_RELEASE] is mechanisms[REQUEST_RELEASE]
 
 
 class RecordingActions:
@@ -120,3 +124,62 @@ def test_acts_that_certainly_did_nothing_are_refused(proxy: ProxyProcess) -> Non
         acts.hold("n2")  # its control channel cannot be connected to: nothing was sent
     with pytest.raises(Refused, match=r"127\.0\.0\.1:9"):
         acts.release("n2")
+
+
+class ProxiedFakeCluster(FakeCluster):
+    """The nemesis tests' fake cluster, its brokers behind real proxies (no broker behind them)."""
+
+    def __init__(self, controls: dict[str, ProxyControl]) -> None:
+        super().__init__()
+        self.controls = controls
+
+    def request_proxy(self, node: str) -> ProxyControl:
+        return self.controls[node]
+
+
+def test_the_nemesis_holds_on_the_named_broker_and_heal_all_releases(tmp_path: Path) -> None:
+    proxies = {
+        node: spawn_proxy("127.0.0.1:0", "127.0.0.1:9", "127.0.0.1:0", tmp_path / f"{node}.jsonl")
+        for node in ("n1", "n2", "n3")
+    }
+    recorder = Recorder(tmp_path / "history.jsonl")
+    ops: list[Op] = []
+    recorder.listeners.append(ops.append)
+    try:
+        cluster = ProxiedFakeCluster({node: proxy.control for node, proxy in proxies.items()})
+        nemesis = Nemesis(
+            NemesisSpec(faults=(REQUEST_HOLD,)),
+            cluster,
+            recorder,
+            NemesisConfig(leader_partitions=[("q", 0)]),
+        )
+        held = nemesis.apply(FaultStep(REQUEST_HOLD, ("n2",)))
+        assert (held.type, held.value) == ("ok", {"nodes": ["n2"], "requests": ["Produce", "EndTxn"]})
+        assert [len(proxy.control.status()["rules"]) for proxy in proxies.values()] == [0, 2, 0]
+        healed = nemesis.heal_all()
+        assert (healed[0].f, healed[0].type, healed[0].value) == (REQUEST_RELEASE, "ok", {"nodes": ["n2"]})
+        assert all(proxy.control.status()["rules"] == [] for proxy in proxies.values())
+        rows = [NemesisRow(op.index, op.time, op.type, op.f, op.value, op.error) for op in ops]
+        windows = fault_windows(nemesis_events(rows))
+        assert [(window.kind, window.nodes, window.healed_by) for window in windows] == [
+            (REQUEST_HOLD, ("n2",), REQUEST_RELEASE)
+        ]
+    finally:
+        recorder.close()
+        for proxy in proxies.values():
+            assert proxy.stop() == 0
+
+
+def test_a_cluster_without_proxies_cannot_take_the_fault(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "history.jsonl")
+    try:
+        nemesis = Nemesis(
+            NemesisSpec(faults=("kill",)),
+            FakeCluster(),
+            recorder,
+            NemesisConfig(leader_partitions=[("q", 0)]),
+        )
+        with pytest.raises(PlanError, match="request proxies"):
+            nemesis.apply(FaultStep(REQUEST_HOLD, ("n2",)))
+    finally:
+        recorder.close()
