@@ -1,8 +1,13 @@
 """``tidemark campaign FILE``: run a test matrix, resumably, and check it in one Spark job.
 
+``--dry-run`` validates the file as a run would (every run's and hunt's spec checked by its
+target) and prints the plan -- runs, hunts, budgets -- without starting or writing anything: the
+nightly workflow's first step, and the test of every workflow command
+(``tests/docs/test_workflows.py``).
+
 A run *passes* when it is valid -- or, for a scenario run, when its verdict is the one
 the scenario expects under that run's settings (a high-watermark run of ``kip101-loss``
-must lose writes).  Exit code: 0 every run passed, 1 any failed, 2 any unknown (not
+must lose writes).  Exit code: 0 every run passed (or, with ``--dry-run``, the file is valid), 1 any failed, 2 any unknown (not
 checked, or incomplete evidence), 254 bad arguments or a bad campaign file.
 """
 
@@ -12,8 +17,9 @@ import argparse
 from pathlib import Path
 
 from harness.cli.errors import UsageError
-from harness.run.campaign import CampaignError, load_campaign
+from harness.run.campaign import CampaignError, campaign_directory, load_campaign, plan_lines
 from harness.run.campaign_run import run_campaign
+from harness.run.exit_codes import EXIT_VALID
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,11 +32,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="checker engine (default: the file's, else spark)",
     )
     parser.add_argument("--master", metavar="URL", help="Spark master for the final check (default local[*])")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate FILE and print its plan (runs, hunts, budgets); start nothing, write nothing",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         campaign = load_campaign(Path(args.file))
+        if args.dry_run:
+            for line in plan_lines(campaign, campaign_directory(Path(args.store), campaign)):
+                print(line)
+            print("nothing started (--dry-run); Docker and a target's binary are checked when it runs")
+            return EXIT_VALID
         return run_campaign(
             campaign, Path(args.store), engine=args.engine or campaign.engine, master=args.master
         )

@@ -81,7 +81,31 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_run=module.run)
+    show_defaults(parser)
     return parser
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Make ``--help`` give every option's default, in every subcommand at any depth.
+
+    An option whose help does not already say its default gets ``(default: VALUE)``; one with no
+    help at all gets that alone.  Options whose default is "not given" (None), off (False) or
+    empty (``""``, ``[]``) say nothing: argparse's own ``ArgumentDefaultsHelpFormatter`` would print
+    ``(default: None)`` for them, and skips options without help, which are the ones that most
+    need it.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                show_defaults(child)
+            continue
+        default = action.default
+        unset = default is None or default is False or default is argparse.SUPPRESS or default in ("", [], ())
+        if unset or not action.option_strings:
+            continue
+        if action.help == argparse.SUPPRESS or "default" in (action.help or "").lower():
+            continue
+        action.help = f"{action.help} (default: %(default)s)" if action.help else "default: %(default)s"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -371,3 +371,36 @@ def docker_unreachable() -> str | None:
     except DockerUnavailable as error:
         return " ".join(str(error).split())
     return None
+
+
+def plan_lines(campaign: Campaign, directory: Path) -> list[str]:
+    """What ``tidemark campaign --dry-run`` prints: the campaign, every run (its key, target, what
+    it runs, its time limit; ``stored`` when ``directory`` already holds it finished), every hunt
+    (target, budget, faults, whether an anomaly is expected) and the time the main phases and hunts
+    take at least.  Pure: reads ``directory`` only to tell stored runs apart."""
+    lines = [
+        f"campaign {campaign.name} ({campaign.source}): {len(campaign.runs)} run(s), "
+        f"{len(campaign.hunts)} hunt(s); checked with {campaign.engine}; stored in {directory}"
+    ]
+    for run in campaign.runs:
+        spec = run.spec
+        what = (
+            f"scenario {spec.scenario}"
+            if spec.scenario
+            else f"nemesis {','.join(spec.nemesis.faults) or '-'}"
+        )
+        stored = "  (stored)" if RunDir(directory / "runs" / run.key).finished() else ""
+        lines.append(f"  run  {run.key}  target {spec.target}  {what}  {spec.time_limit:g} s{stored}")
+    for planned in campaign.hunts:
+        lines.append(
+            f"  hunt {planned.key}  target {planned.spec.target}  budget {planned.budget_seconds / 60:g} min"
+            f"  faults {','.join(planned.spec.nemesis.faults)}"
+            f"  anomaly {'expected' if planned.expect_anomaly else 'not expected'}"
+        )
+    main_phases = sum(run.spec.time_limit for run in campaign.runs) / 60
+    hunting = sum(planned.budget_seconds for planned in campaign.hunts) / 60
+    lines.append(
+        f"at least {main_phases:.1f} min of main phases (each run adds its cluster start, drain and dumps)"
+        f" and {hunting:g} min of hunts"
+    )
+    return lines
