@@ -188,7 +188,8 @@ def execute(
         raise UsageError(f"--summary {args.summary}: no such directory {Path(args.summary).parent}")
     if human is None:
         human = sys.stderr if args.json else sys.stdout
-    console = Console(file=human, highlight=False, soft_wrap=True)
+    # A pipe or a CI log is no terminal: give the table room instead of rich's 80 columns.
+    console = Console(file=human, highlight=False, soft_wrap=True, width=None if human.isatty() else 160)
     with BatchProgress(len(run_dirs) + sum(count_runs(store) for store in packed)) as progress:
         unreadable: dict[Path, str] = {}
         try:

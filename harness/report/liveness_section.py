@@ -27,10 +27,16 @@ def _seconds(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _after(seconds: Any, what: str, never: str) -> str:
+    """``ack 1.300 s``, or ``never`` when it did not happen (not ``ack - s``)."""
+    return never if seconds is None else f"{what} {seconds:.3f} s"
+
+
 def _recovery(liveness: Mapping[str, Any]) -> str:
-    """``p0: ack 1.300 s, poll 2.800 s; ...`` for the last heal's row."""
+    """``p0: ack 1.300 s, poll 2.800 s; p1: ack 0.900 s, no poll of new records`` for the last heal's row."""
     parts = [
-        f"p{_esc(p)}: ack {_seconds(f['recovery_send_s'])} s, poll {_seconds(f['recovery_poll_s'])} s"
+        f"p{_esc(p)}: {_after(f['recovery_send_s'], 'ack', 'no ack')},"
+        f" {_after(f['recovery_poll_s'], 'poll', 'no poll of new records')}"
         for p, f in sorted(liveness.get("partitions", {}).items(), key=lambda item: int(item[0]))
     ]
     return "; ".join(parts) or "-"
