@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from testbed.record.stored_run import VERDICT_LABELS
+from testbed.record.stored_run import VERDICT_LABELS, key_settings
 
 MAX_TEXT: Final = 400
 MAX_TABLE_ROWS: Final = 20
@@ -116,3 +116,14 @@ def records_table(records: list[dict[str, Any]]) -> str:
         f'<p class="note">… {len(records) - MAX_TABLE_ROWS} more</p>' if len(records) > MAX_TABLE_ROWS else ""
     )
     return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def run_settings(spec: Mapping[str, Any] | None) -> dict[str, str]:
+    """:func:`testbed.record.stored_run.key_settings`, with a scenario run's faults: a scenario
+    injects its faults through its steps, not the nemesis mix, so ``faults`` would read ``-`` for a
+    run that killed and partitioned nodes; ``test.json``'s ``scenario_faults`` names them."""
+    settings = key_settings(spec)
+    scripted = (spec or {}).get("scenario_faults")
+    if settings["faults"] == "-" and isinstance(scripted, list) and scripted:
+        settings["faults"] = ",".join(str(fault) for fault in scripted)
+    return settings

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from checker.anomaly_order import causes_first
-from harness.report.html_page import badge, esc, href, page, utc_text, write_atomically
+from harness.report.html_page import badge, esc, href, page, run_settings, utc_text, write_atomically
 from harness.report.readable import UNREADABLE, unreadable_tables
 from testbed.record.rundir import REPORT_FILE, find_run_directories
 from testbed.record.stored_run import (
@@ -40,7 +40,6 @@ from testbed.record.stored_run import (
     StoredRun,
     check_status,
     history_span_seconds,
-    key_settings,
     load_stored_run,
     not_applicable_checks,
     started_at,
@@ -160,7 +159,7 @@ def _row(run: StoredRun, directory: Path, anomaly_columns: list[str]) -> str:
     unreadable = unreadable_tables(run.run_dir)
     if unreadable:  # flagged here, named on hover: the verdict beside it was not read from these
         link += f' <span class="problem" title="{esc("; ".join(unreadable))}">({UNREADABLE})</span>'
-    settings = key_settings(run.spec)
+    settings = run_settings(run.spec)
     cells = [f"<td>{link}</td>", f"<td>{esc(run.name)}</td>"]
     cells += [f"<td>{esc(settings[key])}</td>" for key, _ in SETTING_COLUMNS]
     cells.append(_verdict_cell(run))

@@ -43,6 +43,7 @@ from harness.report.html_page import (
     kv_table,
     page,
     records_table,
+    run_settings,
     utc_text,
     write_atomically,
 )
@@ -56,7 +57,6 @@ from testbed.record.rundir import REPORT_FILE, RunDir
 from testbed.record.stored_run import (
     VERDICT_LABELS,
     StoredRun,
-    key_settings,
     load_stored_run,
     not_applicable_checks,
     started_at,
@@ -115,7 +115,7 @@ def _header(run: StoredRun, timeline: Timeline | None) -> str:
             if timeline
             else "none"
         ),
-        "settings": " ".join(f"{k}={v}" for k, v in key_settings(spec).items() if k != "scenario"),
+        "settings": " ".join(f"{k}={v}" for k, v in run_settings(spec).items() if k != "scenario"),
         "report written": utc_text(datetime.datetime.now(datetime.UTC)),
     }
     return (
@@ -367,7 +367,7 @@ def _configuration(run: StoredRun) -> str:
     spec = run.spec
     if spec is None:
         return '<p class="problem">No readable test.json.</p>'
-    sections = [("key settings", key_settings(spec))]
+    sections = [("key settings", run_settings(spec))]
     sections += [
         (title, spec[key])
         for title, key in (
