@@ -27,6 +27,7 @@ from testbed.cluster.protocol import (
     ReplicaDumps,
 )
 from testbed.cluster.targets import DEFAULT_TARGET
+from testbed.record.faults import REQUEST_HOLD
 from testbed.record.replicas import EVIDENCE_DUMPS
 from testbed.record.rundir import RunDir
 
@@ -87,7 +88,7 @@ class BundledTarget(BaseTarget):
         """A DockerCluster with broker_impl started on it; logs collected and torn down on exit."""
         import docker
 
-        from testbed.cluster.bundled import BundledCluster
+        from testbed.cluster.bundled import BundledCluster, ProxiedBundledCluster
         from testbed.cluster.docker_cluster import CONTROLLER, DockerCluster
         from testbed.cluster.image import ensure_image
 
@@ -97,7 +98,10 @@ class BundledTarget(BaseTarget):
             client, image, brokers=spec.node_count, work_dir=run_dir.cluster_work
         ) as docker_cluster:
             names = docker_cluster.broker_names
-            cluster = BundledCluster(
+            # A request proxy in front of each broker only when a request fault may act: it is a
+            # hop every request pays for.
+            proxied = REQUEST_HOLD in spec.nemesis.injected_faults() | spec.scenario_faults()
+            cluster = (ProxiedBundledCluster if proxied else BundledCluster)(
                 docker_cluster.remotes_via(spec.transport),
                 {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
                 names,

@@ -38,6 +38,7 @@ from testbed.cluster.kafka_admin import (
     wait_until,
 )
 from testbed.cluster.lazyfs_mount import LazyMount, not_mounted
+from testbed.cluster.request_proxy.control import ProxyControl
 from testbed.nodes.remote import CommandFailed, Remote, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ METADATA_DIR = "/var/lib/tidemark/metadata"
 LOG_DIR = "/var/log/tidemark"
 """Process logs and event logs; :meth:`BundledCluster.collect_logs` fetches all of it."""
 KAFKA_PORT = 9092
+BROKER_BEHIND_PROXY_PORT = 9094
+"""Where a broker listens when a request proxy owns :data:`KAFKA_PORT` (:class:`ProxiedBundledCluster`)."""
+PROXY_CONTROL_PORT = 9095
 CONTROLLER_PORT = 9093
 
 HARNESS_BROKER_DEFAULTS = {
@@ -185,6 +189,9 @@ class BundledCluster:
         self.data_dir = DATA_DIR
         self.power_loss_filesystem = power_loss_filesystem
 
+    listen_port = KAFKA_PORT
+    """The port each broker listens on; it always advertises :data:`KAFKA_PORT`."""
+
     # ---- NodeControl ----------------------------------------------------------------------
 
     def remote(self, node: str) -> Remote:
@@ -254,7 +261,7 @@ class BundledCluster:
         for name in self.brokers:
             settings = {
                 "node.id": str(self.node_ids[name]),
-                "listeners": f"PLAINTEXT://0.0.0.0:{KAFKA_PORT}",
+                "listeners": f"PLAINTEXT://0.0.0.0:{self.listen_port}",
                 "advertised.listeners": f"PLAINTEXT://{self._ips[name]}:{KAFKA_PORT}",
                 "controller.quorum.bootstrap.servers": f"{self._ips[self.controller]}:{CONTROLLER_PORT}",
                 "log.dirs": self.data_dir,
@@ -348,3 +355,47 @@ class BundledCluster:
         (:data:`broker_impl.events.BROKER_EVENTS_FILE` / ``CONTROLLER_EVENTS_FILE``)."""
         target.mkdir(parents=True, exist_ok=True)
         self._remotes[node].get(LOG_DIR, target, timeout=60)
+
+
+class ProxiedBundledCluster(BundledCluster):
+    """A bundled cluster whose brokers clients reach only through a request proxy each.
+
+    The proxy (:mod:`testbed.cluster.request_proxy`, a daemon ``request-proxy`` on the broker's
+    node) owns :data:`KAFKA_PORT`, which every broker advertises, and forwards to the broker on
+    :data:`BROKER_BEHIND_PROXY_PORT` on the same node; its control channel is
+    :data:`PROXY_CONTROL_PORT`, its actions go to ``request-proxy.jsonl`` in the node's log
+    directory (collected with the other logs).  Replica fetches and transaction markers go through
+    the proxies too, as clients' requests do in a single-listener Kafka; partitions still cut
+    what they cut, since iptables filters by peer address.  It offers the ``request-proxy``
+    ability (:class:`nemesis.request_faults.RequestProxies`) -- only this class does, so a plain
+    bundled cluster is never asked to hold a request it has no proxy for.  The proxy outlives
+    kills, pauses and power loss of its broker: it is the network, not the process.
+    """
+
+    listen_port = BROKER_BEHIND_PROXY_PORT
+
+    def request_proxy(self, node: str) -> ProxyControl:
+        return ProxyControl(f"{self.ip(node)}:{PROXY_CONTROL_PORT}")
+
+    def start_broker(self, node: str) -> None:
+        remote = self.remote(node)
+        if not remote.is_alive("request-proxy"):
+            remote.exec(["mkdir", "-p", LOG_DIR], timeout=10)
+            remote.start_daemon(
+                "request-proxy",
+                [
+                    PYTHON,
+                    "-m",
+                    "testbed.cluster.request_proxy",
+                    "--listen",
+                    f"0.0.0.0:{KAFKA_PORT}",
+                    "--upstream",
+                    f"127.0.0.1:{BROKER_BEHIND_PROXY_PORT}",
+                    "--control",
+                    f"0.0.0.0:{PROXY_CONTROL_PORT}",
+                    "--log",
+                    f"{LOG_DIR}/request-proxy.jsonl",
+                ],
+                log_path=f"{LOG_DIR}/request-proxy.log",
+            )
+        super().start_broker(node)

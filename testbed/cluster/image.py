@@ -42,11 +42,12 @@ IMAGE_REPOSITORY = "tidemark"
 IMAGE_PYTHON = "/opt/tidemark/venv/bin/python"
 """The interpreter inside the image that sees the wheels and ``/opt/tidemark/app`` (``CODE_DIRECTORIES``)."""
 IMAGE_APP_DIR = "/opt/tidemark/app"
-CODE_DIRECTORIES = ("broker_impl", "nemesis/lazyfs")
+CODE_DIRECTORIES = ("broker_impl", "nemesis/lazyfs", "testbed/cluster/request_proxy")
 """The only source the image holds (under ``IMAGE_APP_DIR``, same relative paths): the programs that run
 on the nodes. ``nemesis/__init__.py`` is left out on purpose: inside the image ``nemesis`` is an implicit
 namespace package (PEP 420), so ``python -m nemesis.lazyfs`` works, and nothing in ``nemesis.lazyfs``
-imports from outside it. Everything else (planner, checker, harness) never reaches the image or its tag."""
+imports from outside it; the same holds for ``testbed.cluster.request_proxy`` (the request proxy a
+broker's node runs in front of it when a run holds requests), which uses the standard library only. Everything else (planner, checker, harness) never reaches the image or its tag."""
 
 
 def source_root() -> Path:

@@ -40,10 +40,12 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 def make_source_tree(root: Path) -> Path:
     (root / "broker_impl").mkdir(parents=True)
     (root / "nemesis" / "lazyfs").mkdir(parents=True)
+    (root / "testbed" / "cluster" / "request_proxy").mkdir(parents=True)
     (root / "Dockerfile").write_text("FROM scratch\n")
     (root / "broker_impl" / "__init__.py").write_text('"""broker."""\n')
     (root / "nemesis" / "__init__.py").write_text("")
     (root / "nemesis" / "lazyfs" / "__init__.py").write_text("")
+    (root / "testbed" / "cluster" / "request_proxy" / "__init__.py").write_text("")
     return root
 
 
@@ -150,13 +152,19 @@ def edit(root: Path, relative: str) -> None:
         stream.write("# edited\n")
 
 
-def test_the_image_holds_broker_impl_and_lazyfs_and_nothing_else_of_the_checkout(checkout: Path) -> None:
-    assert CODE_DIRECTORIES == ("broker_impl", "nemesis/lazyfs")
+def test_the_image_holds_the_node_side_programs_and_nothing_else_of_the_checkout(checkout: Path) -> None:
+    assert CODE_DIRECTORIES == ("broker_impl", "nemesis/lazyfs", "testbed/cluster/request_proxy")
     shipped = [relative for relative, _, _ in snapshot_sources(checkout).files]
     assert shipped[0] == "Dockerfile"
-    assert all(relative.startswith(("broker_impl/", "nemesis/lazyfs/")) for relative in shipped[1:])
-    assert {"broker_impl/__init__.py", "broker_impl/dump.py", "nemesis/lazyfs/__main__.py"} <= set(shipped)
+    assert all(relative.startswith(tuple(f"{d}/" for d in CODE_DIRECTORIES)) for relative in shipped[1:])
+    assert {
+        "broker_impl/__init__.py",
+        "broker_impl/dump.py",
+        "nemesis/lazyfs/__main__.py",
+        "testbed/cluster/request_proxy/__main__.py",
+    } <= set(shipped)
     assert "nemesis/__init__.py" not in shipped  # nemesis is a namespace package inside the image
+    assert "testbed/__init__.py" not in shipped and "testbed/cluster/__init__.py" not in shipped
 
 
 @pytest.mark.parametrize(
@@ -167,6 +175,7 @@ def test_the_image_holds_broker_impl_and_lazyfs_and_nothing_else_of_the_checkout
         "nemesis/lazyfs/model.py",
         "nemesis/lazyfs/__main__.py",
         "nemesis/lazyfs/new_module.py",
+        "testbed/cluster/request_proxy/proxy.py",
     ],
 )
 def test_a_change_to_the_node_side_programs_changes_the_hash(checkout: Path, relative: str) -> None:
@@ -259,11 +268,14 @@ echo =====
 {IMAGE_PYTHON} -m nemesis.lazyfs --help
 echo =====
 {IMAGE_PYTHON} -m broker_impl.dump --help
+echo =====
+{IMAGE_PYTHON} -m testbed.cluster.request_proxy --help
 """
-    app, nemesis_directory, namespace, lazyfs_help, dump_help = run_in_image(
+    app, nemesis_directory, namespace, lazyfs_help, dump_help, proxy_help = run_in_image(
         docker_client, image, script
     ).split("=====\n")
-    assert app.split() == [".", "..", "broker_impl", "nemesis"]
+    assert app.split() == [".", "..", "broker_impl", "nemesis", "testbed"]
+    assert proxy_help.startswith("usage: python -m testbed.cluster.request_proxy ")
     assert nemesis_directory.split() == [".", "..", "lazyfs"]
     assert namespace.split() == ["None", f"{IMAGE_APP_DIR}/nemesis"]
     assert lazyfs_help.startswith("usage: python -m nemesis.lazyfs ")
