@@ -8,7 +8,9 @@ run gets ``results.json``; with more than one run (or ``--summary``) a campaign 
 written as Parquet and printed as a table.  Exit codes: 0 all valid, 1 any invalid,
 2 any unknown (and none invalid), 254 bad arguments or bad input, 255 internal error.  Each
 run's verdict line lists its anomalies causes first, each cause's consequences after ``->``
-(:mod:`checker.anomaly_order`).
+(:mod:`checker.anomaly_order`), and a scenario run's line ends with whether it met its
+scenario's expectation (``-- as expected: lost-write (permitted by ...)``:
+:mod:`harness.report.expectation`).
 
 ``--engine auto`` (the default) uses pandas for a single run -- no JVM to start -- and
 Spark for a batch, in one session, one job per question over all runs at once.
@@ -45,6 +47,7 @@ from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_sum
 from harness.cli.check_inputs import load_each, unreadable_result
 from harness.cli.check_progress import BatchProgress
 from harness.cli.errors import UsageError
+from harness.report.expectation import expectation_sentence
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from testbed.record.rundir import RunDirectoryError
 
@@ -235,8 +238,10 @@ def execute(
         write_summary(rows, target)
         print_summary(rows, results, console)
         console.print(f"summary: {target}")
+    specs = {str(run.run_dir): run.spec for run in runs}
     for result in results:
-        console.print(_verdict_line(result), markup=False)
+        expectation = expectation_sentence(specs.get(result["run"]), result)
+        console.print(_verdict_line(result) + (f"  -- {expectation}" if expectation else ""), markup=False)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2, sort_keys=True))
     return exit_code(results)

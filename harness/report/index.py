@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from checker.anomaly_order import causes_first
+from harness.report.expectation import expectation_sentence
 from harness.report.html_page import badge, esc, href, page, run_settings, utc_text, write_atomically
 from harness.report.readable import UNREADABLE, unreadable_tables
 from testbed.record.rundir import REPORT_FILE, find_run_directories
@@ -113,7 +114,15 @@ def _verdict_cell(run: StoredRun) -> str:
     verdict = run.verdict
     reasons = list(run.problems) + [str(r) for r in (run.results or {}).get("incomplete", [])]
     title = f' title="{esc("; ".join(reasons))}"' if reasons else ""
-    return f'<td class="verdict" data-sort="{VERDICT_ORDER[verdict]}"{title}>{badge(verdict)}</td>'
+    expectation = expectation_sentence(run.spec, run.results)
+    mark = ""
+    if expectation is not None:  # a scenario run: whether it met its scenario's expectation
+        met = expectation.startswith("as expected")
+        mark = (
+            f' <span class="{"note" if met else "problem"}" title="{esc(expectation)}">'
+            f"{'as expected' if met else 'NOT as expected'}</span>"
+        )
+    return f'<td class="verdict" data-sort="{VERDICT_ORDER[verdict]}"{title}>{badge(verdict)}{mark}</td>'
 
 
 _NOT_APPLICABLE_TEXT: Final = "n/a"

@@ -9,7 +9,8 @@ starts with the runs that need attention.
 1. no readable ``results.json`` -> **error** ("not checked": the harness or the checker
    broke; there is no verdict to judge);
 2. a scenario expectation was given for the run (``expectation_problems[run]`` is a
-   list, possibly empty) -> **passed** when the list is empty ("as expected": a scenario
+   list, possibly empty; without one, a scenario run's is judged from its directory:
+   :mod:`harness.report.expectation`) -> **passed** when the list is empty ("as expected": a scenario
    built to show loss in high-watermark mode passes when the loss is found), **failure**
    carrying the problems otherwise;
 3. ``valid`` -> **passed**;
@@ -42,6 +43,7 @@ from typing import Final, Literal
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from checker.anomaly_order import anomaly_phrases, ordered
+from harness.report.expectation import expectation_problems as stored_expectation_problems
 from testbed.record.rundir import REPORT_FILE
 from testbed.record.stored_run import (
     StoredRun,
@@ -147,6 +149,8 @@ def junit_case(
 ) -> TestCase:
     """The JUnit test case of one run directory."""
     run = load_stored_run(run_dir)
+    if expectation_problems is None:  # judged from the run directory: a scenario run without a live spec
+        expectation_problems = stored_expectation_problems(run.spec, run.results)
     outcome = case_outcome(run, expected_is_pass=expected_is_pass, expectation_problems=expectation_problems)
     case = TestCase(
         _case_name(run, Path(base) if base is not None else run.run_dir.parent),

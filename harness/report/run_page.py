@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from checker.anomaly_order import anomaly_phrases, ordered
 from harness.report.evidence_section import evidence_section
+from harness.report.expectation import expectation_sentence
 from harness.report.files_section import files_section
 from harness.report.html_page import (
     badge,
@@ -118,8 +119,15 @@ def _header(run: StoredRun, timeline: Timeline | None) -> str:
         "settings": " ".join(f"{k}={v}" for k, v in run_settings(spec).items() if k != "scenario"),
         "report written": utc_text(datetime.datetime.now(datetime.UTC)),
     }
+    expectation = expectation_sentence(run.spec, run.results)
+    met = expectation is not None and expectation.startswith("as expected")
     return (
         f'<h1>{esc(run.name)} {badge(run.verdict)}</h1>\n<p class="verdict-sentence">{_verdict_sentence(run)}</p>\n'
+        + (
+            f'<p class="{"note" if met else "problem"}"><b>{esc(expectation)}</b></p>\n'
+            if expectation
+            else ""
+        )
         + kv_table(meta, "meta")
     )
 
