@@ -25,7 +25,16 @@ key                                    safe (default)      historical (buggy)   
 ``min.insync.replicas.strict``         ``true``            ``false``             KIP-966
 ``eligible.leader.replicas.enable``    ``true``            ``false``             KIP-966
 (controller)
+``transaction.partition.verification`` ``true``            ``false``             KAFKA-14402
+``.enable``
+``transaction.version``                ``2``               ``1``                 KAFKA-17754
 =====================================  ==================  ====================  ============
+
+``transaction.version`` is Kafka's own feature name (Kafka 4.0 finalizes 2 for new clusters, so
+2 is the default here too: it is the only level at which a late EndTxn or Produce of a finished
+transaction cannot land in the next one).  Level 2 changes nothing for a client that does not use
+it -- librdkafka 2.16 and stock kafka-python send EndTxn v1 / v3 and keep level 1's behaviour,
+as Kafka treats them -- so the safe default costs the historical clients nothing.
 """
 
 from __future__ import annotations
@@ -83,6 +92,13 @@ def _choice(*allowed: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def _transaction_version(text: str) -> int:
+    value = _integer(text)
+    if value not in (1, 2):
+        raise ValueError("expected 1 or 2")
+    return value
 
 
 def _listener(text: str) -> tuple[str, int]:
@@ -216,6 +232,16 @@ BROKER_KEYS: tuple[Key, ...] = (
         "of a producer with no open transaction there, and refuses it (INVALID_TXN_STATE) unless that "
         "transaction is ongoing and holds the partition (KIP-890 part 1); false: a late produce after "
         "its transaction ended opens one nothing ends, and the LSO stays there (KAFKA-14402)",
+    ),
+    Key(
+        "transaction.version",
+        _transaction_version,
+        2,
+        "2: KIP-890 part 2 -- EndTxn v5 is advertised and a client using it gets a new producer epoch "
+        "at every transaction end (its markers carry it, so a late EndTxn or Produce of an ended "
+        "transaction is fenced: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH); 1: EndTxn up to v3, the "
+        "same producer id and epoch across transactions, and a late EndTxn ends the next one "
+        "(KAFKA-17754).  Clients below EndTxn v5 get level 1's behaviour at either level",
     ),
     Key(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",

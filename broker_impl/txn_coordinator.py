@@ -39,10 +39,14 @@ from .txn_markers import MarkerSender
 from .txn_records import TRANSACTION_STATE_TOPIC, decode, encode_key, encode_value, transaction_partition
 from .txn_rules import TransactionRules
 from .txn_state import (
+    CONCURRENT_TRANSACTIONS,
+    INVALID_TRANSACTION_TIMEOUT,
+    MAX_EPOCH,
     PREPARED,
     Plan,
     TxnMetadata,
     TxnState,
+    after_end,
     complete,
     plan_add_partitions,
     plan_end,
@@ -58,8 +62,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_SECONDS = 5.0
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
 _APPEND_ERRORS = {
     wire.NOT_ENOUGH_REPLICAS: wire.COORDINATOR_NOT_AVAILABLE,
     wire.NOT_ENOUGH_REPLICAS_AFTER_APPEND: wire.COORDINATOR_NOT_AVAILABLE,
@@ -99,7 +101,8 @@ class TransactionCoordinator:
         )
         self.partitions: dict[int, TxnPartition] = {}
         self.markers = MarkerSender(broker, node_id)
-        self.verifier = TxnVerifier(broker, node_id, TransactionRules.from_settings(broker.settings))
+        self.rules = TransactionRules.from_settings(broker.settings)
+        self.verifier = TxnVerifier(broker, node_id, self.rules)
         """The partition leader's side of KIP-890 part 1 (used by the produce handler)."""
         self._loads: dict[int, asyncio.Task[None]] = {}
 
@@ -229,7 +232,7 @@ class TransactionCoordinator:
             return error, -1, -1
         current = state.transactions.get(transactional_id)
         fresh = -1
-        if current is None or current.producer_epoch >= 32766:
+        if current is None or current.producer_epoch >= MAX_EPOCH:
             fresh = await self.broker.allocate_producer_id()
             if fresh < 0:
                 return wire.COORDINATOR_NOT_AVAILABLE, -1, -1
@@ -253,11 +256,9 @@ class TransactionCoordinator:
     ) -> int:
         """AddPartitionsToTxn (and AddOffsetsToTxn, whose partition is the group's offsets
         partition): one error for the whole request."""
-        error, state = self.owner(transactional_id)
+        error, state = self._idle_owner(transactional_id)
         if state is None:
             return error
-        if transactional_id in state.pending:
-            return CONCURRENT_TRANSACTIONS
         current = state.transactions.get(transactional_id)
         plan = plan_add_partitions(current, producer_id, producer_epoch, partitions, _now_ms())
         return await self._execute(state, transactional_id, plan)
@@ -278,17 +279,42 @@ class TransactionCoordinator:
         count = len(topic["partitions"]) if topic else self.broker.settings["offsets.topic.num.partitions"]
         return OFFSETS_TOPIC, partition_for(group_id, count)
 
-    async def end(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
-        """EndTxn: answered once the prepare is stored; the markers follow."""
+    def _idle_owner(self, transactional_id: str) -> tuple[int, TxnPartition | None]:
+        """:meth:`owner`, and CONCURRENT_TRANSACTIONS while a write or markers of the id are in
+        flight (its stored state is about to change)."""
         error, state = self.owner(transactional_id)
+        if state is not None and transactional_id in state.pending:
+            return CONCURRENT_TRANSACTIONS, None
+        return error, state
+
+    async def end(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, bump: bool = False
+    ) -> tuple[int, int, int]:
+        """EndTxn: (error, producer id, epoch) -- answered once the prepare is stored; the markers
+        follow.  ``bump``: KIP-890 part 2 (:meth:`TransactionRules.bumps_epoch`); the id and epoch
+        answered are then those the client must use next (-1, -1 with an error)."""
+        error, state = self._idle_owner(transactional_id)
         if state is None:
-            return error
-        if transactional_id in state.pending:
-            return CONCURRENT_TRANSACTIONS
+            return error, -1, -1
         current = state.transactions.get(transactional_id)
-        return await self._execute(
-            state, transactional_id, plan_end(current, producer_id, producer_epoch, commit, _now_ms())
+        fresh = -1
+        if bump and current is not None and current.producer_epoch >= MAX_EPOCH:
+            fresh = await self.broker.allocate_producer_id()
+            if fresh < 0:
+                return wire.COORDINATOR_NOT_AVAILABLE, -1, -1
+            error, state = self._idle_owner(transactional_id)
+            if state is None:
+                return error, -1, -1
+            current = state.transactions.get(transactional_id)
+        plan = plan_end(current, producer_id, producer_epoch, commit, _now_ms(), bump, fresh)
+        error = await self._execute(state, transactional_id, plan)
+        adopted = state.transactions.get(transactional_id)
+        if error or adopted is None:
+            return error, -1, -1
+        producer = (
+            after_end(adopted) if adopted.state in PREPARED else (adopted.producer_id, adopted.producer_epoch)
         )
+        return wire.NONE, producer[0], producer[1]
 
     # ---- carrying plans out ---------------------------------------------------------------------
 

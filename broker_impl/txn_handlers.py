@@ -13,7 +13,13 @@ Kafka handles them:
   v2; older versions are answered INVALID_PRODUCER_EPOCH instead.
 * InitProducerId v3+ may name the producer id and epoch the client had (KIP-360).
 * AddPartitionsToTxn v4+ batches transactions and is meant for brokers (KIP-890); only v0-3 are
-  offered.  EndTxn v5 (KIP-890 part 2's epoch bump per transaction) is not offered.
+  offered.
+* EndTxn v5 (KIP-890 part 2) ends the transaction with a bumped epoch and answers the producer id
+  and epoch to use next -- under ``transaction.version=2`` only
+  (:meth:`~broker_impl.txn_rules.TransactionRules.bumps_epoch`); at level 1 it is not offered and
+  is answered UNSUPPORTED_VERSION.  Because ``transaction.version`` changes what ApiVersions
+  offers, ApiVersions is answered here (:meth:`TxnHandlers.api_versions`), overriding the plain
+  handlers' answer in the broker's table.
 """
 
 from __future__ import annotations
@@ -44,6 +50,18 @@ def _for_version(request: wire.Request, error: int) -> int:
     return error
 
 
+def _producer_answer(request: wire.Request, error: int, producer_id: int, producer_epoch: int) -> Any:
+    """The answer of InitProducerId or EndTxn: an error and the producer id and epoch to use
+    (EndTxn below v5 has no such fields; they are dropped by its encoder)."""
+    return wire.response(
+        request,
+        throttle_time_ms=0,
+        error_code=_for_version(request, error),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
+
+
 class TxnHandlers:
     def __init__(
         self,
@@ -59,6 +77,7 @@ class TxnHandlers:
 
     def table(self) -> dict[int, Handler]:
         return {
+            wire.API_VERSIONS_KEY: self.api_versions,
             22: self.init_producer_id,
             24: self.add_partitions_to_txn,
             25: self.add_offsets_to_txn,
@@ -66,6 +85,10 @@ class TxnHandlers:
             27: self.write_txn_markers,
             28: self.txn_offset_commit,
         }
+
+    async def api_versions(self, request: wire.Request) -> Any:
+        """ApiVersions as offered at this broker's ``transaction.version``."""
+        return wire.api_versions_response(request, self.coordinator.rules.transaction_version)
 
     async def init_producer_id(self, request: wire.Request) -> Any:
         body = request.body
@@ -76,16 +99,10 @@ class TxnHandlers:
             if request.version >= 3 and body.producer_id >= 0
             else None
         )
-        error, producer_id, epoch = await self.coordinator.init_producer_id(
+        answer = await self.coordinator.init_producer_id(
             body.transactional_id, body.transaction_timeout_ms, expected
         )
-        return wire.response(
-            request,
-            throttle_time_ms=0,
-            error_code=_for_version(request, error),
-            producer_id=producer_id,
-            producer_epoch=epoch,
-        )
+        return _producer_answer(request, *answer)
 
     async def add_partitions_to_txn(self, request: wire.Request) -> Any:
         body = request.body
@@ -170,10 +187,17 @@ class TxnHandlers:
 
     async def end_txn(self, request: wire.Request) -> Any:
         body = request.body
-        error = await self.coordinator.end(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+        rules = self.coordinator.rules
+        if request.version > rules.advertised_end_txn_version():
+            return wire.response(request, throttle_time_ms=0, error_code=wire.UNSUPPORTED_VERSION)
+        answer = await self.coordinator.end(
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.committed,
+            rules.bumps_epoch(request.version),
         )
-        return wire.response(request, throttle_time_ms=0, error_code=_for_version(request, error))
+        return _producer_answer(request, *answer)
 
     async def write_txn_markers(self, request: wire.Request) -> Any:
         result_class = wire.nested(request.api.response, "WritableTxnMarkerResult")

@@ -10,6 +10,11 @@ layout::
     value int16 version (0), int64 producer id, int16 producer epoch, int32 timeout ms,
           int8 state, [string topic, [int32 partition]], int64 last update ms, int64 start ms
 
+A value whose metadata has a previous or next producer id (KIP-890 part 2's epoch exhaustion) is
+written as version 1: the same fields followed by int64 previous producer id, int64 next producer
+id.  (Kafka's version 1 keeps these as tagged fields of a flexible layout; ours is a plain tail,
+read by this module only.)
+
 A new coordinator rebuilds every id's metadata by replaying the partition (last record wins).
 """
 
@@ -23,8 +28,10 @@ from .txn_state import TxnMetadata, TxnState
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
+VALUE_VERSION_WITH_IDS = 1
 _STATE_FIELDS = struct.Struct(">qhib")
 _TAIL = struct.Struct(">qq")
+_IDS = struct.Struct(">qq")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -47,8 +54,9 @@ def encode_value(metadata: TxnMetadata) -> bytes:
     topics: dict[str, list[int]] = {}
     for topic, index in sorted(metadata.partitions):
         topics.setdefault(topic, []).append(index)
+    with_ids = metadata.previous_producer_id >= 0 or metadata.next_producer_id >= 0
     parts = [
-        _INT16.pack(VALUE_VERSION),
+        _INT16.pack(VALUE_VERSION_WITH_IDS if with_ids else VALUE_VERSION),
         _STATE_FIELDS.pack(
             metadata.producer_id, metadata.producer_epoch, metadata.timeout_ms, metadata.state.value
         ),
@@ -57,6 +65,8 @@ def encode_value(metadata: TxnMetadata) -> bytes:
     for topic, indexes in topics.items():
         parts.append(_string(topic) + _INT32.pack(len(indexes)) + b"".join(_INT32.pack(i) for i in indexes))
     parts.append(_TAIL.pack(metadata.last_update_ms, metadata.txn_start_ms))
+    if with_ids:
+        parts.append(_IDS.pack(metadata.previous_producer_id, metadata.next_producer_id))
     return b"".join(parts)
 
 
@@ -95,7 +105,7 @@ def decode_key(data: bytes) -> str:
 def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
     reader = _Reader(data)
     (version,) = reader.take(_INT16)
-    if version != VALUE_VERSION:
+    if version not in (VALUE_VERSION, VALUE_VERSION_WITH_IDS):
         raise RecordFormatError(f"transaction value version {version}")
     producer_id, epoch, timeout_ms, state = reader.take(_STATE_FIELDS)
     partitions: set[tuple[str, int]] = set()
@@ -105,12 +115,22 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
         (count,) = reader.take(_INT32)
         partitions.update((topic, reader.take(_INT32)[0]) for _ in range(count))
     last_update, start = reader.take(_TAIL)
+    previous, following = reader.take(_IDS) if version == VALUE_VERSION_WITH_IDS else (-1, -1)
     try:
         txn_state = TxnState(state)
     except ValueError:
         raise RecordFormatError(f"transaction state {state}") from None
     return TxnMetadata(
-        transactional_id, producer_id, epoch, timeout_ms, txn_state, frozenset(partitions), start, last_update
+        transactional_id,
+        producer_id,
+        epoch,
+        timeout_ms,
+        txn_state,
+        frozenset(partitions),
+        start,
+        last_update,
+        previous,
+        following,
     )
 
 

@@ -12,8 +12,13 @@ rules), asked by the code that applies it, so each rule is decided in one place.
   that arrives after its transaction ended opens a transaction no marker will ever end, and the
   partition's LSO stays at it: read_committed consumers stall ("hanging transactions").
 
-KIP-890 part 2 (an epoch bump at every transaction end, KAFKA-17754) is not a switch yet: its rule
-is :func:`broker_impl.txn_state.epoch_after_end`, and the safe form needs EndTxn v5.
+* ``transaction_version`` -- KIP-890 part 2 / KAFKA-17754 (``transaction.version``, Kafka's feature
+  name): at 2, ApiVersions offers EndTxn v5 (and names the finalized feature), and an EndTxn v5
+  ends its transaction with the producer epoch bumped (:func:`broker_impl.txn_state.plan_end`
+  with ``bump``); the answer carries the new id and epoch.  At 1 (historical) EndTxn is offered up
+  to v3 and every transaction of a producer has the same id and epoch: a delayed EndTxn, retried
+  by the client on another connection, that arrives in the producer's next transaction ends
+  *that* one.  A client below v5 gets level 1's rule at either level, as in Kafka.
 """
 
 from __future__ import annotations
@@ -22,15 +27,32 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from . import wire
+
+END_TXN = 26
+
 
 @dataclasses.dataclass(frozen=True)
 class TransactionRules:
     partition_verification: bool = True
     """KIP-890 part 1: a transactional produce is verified against its coordinator."""
+    transaction_version: int = 2
+    """KIP-890 part 2 at 2: EndTxn v5 offered, the epoch bumped at every end of a v5 client."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> TransactionRules:
-        return cls(partition_verification=bool(settings["transaction.partition.verification.enable"]))
+        return cls(
+            partition_verification=bool(settings["transaction.partition.verification.enable"]),
+            transaction_version=int(settings.get("transaction.version", 2)),
+        )
+
+    def advertised_end_txn_version(self) -> int:
+        """The highest EndTxn version this broker offers (and serves to clients)."""
+        return wire.APIS[END_TXN].advertised_max(self.transaction_version)
+
+    def bumps_epoch(self, end_txn_version: int) -> bool:
+        """Does an EndTxn of ``end_txn_version`` end its transaction with a new epoch?"""
+        return self.transaction_version >= 2 and end_txn_version >= wire.END_TXN_EPOCH_BUMP_VERSION
 
 
 SAFE_TRANSACTION_RULES = TransactionRules()

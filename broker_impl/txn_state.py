@@ -11,6 +11,8 @@ which checks it against :data:`VALID_PREVIOUS` -- the one table of legal transit
     Ongoing          <- Ongoing, Empty, CompleteCommit, CompleteAbort (AddPartitions/AddOffsets)
     PrepareCommit    <- Ongoing                                      (EndTxn commit)
     PrepareAbort     <- Ongoing, PrepareEpochFence                   (EndTxn abort, fence, timeout)
+                        Empty, CompleteCommit, CompleteAbort          (EndTxn v5 abort of an empty
+                                                                      transaction, TV2 only)
     CompleteCommit   <- PrepareCommit                                (every marker written)
     CompleteAbort    <- PrepareAbort
     PrepareEpochFence<- Ongoing                                      (InitProducerId of a newer
@@ -23,10 +25,18 @@ a transaction open first bumps it through PrepareEpochFence and aborts the trans
 new epoch, so the markers themselves fence the old producer at every partition.
 
 Rules that historical Kafka versions had differently are each one function here, so a switch is
-one place: :func:`epoch_after_end` (KIP-890 part 2, an epoch bump at every transaction end --
-today the epoch stays, as before KIP-890; EndTxn v5 is not offered) and :func:`verify_partition`
-(KIP-890 part 1, whose switch is ``transaction.partition.verification.enable``, read in
-:mod:`broker_impl.txn_rules`).
+one place: :func:`plan_end` with ``bump`` (KIP-890 part 2, ``transaction.version=2`` and a client
+on EndTxn v5: the prepare of every transaction end carries the epoch bumped by one, so its markers
+fence every request of the older epoch -- a late EndTxn or Produce of the transaction just ended
+can no longer land in the next one, KAFKA-17754; without ``bump`` the epoch stays, as before
+KIP-890) and :func:`verify_partition` (KIP-890 part 1, whose switch is
+``transaction.partition.verification.enable``); both switches are read in
+:mod:`broker_impl.txn_rules`.
+
+Epoch exhaustion under KIP-890 part 2 is Kafka's: ending a transaction at epoch :data:`MAX_EPOCH`
+prepares it at 32767 (its markers carry it) with ``next_producer_id`` chosen, and the completion
+moves the id to ``next_producer_id`` at epoch 0 (remembering ``previous_producer_id``, so a retry
+of that EndTxn is still recognised); the client is answered the new id at epoch 0 at once.
 """
 
 from __future__ import annotations
@@ -67,7 +77,9 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.PREPARE_ABORT: frozenset(
+        {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+    ),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -92,6 +104,10 @@ class TxnMetadata:
     partitions: frozenset[tuple[str, int]] = frozenset()
     txn_start_ms: int = -1
     last_update_ms: int = -1
+    previous_producer_id: int = -1
+    """The producer id before the last epoch exhaustion under KIP-890 part 2 (-1: none)."""
+    next_producer_id: int = -1
+    """Set in a prepare at an exhausted epoch under KIP-890 part 2: the id its completion takes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +127,13 @@ def transition(current: TxnMetadata, state: TxnState, now_ms: int, **changes: ob
     return dataclasses.replace(current, state=state, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
 
 
-def epoch_after_end(current: TxnMetadata) -> int:
-    """The producer epoch a transaction's end leaves (KIP-890 part 2 would bump it here)."""
-    return current.producer_epoch
+def after_end(prepared: TxnMetadata) -> tuple[int, int]:
+    """The (producer id, epoch) a prepared transaction's completion leaves -- and what an EndTxn
+    v5 is answered: the prepare's own (its epoch already bumped under KIP-890 part 2), or the
+    next producer id at epoch 0 when the prepare exhausted the epoch."""
+    if prepared.next_producer_id >= 0:
+        return prepared.next_producer_id, 0
+    return prepared.producer_id, prepared.producer_epoch
 
 
 def check_producer(current: TxnMetadata | None, producer_id: int, producer_epoch: int) -> int:
@@ -223,10 +243,23 @@ def plan_add_partitions(
 
 
 def plan_end(
-    current: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool, now_ms: int
+    current: TxnMetadata | None,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    now_ms: int,
+    bump: bool = False,
+    fresh_producer_id: int = -1,
 ) -> Plan:
-    """EndTxn: Ongoing goes to PrepareCommit / PrepareAbort (markers follow); a retry of an end
-    already decided the same way is answered NONE, one decided the other way INVALID_TXN_STATE."""
+    """EndTxn: Ongoing goes to PrepareCommit / PrepareAbort (markers follow).
+
+    Without ``bump`` (``transaction.version=1``, or a client below EndTxn v5): the epoch stays;
+    a retry of an end already decided the same way is answered NONE, one decided the other way
+    INVALID_TXN_STATE -- and, since the next transaction has the same (id, epoch), a *late* EndTxn
+    of a finished transaction ends the next one (KAFKA-17754).  With ``bump``: see
+    :func:`_plan_end_bumped`; ``fresh_producer_id`` is used when the epoch is exhausted."""
+    if bump and current is not None:
+        return _plan_end_bumped(current, producer_id, producer_epoch, commit, now_ms, fresh_producer_id)
     error = check_producer(current, producer_id, producer_epoch)
     if error or current is None:
         return Plan(error=error)
@@ -242,6 +275,68 @@ def plan_end(
     return Plan(error=INVALID_TXN_STATE)
 
 
+def is_end_retry(current: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:
+    """KIP-890 part 2: is an EndTxn of (``producer_id``, ``producer_epoch``) the retry of the one
+    that ended ``current``'s last transaction?  Its epoch is one below the bumped one, or it is
+    the last epoch of the id the exhaustion replaced (now epoch 0 of the new id)."""
+    if current.producer_id == producer_id and current.producer_epoch == producer_epoch + 1:
+        return True
+    return (
+        current.previous_producer_id == producer_id
+        and producer_epoch == MAX_EPOCH
+        and current.producer_epoch == 0
+    )
+
+
+def _plan_end_bumped(
+    current: TxnMetadata,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    now_ms: int,
+    fresh_producer_id: int,
+) -> Plan:
+    """EndTxn v5 under KIP-890 part 2 (Kafka's TransactionCoordinator for TV2).
+
+    The epoch alone tells a retry from the next transaction's end: a Complete* state answers an
+    EndTxn one epoch below (:func:`is_end_retry`) NONE when decided the same way; an EndTxn of
+    the current epoch there is the next (empty) transaction's: an abort is prepared (bumping
+    again, no markers), a commit is INVALID_TXN_STATE.  Any other epoch is PRODUCER_FENCED -- a
+    late EndTxn of an older transaction never reaches a newer one.  Every prepare bumps the epoch
+    by one (an exhausted one picks ``fresh_producer_id`` for the completion)."""
+    retry = is_end_retry(current, producer_id, producer_epoch)
+    if current.producer_id != producer_id and not retry:
+        return Plan(error=INVALID_PRODUCER_ID_MAPPING)
+    same = producer_epoch == current.producer_epoch
+    valid = {
+        S.PREPARE_COMMIT: retry,
+        S.PREPARE_ABORT: retry,
+        S.COMPLETE_COMMIT: retry or same,
+        S.COMPLETE_ABORT: retry or same,
+    }.get(current.state, same)
+    if not valid or current.state is S.PREPARE_EPOCH_FENCE:
+        return Plan(error=PRODUCER_FENCED)
+    wanted, done = (S.PREPARE_COMMIT, S.COMPLETE_COMMIT) if commit else (S.PREPARE_ABORT, S.COMPLETE_ABORT)
+    if current.state is wanted:
+        return Plan(error=CONCURRENT_TRANSACTIONS)
+    if retry:
+        return Plan() if current.state is done else Plan(error=INVALID_TXN_STATE)
+    if current.state is not S.ONGOING and (commit or current.state not in COMPLETED):
+        return Plan(error=INVALID_TXN_STATE)
+    if current.producer_epoch >= MAX_EPOCH and fresh_producer_id < 0:
+        raise ValueError(f"{current.transactional_id}: epoch exhausted and no fresh producer id")
+    start = current.txn_start_ms if current.state is S.ONGOING else now_ms
+    prepared = transition(
+        current,
+        wanted,
+        now_ms,
+        producer_epoch=current.producer_epoch + 1,
+        next_producer_id=fresh_producer_id if current.producer_epoch >= MAX_EPOCH else -1,
+        txn_start_ms=start,
+    )
+    return Plan(write=prepared, markers=True)
+
+
 def plan_timeout(current: TxnMetadata, now_ms: int) -> Plan | None:
     """The abort of an Ongoing transaction older than its timeout (Kafka fences it too)."""
     if current.state is not S.ONGOING or now_ms - current.txn_start_ms <= current.timeout_ms:
@@ -252,11 +347,17 @@ def plan_timeout(current: TxnMetadata, now_ms: int) -> Plan | None:
 def complete(current: TxnMetadata, now_ms: int) -> TxnMetadata:
     """Every marker of a prepared transaction is written: CompleteCommit / CompleteAbort."""
     state = S.COMPLETE_COMMIT if current.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+    producer_id, producer_epoch = after_end(current)
     return transition(
         current,
         state,
         now_ms,
-        producer_epoch=epoch_after_end(current),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        previous_producer_id=current.producer_id
+        if producer_id != current.producer_id
+        else current.previous_producer_id,
+        next_producer_id=-1,
         partitions=frozenset(),
         txn_start_ms=-1,
     )

@@ -118,6 +118,14 @@ class Api:
     max_version: int
     broker_max_version: int = -1
     """A higher version served to other brokers only, never advertised to clients (-1: none)."""
+    tv1_max_version: int = -1
+    """The ceiling advertised under ``transaction.version=1`` (-1: ``max_version`` at every level)."""
+
+    def advertised_max(self, transaction_version: int) -> int:
+        """The highest version ApiVersions offers clients at ``transaction_version``."""
+        if transaction_version < 2 and self.tv1_max_version >= 0:
+            return self.tv1_max_version
+        return self.max_version
 
 
 APIS: dict[int, Api] = {
@@ -148,20 +156,28 @@ APIS: dict[int, Api] = {
         Api(14, SyncGroupRequest, SyncGroupResponse, 0, 5),
         Api(15, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         Api(16, ListGroupsRequest, ListGroupsResponse, 0, 4),
-        # Transactions' (broker_impl.txn_handlers).  Ceilings below KIP-890: AddPartitionsToTxn 4 is
-        # the brokers' batched form (verify_only: transaction.partition.verification.enable), served
-        # but not advertised, v4 of AddOffsetsToTxn / EndTxn adds TRANSACTION_ABORTABLE and
-        # EndTxn 5 / TxnOffsetCommit 5 the epoch bump per transaction.  WriteTxnMarkers is broker to
-        # broker.
+        # Transactions' (broker_impl.txn_handlers).  AddPartitionsToTxn 4 is the brokers' batched
+        # form (verify_only: transaction.partition.verification.enable), served but not advertised.
+        # EndTxn 5 is KIP-890 part 2's epoch bump per transaction (its answer carries the new
+        # producer id and epoch); 4 only adds TRANSACTION_ABORTABLE, which this broker never
+        # answers.  Both are offered only under transaction.version=2 (the default); at 1 EndTxn
+        # stops at 3.  Not offered at either level: part 2's implicit partition adds (Produce 12,
+        # AddPartitionsToTxn 5 from leaders, TxnOffsetCommit 5, AddOffsetsToTxn 4) -- a client keeps
+        # adding partitions itself, which Kafka's TV2 coordinator accepts too.  WriteTxnMarkers is
+        # broker to broker.
         Api(24, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3, broker_max_version=4),
         Api(25, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
-        Api(26, EndTxnRequest, EndTxnResponse, 0, 3),
+        Api(26, EndTxnRequest, EndTxnResponse, 0, 5, tv1_max_version=3),
         Api(27, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
         Api(28, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
     )
 }
 """Every API a broker serves and advertises in ApiVersions, by key."""
 API_VERSIONS_KEY = 18
+END_TXN_EPOCH_BUMP_VERSION = 5
+"""The first EndTxn version of KIP-890 part 2: the coordinator bumps the epoch and answers it."""
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+"""Kafka's feature name of the transaction protocol level, announced in ApiVersions v3+."""
 
 _KEY_AND_VERSION = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -230,19 +246,38 @@ def response(request: Request, **fields: Any) -> Any:
     return request.api.response(version=request.version, **fields)
 
 
-def api_versions_response(request: Request) -> Any:
-    """The ApiVersions answer listing :data:`APIS`; error 35 with a v0 body when the version is
-    unsupported."""
+def api_versions_response(request: Request, transaction_version: int = 2) -> Any:
+    """The ApiVersions answer listing :data:`APIS` as offered at ``transaction_version`` (the
+    broker's ``transaction.version``); error 35 with a v0 body when the version is unsupported.
+    From v3 it also names the feature ``transaction.version``: supported 0-2, finalized at
+    ``transaction_version`` -- what Kafka's own clients read to decide on EndTxn v5."""
     api_keys = [
         ApiVersionsResponse.ApiVersion(
-            api_key=api.key, min_version=api.min_version, max_version=api.max_version
+            api_key=api.key, min_version=api.min_version, max_version=api.advertised_max(transaction_version)
         )
         for api in APIS.values()
     ]
     if request.body is None:
         return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=api_keys)
+    features: dict[str, Any] = {}
+    if request.version >= 3:
+        features = {
+            "supported_features": [
+                ApiVersionsResponse.SupportedFeatureKey(
+                    name=TRANSACTION_VERSION_FEATURE, min_version=0, max_version=2
+                )
+            ],
+            "finalized_features_epoch": 0,
+            "finalized_features": [
+                ApiVersionsResponse.FinalizedFeatureKey(
+                    name=TRANSACTION_VERSION_FEATURE,
+                    max_version_level=transaction_version,
+                    min_version_level=transaction_version,
+                )
+            ],
+        }
     return ApiVersionsResponse(
-        version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0
+        version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0, **features
     )
 
 

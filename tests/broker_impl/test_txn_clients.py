@@ -88,7 +88,8 @@ def read_all(cluster: LocalCluster, topic: str, partitions: int, isolation: str,
                 if len(got) >= expected and time.monotonic() > quiet_until:
                     break
                 continue
-            got.append(message.value().decode())
+            value = message.value()
+            got.append(value.decode() if value is not None else "")
             quiet_until = time.monotonic() + 1.0
     finally:
         consumer.close()

@@ -20,10 +20,10 @@ from broker_impl.events import EventLog
 from broker_impl.log import FlushPolicy
 from broker_impl.partition import Partition
 from broker_impl.rules import ReplicationRules
-from broker_impl.txn_coordinator import CONCURRENT_TRANSACTIONS, TransactionCoordinator
+from broker_impl.txn_coordinator import TransactionCoordinator
 from broker_impl.txn_markers import write_marker
 from broker_impl.txn_records import TRANSACTION_STATE_TOPIC
-from broker_impl.txn_state import PRODUCER_FENCED, TxnState
+from broker_impl.txn_state import CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, TxnState
 
 NEVER = 2**63 - 1
 DATA = frozenset({("t", 0), ("t", 1)})
@@ -136,12 +136,12 @@ def test_init_add_commit_writes_markers_to_every_partition(tmp_path: Path) -> No
         assert await loaded.init_producer_id("a", 60000, None) == (0, 1001, 0)
         assert await loaded.add_partitions("a", 1001, 0, DATA) == wire.NONE
         assert state_of(loaded, "a").state is TxnState.ONGOING
-        assert await loaded.end("a", 1001, 0, True) == wire.NONE
+        assert (await loaded.end("a", 1001, 0, True))[0] == wire.NONE
         await settle(loaded)
         assert state_of(loaded, "a").state is TxnState.COMPLETE_COMMIT
         for key in sorted(DATA):
             assert markers_in(broker, key) == [Marker(1001, 0, True, 1)]
-        assert await loaded.end("a", 1001, 0, True) == wire.NONE  # a retried commit
+        assert (await loaded.end("a", 1001, 0, True))[0] == wire.NONE  # a retried commit
 
     asyncio.run(scenario())
 
@@ -152,7 +152,7 @@ def test_a_new_coordinator_loads_the_state_and_finishes_a_prepared_transaction(t
         first = await coordinator(broker, hold=True)
         await first.init_producer_id("b", 60000, None)
         await first.add_partitions("b", 1001, 0, DATA)
-        assert await first.end("b", 1001, 0, False) == wire.NONE  # prepared; its markers never go
+        assert (await first.end("b", 1001, 0, False))[0] == wire.NONE  # prepared; its markers never go
         assert markers_in(broker, ("t", 0)) == []
         state_partition = broker.partitions[(TRANSACTION_STATE_TOPIC, 0)]
         state_partition.become_follower(2, 2, 0, [1, 2], [1, 2])
@@ -177,7 +177,7 @@ def test_a_newer_producer_fences_the_open_transaction(tmp_path: Path) -> None:
         await settle(loaded)
         assert markers_in(broker, ("t", 0)) == [Marker(1001, 1, False, 1)]  # aborted under the new epoch
         assert await loaded.init_producer_id("c", 60000, None) == (0, 1001, 2)
-        assert await loaded.end("c", 1001, 0, True) == PRODUCER_FENCED
+        assert (await loaded.end("c", 1001, 0, True))[0] == PRODUCER_FENCED
 
     asyncio.run(scenario())
 
@@ -195,7 +195,7 @@ def test_an_expired_transaction_is_aborted_and_its_producer_fenced(tmp_path: Pat
         await settle(loaded)
         assert state_of(loaded, "d").state is TxnState.COMPLETE_ABORT
         assert state_of(loaded, "d").producer_epoch == 1
-        assert await loaded.end("d", 1001, 0, True) == PRODUCER_FENCED
+        assert (await loaded.end("d", 1001, 0, True))[0] == PRODUCER_FENCED
         assert await loaded.add_partitions("d", 1001, 0, DATA) == PRODUCER_FENCED
 
     asyncio.run(scenario())
