@@ -18,7 +18,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-CLIENTS = ("kafka-python", "confluent-kafka")
+CLIENTS = ("kafka-python", "confluent-kafka", "kafka-python-kip890")
+"""``kafka-python-kip890`` is kafka-python whose *transactional* producer is a KIP-890 part 2 client
+(:mod:`workloads.txn_kip890`, made in :mod:`workloads.txn_clients`); its plain producers and its
+consumers are kafka-python's."""
+KAFKA_PYTHON = ("kafka-python", "kafka-python-kip890")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 """What the consumers and the drain read (``--isolation``).  Without transactions (the queue
 workload without ``--txn``) both see the same records, up to the high watermark; they differ in
@@ -321,7 +325,7 @@ class ConfluentConsumer:
 def make_producer(
     client: str, bootstrap: str, acks: str, idempotent: bool, request_timeout: float
 ) -> ProducerClient:
-    if client == "kafka-python":
+    if client in KAFKA_PYTHON:
         return KafkaPythonProducer(bootstrap, acks, idempotent, request_timeout)
     if client == "confluent-kafka":
         return ConfluentProducer(bootstrap, acks, idempotent, request_timeout)
@@ -329,7 +333,7 @@ def make_producer(
 
 
 def make_consumer(client: str, bootstrap: str, isolation: str) -> ConsumerClient:
-    if client == "kafka-python":
+    if client in KAFKA_PYTHON:
         return KafkaPythonConsumer(bootstrap, isolation)
     if client == "confluent-kafka":
         return ConfluentConsumer(bootstrap, isolation)

@@ -28,6 +28,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from .clients import CLIENTS, ConfluentProducer, KafkaPythonProducer
+from .txn_kip890 import enable_kip890
+
+KIP890_CLIENT = "kafka-python-kip890"
+"""kafka-python with :mod:`workloads.txn_kip890`: EndTxn v5 (KIP-890 part 2) and EndTxn retries."""
 
 
 class TxnAbortable(Exception):
@@ -148,6 +152,18 @@ class KafkaPythonTxnProducer(_Transactional):
             raise TxnFatal(f"{'commit' if commit else 'abort'} did not end within {timeout:g} s")
 
 
+class KafkaPythonKip890TxnProducer(KafkaPythonTxnProducer):
+    """kafka-python's transactional producer as a KIP-890 part 2 client
+    (:func:`workloads.txn_kip890.enable_kip890`): EndTxn up to v5, the producer epoch the
+    coordinator answers adopted at every transaction end, and an EndTxn that timed out retried on a
+    new connection.  So a late EndTxn is KAFKA-17754 against ``transaction.version=1`` and refused
+    against 2."""
+
+    def _init(self, timeout: float) -> None:
+        enable_kip890(self._producer)
+        super()._init(timeout)
+
+
 class ConfluentTxnProducer(_Transactional):
     """confluent-kafka's (librdkafka's) transactional producer: its errors say themselves whether
     the transaction must be aborted (``txn_requires_abort``); every other error is fatal here."""
@@ -186,6 +202,8 @@ def make_txn_producer(
     """A transactional producer of ``client``, ``init_transactions`` done; TxnFatal when that failed."""
     if client == "kafka-python":
         return KafkaPythonTxnProducer(bootstrap, transactional_id, request_timeout)
+    if client == KIP890_CLIENT:
+        return KafkaPythonKip890TxnProducer(bootstrap, transactional_id, request_timeout)
     if client == "confluent-kafka":
         return ConfluentTxnProducer(bootstrap, transactional_id, request_timeout)
     raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")

@@ -13,7 +13,9 @@ broker did.  What these tests found (they fail when it changes):
   produces; the held EndTxn(commit) is released and is answered NONE: it commits transaction 2.
   The client's abort of transaction 2 then fails fatally (INVALID_TXN_STATE) and the value it
   meant to abort is read_committed.  Partition verification (KIP-890 part 1) does not help: it
-  guards Produce, not EndTxn; only KIP-890 part 2 (EndTxn v5) would.
+  guards Produce, not EndTxn.  Nor does ``transaction.version=2`` (the default here): librdkafka
+  never uses EndTxn v5, so the coordinator keeps its epoch; a client of v5 is protected
+  (``test_request_proxy_kip890``).
 * **KAFKA-14402 -- reproduced without verification, prevented with it.**  The first Produce of
   transaction 1 is held; librdkafka times it out (``message.timeout.ms``), the transaction fails
   ("requires epoch bump"), the client aborts (EndTxn with the old epoch: the markers carry it)
@@ -52,21 +54,34 @@ pytestmark = pytest.mark.timeout(300)
 NONE, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED = 0, 45, 47, 90
 
 
-@pytest.fixture(scope="module", params=["true", "false"], ids=["verification", "no-verification"])
-def proxied(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+def proxied_cluster(
+    tmp_path_factory: pytest.TempPathFactory, name: str, settings: dict[str, str]
 ) -> Iterator[ProxiedCluster]:
-    settings = {
-        "group.initial.rebalance.delay.ms": "0",
-        "replica.lag.time.max.ms": "3000",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-        "transaction.partition.verification.enable": request.param,
-    }
-    started = start_proxied(Path(tmp_path_factory.mktemp("proxied")) / "cluster", 3, settings)
+    """A proxied cluster of three brokers with ``settings`` on top of quick test timings, for a
+    module's fixture: yields it, stops it."""
+    started = start_proxied(
+        Path(tmp_path_factory.mktemp(name)) / "cluster",
+        3,
+        {
+            "group.initial.rebalance.delay.ms": "0",
+            "replica.lag.time.max.ms": "3000",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+            **settings,
+        },
+    )
     try:
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture(scope="module", params=["true", "false"], ids=["verification", "no-verification"])
+def proxied(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ProxiedCluster]:
+    yield from proxied_cluster(
+        tmp_path_factory, "proxied", {"transaction.partition.verification.enable": request.param}
+    )
 
 
 def verifying(proxied: ProxiedCluster) -> bool:
@@ -119,8 +134,8 @@ def observed_versions(proxied: ProxiedCluster, client_id: str) -> dict[int, set[
 def test_the_clients_speak_transactions_below_kip_890_part_2(proxied: ProxiedCluster) -> None:
     """librdkafka 2.16 sends EndTxn v1 and AddPartitionsToTxn v0, kafka-python 3.0.12 EndTxn v3:
     neither bumps the epoch per transaction (EndTxn v5), so a late request of transaction N
-    carries the epoch of transaction N+1.  (The bundled broker offers EndTxn up to v3; with
-    v5 offered, both were seen to send the same versions: their ceilings.)"""
+    carries the epoch of transaction N+1.  (The bundled broker offers EndTxn up to v5 here, at
+    ``transaction.version=2``; both send their own ceilings.)"""
     reset(proxied, "versions")
     for proxy in proxied.proxies.values():
         proxy.control.observe(TRANSACTION_APIS)
