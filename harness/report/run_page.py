@@ -53,6 +53,7 @@ from harness.report.plots import fault_colour, render_figure, summarise_latency,
 from harness.report.readable import UNREADABLE, unreadable_tables
 from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
+from harness.report.white_box import event_html, is_event
 from testbed.record.faults import NemesisEvent
 from testbed.record.rundir import REPORT_FILE, RunDir
 from testbed.record.stored_run import (
@@ -155,6 +156,8 @@ def _is_op(value: Any) -> bool:
 def _value_html(value: Any) -> str:
     if _is_op(value):
         return _op_html(value)
+    if is_event(value):  # a white-box example's event: a table, not a line of JSON
+        return event_html(value)
     if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
         return records_table(value)
     return cell(value)
