@@ -72,9 +72,13 @@ MIN_ISR_OFF: Final = "strict min ISR is off"
 """``min.insync.replicas.strict=false``: the HW may advance over a too small ISR."""
 RETRIED_SENDS: Final = "a retried send may be written twice"
 """Producers without idempotence."""
+UNVERIFIED_PRODUCE: Final = "a late transactional produce may open a transaction"
+"""``transaction.partition.verification.enable=false`` (before KIP-890 part 1): a leader appends a
+transactional batch that arrives after its transaction ended."""
 # fmt: off
 CONDITIONS: Final[tuple[str, ...]] = (
     ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, DIVERGENCE, MIN_ISR_OFF, RETRIED_SENDS,
+    UNVERIFIED_PRODUCE,
 )
 # fmt: on
 """What a configuration may make possible; :mod:`checker.expectations` maps its rules onto these."""
@@ -343,6 +347,13 @@ MIN_ISR_VIOLATION: Final = Anomaly(
     (EVENT_LOGS,),
     permitted_by=frozenset({MIN_ISR_OFF}),
 )
+HANGING_TRANSACTION: Final = Anomaly(
+    "hanging-transaction",
+    INVARIANT,
+    "a partition's LSO held for good by a transaction its coordinator no longer has in progress",
+    (EVENT_LOGS,),
+    permitted_by=frozenset({UNVERIFIED_PRODUCE}),
+)
 ISR_DIVERGENCE: Final = Anomaly(
     "isr-divergence",
     INVARIANT,
@@ -410,6 +421,7 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     HW_REGRESSION,
     MIN_ISR_VIOLATION,
     ISR_DIVERGENCE,
+    HANGING_TRANSACTION,
     *_txn(txn_registry.ERRORS),
     STALLED,
     UNSEEN,

@@ -252,6 +252,15 @@ applicable*.  Terms:
   HW come from the replica dumps.  ``controller isr-change leader=1 isr=[1, 2]``; ``n1 @1 v=m3
   hw=2``, ``n2 @1 v=m2`` -> diverged at 1.  Counted per position (partition, member, offset);
   each example is the first offset of one (partition, member), with both records.
+* **hanging-transaction** -- KAFKA-14402: a partition leader recorded that a batch of producer
+  id X opened a transaction at offset F (``txn-open``), no marker of X was appended above F by
+  the end of the run, the coordinator's last recorded state of X is not a transaction in
+  progress holding the partition (so no marker will come), and the partition's last LSO (its
+  leader's last ``hw`` event) is at or below F: read_committed consumers never pass F again.
+  ``n1 txn-open p0 pid=7 F=12``; ``n2 txn-state pid=7 CompleteAbort``; ``n1 hw lso=12 hw=30``
+  -> 18 offsets held.  A late produce appended after its transaction ended does this when
+  ``transaction.partition.verification.enable=false``, which permits it.  Counted per open
+  transaction; :mod:`checker.txn.white_box`, one implementation for both engines.
 
 **Transactional checks** (the ``txn`` op of the transactional workload, ``docs/history.md``;
 :mod:`checker.txn`, one implementation run by both engines).  ``txn [send p0 v=7 @3, poll p1
@@ -367,6 +376,7 @@ INCOMPLETE_LEADER: Final = registry.INCOMPLETE_LEADER.name
 HW_REGRESSION: Final = registry.HW_REGRESSION.name
 MIN_ISR_VIOLATION: Final = registry.MIN_ISR_VIOLATION.name
 ISR_DIVERGENCE: Final = registry.ISR_DIVERGENCE.name
+HANGING_TRANSACTION: Final = registry.HANGING_TRANSACTION.name
 STALLED: Final = registry.STALLED.name
 PRECOMMITTED_READ: Final = registry.BY_NAME["precommitted-read"].name
 INT_SEND_SKIP: Final = registry.BY_NAME["int-send-skip"].name

@@ -143,6 +143,7 @@ from checker.anomalies import (
     DIVERGENCE,
     MIN_ISR_OFF,
     RETRIED_SENDS,
+    UNVERIFIED_PRODUCE,
     permitted_under,
 )
 
@@ -167,6 +168,9 @@ _BROKER_LOSS = permitted_under({ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS})
 _DIVERGING = permitted_under({ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, DIVERGENCE})
 _NOT_STRICT = permitted_under({ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, MIN_ISR_OFF})
 _RETRIES = permitted_under({RETRIED_SENDS})
+# A leader that does not verify a transactional produce appends one that arrives after its
+# transaction ended: it opens a transaction no coordinator will end (KAFKA-14402).
+_UNVERIFIED = permitted_under({UNVERIFIED_PRODUCE})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -225,6 +229,7 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
         ("isr.join.offset", "high-watermark", _BROKER_LOSS),
         ("leader.epoch.fencing.enable", "false", _DIVERGING),
         ("min.insync.replicas.strict", "false", _NOT_STRICT),
+        ("transaction.partition.verification.enable", "false", _UNVERIFIED),
     ):
         if _setting(config, key) == value:
             rules.append(Rule(f"{key}={value}", permits))

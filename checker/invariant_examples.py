@@ -32,7 +32,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checker.definitions import HW_REGRESSION, INCOMPLETE_LEADER, ISR_DIVERGENCE, TRUNCATED_COMMITTED
+from checker.definitions import (
+    HANGING_TRANSACTION,
+    HW_REGRESSION,
+    INCOMPLETE_LEADER,
+    ISR_DIVERGENCE,
+    TRUNCATED_COMMITTED,
+)
 from checker.run_reads import read_run_table
 from testbed.record.packed import RowSlice
 
@@ -111,7 +117,9 @@ def invariant_example(
             "replicas": {row["peer"]: at.get(row["peer"]), row["node"]: at.get(row["node"])},
         }
     example: dict[str, Any] = {"partition": partition, "node": row["node"]}
-    if kind == TRUNCATED_COMMITTED:
+    if kind == HANGING_TRANSACTION:
+        example.update(first_offset=value, lso=bound, held=positions, opened=own, coordinator_last=other)
+    elif kind == TRUNCATED_COMMITTED:
         example.update(
             new_leo=value, committed_hw=bound, committed_cut=positions, truncate=own, exposed_by=other
         )

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checker.definitions import (
+    HANGING_TRANSACTION,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_EXAMPLE_COLUMNS,
@@ -46,6 +47,7 @@ from checker.definitions import (
 from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.run_reads import read_run_table, read_runs
+from checker.txn import white_box
 from testbed.record.packed import RowSlice
 
 EVENT_COLUMNS = (
@@ -74,6 +76,7 @@ EVENT_COLUMNS = (
 OUTPUT = ["run_id", "kind", "total", *INVARIANT_EXAMPLE_COLUMNS]
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
     {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
+    | {HANGING_TRANSACTION}
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags."""
 PARTITION_STATE_KINDS = ("topic-created", "election", "isr-change")
@@ -385,6 +388,8 @@ def pass_anomalies(runs: Sequence[RunInput], checks: frozenset[str], limit: int)
     )
     topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
     found = [event_anomalies(events, topics, checks)]
+    if HANGING_TRANSACTION in checks:
+        found.append(white_box.pass_anomalies(runs))
     if ISR_DIVERGENCE in checks:
         pairs = isr_pairs(runs, final_isr(events, of_topics(events, topics)))
         records = []

@@ -34,6 +34,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker.definitions import (
+    HANGING_TRANSACTION,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_ORDER,
@@ -44,9 +45,11 @@ from checker.definitions import (
 from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.pandas.invariants import EVENT_COLUMNS, OUTPUT, PARTITION_STATE_KINDS
+from checker.txn import white_box
 
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
     {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
+    | {HANGING_TRANSACTION}
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags."""
 _NONE = -1
@@ -366,6 +369,15 @@ def top(found: DataFrame, limit: int) -> DataFrame:
     )
 
 
+def hanging_transaction(spark: SparkSession, paths: list[str], runs: list[RunInput]) -> DataFrame:
+    """hanging-transaction per run with ``applyInPandas`` over the run's transaction and ``hw``
+    events (with their ``line``): :mod:`checker.txn.white_box`, the one implementation."""
+    topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
+    events = spark.read.schema(white_box.INPUT_DDL).parquet(*paths)
+    events = events.where(F.col("kind").isin(*white_box.EVENT_KINDS) & F.col("run_id").isin(list(topics)))
+    return events.groupBy("run_id").applyInPandas(white_box.spark_function(topics), white_box.OUTPUT_DDL)
+
+
 def pass_anomalies(
     spark: SparkSession, runs: list[RunInput], replicas: DataFrame | None, checks: frozenset[str], limit: int
 ) -> pd.DataFrame:
@@ -395,6 +407,8 @@ def pass_anomalies(
         parts.append(hw_regression(shown))
     if MIN_ISR_VIOLATION in checks:
         parts.append(min_isr_violation(shown))
+    if HANGING_TRANSACTION in checks:
+        parts.append(hanging_transaction(spark, paths, runs))
     if ISR_DIVERGENCE in checks and replicas is not None:
         found = isr_divergence(spark, final_isr(events, rows), replicas, runs)
         if found is not None:
