@@ -39,6 +39,7 @@ from harness.targets.registry import check_spec as check_target_spec
 from nemesis.scenario import ScenarioError, load_scenario
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from testbed.record.rundir import RunDir
+from workloads.clients import CLIENTS
 from workloads.queue import QueueSpec
 from workloads.txn import DEFAULT_ABORT_P, DEFAULT_MAX_OPS, MAX_MICRO_OPS
 
@@ -94,7 +95,12 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help="sends per second over all producers (with --txn: transactions per second)",
     )
     parser.add_argument("--acks", default="all", choices=("0", "1", "all"))
-    parser.add_argument("--client", default="kafka-python", choices=("kafka-python", "confluent-kafka"))
+    parser.add_argument(
+        "--client",
+        default="kafka-python",
+        choices=CLIENTS,
+        help="kafka-python-kip890: kafka-python whose transactional producer speaks KIP-890 part 2 (EndTxn v5)",
+    )
     parser.add_argument(
         "--isolation",
         default="read_committed",
