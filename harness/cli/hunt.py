@@ -19,6 +19,7 @@ from pathlib import Path
 from checker.definitions import ALL_CHECKS
 from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
+from harness.run.campaign import DOCKER_TARGETS, docker_unreachable
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.hunt import default_mix, hunt
 from harness.run.hunt import parse_duration as run_duration
@@ -85,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
     if not spec.nemesis.faults:  # no --nemesis: the measured default mix, what of it applies
         spec = dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=default_mix(spec)))
     run_cli.check_spec(spec)
+    if spec.target_object().name in DOCKER_TARGETS:  # one line now, not three runs that die at start
+        reason = docker_unreachable()
+        if reason is not None:
+            raise UsageError(reason)
     stop_on = parse_anomaly_names(args.stop_on) if args.stop_on else frozenset()
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
     print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)

@@ -93,6 +93,9 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
     monkeypatch.setattr(run_cli, "run_and_report", start)
     monkeypatch.setattr(hunt_cli, "hunt", start)
+    monkeypatch.setattr(
+        hunt_cli, "docker_unreachable", lambda: None
+    )  # checked up to the start, as with an engine
     monkeypatch.setattr(rerun_cli, "run_test", start)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
     monkeypatch.chdir(tmp_path)

@@ -124,6 +124,15 @@ def test_a_toml_file_that_is_not_utf8_is_named_with_its_byte_offset(
 # ---- Docker unreachable ----------------------------------------------------------------------------
 
 
+def test_a_hunt_without_docker_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    result = without_docker("hunt", "--budget", "1m", "--store", str(tmp_path / "store"), cwd=tmp_path)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == EXIT_BAD_ARGUMENTS, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("tidemark hunt: error: no Docker engine answers at unix://"), line
+    assert not (tmp_path / "store").exists(), "no run was started"
+
+
 def test_a_campaign_without_docker_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     campaign = tmp_path / "c.toml"
     campaign.write_text('name = "c"\n[matrix]\nnemesis = ["kill"]\n', encoding="utf-8")

@@ -23,6 +23,7 @@ def calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any
         return HuntResult(tmp_path, [], 0.0, None, None, finished=True)
 
     monkeypatch.setattr(hunt_cli, "hunt", fake_hunt)
+    monkeypatch.setattr(hunt_cli, "docker_unreachable", lambda: None)  # as if an engine answered
     return seen
 
 
