@@ -19,10 +19,11 @@ from pathlib import Path
 from checker.definitions import ALL_CHECKS
 from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
-from harness.run.campaign import DOCKER_TARGETS, docker_unreachable
+from harness.run.campaign import DOCKER_TARGETS
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.hunt import default_mix, hunt
 from harness.run.hunt import parse_duration as run_duration
+from harness.targets.base import docker_unreachable
 from nemesis.spec import NemesisSpecError, parse_name_list
 
 

@@ -32,11 +32,12 @@ from harness.cli.check import add_liveness_options, liveness_settings
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
+from harness.run.scenario_check import load_checked_scenario
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
 from harness.targets.base import SpecRefused
 from harness.targets.registry import check_ready
 from harness.targets.registry import check_spec as check_target_spec
-from nemesis.scenario import ScenarioError, load_scenario
+from nemesis.scenario import ScenarioError
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from testbed.record.rundir import RunDir
 from workloads.clients import CLIENTS
@@ -190,6 +191,9 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
     from nemesis.spec import NEMESIS_CHOICES, NemesisSpecError, parse_name_list
 
+    if args.nodes < 1:
+        raise UsageError(f"--nodes {args.nodes}: a cluster needs at least 1 broker")
+
     try:
         faults = parse_name_list(args.nemesis, NEMESIS_CHOICES, "--nemesis") if args.nemesis else ()
     except NemesisSpecError as error:
@@ -276,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_arguments(args)
     if spec.scenario is not None:
         try:
-            scenario = load_scenario(spec.scenario)
+            scenario = load_checked_scenario(spec.scenario)
             target = scenario_target(args.target, scenario, "--target")
             spec = dataclasses.replace(spec, target=target).with_scenario(scenario)
         except (ScenarioError, SpecError, ValueError) as error:

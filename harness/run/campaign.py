@@ -58,7 +58,7 @@ from typing import Any
 from harness.run.hunt import parse_duration
 from harness.run.scenario_check import load_checked_scenario
 from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scenario_target
-from harness.targets.base import SpecRefused
+from harness.targets.base import SpecRefused, docker_unreachable
 from harness.targets.registry import check_ready, check_spec
 from nemesis.scenario import ScenarioError, read_toml
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
@@ -357,20 +357,6 @@ def check_campaign_ready(campaign: Campaign, directory: Path) -> None:
 DOCKER_TARGETS = frozenset(TARGETS)
 """The targets whose clusters are Docker containers (every named target; an external cluster,
 ``--bootstrap``, is not one of them)."""
-
-
-def docker_unreachable() -> str | None:
-    """Why no run can start a container (no Docker engine answers at ``DOCKER_HOST``, named as
-    ``tidemark cluster ls`` names it), or None when one answers.  Asked once, before a campaign
-    writes anything, so that an unreachable engine is one line rather than a traceback per run
-    and an empty run directory."""
-    from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
-
-    try:
-        connect_docker(timeout=10).close()
-    except DockerUnavailable as error:
-        return " ".join(str(error).split())
-    return None
 
 
 def plan_lines(campaign: Campaign, directory: Path) -> list[str]:

@@ -239,3 +239,25 @@ def collect_logs(cluster: Cluster, nodes: list[str], run_dir: RunDir, problems: 
             cluster.collect_logs(node, run_dir.node_dir(node))
         except Exception as error:
             problems.append(f"logs of {node} not collected: {error}")
+
+
+def docker_unreachable() -> str | None:
+    """Why no run can start a container (no Docker engine answers at ``DOCKER_HOST``, named as
+    ``tidemark cluster ls`` names it), or None when one answers.  Asked once, before a campaign
+    writes anything, so that an unreachable engine is one line rather than a traceback per run
+    and an empty run directory."""
+    from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
+
+    try:
+        connect_docker(timeout=10).close()
+    except DockerUnavailable as error:
+        return " ".join(str(error).split())
+    return None
+
+
+class ContainerTarget(BaseTarget):
+    """A target whose clusters are Docker containers: it cannot be tested while no Docker engine
+    answers, which its probe says in one line before any run directory exists."""
+
+    def probe(self, spec: TargetSpec) -> str | None:
+        return docker_unreachable()

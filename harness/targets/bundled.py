@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.targets.base import BaseTarget, Progress, SpecRefused, TargetSpec, collect_logs
+from harness.targets.base import ContainerTarget, Progress, SpecRefused, TargetSpec, collect_logs
 from nemesis.packages import PackageContext
 from testbed.cluster import bundled
 from testbed.cluster.protocol import (
@@ -38,7 +38,7 @@ BROKER = "broker"
 CONTROLLER_ROLE = "controller"
 
 
-class BundledTarget(BaseTarget):
+class BundledTarget(ContainerTarget):
     """The bundled broker: the one target that knows its nodes before it starts."""
 
     name = DEFAULT_TARGET

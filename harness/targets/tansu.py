@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.targets.base import BaseTarget, Progress, SpecRefused, TargetSpec, collect_logs
+from harness.targets.base import ContainerTarget, Progress, SpecRefused, TargetSpec, collect_logs
 from nemesis.spec import METADATA_DELAY
 from testbed.cluster import postgres
 from testbed.cluster.protocol import Cluster, LogFiles, NodeControl, PowerLoss, ReplicaDumps, ReplicaNodes
@@ -31,7 +31,7 @@ TANSU = "tansu"
 BUILD_COMMAND = "tidemark image build --target tansu"
 
 
-class TansuTarget(BaseTarget):
+class TansuTarget(ContainerTarget):
     """tansu on PostgreSQL: both tiers faultable, one replica, PostgreSQL's settings."""
 
     name = TANSU

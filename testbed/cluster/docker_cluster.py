@@ -422,6 +422,11 @@ class DockerCluster:
             finally:
                 if self._given_work_dir is None and self._work_dir is not None:
                     shutil.rmtree(self._work_dir, ignore_errors=True)
+                elif self._work_dir is not None:
+                    # A given work dir is kept (its known_hosts tells which host keys were seen), but
+                    # never the private key: a run directory is something people share.
+                    for key in (self.ssh_key_path, self.ssh_key_path.with_suffix(".pub")):
+                        key.unlink(missing_ok=True)
                 self._state = "down"
                 _unregister(self)
 

@@ -144,11 +144,6 @@ def test_a_campaign_without_docker_is_one_line_and_leaves_nothing(tmp_path: Path
     assert not (tmp_path / "store").exists(), "nothing written before the engine answers"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs harness/targets (bundled, tansu) to probe Docker before the run directory is made;"
-    " see the helper report of issue 36",
-)
 def test_a_run_without_docker_is_one_line_and_leaves_no_run_directory(tmp_path: Path) -> None:
     result = without_docker("run", "--time-limit", "2", "--store", str(tmp_path / "store"), cwd=tmp_path)
     assert "Traceback" not in result.stderr, result.stderr
@@ -228,11 +223,6 @@ def test_a_campaign_of_a_scenario_naming_an_unknown_anomaly_is_refused(
     assert not (tmp_path / "store").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness/cli/run.py must load --scenario through harness.run.scenario_check.load_checked_scenario"
-    " (another helper's file); see the issue 36 report",
-)
 def test_run_of_a_scenario_naming_an_unknown_anomaly_is_refused(tmp_path: Path) -> None:
     refused_without_docker(UNKNOWN_ANOMALY, RUN_SCENARIO, tmp_path, *UNKNOWN_ANOMALY_FRAGMENTS)
 
@@ -315,10 +305,6 @@ def test_shrink_of_a_valid_run_has_nothing_to_shrink(
 # ---- flags -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness/cli/run.py must name --nodes (another helper's file); see the issue 36 report",
-)
 def test_run_nodes_zero_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--nodes", "0", "--store", str(tmp_path)]) == EXIT_BAD_ARGUMENTS
     captured_one_line(capsys, "--nodes")

@@ -64,6 +64,7 @@ def test_kill_and_partition_run_in_leader_epoch_mode_with_fsync_is_valid(
     assert outcome.problems == []
     assert outcome.verdict is True, json.dumps(outcome.results["anomalies"], indent=1)[:3000]
     _assert_complete_evidence(outcome.run_dir, ["n1", "n2", "n3"])
+    assert not list(outcome.run_dir.rglob("id_ed25519*")), "a run directory keeps no SSH key once torn down"
     ops, _ = read_history(outcome.run_dir / "history.jsonl")
     faults = {op.f for op in ops if op.process == "nemesis"}
     assert {"kill", "partition"} & faults, faults
