@@ -239,7 +239,13 @@ class TransactionCoordinator:
         if transactional_id in state.pending:
             return CONCURRENT_TRANSACTIONS, -1, -1
         plan = plan_init(
-            state.transactions.get(transactional_id), transactional_id, timeout_ms, _now_ms(), fresh, expected
+            state.transactions.get(transactional_id),
+            transactional_id,
+            timeout_ms,
+            _now_ms(),
+            fresh,
+            expected,
+            self.rules.fence_step,
         )
         error = await self._execute(state, transactional_id, plan)
         adopted = state.transactions.get(transactional_id)
@@ -390,7 +396,7 @@ class TransactionCoordinator:
             if not state.loaded:
                 continue
             for transactional_id, metadata in list(state.transactions.items()):
-                plan = plan_timeout(metadata, now)
+                plan = plan_timeout(metadata, now, self.rules.fence_step)
                 if plan is not None and transactional_id not in state.pending:
                     logger.info(
                         "%s: transaction timed out after %d ms: aborting",

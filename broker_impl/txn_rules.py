@@ -50,6 +50,13 @@ class TransactionRules:
         """The highest EndTxn version this broker offers (and serves to clients)."""
         return wire.APIS[END_TXN].advertised_max(self.transaction_version)
 
+    @property
+    def fence_step(self) -> int:
+        """How far a fence (a newer producer, a timeout) moves the epoch: 2 under KIP-890 part 2,
+        as Kafka's TV2 coordinator, so the fenced producer's EndTxn is never taken for a retry
+        (:func:`broker_impl.txn_state.plan_fence_and_abort`)."""
+        return 2 if self.transaction_version >= 2 else 1
+
     def bumps_epoch(self, end_txn_version: int) -> bool:
         """Does an EndTxn of ``end_txn_version`` end its transaction with a new epoch?"""
         return self.transaction_version >= 2 and end_txn_version >= wire.END_TXN_EPOCH_BUMP_VERSION

@@ -152,11 +152,13 @@ def plan_init(
     now_ms: int,
     fresh_producer_id: int,
     expected: tuple[int, int] | None = None,
+    fence_step: int = 1,
 ) -> Plan:
     """InitProducerId: a new id starts at epoch 0; a known one is bumped (fencing the older
     producer) -- after fencing and aborting an open transaction first (the client retries on
-    CONCURRENT_TRANSACTIONS until the abort is complete).  ``expected``: the (id, epoch) a
-    KIP-360 client asks to bump; ``fresh_producer_id`` is used when the epoch is exhausted."""
+    CONCURRENT_TRANSACTIONS until the abort is complete; ``fence_step``: see
+    :func:`plan_fence_and_abort`).  ``expected``: the (id, epoch) a KIP-360 client asks to bump;
+    ``fresh_producer_id`` is used when the epoch is exhausted."""
     if current is None:
         return Plan(
             write=TxnMetadata(
@@ -174,7 +176,7 @@ def plan_init(
     if current.state in PREPARED or current.state is S.PREPARE_EPOCH_FENCE:
         return Plan(error=CONCURRENT_TRANSACTIONS)
     if current.state is S.ONGOING:
-        return plan_fence_and_abort(current, now_ms)
+        return plan_fence_and_abort(current, now_ms, fence_step)
     if current.producer_epoch >= MAX_EPOCH:
         current = dataclasses.replace(current, producer_id=fresh_producer_id, producer_epoch=-1)
     return Plan(
@@ -190,11 +192,18 @@ def plan_init(
     )
 
 
-def plan_fence_and_abort(current: TxnMetadata, now_ms: int) -> Plan:
-    """Abort ``current``'s open transaction under a bumped epoch (a newer producer, or the
-    timeout): the markers carry the new epoch, so they fence the old producer everywhere."""
+def plan_fence_and_abort(current: TxnMetadata, now_ms: int, fence_step: int = 1) -> Plan:
+    """Abort ``current``'s open transaction under an epoch bumped by ``fence_step`` (a newer
+    producer, or the timeout): the markers carry the new epoch, so they fence the old producer
+    everywhere.  Under KIP-890 part 2 the step is 2, as in Kafka (a fence, then the bump of the
+    abort itself): a bump of one would make the fenced producer's own EndTxn look like the retry
+    of an end (:func:`is_end_retry`) and be answered with the new epoch instead of
+    PRODUCER_FENCED."""
     fenced = transition(
-        current, S.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=min(current.producer_epoch + 1, MAX_EPOCH)
+        current,
+        S.PREPARE_EPOCH_FENCE,
+        now_ms,
+        producer_epoch=min(current.producer_epoch + fence_step, MAX_EPOCH),
     )
     return Plan(
         error=CONCURRENT_TRANSACTIONS, write=transition(fenced, S.PREPARE_ABORT, now_ms), markers=True
@@ -337,11 +346,11 @@ def _plan_end_bumped(
     return Plan(write=prepared, markers=True)
 
 
-def plan_timeout(current: TxnMetadata, now_ms: int) -> Plan | None:
+def plan_timeout(current: TxnMetadata, now_ms: int, fence_step: int = 1) -> Plan | None:
     """The abort of an Ongoing transaction older than its timeout (Kafka fences it too)."""
     if current.state is not S.ONGOING or now_ms - current.txn_start_ms <= current.timeout_ms:
         return None
-    return plan_fence_and_abort(current, now_ms)
+    return plan_fence_and_abort(current, now_ms, fence_step)
 
 
 def complete(current: TxnMetadata, now_ms: int) -> TxnMetadata:

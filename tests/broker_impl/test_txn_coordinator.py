@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from broker_impl import records, wire
 from broker_impl.control_records import Marker, read_marker
 from broker_impl.events import EventLog
@@ -167,24 +169,33 @@ def test_a_new_coordinator_loads_the_state_and_finishes_a_prepared_transaction(t
     asyncio.run(scenario())
 
 
-def test_a_newer_producer_fences_the_open_transaction(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_newer_producer_fences_the_open_transaction(tmp_path: Path, version: int) -> None:
+    """The fence moves the epoch by one, or by two under ``transaction.version=2`` (Kafka's TV2)."""
+
     async def scenario() -> None:
         broker = OneNodeBroker(tmp_path)
+        broker.settings["transaction.version"] = version
         loaded = await coordinator(broker)
         await loaded.init_producer_id("c", 60000, None)
         await loaded.add_partitions("c", 1001, 0, DATA)
         assert (await loaded.init_producer_id("c", 60000, None))[0] == CONCURRENT_TRANSACTIONS
         await settle(loaded)
-        assert markers_in(broker, ("t", 0)) == [Marker(1001, 1, False, 1)]  # aborted under the new epoch
-        assert await loaded.init_producer_id("c", 60000, None) == (0, 1001, 2)
+        assert markers_in(broker, ("t", 0)) == [Marker(1001, version, False, 1)]  # the new epoch
+        assert await loaded.init_producer_id("c", 60000, None) == (0, 1001, version + 1)
         assert (await loaded.end("c", 1001, 0, True))[0] == PRODUCER_FENCED
 
     asyncio.run(scenario())
 
 
-def test_an_expired_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_expired_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path, version: int) -> None:
+    """Under ``transaction.version=2`` the fenced producer's EndTxn v5 is fenced too, commit or
+    abort: the epoch moved by two, so it is not taken for the retry of an end."""
+
     async def scenario() -> None:
         broker = OneNodeBroker(tmp_path)
+        broker.settings["transaction.version"] = version
         loaded = await coordinator(broker)
         await loaded.init_producer_id("d", 50, None)
         await loaded.add_partitions("d", 1001, 0, DATA)
@@ -194,9 +205,12 @@ def test_an_expired_transaction_is_aborted_and_its_producer_fenced(tmp_path: Pat
         await loaded.abort_timed_out()
         await settle(loaded)
         assert state_of(loaded, "d").state is TxnState.COMPLETE_ABORT
-        assert state_of(loaded, "d").producer_epoch == 1
+        assert state_of(loaded, "d").producer_epoch == version
         assert (await loaded.end("d", 1001, 0, True))[0] == PRODUCER_FENCED
         assert await loaded.add_partitions("d", 1001, 0, DATA) == PRODUCER_FENCED
+        if version == 2:
+            for commit in (True, False):
+                assert await loaded.end("d", 1001, 0, commit, bump=True) == (PRODUCER_FENCED, -1, -1)
 
     asyncio.run(scenario())
 

@@ -32,6 +32,7 @@ from broker_impl.txn_state import (
     complete,
     plan_add_partitions,
     plan_end,
+    plan_timeout,
 )
 from tests.broker_impl.test_txn_coordinator import (
     DATA,
@@ -120,6 +121,19 @@ def test_with_bump_an_abort_of_the_current_epoch_without_partitions_bumps_again(
         frozenset(),
     )
     assert plan_end(done, 7, 1, True, T0 + 9, bump=True).error == INVALID_TXN_STATE
+
+
+@pytest.mark.parametrize(("step", "late_abort"), [(1, 0), (2, PRODUCER_FENCED)])
+def test_a_fence_moves_the_epoch_by_two_so_the_fenced_end_is_no_retry(step: int, late_abort: int) -> None:
+    """A timeout fences and aborts at epoch 0+step.  With a step of one (TV1's) the fenced
+    producer's EndTxn v5 abort of epoch 0 would pass for the retry of an end and be answered
+    with the new epoch; with two (Kafka's TV2) it is PRODUCER_FENCED."""
+    plan = plan_timeout(ongoing(), T0 + 10**9, fence_step=step)
+    assert plan is not None and plan.write is not None
+    done = complete(plan.write, T0 + 10**9)
+    assert (done.state, done.producer_epoch) == (S.COMPLETE_ABORT, step)
+    assert plan_end(done, 7, 0, False, T0 + 10**9, bump=True).error == late_abort
+    assert TransactionRules(transaction_version=step).fence_step == step
 
 
 def test_an_exhausted_epoch_moves_to_the_next_producer_id_at_epoch_zero() -> None:
