@@ -78,7 +78,7 @@ from checker.examples import divergence_example, group_example, offset_example, 
 from checker.expectations import applicable_rules, expectation
 from checker.invariant_examples import event_keys, fetch_events, invariant_example
 from checker.liveness import fault_tables, liveness_results
-from testbed.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, HISTORY_SCHEMA, table_to_ops
+from testbed.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, F_TXN, HISTORY_SCHEMA, table_to_ops
 from testbed.record.ops import OP_TYPES
 from testbed.record.rundir import RunDir
 from testbed.record.stored_run import NEVER_FLUSH
@@ -362,6 +362,8 @@ def _stats(run: RunInput, batch: _Batch) -> dict[str, Any]:
     return {
         "history_rows": sum(int(row["rows"]) for row in counts),
         "sends": {name: rows_where(F_SEND, kind=code) for code, name in enumerate(OP_TYPES)},
+        # txn ops by type (ok committed, fail aborted, info unknown; read-only ones are ok)
+        "txns": {name: rows_where(F_TXN, kind=code) for code, name in enumerate(OP_TYPES)},
         "poll_records": rows_where(F_POLL, record=True),
         "drain_records": rows_where(F_DRAIN, record=True),
         "nemesis_ops": rows_where(F_NEMESIS),

@@ -51,6 +51,8 @@ def _lost_commit_shown(result: dict[str, Any]) -> None:
     (example,) = result["anomalies"][LOST_WRITE]["examples"]
     assert (example["value"], example["offset"]) == (1000, 0)
     assert example["send"]["f"] == "txn" and example["send"]["type"] == "ok"
+    assert result["stats"]["txns"] == {"invoke": 1, "ok": 1, "fail": 0, "info": 0}
+    assert result["stats"]["sends"] == {"invoke": 1, "ok": 1, "fail": 0, "info": 0}
 
 
 TXN_VALUE_CASES = [
