@@ -13,7 +13,7 @@ rules), asked by the code that applies it, so each rule is decided in one place.
   partition's LSO stays at it: read_committed consumers stall ("hanging transactions").
 
 * ``transaction_version`` -- KIP-890 part 2 / KAFKA-17754 (``transaction.version``, Kafka's feature
-  name): at 2, ApiVersions offers EndTxn v5 (and names the finalized feature), and an EndTxn v5
+  name): at 2, ApiVersions offers EndTxn v5, and an EndTxn v5
   ends its transaction with the producer epoch bumped (:func:`broker_impl.txn_state.plan_end`
   with ``bump``); the answer carries the new id and epoch.  At 1 (historical) EndTxn is offered up
   to v3 and every transaction of a producer has the same id and epoch: a delayed EndTxn, retried

@@ -176,8 +176,6 @@ APIS: dict[int, Api] = {
 API_VERSIONS_KEY = 18
 END_TXN_EPOCH_BUMP_VERSION = 5
 """The first EndTxn version of KIP-890 part 2: the coordinator bumps the epoch and answers it."""
-TRANSACTION_VERSION_FEATURE = "transaction.version"
-"""Kafka's feature name of the transaction protocol level, announced in ApiVersions v3+."""
 
 _KEY_AND_VERSION = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -249,8 +247,11 @@ def response(request: Request, **fields: Any) -> Any:
 def api_versions_response(request: Request, transaction_version: int = 2) -> Any:
     """The ApiVersions answer listing :data:`APIS` as offered at ``transaction_version`` (the
     broker's ``transaction.version``); error 35 with a v0 body when the version is unsupported.
-    From v3 it also names the feature ``transaction.version``: supported 0-2, finalized at
-    ``transaction_version`` -- what Kafka's own clients read to decide on EndTxn v5."""
+
+    The feature ``transaction.version`` itself is not announced (no finalized features): Kafka's
+    Java client reads level 2 as "partitions join a transaction implicitly through Produce v12",
+    the half of KIP-890 part 2 this broker does not offer; a client opts into EndTxn v5 by the
+    version advertised here alone (as :mod:`workloads.txn_kip890` does)."""
     api_keys = [
         ApiVersionsResponse.ApiVersion(
             api_key=api.key, min_version=api.min_version, max_version=api.advertised_max(transaction_version)
@@ -259,25 +260,8 @@ def api_versions_response(request: Request, transaction_version: int = 2) -> Any
     ]
     if request.body is None:
         return ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION, api_keys=api_keys)
-    features: dict[str, Any] = {}
-    if request.version >= 3:
-        features = {
-            "supported_features": [
-                ApiVersionsResponse.SupportedFeatureKey(
-                    name=TRANSACTION_VERSION_FEATURE, min_version=0, max_version=2
-                )
-            ],
-            "finalized_features_epoch": 0,
-            "finalized_features": [
-                ApiVersionsResponse.FinalizedFeatureKey(
-                    name=TRANSACTION_VERSION_FEATURE,
-                    max_version_level=transaction_version,
-                    min_version_level=transaction_version,
-                )
-            ],
-        }
     return ApiVersionsResponse(
-        version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0, **features
+        version=request.version, error_code=NONE, api_keys=api_keys, throttle_time_ms=0
     )
 
 

@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from broker_impl import config, wire
 from broker_impl.control_records import Marker
@@ -175,6 +176,20 @@ def test_the_switch_parses_and_decides_per_end_txn_version() -> None:
     historical = TransactionRules(transaction_version=1)
     assert not historical.bumps_epoch(5) and historical.advertised_end_txn_version() == 3
     assert TransactionRules().advertised_end_txn_version() == 5
+
+
+@pytest.mark.parametrize(("level", "end_txn"), [(1, 3), (2, 5)])
+def test_api_versions_offers_end_txn_v5_only_at_level_2(level: int, end_txn: int) -> None:
+    request = wire.decode_request(
+        wire.encode_request(
+            ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"), 1, "t"
+        )[4:]
+    )
+    frame = wire.encode_response(request, wire.api_versions_response(request, level))
+    _, answer = wire.decode_response(ApiVersionsResponse, 3, frame[4:])
+    ceilings = {entry.api_key: entry.max_version for entry in answer.api_keys}
+    assert (ceilings[26], ceilings[0], ceilings[24]) == (end_txn, 10, 3)
+    assert not answer.finalized_features  # level 2 would tell a Java client to skip AddPartitionsToTxn
 
 
 def run(coroutine: object) -> None:
