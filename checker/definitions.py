@@ -262,57 +262,43 @@ applicable*.  Terms:
   ``transaction.partition.verification.enable=false``, which permits it.  Counted per open
   transaction; :mod:`checker.txn.white_box`, one implementation for both engines.
 
-**Transactional checks** (the ``txn`` op of the transactional workload, ``docs/history.md``;
-:mod:`checker.txn`, one implementation run by both engines).  ``txn [send p0 v=7 @3, poll p1
-[@2 v=5]] ok commit@t`` sent 7 (at offset 3), read 5, called ``commit_transaction()`` at t.
-
-* A transaction is one ``txn`` op, named by its completion's index.  It *committed* (``must
-  commit``) when it ended ``ok``, or ended ``info`` and someone read a value it sent (a value is
-  visible only once its transaction commits; Jepsen's must-have-committed).  ``fail`` ones did not
-  happen (a read of their values is G1a, of the value family); an ``info`` one nobody saw may not
-  have, and takes no part.
-* The *known positions* of a partition's log: each (offset, value) a committed transaction's send
-  was acknowledged with or a read (txn poll, poll, drain) returned -- without the offsets seen
-  with two values (inconsistent-offsets) and with a value seen at two offsets at its lowest
-  (duplicate).  The dependency graph's nodes are the committed transactions; its edges: **ww**
-  T1 -> T2 when T2 wrote the next known position after T1's in a partition (positions of no
-  transaction skipped); **wr** T1 -> T2 when T2 read a value T1 sent; **process** between a
-  process's successive transactions; **realtime** T1 -> T2 when T1 completed before T2 was
-  invoked -- through a chain of completion time points, three edges per transaction, not n^2.
-* A cycle counts once per strongly connected component (of its anomaly's edge kinds) holding
-  one; the example is the shortest found, its transactions with their micro-ops and its edges.
+**Transactional checks** (the ``txn`` op, ``docs/history.md``; :mod:`checker.txn`, run by both
+engines).  ``txn [send p0 v=7 @3, poll p1 [@2 v=5]] ok commit@t`` sent 7 (at offset 3), read 5,
+called ``commit_transaction()`` at t.  A transaction is one ``txn`` op, named by its completion's
+index; it *committed* when it ended ``ok``, or ``info`` with a value someone read (Jepsen's
+must-have-committed); ``fail`` ones (G1a's) and ``info`` ones nobody saw take no part.  The
+dependency graph's nodes are the committed transactions, its edges: **ww** T1 -> T2 when T2 wrote
+the next *known position* after T1's in a partition's log (an (offset, value) a committed send
+was acknowledged with or a read returned; an offset seen with two values left out, a value at two
+offsets taken at its lowest); **wr** T1 -> T2 when T2 read a value T1 sent; **process** between a
+process's successive transactions; **realtime** T1 -> T2 when T1 completed before T2 was invoked
+(through a chain of completion time points: three edges per transaction, not n^2).  A cycle
+counts once per strongly connected component of its anomaly's edge kinds; the example is the
+shortest found, with its transactions' micro-ops and its edges in order.
 
 * **precommitted-read** -- in a run whose consumers read ``read_committed`` (``workload.isolation``,
   the default), a txn poll returned a value whose transaction had not begun to commit when the
-  reading op completed: the read's completion time is below the writer's ``commit`` micro-op
-  time (a writer without an end micro-op: its invoke time, which is conservative), or the reader
-  *is* the writer (Jepsen's precommitted-read: Kafka hides a transaction's records from every
-  consumer, its own producer's included, until it commits).  ``T1 = txn [poll p0 [@3 v=7]] ok``
-  completes at t=5; ``T2 = txn [send p0 v=7] ok commit@t=9`` -> precommitted.  A writer that
-  aborted is G1a's.  Counted per (reader, partition, value).
-* **int-send-skip** -- inside one committed transaction, two consecutive sends to one partition,
-  both offsets known, more than one offset apart: ``txn [send p0 v=1 @3, send p0 v=2 @5] ok``.
-  A *warning*: Kafka allows it (other producers' records and transaction markers interleave;
-  Jepsen keeps it for information).  Counted per pair.
-* **int-nonmonotonic-send** -- the same pair at an offset at or below the one before: ``txn [send
-  p0 v=1 @5, send p0 v=2 @4] ok``.  Counted per pair.
-* **G0** -- write cycle: a cycle of ww edges alone.  ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``,
-  ``T2 = txn [send p1 v=3 @0, send p0 v=4 @1]``, both ok: T1 -ww(p0)-> T2 -ww(p1)-> T1.  A
-  *warning*: Kafka orders no transaction's writes across partitions (Jepsen allows G0).
-* **G1c** -- circular information flow: a cycle of ww and wr edges with at least one wr.  ``T1 =
-  txn [send p0 v=1 @0, send p1 v=2 @1] ok``, ``T2 = txn [poll p0 [@0 v=1], send p1 v=3 @0] ok``:
-  T1 -wr(p0 v=1)-> T2 -ww(p1 @0, @1)-> T1 -- T2 read T1's write, yet wrote before it.
-* **G0-process** -- a cycle of ww and process edges holding a process edge: a process's later
-  transaction wrote before one of its earlier ones.  ``T1 = txn [send p0 v=1 @5] ok``, then the
-  same process ``T2 = txn [send p0 v=2 @4] ok``: T1 -process-> T2 -ww-> T1.
-* **G1c-process** -- a cycle of ww, wr and process edges holding a wr and a process edge.
-* **G0-realtime** -- a cycle of ww and realtime edges holding a realtime edge (any processes).
-* **G1c-realtime** -- a cycle of ww, wr and realtime edges holding a wr and a realtime edge.
-* **torn-transaction** -- a committed transaction some of whose sends to partitions with a
-  complete final drain the drain holds and some not: ``T1 = txn [send p0 v=1, send p1 v=2] ok``;
-  the drains hold 1, not 2.  The value family reports each missing value (lost-write); this
-  names the transaction.  Counted per transaction; sends to a partition without a complete drain
-  take no part.
+  read completed (before the writer's ``commit`` micro-op time; without an end micro-op, before
+  its invoke), or that the reader itself sent (Jepsen: Kafka hides a transaction's records from
+  every consumer until it commits).  ``txn [poll p0 [@3 v=7]] ok`` at t=5; ``txn [send p0 v=7]
+  ok commit@9``.  An aborted writer is G1a's.  Counted per (reader, partition, value).
+* **int-send-skip** -- inside one committed transaction, consecutive sends to one partition, both
+  offsets known, more than one apart: ``txn [send p0 v=1 @3, send p0 v=2 @5] ok``.  A *warning*:
+  other producers' records and markers interleave (Jepsen keeps it for information).  Per pair.
+* **int-nonmonotonic-send** -- such a pair at or below the offset before: ``@5``, then ``@4``.
+* **G0** -- a cycle of ww edges alone: ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``, ``T2 = txn
+  [send p1 v=3 @0, send p0 v=4 @1]``: T1 -ww(p0)-> T2 -ww(p1)-> T1.  A *warning*: Kafka orders no
+  transaction's writes across partitions (Jepsen allows G0).
+* **G1c** -- a cycle of ww and wr edges with a wr: ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``,
+  ``T2 = txn [poll p0 [@0 v=1], send p1 v=3 @0]``: T1 -wr-> T2 -ww(p1)-> T1.
+* **G0-process** -- a cycle of ww and process edges with a process edge: ``txn [send p0 v=1 @5]
+  ok``, then the same process ``txn [send p0 v=2 @4] ok``.
+* **G1c-process** -- a cycle of ww, wr and process edges with a wr and a process edge.
+* **G0-realtime** -- a cycle of ww and realtime edges with a realtime edge (any processes).
+* **G1c-realtime** -- a cycle of ww, wr and realtime edges with a wr and a realtime edge.
+* **torn-transaction** -- a committed transaction some of whose sends to completely drained
+  partitions the drains hold and some not: ``txn [send p0 v=1, send p1 v=2] ok``; the drains hold
+  1, not 2 (a lost-write too; this names the transaction).  Counted per transaction.
 
 **Liveness** (``checker.liveness`` computes the figures; ``results.json``'s ``liveness`` section
 carries them).  Times are the history's (nanoseconds since the test started).  Terms:
