@@ -11,7 +11,10 @@ only, so Spark Connect serves it too).  What each module does:
   G0 / G1c families on it, by :mod:`checker.txn.graph` (strongly connected components, then a
   short cycle in each);
 * :mod:`checker.txn.examples` -- the examples, as JSON, that ``results.json`` shows;
-* :mod:`checker.txn.run` -- the per-run entry point and its answer's columns.
+* :mod:`checker.txn.run` -- the per-run entry point and its answer's columns;
+* :mod:`checker.txn.registry` -- the family's registry entries, as data;
+* :mod:`checker.txn.white_box` -- hanging-transaction, on the brokers' event logs (a white-box
+  check of the invariant family, run per run the same way).
 
 The definitions are prose in :mod:`checker.definitions`; the registry entries in
 :mod:`checker.anomalies` (family ``transaction``).
