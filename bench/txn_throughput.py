@@ -2,7 +2,8 @@
 beside the same records sent by an idempotent acks=all producer, in one invocation.
 
     .venv/bin/python bench/txn_throughput.py [--transactions 1000] [--records 10] [--rounds 3]
-        [--brokers 3] [--partitions 1] [--value-bytes 100] [--client confluent-kafka|kafka-python]
+        [--brokers 3] [--partitions 1] [--value-bytes 100]
+        [--client confluent-kafka|kafka-python|kafka-python-kip890]
 
 Starts one local cluster (``broker_impl.localcluster``: a controller and ``--brokers`` broker
 processes on 127.0.0.x) and, ``--rounds`` times, alternating the order (plain first, then
@@ -78,8 +79,12 @@ def run_confluent(bootstrap: str, topic: str, txns: int, records: int, value: by
     return time.perf_counter() - started
 
 
-def run_kafka_python(bootstrap: str, topic: str, txns: int, records: int, value: bytes, txn_id: str) -> float:
+def run_kafka_python(
+    bootstrap: str, topic: str, txns: int, records: int, value: bytes, txn_id: str, kip890: bool = False
+) -> float:
     from kafka import KafkaProducer
+
+    from workloads.txn_kip890 import enable_kip890
 
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
@@ -88,6 +93,8 @@ def run_kafka_python(bootstrap: str, topic: str, txns: int, records: int, value:
         linger_ms=5,
         transactional_id=txn_id or None,
     )
+    if kip890 and txn_id:
+        enable_kip890(producer)  # EndTxn v5: the epoch bumped at every end (KIP-890 part 2)
     try:
         if txn_id:
             producer.init_transactions()
@@ -107,7 +114,17 @@ def run_kafka_python(bootstrap: str, topic: str, txns: int, records: int, value:
         producer.close(10)
 
 
-CLIENTS: dict[str, Runner] = {"confluent-kafka": run_confluent, "kafka-python": run_kafka_python}
+def run_kafka_python_kip890(
+    bootstrap: str, topic: str, txns: int, records: int, value: bytes, txn_id: str
+) -> float:
+    return run_kafka_python(bootstrap, topic, txns, records, value, txn_id, kip890=True)
+
+
+CLIENTS: dict[str, Runner] = {
+    "confluent-kafka": run_confluent,
+    "kafka-python": run_kafka_python,
+    "kafka-python-kip890": run_kafka_python_kip890,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

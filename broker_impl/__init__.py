@@ -25,7 +25,7 @@ Modules:
 * ``txn_handlers`` -- the transactional Kafka APIs (InitProducerId, AddPartitionsToTxn, EndTxn, ...);
 * ``txn_markers`` -- WriteTxnMarkers: the coordinator's sender, the partition leader's writer;
 * ``txn_offsets`` -- TxnOffsetCommit: a transaction's offsets through the group coordinator;
-* ``txn_rules`` -- the transaction bug switches, read once from the settings (KIP-890 part 1);
+* ``txn_rules`` -- the transaction bug switches, read once from the settings (KIP-890 part 1 and part 2);
 * ``txn_verification`` -- a partition leader verifies a transactional produce with its coordinator;
 * ``txn_index`` -- a log's open and aborted transactions, hence the last stable offset;
 * ``control_records`` -- transaction markers (control batches) and transactional batches as bytes;

@@ -32,7 +32,7 @@ from typing import Any
 
 from testbed.record.recorder import Recorder
 
-from .clients import CLIENTS
+from .clients import CLIENTS, KAFKA_PYTHON
 from .group_events import CommitMode, GroupConsumerClient, max_poll_interval_ms
 from .group_member import GroupMember
 
@@ -59,7 +59,7 @@ def make_group_consumer(
 
     Only the chosen library's adapter is imported (each pulls in its client library); both
     adapters import :mod:`workloads.group_events`, so this choice lives here, above them."""
-    if client == "kafka-python":
+    if client in KAFKA_PYTHON:  # kafka-python-kip890 differs only in its transactional producer
         from .group_kafka_python import KafkaPythonGroupConsumer
 
         return KafkaPythonGroupConsumer(bootstrap, topic, group, commit, request_timeout, isolation)
