@@ -292,7 +292,8 @@ shortest found, with its transactions' micro-ops and its edges in order.
 * **G1c** -- a cycle of ww and wr edges with a wr: ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``,
   ``T2 = txn [poll p0 [@0 v=1], send p1 v=3 @0]``: T1 -wr-> T2 -ww(p1)-> T1.
 * **G0-process** -- a cycle of ww and process edges with a process edge: ``txn [send p0 v=1 @5]
-  ok``, then the same process ``txn [send p0 v=2 @4] ok``.
+  ok``, then the same process ``txn [send p0 v=2 @4] ok``.  A *warning*, as G0-realtime: a long
+  transaction's writes may straddle a process's two (Jepsen allows both).
 * **G1c-process** -- a cycle of ww, wr and process edges with a wr and a process edge.
 * **G0-realtime** -- a cycle of ww and realtime edges with a realtime edge (any processes).
 * **G1c-realtime** -- a cycle of ww, wr and realtime edges with a wr and a realtime edge.

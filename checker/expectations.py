@@ -117,10 +117,10 @@ producer's acks change what is acknowledged, not how the brokers replicate or tr
 **The transactional checks** (:mod:`checker.txn`).  Where acknowledged data may vanish -- every
 rule above but ``idempotent=false`` -- a committed transaction may lose some of its records
 (torn-transaction), and offsets handed out again put a later write at or below an earlier one,
-inside one transaction (int-nonmonotonic-send) or across transactions that real time, a process
-or a read had ordered (G1c, G0-process, G1c-process, G0-realtime, G1c-realtime): the entries name
-``acknowledged data may vanish``, which every loss rule's set includes.  int-send-skip and G0 need
-no rule: Kafka's model allows them everywhere, so they are warnings (``checker.txn.registry``).
+inside one transaction (int-nonmonotonic-send) or across transactions that a read had ordered
+(G1c, G1c-process, G1c-realtime): the entries name ``acknowledged data may vanish``, which every
+loss rule's set includes.  int-send-skip, G0, G0-process and G0-realtime need no rule: Kafka's
+model allows them everywhere, so they are warnings (``checker.txn.registry``).
 
 Never permitted by any rule: precommitted-read (losing records shows no consumer an open
 transaction's), aborted-read and G1a (a definite failure that took effect),
