@@ -290,7 +290,11 @@ def test_unchanged_sources_reuse_the_image_and_changed_ones_get_a_new_tag(
     root = tmp_path / "checkout"
     root.mkdir()
     shutil.copy2(source_root() / "Dockerfile", root / "Dockerfile")
-    for package in ("broker_impl", "nemesis"):
+    for package in (
+        "broker_impl",
+        "nemesis",
+        "testbed/cluster/request_proxy",
+    ):  # every shipped one, and the planner
         shutil.copytree(source_root() / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     # A file no other checkout has makes both tags unique to this test, so removing them is safe. It
     # must be in a shipped directory: elsewhere it would not change the tag.
