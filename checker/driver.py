@@ -67,6 +67,7 @@ from checker.definitions import (
     ORDER_CHECKS,
     REPLICA_CHECKS,
     STALLED,
+    TXN_CHECKS,
     VALUE_CHECKS,
     Liveness,
     severity,
@@ -143,6 +144,7 @@ HISTORY_QUESTIONS = (
     "offset checks",
     "order checks",
     "group checks",
+    "txn checks",
     "example ops",
 )
 """The questions answered one after another in the driver's first chain (the rest in a second)."""
@@ -190,6 +192,7 @@ class _Batch:
         self.offsets_of = _by_key(self.offsets, "run_id")
         self.orders_of = _by_key(self.orders, "run_id")
         self.groups_of = _by_key(self.groups, "run_id")
+        self.txns_of = _by_key(self.txns, "run_id")
         self.divergence_of = _by_key(self.divergence, "run_id")
         self.invariants_of = _by_key(self.invariants, "run_id")
         self.liveness_of = _by_key(self.liveness, "run_id")
@@ -220,6 +223,8 @@ class _Batch:
         self._answered("order checks")
         self.groups = engine.group_anomalies(runs, checks, limit) if checks & set(GROUP_CHECKS) else empty
         self._answered("group checks")
+        self.txns = engine.txn_anomalies(runs, complete, checks, limit) if checks & set(TXN_CHECKS) else empty
+        self._answered("txn checks")
         self.ops = (
             _ops_from_rows(engine.fetch_ops(runs, self._op_keys()))
             if not (self.values.empty and self.orders.empty and self.groups.empty)
@@ -391,6 +396,9 @@ def _run_results(run: RunInput, batch: _Batch, checks: frozenset[str]) -> dict[s
     for kind in GROUP_CHECKS:
         total, rows = _examples(batch.groups_of, hid, kind)
         found[kind] = (total, [group_example(kind, r, batch, hid) for r in rows])
+    for kind in TXN_CHECKS:  # each example whole, as checker.txn built it
+        total, rows = _examples(batch.txns_of, hid, kind)
+        found[kind] = (total, [json.loads(row["example"]) for row in rows])
     for kind in REPLICA_CHECKS:
         total, rows = _examples(batch.divergence_of, rid, kind)
         found[kind] = (total, [divergence_example(r, batch, rid) for r in rows] if rid is not None else [])

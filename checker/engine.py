@@ -16,6 +16,7 @@ ascending, nulls first; each family's ``example_order`` in :mod:`checker.anomali
 * group checks: ``partition, offset, index, item``
 * replica-divergence and divergent-tail: ``partition, node_a, node_b``
 * white-box checks: ``partition, ts, node, seq``
+* transactional checks: ``index, partition`` (:mod:`checker.txn`, the same code in both engines)
 * liveness figures: ``run_id, partition`` (one row each, no limit: they are per partition)
 """
 
@@ -83,6 +84,16 @@ class Engine(Protocol):
         The white-box checks (:data:`checker.definitions.INVARIANT_CHECKS`) among ``checks``, on
         the event tables of the runs that have one (``events_path``); isr-divergence also reads
         their replicas.  Examples in :data:`checker.definitions.INVARIANT_ORDER`.
+        """
+
+    def txn_anomalies(
+        self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
+    ) -> pd.DataFrame:
+        """:data:`checker.txn.run.OUTPUT_COLUMNS` (``run_id, kind, total, index, partition, example``).
+
+        The transactional checks (:data:`checker.definitions.TXN_CHECKS`) among ``checks``, by
+        :func:`checker.txn.run.run_anomalies` per run (``complete`` as for :meth:`value_anomalies`);
+        ``example`` is each example whole, as JSON text.
         """
 
     def liveness(self, runs: list[RunInput], windows: pd.DataFrame, heals: pd.DataFrame) -> pd.DataFrame:

@@ -86,7 +86,14 @@ def test_the_names_and_tuples_of_definitions_are_the_registrys() -> None:
         assert getattr(definitions, constant) == tuple(a.name for a in ANOMALIES if a.family.name == family)
     # unseen and divergent-tail: an uncommitted tail may be anything; int-send-skip and G0: Kafka's
     # transaction model allows them (Jepsen's tests/kafka.clj keeps them as allowed too).
-    assert {"unseen", "divergent-tail", "int-send-skip", "G0"} == definitions.WARNINGS
+    assert {
+        "unseen",
+        "divergent-tail",
+        "int-send-skip",
+        "G0",
+        "G0-process",
+        "G0-realtime",
+    } == definitions.WARNINGS
     assert [
         definitions.severity("stalled", definitions.Liveness(mode=mode)) for mode in ("warn", "strict")
     ] == [

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checker.definitions import G1A, INCONSISTENT_OFFSETS, LOST_READ, LOST_WRITE
+from checker.definitions import G1A, INCONSISTENT_OFFSETS, LOST_READ, LOST_WRITE, TORN_TRANSACTION
 from tests.checker.contract_cases import Case, Step, Value, agreeing, drain, send
 
 
@@ -73,7 +73,7 @@ TXN_VALUE_CASES = [
         "a committed transaction's send missing from the complete drain is a lost-write",
         [*txn(0, "ok", [(1000, 0), (1001, 1)], "commit"), *send(1, 1002, 3), *drain((1, 1001), (3, 1002))],
         agreeing((1, 1001), (3, 1002)),
-        {LOST_WRITE: 1},
+        {LOST_WRITE: 1, TORN_TRANSACTION: 1},
         False,
         verify=_lost_commit_shown,
     ),
