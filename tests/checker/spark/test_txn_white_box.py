@@ -1,0 +1,27 @@
+"""hanging-transaction on Spark: the engine's ``applyInPandas`` over a run's events answers what
+the pandas engine answers (:mod:`checker.txn.white_box`, one implementation), planted and absent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from checker.txn import white_box
+from tests.checker.txn.test_white_box import TOPIC, frame, hw, marker, opened, state
+
+pytestmark = pytest.mark.spark
+
+
+def test_spark_answers_as_pandas_per_run(spark: Any) -> None:
+    hanging = frame([state("CompleteAbort"), opened(), hw(lso=12)]).assign(run_id=1)
+    closed = frame([state("CompleteAbort"), opened(), marker(20), hw(lso=30)]).assign(run_id=2)
+    events = pd.concat([hanging, closed], ignore_index=True)
+    rows = spark.createDataFrame(events, white_box.INPUT_DDL)
+    function = white_box.spark_function({1: TOPIC, 2: TOPIC})
+    answer = rows.groupBy("run_id").applyInPandas(function, white_box.OUTPUT_DDL).toPandas()
+    expected = white_box.hanging_transactions(hanging, TOPIC)
+    assert answer["run_id"].tolist() == [1]
+    columns = ["kind", "partition", "node", "seq", "value", "bound", "positions", "prev_node"]
+    assert answer[columns].to_dict("records") == expected[columns].to_dict("records")
