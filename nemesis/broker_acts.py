@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from nemesis.fault_kinds import (
     KILL,
@@ -35,7 +35,7 @@ from nemesis.fault_kinds import (
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
-from nemesis.request_faults import RequestFaults
+from nemesis.request_faults import HELD_REQUESTS, RequestFaults
 from testbed.cluster.protocol import NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
@@ -124,6 +124,10 @@ class BrokerActs:
     def hold_requests(self, node: str) -> None:
         self.requests.hold(node)
 
+    def hold_named_requests(self, node: str, value: Mapping[str, Any]) -> None:
+        """``request-hold`` of the requests its op names (a scenario step's ``requests``)."""
+        self.requests.hold(node, value.get("requests") or HELD_REQUESTS)
+
     def release_requests(self, node: str) -> None:
         self.requests.release(node)
 
@@ -144,3 +148,9 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
     }
 )
 """Node-shaped fault or heal kind -> what it does to one broker node."""
+
+VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], None]]] = MappingProxyType(
+    {REQUEST_HOLD: BrokerActs.hold_named_requests}
+)
+"""The node kinds whose act reads its op's value (what a step asked for), used instead of their
+:data:`NODE_ACTS` entry when the nemesis injects them."""

@@ -48,6 +48,8 @@ PACKET_LOSS: Final = "packet-loss"
 PACKET_LOSS_HEAL: Final = "packet-loss-heal"
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_RELEASE: Final = "request-release"
+HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
+"""The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why these)."""
 
 PACKET_LOSS_PROBABILITY: Final = 0.3
 """The chance each packet from a peer is dropped under ``packet-loss`` (why 0.3: :mod:`nemesis.packet_loss`)."""
@@ -131,6 +133,13 @@ REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
         drawn_as="node-target",
         nodes="required",
         op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
+        params=(
+            Param(
+                "requests",
+                False,
+                'which requests to hold, one of each: a list of "Produce" and "EndTxn" (default both)',
+            ),
+        ),
         colour="#2a9d8f",
         needs=frozenset({REQUEST_PROXY}),
     ),

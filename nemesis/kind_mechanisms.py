@@ -74,7 +74,7 @@ def _lose_packets(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, An
 
 def _hold_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """The node mechanism, the op naming the requests held (its act holds one of each)."""
-    return _on_nodes(nemesis, step, {**extra, "requests": list(HELD_REQUESTS)})
+    return _on_nodes(nemesis, step, {**extra, "requests": list(step.requests or HELD_REQUESTS)})
 
 
 def _heal_on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:

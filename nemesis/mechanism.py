@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nemesis import iptables
-from nemesis.broker_acts import NODE_ACTS, BrokerActs
+from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS, BrokerActs
 from nemesis.consumer_churn import check_churn, run_churn
 from nemesis.fault_kinds import (
     CONSUMER_CHURN,
@@ -446,7 +446,11 @@ class Nemesis:
                 self._affected[fault] |= set(nodes)  # before acting: heal_all must see a fault in flight
                 self._dirty = True
             invocation = self.recorder.invoke(NEMESIS_PROCESS, fault, value)
-            failures = on_nodes(nodes, lambda node: act(self._acts, node), parallel=True)
+            valued = VALUE_ACTS.get(fault)
+            if valued is not None:
+                failures = on_nodes(nodes, lambda node: valued(self._acts, node, value), parallel=True)
+            else:
+                failures = on_nodes(nodes, lambda node: act(self._acts, node), parallel=True)
             with self._state_lock:
                 self._affected[fault] -= {node for node, failure in failures.items() if failure.definite}
             return complete(self.recorder, invocation, value, failures, len(nodes))

@@ -30,13 +30,13 @@ whose proxy holds nothing is a no-op, so the heal is idempotent (heal-all may re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
+from nemesis.fault_kinds import HELD_REQUESTS as HELD_REQUESTS
 from nemesis.outcomes import Refused
 from testbed.cluster.request_proxy.control import ProxyControl, ProxyRefused
 
-HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
-"""The requests ``request-hold`` holds, one of each per node (see the module docstring)."""
 RELEASE_MODE: Final = "new-connection"
 """How ``request-release`` sends them: on a fresh connection, its answers dropped."""
 
@@ -61,18 +61,19 @@ class RequestFaults:
             raise Refused("this cluster has no request proxies in front of its brokers")
         return self.cluster.request_proxy(node)
 
-    def hold(self, node: str) -> list[dict[str, Any]]:
-        """Make ``node``'s proxy hold the next request of each of :data:`HELD_REQUESTS`; the rules.
-        Refused when its control channel refuses or cannot be reached (no rule was added)."""
+    def hold(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
+        """Make ``node``'s proxy hold the next request of each of ``requests`` (some of
+        :data:`HELD_REQUESTS`); the rules.  Refused when its control channel refuses or cannot be
+        reached (no rule was added)."""
         proxy = self._proxy(node)
         rules = []
-        for name in HELD_REQUESTS:
+        for name in requests:
             try:
                 rules.append(proxy.hold(name, count=1))
             except ProxyRefused as error:
                 if rules:  # a rule was added: not "certainly nothing happened"
                     raise RuntimeError(
-                        f"{node}: {len(rules)} of {len(HELD_REQUESTS)} holds set: {error}"
+                        f"{node}: {len(rules)} of {len(requests)} holds set: {error}"
                     ) from None
                 raise Refused(str(error)) from None
         return rules

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nemesis.fault_kinds import CHURN_STOPS, CONSUMER_CHURN, PARTITION, REGISTRY
+from nemesis.fault_kinds import CHURN_STOPS, CONSUMER_CHURN, HELD_REQUESTS, PARTITION, REGISTRY, REQUEST_HOLD
 from testbed.cluster.kafka_admin import PartitionInfo
 
 ROLES = ("leader-of", "follower-of")
@@ -143,6 +143,8 @@ class FaultStep:
     announced: bool = True
     stop: str = CHURN_STOPS[0]
     pick: int = 0
+    requests: tuple[str, ...] = ()
+    """``request-hold``: the requests to hold (empty: the kind's default, every one it knows)."""
 
     def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
         """This step with every name turned into a node by ``resolve``."""
@@ -218,6 +220,7 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         announced=table.get("announce", True) is not False,
         stop=str(table.get("stop", CHURN_STOPS[0])),
         pick=int(table.get("pick", 0)),
+        requests=tuple(str(name) for name in table.get("requests", ())),
     )
 
 
@@ -242,6 +245,14 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
     kind = REGISTRY[step["fault"]]
     if kind.takes("grudge") and not isinstance(step.get("grudge"), dict):
         raise ScenarioError(f"{where}: {kind.name} needs grudge = {{ NODE = [NODES...] }}")
+    if "requests" in step:
+        requests = step["requests"]
+        if not kind.takes("requests"):
+            raise ScenarioError(f"{where}: requests = [...] is for {REQUEST_HOLD} only, not {kind.name}")
+        if not isinstance(requests, list) or not requests or not set(requests) <= set(HELD_REQUESTS):
+            raise ScenarioError(
+                f"{where}: requests must be a non-empty list of {', '.join(map(repr, HELD_REQUESTS))}, not {requests!r}"
+            )
     if kind.nodes == "required" and "node" not in step and "nodes" not in step:
         raise ScenarioError(f"{where}: {kind.name} needs node or nodes")
     if "announce" in step and (not kind.takes("announce") or not isinstance(step["announce"], bool)):

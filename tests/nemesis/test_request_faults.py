@@ -6,6 +6,7 @@ test runs them through the nemesis on a cluster whose proxies are real processes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,13 +157,22 @@ def test_the_nemesis_holds_on_the_named_broker_and_heal_all_releases(tmp_path: P
         held = nemesis.apply(FaultStep(REQUEST_HOLD, ("n2",)))
         assert (held.type, held.value) == ("ok", {"nodes": ["n2"], "requests": ["Produce", "EndTxn"]})
         assert [len(proxy.control.status()["rules"]) for proxy in proxies.values()] == [0, 2, 0]
+        # A scenario step may name the requests: only those are held.
+        named = nemesis.apply(FaultStep(REQUEST_HOLD, ("n3",), requests=("EndTxn",)))
+        assert (named.type, named.value) == ("ok", {"nodes": ["n3"], "requests": ["EndTxn"]})
+        assert [len(proxy.control.status()["rules"]) for proxy in proxies.values()] == [0, 2, 1]
         healed = nemesis.heal_all()
-        assert (healed[0].f, healed[0].type, healed[0].value) == (REQUEST_RELEASE, "ok", {"nodes": ["n2"]})
+        assert (healed[0].f, healed[0].type, healed[0].value) == (
+            REQUEST_RELEASE,
+            "ok",
+            {"nodes": ["n2", "n3"]},
+        )
         assert all(proxy.control.status()["rules"] == [] for proxy in proxies.values())
         rows = [NemesisRow(op.index, op.time, op.type, op.f, op.value, op.error) for op in ops]
         windows = fault_windows(nemesis_events(rows))
         assert [(window.kind, window.nodes, window.healed_by) for window in windows] == [
-            (REQUEST_HOLD, ("n2",), REQUEST_RELEASE)
+            (REQUEST_HOLD, ("n2",), REQUEST_RELEASE),
+            (REQUEST_HOLD, ("n3",), REQUEST_RELEASE),
         ]
     finally:
         recorder.close()
@@ -183,3 +193,29 @@ def test_a_cluster_without_proxies_cannot_take_the_fault(tmp_path: Path) -> None
             nemesis.apply(FaultStep(REQUEST_HOLD, ("n2",)))
     finally:
         recorder.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('requests = ["Fetch"]', "requests must be a non-empty list of 'Produce', 'EndTxn', not ['Fetch']"),
+        ("requests = []", "requests must be a non-empty list"),
+        ('requests = "EndTxn"', "requests must be a non-empty list"),
+    ],
+)
+def test_a_step_naming_requests_it_cannot_hold_is_refused(tmp_path: Path, extra: str, message: str) -> None:
+    from nemesis.scenario import ScenarioError, load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "s"\n[[step]]\nfault = "request-hold"\nnode = "n1"\n{extra}\n')
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(str(path))
+
+
+def test_only_request_hold_takes_requests(tmp_path: Path) -> None:
+    from nemesis.scenario import ScenarioError, load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[[step]]\nfault = "kill"\nnode = "n1"\nrequests = ["EndTxn"]\n')
+    with pytest.raises(ScenarioError, match=re.escape("requests = [...] is for request-hold only, not kill")):
+        load_scenario(str(path))
