@@ -23,10 +23,13 @@ RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
 ``tests/workloads/test_consumer_groups_docker.py``.  Scenarios of another target
 (``target = "tansu"``) are run by ``tests/testbed/cluster/test_tansu_docker.py``."""
+NOT_YET_RELIABLE = frozenset({"kafka17754-delayed-endtxn"})
+"""Scenarios whose buggy setting shows its anomaly in too few runs to be a test yet (the file's
+description gives the measured rate and why)."""
 CASES = [
     (name, dict(expectation.when))
     for name in sorted(library())
-    if name not in RUN_ELSEWHERE and load_scenario(name).target in (None, "bundled")
+    if name not in RUN_ELSEWHERE | NOT_YET_RELIABLE and load_scenario(name).target in (None, "bundled")
     for expectation in load_scenario(name).expected
 ]
 """Every bundled scenario under every setting its expectations name (the buggy and the fixed)."""
