@@ -52,6 +52,12 @@ class TansuTarget(ContainerTarget):
                 f"--nemesis {METADATA_DELAY} cuts brokers off a controller node; tansu keeps its metadata "
                 "in PostgreSQL (node pg): partition it instead"
             )
+        if spec.workload.txn:
+            raise SpecRefused(
+                "--txn: tansu 0.6.0 offers no EndTxn (its ApiVersions lacks key 26), so no transaction"
+                " can end; measured 2026-11-29: every commit failed IncompatibleBrokerVersion and the"
+                " aborted transactions' writes were read (G1a 44)"
+            )
         if spec.nemesis.partition_scope == "all":
             raise SpecRefused(
                 "--partition-scope all: with --target tansu partitions always include the PostgreSQL node"

@@ -42,6 +42,16 @@ CASES = [
         id="tansu-partition-scope",
     ),
     pytest.param(
+        [*TANSU, "--nemesis", "kill", "--txn"],
+        {
+            **TANSU_CAMPAIGN,
+            "workload": {"replication_factor": 1, "txn": True},
+            "matrix": {"nemesis": ["kill"]},
+        },
+        "--txn: tansu 0.6.0 offers no EndTxn",
+        id="tansu-txn",
+    ),
+    pytest.param(
         ["--nodes", "1", "--replication-factor", "1", "--nemesis", "overlapping-faults"],
         {**ONE_BROKER, "matrix": {"nemesis": ["overlapping-faults"]}},
         "--nemesis: overlapping-faults needs two brokers",
