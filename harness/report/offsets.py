@@ -28,12 +28,13 @@ from typing import Any, Final
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
 from testbed.record.faults import FaultWindow
-from testbed.record.history import F_POLL, F_SEND
+from testbed.record.history import POLL_CODES, SEND_CODES
 from testbed.record.ops import OP_TYPES
 from testbed.record.rundir import RunDir
 
@@ -64,10 +65,11 @@ def load_series(run_dir: Path) -> OffsetSeries | None:
         return None
     table = pq.read_table(path, columns=_COLUMNS)
     ok = pc.equal(table["type"], _OK)
-    sends = table.filter(
-        pc.and_(pc.and_(ok, pc.equal(table["f"], F_SEND)), pc.greater_equal(table["offset"], 0))
-    )
-    polls = table.filter(pc.and_(pc.and_(ok, pc.equal(table["f"], F_POLL)), pc.is_valid(table["item"])))
+    # A committed transaction's sends and every transactional read count as the plain ones do.
+    is_send = pc.is_in(table["f"], value_set=pa.array(SEND_CODES, pa.int8()))
+    is_poll = pc.is_in(table["f"], value_set=pa.array(POLL_CODES, pa.int8()))
+    sends = table.filter(pc.and_(pc.and_(ok, is_send), pc.greater_equal(table["offset"], 0)))
+    polls = table.filter(pc.and_(pc.and_(ok, is_poll), pc.is_valid(table["item"])))
 
     def frame(part: Any) -> pd.DataFrame:
         data = part.select(["partition", "time", "offset", "value"]).to_pandas()

@@ -75,7 +75,7 @@ class HistoryUnavailable(Exception):
 
 
 def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFrame, dict[int, Any]]:
-    index, time, process, kind, f, error, node = [], [], [], [], [], [], []
+    index, time, process, kind, f, error, node, writes = [], [], [], [], [], [], [], []
     nemesis_values: dict[int, Any] = {}
     for _, op in iter_history(path, skipped):
         index.append(op.index)
@@ -85,6 +85,7 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
         f.append(op.f)
         error.append(op.error)
         node.append(op.node)
+        writes.append(op.f == "txn" and SEND_MICRO_OP in json.dumps(op.value, separators=(",", ":")))
         if op.process == NEMESIS_PROCESS or op.f in GROUP_OPS:
             nemesis_values[op.index] = op.value
     frame = pd.DataFrame(
@@ -96,6 +97,7 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
             "f": f,
             "error": error,
             "node": node,
+            "writes": np.asarray(writes, dtype=bool),
         }
     )
     return frame, nemesis_values
@@ -103,7 +105,8 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
 
 def _frame_from_parquet(path: Path) -> tuple[pd.DataFrame, dict[int, Any]]:
     table = read_op_heads(path)
-    frame = table.drop(["payload"]).to_pandas()
+    writing = pc.and_(pc.equal(table["f"], "txn"), pc.match_substring(table["payload"], SEND_MICRO_OP))
+    frame = table.drop(["payload"]).append_column("writes", pc.fill_null(writing, False)).to_pandas()
     frame = frame.astype({"index": "int64", "time": "int64", "process": "int64"})
     kept = pc.or_(
         pc.equal(table["process"], NEMESIS_PROCESS_CODE), pc.is_in(table["f"], pa.array(sorted(GROUP_OPS)))
@@ -155,6 +158,15 @@ def bin_width(duration_s: float) -> float:
     return float(np.ceil(duration_s / MAX_BINS))
 
 
+SEND_MICRO_OP = '"f":"send"'
+"""How a ``txn`` op's value (compact JSON) names a send micro-op: an op with one writes."""
+
+
+def _writing_txn(client: pd.DataFrame) -> pd.Series:
+    """The ``txn`` ops that send something (a transaction; not a consumer's read-only op)."""
+    return (client["f"] == "txn") & client["writes"].astype(bool)
+
+
 def _latencies(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     client = ops[ops["process"] != NEMESIS_PROCESS_CODE].sort_values(["process", "index"], kind="stable")
     grouped = client.groupby("process", sort=False)
@@ -164,7 +176,9 @@ def _latencies(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     next_type = grouped["type"].shift(-1)
     is_completion = (client["type"] != "invoke") & (previous_type == "invoke") & (previous_f == client["f"])
     pending = int(((client["type"] == "invoke") & (next_type.isna() | (next_type == "invoke"))).sum())
-    sends = client[is_completion & (client["f"] == "send")]
+    # Sends, or transactions (whose type is their outcome); a read-only txn op is a consumer's read,
+    # recorded after it returned: no latency of its own (its invoke value has no send).
+    sends = client[is_completion & ((client["f"] == "send") | _writing_txn(client))]
     invoked = previous_time[sends.index]
     frame = pd.DataFrame(
         {
