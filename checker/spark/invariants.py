@@ -369,10 +369,12 @@ def top(found: DataFrame, limit: int) -> DataFrame:
     )
 
 
-def hanging_transaction(spark: SparkSession, paths: list[str], runs: list[RunInput]) -> DataFrame:
+def hanging_transaction(spark: SparkSession, runs: list[RunInput]) -> DataFrame:
     """hanging-transaction per run with ``applyInPandas`` over the run's transaction and ``hw``
-    events (with their ``line``): :mod:`checker.txn.white_box`, the one implementation."""
+    events (with their ``line``): :mod:`checker.txn.white_box`, the one implementation; ``runs``
+    are its transactional runs."""
     topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
+    paths = list(dict.fromkeys(str(run.events_path.resolve()) for run in runs if run.events_path is not None))
     events = spark.read.schema(white_box.INPUT_DDL).parquet(*paths)
     events = events.where(F.col("kind").isin(*white_box.EVENT_KINDS) & F.col("run_id").isin(list(topics)))
     return events.groupBy("run_id").applyInPandas(white_box.spark_function(topics), white_box.OUTPUT_DDL)
@@ -407,8 +409,9 @@ def pass_anomalies(
         parts.append(hw_regression(shown))
     if MIN_ISR_VIOLATION in checks:
         parts.append(min_isr_violation(shown))
-    if HANGING_TRANSACTION in checks:
-        parts.append(hanging_transaction(spark, paths, runs))
+    transactional = white_box.transactional_runs(runs)
+    if HANGING_TRANSACTION in checks and transactional:
+        parts.append(hanging_transaction(spark, transactional))
     if ISR_DIVERGENCE in checks and replicas is not None:
         found = isr_divergence(spark, final_isr(events, rows), replicas, runs)
         if found is not None:
