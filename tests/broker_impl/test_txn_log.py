@@ -149,19 +149,17 @@ def test_the_index_is_rebuilt_on_reopen_and_after_truncation(tmp_path: Path) -> 
     assert (reopened.transactions.aborted, reopened.transactions.open) == ([], {1: 0})
 
 
-def test_the_lso_is_the_hw_without_transactions_and_stops_at_an_open_one(tmp_path: Path) -> None:
+def lone_leader(tmp_path: Path, events: EventLog) -> Partition:
+    """Partition t-0 led by broker 1, its only replica, recording to ``events``."""
     replica = Partition(
-        "t",
-        0,
-        1,
-        tmp_path / "t-0",
-        1 << 20,
-        FlushPolicy(NEVER, NEVER),
-        0,
-        ReplicationRules(),
-        EventLog.disabled(),
+        "t", 0, 1, tmp_path / "t-0", 1 << 20, FlushPolicy(NEVER, NEVER), 0, ReplicationRules(), events
     )
     replica.become_leader(1, 0, [1], [1])
+    return replica
+
+
+def test_the_lso_is_the_hw_without_transactions_and_stops_at_an_open_one(tmp_path: Path) -> None:
+    replica = lone_leader(tmp_path, EventLog.disabled())
     plain(replica.log)
     plain(replica.log)
     replica.maybe_increment_high_watermark()
@@ -214,22 +212,10 @@ def test_the_dump_shows_markers_producers_and_the_lso_only_when_asked(tmp_path: 
 def test_a_leader_records_each_transaction_it_opens_and_the_lso_of_every_hw_move(tmp_path: Path) -> None:
     """``txn-open`` once per transaction (not per batch), ``hw`` events carry the LSO: the
     white-box checks hold every LSO against the open transactions' first offsets."""
-    from broker_impl.events import EventLog
     from testbed.record.events import read_events
 
     path = tmp_path / "events.jsonl"
-    replica = Partition(
-        "t",
-        0,
-        1,
-        tmp_path / "t-0",
-        1 << 20,
-        FlushPolicy(NEVER, NEVER),
-        0,
-        ReplicationRules(),
-        EventLog(path, 1),
-    )
-    replica.become_leader(1, 0, [1], [1])
+    replica = lone_leader(tmp_path, EventLog(path, 1))
 
     def lead(batch: bytearray) -> int:
         first, _ = replica.append_as_leader(batch, records.validate(batch))
