@@ -74,6 +74,10 @@ class HistoryUnavailable(Exception):
 # ----------------------------------------------------------------------------- loading
 
 
+def _is_send(micro_op: Any) -> bool:
+    return isinstance(micro_op, dict) and micro_op.get("f") == "send"
+
+
 def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFrame, dict[int, Any]]:
     index, time, process, kind, f, error, node, writes = [], [], [], [], [], [], [], []
     nemesis_values: dict[int, Any] = {}
@@ -85,7 +89,7 @@ def _frame_from_jsonl(path: Path, skipped: list[SkippedLine]) -> tuple[pd.DataFr
         f.append(op.f)
         error.append(op.error)
         node.append(op.node)
-        writes.append(op.f == "txn" and SEND_MICRO_OP in json.dumps(op.value, separators=(",", ":")))
+        writes.append(op.f == "txn" and isinstance(op.value, list) and any(_is_send(m) for m in op.value))
         if op.process == NEMESIS_PROCESS or op.f in GROUP_OPS:
             nemesis_values[op.index] = op.value
     frame = pd.DataFrame(
