@@ -30,12 +30,16 @@ from nemesis.fault_kinds import (
     REQUEST_HOLD,
     REQUEST_RELEASE,
     RESUME,
+    SLOW_LINK,
+    SLOW_LINK_HEAL,
+    SLOW_LINK_RATE_KBIT,
     START,
 )
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
+from nemesis.slow_link import SlowLink
 from testbed.cluster.protocol import NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
@@ -45,7 +49,7 @@ BROKER_DAEMON = "broker"
 
 class BrokerActs:
     """The acts on one broker node, bounded by ``remote_timeout`` per remote call and
-    ``settle_timeout`` for a SIGKILLed broker to be gone.  Packet loss runs its scripts through
+    ``settle_timeout`` for a SIGKILLed broker to be gone.  Packet loss and slow links run their scripts through
     the same remote exec as the metadata delay, on the same layout (``metadata.layout``)."""
 
     def __init__(
@@ -56,6 +60,7 @@ class BrokerActs:
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.packet_loss = PacketLoss(metadata.layout, cluster.ip, self._run)
+        self.slow_link = SlowLink(metadata.layout, cluster.ip, self._run)
         self.requests = RequestFaults(cluster)
 
     def _run(self, node: str, script: str) -> None:
@@ -121,6 +126,16 @@ class BrokerActs:
     def heal_packet_loss(self, node: str) -> None:
         self.packet_loss.heal(node)
 
+    def slow_links(self, node: str) -> None:
+        self.slow_link.inject(node)
+
+    def slow_links_at(self, node: str, value: Mapping[str, Any]) -> None:
+        """``slow-link`` at the rate its op names (a scenario step's ``rate_kbit``)."""
+        self.slow_link.inject(node, int(value.get("rate_kbit") or SLOW_LINK_RATE_KBIT))
+
+    def heal_slow_link(self, node: str) -> None:
+        self.slow_link.heal(node)
+
     def hold_requests(self, node: str) -> None:
         self.requests.hold(node)
 
@@ -143,6 +158,8 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         METADATA_HEAL: BrokerActs.heal_metadata,
         PACKET_LOSS: BrokerActs.lose_packets,
         PACKET_LOSS_HEAL: BrokerActs.heal_packet_loss,
+        SLOW_LINK: BrokerActs.slow_links,
+        SLOW_LINK_HEAL: BrokerActs.heal_slow_link,
         REQUEST_HOLD: BrokerActs.hold_requests,
         REQUEST_RELEASE: BrokerActs.release_requests,
     }
@@ -150,7 +167,7 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
 """Node-shaped fault or heal kind -> what it does to one broker node."""
 
 VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], None]]] = MappingProxyType(
-    {REQUEST_HOLD: BrokerActs.hold_named_requests}
+    {REQUEST_HOLD: BrokerActs.hold_named_requests, SLOW_LINK: BrokerActs.slow_links_at}
 )
 """The node kinds whose act reads its op's value (what a step asked for), used instead of their
 :data:`NODE_ACTS` entry when the nemesis injects them."""

@@ -44,8 +44,15 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         {"fault": "kill", "node": "A"},
         {"fault": "start", "node": "A"},
         {"wait": "leader-is", "node": "B", "timeout": 20},
-        {"fault": "start", "node": "C"},
     ]
+    # Half the draws slow B's links before C starts, as the scripted scenario does: C's catch-up
+    # then takes seconds, not a third of one, and the double failure lands inside it whether the
+    # join is awaited or not (unthrottled, an idle machine's C beat the scenario's kill about one
+    # run in two, 2026-11-29).
+    slowed = rng.random() < 0.5
+    if slowed:
+        steps.append({"fault": "slow-link", "node": "B", "rate_kbit": rng.choice((64, 128, 256))})
+    steps.append({"fault": "start", "node": "C"})
     # The double failure must land while C is still behind: measured in the hunt's event logs, a
     # C given 0.5-2 s after its start had caught up completely (its LEO the old leader's) when it
     # was elected, so nothing was lost, while the scripted scenario's C, killed at once after
@@ -64,6 +71,7 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         # restarts A and B.
         {"wait": "leader-is", "node": "C", "timeout": 20},
         sleep_step(rng, 1.0, 4.0, "acknowledged writes land on the joiner as leader"),
+        *([{"fault": "slow-link-heal", "node": "B"}] if slowed else []),
         {"fault": "heal"},
         {"fault": "start", "nodes": ["A", "B"]},
     ]

@@ -46,6 +46,8 @@ PARTITION_HEAL: Final = "heal"
 METADATA_HEAL: Final = "metadata-heal"
 PACKET_LOSS: Final = "packet-loss"
 PACKET_LOSS_HEAL: Final = "packet-loss-heal"
+SLOW_LINK: Final = "slow-link"
+SLOW_LINK_HEAL: Final = "slow-link-heal"
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_RELEASE: Final = "request-release"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
@@ -53,6 +55,11 @@ HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 
 PACKET_LOSS_PROBABILITY: Final = 0.3
 """The chance each packet from a peer is dropped under ``packet-loss`` (why 0.3: :mod:`nemesis.packet_loss`)."""
+SLOW_LINK_RATE_KBIT: Final = 256
+"""The rate (kbit/s) of a node's links to its peers under ``slow-link`` unless a step says otherwise
+(why 256: :mod:`nemesis.slow_link`)."""
+MIN_RATE_KBIT: Final = 8
+"""The slowest ``slow-link``: below one kilobyte per second even a heartbeat waits for seconds (a cut)."""
 
 CHURN_STOPS: Final[tuple[str, ...]] = ("leave", "stall")
 """How ``consumer-churn`` stops its victim (:mod:`nemesis.consumer_churn`), the default first."""
@@ -276,6 +283,34 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         needs=frozenset({NODE_CONTROL}),
     ),
     FaultKind(
+        SLOW_LINK,
+        f"the nodes send to their peers at {SLOW_LINK_RATE_KBIT} kbit/s at most (tc htb on their"
+        " egress; nothing lost): a slow link, not a cut",
+        heal=SLOW_LINK_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "rate_kbit": {SLOW_LINK_RATE_KBIT})',
+        colour="#e76f51",
+        params=(
+            Param(
+                "rate_kbit",
+                False,
+                f"the rate in kilobits per second, >= {MIN_RATE_KBIT} (default {SLOW_LINK_RATE_KBIT})",
+            ),
+        ),
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
+        SLOW_LINK_HEAL,
+        "delete the nemesis' root qdisc on the nodes (heal of slow-link; no node: every broker)",
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="optional",
+        op_value=NODES_VALUE,
+        colour=OTHER_COLOUR,
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
         CONSUMER_CHURN,
         "replace one of the workload's group consumers (nemesis.consumer_churn)",
         heal=NoHeal("the op starts the replacement itself: the group is whole when it completes"),
@@ -294,6 +329,16 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     *REQUEST_KINDS,
 )
 """Every kind, each fault followed by its heal, in the order scenario messages list them."""
+
+
+def checked_rate(rate_kbit: object) -> int:
+    """A ``slow-link`` ``rate_kbit``: a whole number of kilobits per second >= :data:`MIN_RATE_KBIT`;
+    ValueError saying so otherwise (a step, an op value and a script all check it here)."""
+    if not isinstance(rate_kbit, int) or isinstance(rate_kbit, bool) or rate_kbit < MIN_RATE_KBIT:
+        raise ValueError(
+            f"a slow-link rate_kbit must be a whole number >= {MIN_RATE_KBIT}, not {rate_kbit!r}"
+        )
+    return rate_kbit
 
 
 REGISTRY: Final[Mapping[str, FaultKind]] = MappingProxyType({kind.name: kind for kind in KINDS})

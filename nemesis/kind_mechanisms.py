@@ -5,7 +5,7 @@ kinds (kill, pause, power loss, metadata delay and their heals) share one mechan
 fault on its nodes, record the op, run the kind's per-node act
 (:data:`nemesis.broker_acts.NODE_ACTS`) on each node -- so a new node fault needs only its act
 there; a partition, its heal and consumer churn have mechanisms of their own, and packet loss
-the node mechanism with its probability added to the op's value, and a request hold and
+the node mechanism with its probability added to the op's value (a slow link: its rate), and a request hold and
 release (:mod:`nemesis.request_faults`) the node mechanism and its heal with the requests held
 and the release mode added.  The nemesis is
 seen through :class:`FaultActions`, the few operations the mechanisms share, so this table does
@@ -27,6 +27,8 @@ from nemesis.fault_kinds import (
     REGISTRY,
     REQUEST_HOLD,
     REQUEST_RELEASE,
+    SLOW_LINK,
+    SLOW_LINK_RATE_KBIT,
     FaultKind,
 )
 from nemesis.packet_loss import LOSS_PROBABILITY
@@ -72,6 +74,11 @@ def _lose_packets(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, An
     return _on_nodes(nemesis, step, {**extra, "probability": LOSS_PROBABILITY})
 
 
+def _slow_links(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying the rate (its act shapes the links to it)."""
+    return _on_nodes(nemesis, step, {**extra, "rate_kbit": step.rate_kbit or SLOW_LINK_RATE_KBIT})
+
+
 def _hold_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """The node mechanism, the op naming the requests held (its act holds one of each)."""
     return _on_nodes(nemesis, step, {**extra, "requests": list(step.requests or HELD_REQUESTS)})
@@ -111,6 +118,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         PARTITION_HEAL: _heal_partition,
         CONSUMER_CHURN: _consumer_churn,
         PACKET_LOSS: _lose_packets,
+        SLOW_LINK: _slow_links,
         REQUEST_HOLD: _hold_requests,
         REQUEST_RELEASE: _release_requests,
     }

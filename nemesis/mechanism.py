@@ -79,11 +79,16 @@ from nemesis.plan import (
 )
 from nemesis.scenario_run import MarkerSender
 from nemesis.schedule_run import follow_schedule
+from nemesis.slow_link import slow_link_heal_script
 from nemesis.spec import NemesisSpec
 from nemesis.steps import FaultStep
 from testbed.cluster.protocol import PowerLoss
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
+
+NETWORK_RESET_SCRIPT = f"{iptables.remove_script()}\n{slow_link_heal_script()}"
+"""Heal-all's blanket network program for every node: every nemesis chain removed, then the
+nemesis' root qdisc (``slow-link``), so the node's network is as it was before the first fault."""
 
 
 class Nemesis:
@@ -333,8 +338,8 @@ class Nemesis:
     def heal_all(self) -> list[Op]:
         """Undo every fault on every node, blindly; stop the schedule for good. Idempotent; returns the ops recorded.
 
-        Heals (``metadata-heal``) the brokers that may carry a metadata delay, removes both nemesis
-        chains (flush, unhook, delete) on every node, SIGCONTs every broker, starts every broker
+        Heals (``metadata-heal``) the brokers that may carry a metadata delay, removes every nemesis
+        chain (flush, unhook, delete) and the slow-link qdisc on every node (:data:`NETWORK_RESET_SCRIPT`), SIGCONTs every broker, starts every broker
         that is not running. Waits up to ``heal_all_wait`` for a fault action in flight, then
         heals anyway. Returns ``[]`` without touching anything when no fault was injected since
         the last heal_all; a heal_all whose ops did not all succeed stays due.
@@ -356,7 +361,7 @@ class Nemesis:
             ops = self._heal_own_kinds()
             ops.append(
                 self._act(
-                    "heal", {"nodes": nodes}, nodes, lambda node: self._exec(node, iptables.remove_script())
+                    "heal", {"nodes": nodes}, nodes, lambda node: self._exec(node, NETWORK_RESET_SCRIPT)
                 )
             )
             if ops[-1].type == "ok":

@@ -39,7 +39,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from nemesis.fault_kinds import HEALS, PARTITION
+from nemesis.fault_kinds import HEALS, PARTITION, REGISTRY
 from nemesis.package_run import PACKAGE_OP
 from nemesis.steps import NODE_KEYS
 from testbed.record.ops import NEMESIS_PROCESS, Op
@@ -102,15 +102,24 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
             aliases += 1
             alias = alias_of_node[nodes[0]] = f"U{aliases}"
             steps.append({"bind": {alias: f"leader-of:{value['leader_of']['partition']}"}})
-            steps.append({"fault": op.f, "node": alias})
+            steps.append({"fault": op.f, "node": alias, **_recorded_params(op.f, value)})
         elif nodes:
             names = [alias_of_node.pop(node, node) if op.f in HEAL_STEPS else node for node in nodes]
-            steps.append(
-                {"fault": op.f, "node": names[0]} if len(names) == 1 else {"fault": op.f, "nodes": names}
-            )
+            named: Step = {"node": names[0]} if len(names) == 1 else {"nodes": names}
+            steps.append({"fault": op.f, **named, **_recorded_params(op.f, value)})
             if op.f == "start":
                 steps += [{"wait": "answers", "node": name, "timeout": 30} for name in names]
     return steps
+
+
+RECORDED_PARAMS = ("rate_kbit", "requests")
+"""Step parameters a fault's op records in its value, kept in its step so a replay injects the
+same fault (a slow link's rate, the requests a hold held)."""
+
+
+def _recorded_params(f: str, value: dict[str, Any]) -> Step:
+    kind = REGISTRY.get(f)
+    return {p: value[p] for p in RECORDED_PARAMS if kind is not None and kind.takes(p) and p in value}
 
 
 def _pop_matching(stack: list[Op], f: str) -> Op:

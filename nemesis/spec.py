@@ -51,6 +51,7 @@ from nemesis.fault_kinds import METADATA_DELAY as METADATA_DELAY
 from nemesis.fault_kinds import PARTITION as PARTITION
 from nemesis.fault_kinds import PAUSE as PAUSE
 from nemesis.fault_kinds import POWER_LOSS as POWER_LOSS
+from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
 from nemesis.fault_kinds import names_drawn_as
 
 NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
@@ -96,7 +97,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         METADATA_DELAY_LEADER_MOVES: frozenset({METADATA_DELAY, KILL}),
         ROLLING_RESTART: frozenset({KILL}),
         OVERLAPPING_FAULTS: frozenset({PAUSE, KILL, PARTITION, METADATA_DELAY}),
-        STALE_LEADER_LAGGING_JOINER: frozenset({KILL, PARTITION}),
+        STALE_LEADER_LAGGING_JOINER: frozenset({KILL, PARTITION, SLOW_LINK}),
         LAST_REPLICA_STANDING: frozenset({PARTITION, KILL, POWER_LOSS}),
         ZOMBIE_FETCH_ACROSS_EPOCHS: frozenset({METADATA_DELAY, PARTITION, KILL}),
         QUIET: frozenset(),

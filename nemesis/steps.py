@@ -20,7 +20,16 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nemesis.fault_kinds import CHURN_STOPS, CONSUMER_CHURN, HELD_REQUESTS, PARTITION, REGISTRY, REQUEST_HOLD
+from nemesis.fault_kinds import (
+    CHURN_STOPS,
+    CONSUMER_CHURN,
+    HELD_REQUESTS,
+    PARTITION,
+    REGISTRY,
+    REQUEST_HOLD,
+    SLOW_LINK,
+    checked_rate,
+)
 from testbed.cluster.kafka_admin import PartitionInfo
 
 ROLES = ("leader-of", "follower-of")
@@ -145,6 +154,8 @@ class FaultStep:
     pick: int = 0
     requests: tuple[str, ...] = ()
     """``request-hold``: the requests to hold (empty: the kind's default, every one it knows)."""
+    rate_kbit: int | None = None
+    """``slow-link``: the rate of the node's links to its peers (None: the kind's default)."""
 
     def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
         """This step with every name turned into a node by ``resolve``."""
@@ -221,6 +232,7 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         stop=str(table.get("stop", CHURN_STOPS[0])),
         pick=int(table.get("pick", 0)),
         requests=tuple(str(name) for name in table.get("requests", ())),
+        rate_kbit=table.get("rate_kbit"),
     )
 
 
@@ -253,6 +265,13 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
             raise ScenarioError(
                 f"{where}: requests must be a non-empty list of {', '.join(map(repr, HELD_REQUESTS))}, not {requests!r}"
             )
+    if "rate_kbit" in step:
+        if not kind.takes("rate_kbit"):
+            raise ScenarioError(f"{where}: rate_kbit is for {SLOW_LINK} only, not {kind.name}")
+        try:
+            checked_rate(step["rate_kbit"])
+        except ValueError as error:
+            raise ScenarioError(f"{where}: {error}") from None
     if kind.nodes == "required" and "node" not in step and "nodes" not in step:
         raise ScenarioError(f"{where}: {kind.name} needs node or nodes")
     if "announce" in step and (not kind.takes("announce") or not isinstance(step["announce"], bool)):

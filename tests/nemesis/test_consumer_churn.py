@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -45,15 +44,6 @@ class FakeWorkload:
         if isinstance(self.answer, BaseException):
             raise self.answer
         return self.answer
-
-
-@pytest.fixture
-def recorded(tmp_path: Path) -> Iterator[tuple[Recorder, list[Op]]]:
-    recorder = Recorder(tmp_path / "history.jsonl")
-    ops: list[Op] = []
-    recorder.listeners.append(ops.append)
-    yield recorder, ops
-    recorder.close()
 
 
 # ---- the plan ---------------------------------------------------------------------------------

@@ -13,21 +13,21 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nemesis import iptables
-from nemesis.mechanism import Nemesis, NemesisConfig
+from nemesis.mechanism import NETWORK_RESET_SCRIPT, Nemesis, NemesisConfig
 from nemesis.plan import PlanError, PlannedStep, complete_grudge, isolate
 from nemesis.spec import HEALS, NemesisSpec
 from testbed.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
 from testbed.record.faults import NemesisRow, fault_windows, nemesis_events
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
-from tests.nemesis.netns import ECHO_PORT, ECHO_SERVER, PROBE, NetnsCluster, namespaces_available
+from tests.nemesis.netns import ECHO_PORT, ECHO_SERVER, PROBE, NetnsCluster
 
 # --------------------------------------------------------------------------- in-memory cluster
 
@@ -115,15 +115,6 @@ class FakeCluster:
 
     def calls(self) -> int:
         return sum(len(r.scripts) + len(r.signals) for r in self.remotes.values()) + len(self.starts)
-
-
-@pytest.fixture
-def recorded(tmp_path: Path) -> Iterator[tuple[Recorder, list[Op]]]:
-    recorder = Recorder(tmp_path / "history.jsonl")
-    ops: list[Op] = []
-    recorder.listeners.append(ops.append)
-    yield recorder, ops
-    recorder.close()
 
 
 def make(
@@ -294,7 +285,7 @@ def test_heal_all_undoes_everything_blindly_once(recorded: tuple[Recorder, list[
     healed = nemesis.heal_all()
     assert [(op.f, op.type) for op in healed] == [("heal", "ok"), ("resume", "ok"), ("start", "ok")]
     assert healed[0].value == {"nodes": ["n1", "n2", "n3", "c"]}
-    assert all(remote.scripts[-1] == iptables.remove_script() for remote in cluster.remotes.values())
+    assert all(remote.scripts[-1] == NETWORK_RESET_SCRIPT for remote in cluster.remotes.values())
     assert healed[2].value == {"nodes": ["n1", "n3"], "not_killed_by_nemesis": ["n3"]}
     assert {node: remote.state for node, remote in cluster.remotes.items()} == dict.fromkeys(
         cluster.remotes, "running"
@@ -414,7 +405,7 @@ def test_heal_all_closes_a_metadata_delay_and_removes_both_chains(
         ("heal", "ok", {"nodes": ["n1", "n2", "n3", "c"]}),
         ("resume", "ok", {"nodes": ["n1", "n2", "n3"]}),
     ]
-    assert cluster.remotes["n2"].scripts[-2:] == [iptables.metadata_heal_script(), iptables.remove_script()]
+    assert cluster.remotes["n2"].scripts[-2:] == [iptables.metadata_heal_script(), NETWORK_RESET_SCRIPT]
     assert "-X TIDEMARK-META" in iptables.remove_script() and "-X TIDEMARK;" in iptables.remove_script()
     assert nemesis.active_faults() == [] and nemesis.heal_all() == []
 
@@ -552,18 +543,6 @@ def test_run_heals_every_scheduled_metadata_delay(recorded: tuple[Recorder, list
 
 
 # --------------------------------------------------------------------------- real: network namespaces
-
-
-@pytest.fixture
-def netns(tmp_path: Path) -> Iterator[NetnsCluster]:
-    problem = namespaces_available()
-    if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {problem}")
-        pytest.skip(problem)
-    with NetnsCluster(tmp_path) as made:
-        yield made
-    assert made.leftovers() == [], "namespaces left behind"
 
 
 def all_reach(cluster: NetnsCluster) -> bool:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import itertools
 import shlex
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +15,7 @@ from nemesis import iptables
 from nemesis.broker_acts import NODE_ACTS
 from nemesis.fault_kinds import NODE_CONTROL, PACKET_LOSS_PROBABILITY, kind_of
 from nemesis.kind_mechanisms import MECHANISMS
-from nemesis.mechanism import Nemesis, NemesisConfig
+from nemesis.mechanism import NETWORK_RESET_SCRIPT, Nemesis, NemesisConfig
 from nemesis.packet_loss import LOSS_PROBABILITY, PacketLoss
 from nemesis.plan import Layout, PlanError, schedule
 from nemesis.scenario import parse_scenario
@@ -32,15 +30,6 @@ from tests.nemesis.test_mechanism import FakeCluster
 
 SECOND = 1_000_000_000
 PEERS_OF_N1 = ["10.9.0.2", "10.9.0.3", "10.9.0.4"]  # n2, n3 and the controller c of FakeCluster
-
-
-@pytest.fixture
-def recorded(tmp_path: Path) -> Iterator[tuple[Recorder, list[Op]]]:
-    recorder = Recorder(tmp_path / "history.jsonl")
-    ops: list[Op] = []
-    recorder.listeners.append(ops.append)
-    yield recorder, ops
-    recorder.close()
 
 
 def nemesis_on(recorded: tuple[Recorder, list[Op]], spec: NemesisSpec | None = None) -> Nemesis:
@@ -163,7 +152,7 @@ def test_heal_all_heals_a_packet_loss_by_its_own_heal_then_removes_every_chain(
     ]
     assert cluster.remotes["n3"].scripts[-2:] == [
         iptables.packet_loss_heal_script(),
-        iptables.remove_script(),
+        NETWORK_RESET_SCRIPT,
     ]
     assert nemesis.active_faults() == [] and nemesis.heal_all() == []
 

@@ -12,10 +12,7 @@ deviations wide on each side.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -26,7 +23,7 @@ from nemesis.spec import NemesisSpec
 from nemesis.steps import FaultStep
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder
-from tests.nemesis.netns import NetnsCluster, namespaces_available
+from tests.nemesis.netns import NetnsCluster
 from tests.nemesis.test_mechanism import EchoBrokers, wait_until
 
 DATAGRAMS = 1000
@@ -51,15 +48,6 @@ class EchoHandle(Protocol):
     def ip(self, node: str) -> str: ...
 
     def reachable(self, source: str, target: str, timeout: float = ...) -> bool: ...
-
-
-@pytest.fixture
-def recorded(tmp_path: Path) -> Iterator[tuple[Recorder, list[Op]]]:
-    recorder = Recorder(tmp_path / "history.jsonl")
-    ops: list[Op] = []
-    recorder.listeners.append(ops.append)
-    yield recorder, ops
-    recorder.close()
 
 
 def rules(handle: EchoHandle, node: str) -> str:
@@ -115,18 +103,6 @@ def show_loss_heal_and_heal_all(handle: EchoHandle, python: str, nemesis: Nemesi
         "heal",
         "resume",
     ]
-
-
-@pytest.fixture
-def netns(tmp_path: Path) -> Iterator[NetnsCluster]:
-    problem = namespaces_available()
-    if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {problem}")
-        pytest.skip(problem)
-    with NetnsCluster(tmp_path) as made:
-        yield made
-    assert made.leftovers() == [], "namespaces left behind"
 
 
 def test_real_packet_loss_in_network_namespaces(
