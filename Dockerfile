@@ -17,10 +17,11 @@ FROM ${BASE_IMAGE}
 # System packages (the registry-free base already holds all of them, so apt-get, and the network,
 # is used only on a registry base that lacks some), then sshd: no host keys in the image (each
 # container makes its own at start, so every node has a distinct key the harness verifies), key-only
-# root login, no DNS lookups of clients. /etc/mtab as a symlink keeps fusermount3 quiet.
+# root login, no DNS lookups of clients. /etc/mtab as a symlink keeps fusermount3 quiet; libfaketime
+# (its thread-safe build) gets an architecture-free path (the clock-skew fault preloads it: testbed/cluster/fake_clock.py).
 RUN set -eu; \
     missing=""; \
-    for package in iproute2 iptables procps fuse3 openssh-server openssh-sftp-server tini; do \
+    for package in iproute2 iptables procps fuse3 openssh-server openssh-sftp-server tini libfaketime; do \
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing="$missing $package"; \
     done; \
     python3 -c 'import ensurepip, venv' 2>/dev/null || missing="$missing python3 python3-venv"; \
@@ -39,7 +40,8 @@ RUN set -eu; \
         'KbdInteractiveAuthentication no' \
         'UseDNS no' \
         > /etc/ssh/sshd_config.d/tidemark.conf; \
-    ln -sf /proc/self/mounts /etc/mtab
+    ln -sf /proc/self/mounts /etc/mtab; \
+    ln -sf "$(dpkg -L libfaketime | grep '/libfaketimeMT\.so\.1$')" /usr/local/lib/tidemark-faketime.so
 
 # Python packages from the host-prepared wheelhouse, into a venv (Debian's python refuses system-wide
 # pip installs). A .pth file puts /opt/tidemark/app on the path, so `/opt/tidemark/venv/bin/python -m

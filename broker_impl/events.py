@@ -12,8 +12,9 @@ file's durability, the emitters (:mod:`broker_impl.partition`, :mod:`broker_impl
 is the run record's (``testbed.record.events``): the file is a contract between the broker and
 the run record, and this package ships alone in the node image, where nothing reads it.
 
-**Line format.**  One JSON object per line, keys in this order: ``ts`` (wall clock,
-``time.time_ns()``: nanoseconds since the Unix epoch), ``node`` (the writer's ``node.id``),
+**Line format.**  One JSON object per line, keys in this order: ``ts`` (the kernel's wall clock
+in nanoseconds since the Unix epoch, even under a skewed process clock:
+:mod:`broker_impl.real_clock`), ``node`` (the writer's ``node.id``),
 ``seq`` (this node's sequence number), ``kind``, then the kind's fields.  ``seq`` grows by one per
 event and continues across restarts (a new process reads the last intact line's ``seq``), so
 within one file ``seq`` is strictly increasing and orders events exactly even where ``ts`` ties
@@ -42,9 +43,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any, Final
+
+from broker_impl.real_clock import real_time_ns
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ class EventLog:
         # The header by hand, the fields by the C encoder: a third cheaper than one merged dict.
         body = _encode(fields)[1:] if fields else "}"
         separator = "," if fields else ""
-        line = f'{{"ts":{time.time_ns()},"node":{self.node_id},"seq":{sequence},"kind":{_encode(kind)}{separator}{body}\n'
+        line = f'{{"ts":{real_time_ns()},"node":{self.node_id},"seq":{sequence},"kind":{_encode(kind)}{separator}{body}\n'
         data = line.encode()
         if self._needs_newline:
             data = b"\n" + data

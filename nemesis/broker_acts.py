@@ -19,7 +19,13 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+from nemesis.client_cut import ClientCut
 from nemesis.fault_kinds import (
+    CLIENT_CUT,
+    CLIENT_HEAL,
+    CLOCK_HEAL,
+    CLOCK_OFFSET_S,
+    CLOCK_SKEW,
     KILL,
     METADATA_DELAY,
     METADATA_HEAL,
@@ -40,7 +46,7 @@ from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
 from nemesis.slow_link import SlowLink
-from testbed.cluster.protocol import NodeControl, PowerLoss
+from testbed.cluster.protocol import ClockControl, NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
 BROKER_DAEMON = "broker"
@@ -49,7 +55,7 @@ BROKER_DAEMON = "broker"
 
 class BrokerActs:
     """The acts on one broker node, bounded by ``remote_timeout`` per remote call and
-    ``settle_timeout`` for a SIGKILLed broker to be gone.  Packet loss and slow links run their scripts through
+    ``settle_timeout`` for a SIGKILLed broker to be gone.  Packet loss, slow links and client cuts run their scripts through
     the same remote exec as the metadata delay, on the same layout (``metadata.layout``)."""
 
     def __init__(
@@ -61,6 +67,7 @@ class BrokerActs:
         self.settle_timeout = settle_timeout
         self.packet_loss = PacketLoss(metadata.layout, cluster.ip, self._run)
         self.slow_link = SlowLink(metadata.layout, cluster.ip, self._run)
+        self.client_cut = ClientCut(metadata.layout, cluster.ip, self._run)
         self.requests = RequestFaults(cluster)
 
     def _run(self, node: str, script: str) -> None:
@@ -136,6 +143,25 @@ class BrokerActs:
     def heal_slow_link(self, node: str) -> None:
         self.slow_link.heal(node)
 
+    def cut_clients(self, node: str) -> None:
+        self.client_cut.inject(node)
+
+    def heal_client_cut(self, node: str) -> None:
+        self.client_cut.heal(node)
+
+    def skew_clock(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """Move the broker's wall clock by the offset its op names (default :data:`CLOCK_OFFSET_S`)."""
+        self._clock().set_clock_offset(node, int((value or {}).get("offset_s") or CLOCK_OFFSET_S))
+
+    def heal_clock(self, node: str) -> None:
+        self._clock().set_clock_offset(node, 0)
+
+    def _clock(self) -> ClockControl:
+        cluster = self.cluster
+        if not isinstance(cluster, ClockControl) or not cluster.fake_clock:  # Nemesis refuses first
+            raise Refused("this cluster's brokers do not run under libfaketime")
+        return cluster
+
     def hold_requests(self, node: str) -> None:
         self.requests.hold(node)
 
@@ -160,6 +186,10 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         PACKET_LOSS_HEAL: BrokerActs.heal_packet_loss,
         SLOW_LINK: BrokerActs.slow_links,
         SLOW_LINK_HEAL: BrokerActs.heal_slow_link,
+        CLOCK_SKEW: BrokerActs.skew_clock,
+        CLOCK_HEAL: BrokerActs.heal_clock,
+        CLIENT_CUT: BrokerActs.cut_clients,
+        CLIENT_HEAL: BrokerActs.heal_client_cut,
         REQUEST_HOLD: BrokerActs.hold_requests,
         REQUEST_RELEASE: BrokerActs.release_requests,
     }
@@ -167,7 +197,11 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
 """Node-shaped fault or heal kind -> what it does to one broker node."""
 
 VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], None]]] = MappingProxyType(
-    {REQUEST_HOLD: BrokerActs.hold_named_requests, SLOW_LINK: BrokerActs.slow_links_at}
+    {
+        REQUEST_HOLD: BrokerActs.hold_named_requests,
+        SLOW_LINK: BrokerActs.slow_links_at,
+        CLOCK_SKEW: BrokerActs.skew_clock,
+    }
 )
 """The node kinds whose act reads its op's value (what a step asked for), used instead of their
 :data:`NODE_ACTS` entry when the nemesis injects them."""

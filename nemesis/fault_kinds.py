@@ -48,6 +48,10 @@ PACKET_LOSS: Final = "packet-loss"
 PACKET_LOSS_HEAL: Final = "packet-loss-heal"
 SLOW_LINK: Final = "slow-link"
 SLOW_LINK_HEAL: Final = "slow-link-heal"
+CLOCK_SKEW: Final = "clock-skew"
+CLIENT_CUT: Final = "client-cut"
+CLIENT_HEAL: Final = "client-heal"
+CLOCK_HEAL: Final = "clock-heal"
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_RELEASE: Final = "request-release"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
@@ -58,6 +62,10 @@ PACKET_LOSS_PROBABILITY: Final = 0.3
 SLOW_LINK_RATE_KBIT: Final = 256
 """The rate (kbit/s) of a node's links to its peers under ``slow-link`` unless a step says otherwise
 (why 256: :mod:`nemesis.slow_link`)."""
+CLOCK_OFFSET_S: Final = 120
+"""How far ``clock-skew`` moves a broker's wall clock unless a step says otherwise: forward by two
+minutes, past the clients' default ``transaction.timeout.ms`` (60 s) and a session timeout, so a
+timer that wrongly reads the wall clock fires (why forward: :mod:`testbed.cluster.fake_clock`)."""
 MIN_RATE_KBIT: Final = 8
 """The slowest ``slow-link``: below one kilobyte per second even a heartbeat waits for seconds (a cut)."""
 
@@ -77,8 +85,10 @@ CONSUMER_GROUP: Final = "consumer-group"
 """The workload runs group consumers the nemesis may replace (:class:`nemesis.consumer_churn.ConsumerChurn`)."""
 REQUEST_PROXY: Final = "request-proxy"
 """Each broker's clients reach it through a request proxy (:class:`nemesis.request_faults.RequestProxies`)."""
+FAKE_CLOCK: Final = "fake-clock"
+"""The brokers run under libfaketime, their wall clocks movable (:class:`testbed.cluster.protocol.ClockControl`)."""
 ABILITIES: Final[frozenset[str]] = frozenset(
-    {NODE_CONTROL, POWER_LOSS_ABILITY, CONTROLLER_NODE, CONSUMER_GROUP, REQUEST_PROXY}
+    {NODE_CONTROL, POWER_LOSS_ABILITY, CONTROLLER_NODE, CONSUMER_GROUP, REQUEST_PROXY, FAKE_CLOCK}
 )
 """Every ability a fault kind may need, by the name a target (or workload) answers to."""
 
@@ -127,9 +137,26 @@ class FaultKind:
 
 
 IS_A_HEAL = NoHeal("it is a heal")
+
+
 ANNOUNCE = Param("announce", False, "false: recorded as unannounced, no fault window for the liveness checks")
 NODES_VALUE = '{"nodes": [...]}'
 NODE_FAULT_VALUE = '{"nodes": [...], "target": "minority"} (+ "leader_of" when it followed a leader)'
+
+
+def every_broker_heal(name: str, doc: str, needs: frozenset[str] = frozenset({NODE_CONTROL})) -> FaultKind:
+    """A heal of a node fault that, named without nodes, heals every broker (the usual heal's shape)."""
+    return FaultKind(
+        name,
+        doc,
+        heal=IS_A_HEAL,
+        drawn_as="never",
+        nodes="optional",
+        op_value=NODES_VALUE,
+        colour=OTHER_COLOUR,
+        needs=needs,
+    )
+
 
 REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
@@ -251,15 +278,9 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         colour=OTHER_COLOUR,
         needs=frozenset({NODE_CONTROL, CONTROLLER_NODE}),
     ),
-    FaultKind(
+    every_broker_heal(
         METADATA_HEAL,
         "flush TIDEMARK-META on the brokers (heal of metadata-delay; no node: every broker)",
-        heal=IS_A_HEAL,
-        drawn_as="never",
-        nodes="optional",
-        op_value=NODES_VALUE,
-        colour=OTHER_COLOUR,
-        needs=frozenset({NODE_CONTROL}),
     ),
     FaultKind(
         PACKET_LOSS,
@@ -272,15 +293,9 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         colour="#d4a017",
         needs=frozenset({NODE_CONTROL}),
     ),
-    FaultKind(
+    every_broker_heal(
         PACKET_LOSS_HEAL,
         "flush TIDEMARK-LOSS on the nodes (heal of packet-loss; no node: every broker)",
-        heal=IS_A_HEAL,
-        drawn_as="never",
-        nodes="optional",
-        op_value=NODES_VALUE,
-        colour=OTHER_COLOUR,
-        needs=frozenset({NODE_CONTROL}),
     ),
     FaultKind(
         SLOW_LINK,
@@ -300,15 +315,48 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         ),
         needs=frozenset({NODE_CONTROL}),
     ),
-    FaultKind(
+    every_broker_heal(
         SLOW_LINK_HEAL,
         "delete the nemesis' root qdisc on the nodes (heal of slow-link; no node: every broker)",
-        heal=IS_A_HEAL,
-        drawn_as="never",
-        nodes="optional",
-        op_value=NODES_VALUE,
-        colour=OTHER_COLOUR,
+    ),
+    FaultKind(
+        CLIENT_CUT,
+        "the brokers drop every TCP packet from anything but their peers (iptables, chain"
+        " TIDEMARK-CLIENT): clients cannot reach them, replication and the controller can",
+        heal=CLIENT_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour="#264653",
         needs=frozenset({NODE_CONTROL}),
+    ),
+    every_broker_heal(
+        CLIENT_HEAL,
+        "flush TIDEMARK-CLIENT on the nodes (heal of client-cut; no node: every broker)",
+    ),
+    FaultKind(
+        CLOCK_SKEW,
+        f"the brokers' wall clocks jump by offset_s seconds (default +{CLOCK_OFFSET_S}; libfaketime,"
+        " the monotonic clock untouched): record timestamps and transaction start times move,"
+        " timeouts must not",
+        heal=CLOCK_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "offset_s": {CLOCK_OFFSET_S})',
+        colour="#8e6c8a",
+        params=(
+            Param(
+                "offset_s",
+                False,
+                f"seconds, negative for a jump back, not 0 (default +{CLOCK_OFFSET_S})",
+            ),
+        ),
+        needs=frozenset({NODE_CONTROL, FAKE_CLOCK}),
+    ),
+    every_broker_heal(
+        CLOCK_HEAL,
+        "the brokers' wall clocks back to real time (heal of clock-skew; no node: every broker)",
+        frozenset({NODE_CONTROL, FAKE_CLOCK}),
     ),
     FaultKind(
         CONSUMER_CHURN,

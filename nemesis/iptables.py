@@ -7,7 +7,10 @@ Every rule the nemesis adds lives in a chain of its own, reached by a single jum
   every packet from the controller, so it stops learning metadata while replication goes on;
 * :data:`LOSS_CHAIN` (``TIDEMARK-LOSS``) -- the ``packet-loss`` fault: a node drops a random
   fraction of the packets from its peers (``-m statistic --mode random``; this kernel has no
-  ``netem``, see :mod:`nemesis.packet_loss`).
+  ``netem``, see :mod:`nemesis.packet_loss`);
+* :data:`CLIENT_CHAIN` (``TIDEMARK-CLIENT``) -- the ``client-cut`` fault: a node drops every TCP
+  packet that is not from a peer nor to one of the nemesis' own control ports
+  (:mod:`nemesis.client_cut`).
 
 That is what makes healing safe on any host -- a container we own or a user's machine over SSH:
 a heal flushes *one of our* chains and nothing else, so rules that Docker, a host firewall or an
@@ -56,7 +59,9 @@ METADATA_CHAIN = "TIDEMARK-META"
 """The chain of the ``metadata-delay`` fault: drops from the controller only."""
 LOSS_CHAIN = "TIDEMARK-LOSS"
 """The chain of the ``packet-loss`` fault: random drops from the node's peers."""
-CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN, LOSS_CHAIN)
+CLIENT_CHAIN = "TIDEMARK-CLIENT"
+"""The chain of the ``client-cut`` fault: TCP from anything but the node's peers dropped."""
+CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN, LOSS_CHAIN, CLIENT_CHAIN)
 """Every chain the nemesis may create; :func:`remove_script` removes them all."""
 IPTABLES = "iptables"
 LOCK_WAIT_SECONDS = 10
@@ -178,6 +183,25 @@ def packet_loss_script(sources: Collection[str], probability: float) -> str:
 def packet_loss_heal_script() -> str:
     """One node's program: stop the packet loss (flush :data:`LOSS_CHAIN`); other chains untouched."""
     return heal_script(LOSS_CHAIN)
+
+
+def client_cut_script(peers: Collection[str], control_ports: Collection[int]) -> str:
+    """One node's program: :data:`CLIENT_CHAIN` drops every TCP packet whose source is not one of
+    ``peers`` and whose destination port is not one of ``control_ports`` (replacing the cut it had)."""
+    commands = partition_commands((), CLIENT_CHAIN)
+    for peer in sorted({checked_ipv4(peer) for peer in peers}):
+        commands.append(iptables_command("-A", CLIENT_CHAIN, "-s", f"{peer}/32", "-j", "RETURN"))
+    for port in sorted(set(control_ports)):
+        commands.append(
+            iptables_command("-A", CLIENT_CHAIN, "-p", "tcp", "--dport", str(port), "-j", "RETURN")
+        )
+    commands.append(iptables_command("-A", CLIENT_CHAIN, "-p", "tcp", "-j", "DROP"))
+    return script(commands)
+
+
+def client_heal_script() -> str:
+    """One node's program: clients reach the node again (flush :data:`CLIENT_CHAIN`); other chains untouched."""
+    return heal_script(CLIENT_CHAIN)
 
 
 def partition_scripts(grudge: Grudge, ip_of: Callable[[str], str]) -> dict[str, str]:

@@ -20,6 +20,8 @@ from typing import Any, Final, Protocol
 
 from nemesis.broker_acts import NODE_ACTS
 from nemesis.fault_kinds import (
+    CLOCK_OFFSET_S,
+    CLOCK_SKEW,
     CONSUMER_CHURN,
     PACKET_LOSS,
     PARTITION,
@@ -79,6 +81,11 @@ def _slow_links(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]
     return _on_nodes(nemesis, step, {**extra, "rate_kbit": step.rate_kbit or SLOW_LINK_RATE_KBIT})
 
 
+def _skew_clocks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying the offset (its act moves the wall clock by it)."""
+    return _on_nodes(nemesis, step, {**extra, "offset_s": step.offset_s or CLOCK_OFFSET_S})
+
+
 def _hold_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """The node mechanism, the op naming the requests held (its act holds one of each)."""
     return _on_nodes(nemesis, step, {**extra, "requests": list(step.requests or HELD_REQUESTS)})
@@ -119,6 +126,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         CONSUMER_CHURN: _consumer_churn,
         PACKET_LOSS: _lose_packets,
         SLOW_LINK: _slow_links,
+        CLOCK_SKEW: _skew_clocks,
         REQUEST_HOLD: _hold_requests,
         REQUEST_RELEASE: _release_requests,
     }

@@ -19,13 +19,14 @@ from typing import Final, Protocol
 from nemesis.fault_kinds import (
     CONSUMER_GROUP,
     CONTROLLER_NODE,
+    FAKE_CLOCK,
     NODE_CONTROL,
     POWER_LOSS_ABILITY,
     REQUEST_PROXY,
 )
 from nemesis.plan import TopicPartition
 from nemesis.request_faults import RequestProxies
-from testbed.cluster.protocol import Cluster, NodeControl, PowerLoss
+from testbed.cluster.protocol import ClockControl, Cluster, NodeControl, PowerLoss
 
 
 class ClusterHandle(NodeControl, Protocol):
@@ -75,6 +76,7 @@ ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
         NODE_CONTROL: "a cluster whose nodes the harness controls",
         CONSUMER_GROUP: "the workload's consumer group (--consume-via subscribe)",
         REQUEST_PROXY: "a cluster whose brokers' clients go through request proxies",
+        FAKE_CLOCK: "a cluster whose brokers run under libfaketime (the bundled broker's)",
     }
 )
 """Each ability of :data:`nemesis.fault_kinds.ABILITIES`, as a refusal says what is missing."""
@@ -98,4 +100,6 @@ def cluster_abilities(cluster: ClusterHandle) -> frozenset[str]:
         offered.add(CONTROLLER_NODE)
     if isinstance(cluster, RequestProxies):
         offered.add(REQUEST_PROXY)
+    if isinstance(cluster, ClockControl) and cluster.fake_clock:
+        offered.add(FAKE_CLOCK)
     return frozenset(offered)

@@ -27,9 +27,9 @@ from nemesis.fault_kinds import (
     PARTITION,
     REGISTRY,
     REQUEST_HOLD,
-    SLOW_LINK,
     checked_rate,
 )
+from testbed.cluster.fake_clock import checked_offset
 from testbed.cluster.kafka_admin import PartitionInfo
 
 ROLES = ("leader-of", "follower-of")
@@ -156,6 +156,8 @@ class FaultStep:
     """``request-hold``: the requests to hold (empty: the kind's default, every one it knows)."""
     rate_kbit: int | None = None
     """``slow-link``: the rate of the node's links to its peers (None: the kind's default)."""
+    offset_s: int | None = None
+    """``clock-skew``: how far the wall clock jumps, in seconds (None: the kind's default)."""
 
     def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
         """This step with every name turned into a node by ``resolve``."""
@@ -233,6 +235,7 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         pick=int(table.get("pick", 0)),
         requests=tuple(str(name) for name in table.get("requests", ())),
         rate_kbit=table.get("rate_kbit"),
+        offset_s=table.get("offset_s"),
     )
 
 
@@ -250,6 +253,10 @@ def _takes(fault: object, param: str) -> bool:
     return isinstance(fault, str) and fault in REGISTRY and REGISTRY[fault].takes(param)
 
 
+NUMBER_PARAMS: dict[str, Callable[[object], int]] = {"rate_kbit": checked_rate, "offset_s": checked_offset}
+"""The numeric step parameters of fault kinds and the check of each (ValueError saying why not)."""
+
+
 def _check_fault(step: Mapping[str, Any], where: str) -> None:
     """A ``fault`` step against its kind's declaration (:mod:`nemesis.fault_kinds`)."""
     if step["fault"] not in REGISTRY:
@@ -265,11 +272,14 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
             raise ScenarioError(
                 f"{where}: requests must be a non-empty list of {', '.join(map(repr, HELD_REQUESTS))}, not {requests!r}"
             )
-    if "rate_kbit" in step:
-        if not kind.takes("rate_kbit"):
-            raise ScenarioError(f"{where}: rate_kbit is for {SLOW_LINK} only, not {kind.name}")
+    for param, check in NUMBER_PARAMS.items():
+        if param not in step:
+            continue
+        takers = [name for name, declared in REGISTRY.items() if declared.takes(param)]
+        if not kind.takes(param):
+            raise ScenarioError(f"{where}: {param} is for {' and '.join(takers)} only, not {kind.name}")
         try:
-            checked_rate(step["rate_kbit"])
+            check(step[param])
         except ValueError as error:
             raise ScenarioError(f"{where}: {error}") from None
     if kind.nodes == "required" and "node" not in step and "nodes" not in step:

@@ -29,7 +29,7 @@ log() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 tansu=${TIDEMARK_TANSU:-$([ "$mode" = test ] && echo 1 || echo 0)}
 
 # --- Debian packages ------------------------------------------------------------------
-packages=(mmdebstrap fuse3 iptables iproute2 openjdk-17-jre-headless chromium)
+packages=(mmdebstrap fuse3 iptables iproute2 openjdk-17-jre-headless chromium libfaketime)
 [ "$tansu" = 1 ] && packages+=(postgresql-15)
 missing=()
 for package in "${packages[@]}"; do

@@ -27,7 +27,7 @@ from testbed.cluster.protocol import (
     ReplicaDumps,
 )
 from testbed.cluster.targets import DEFAULT_TARGET
-from testbed.record.faults import REQUEST_HOLD
+from testbed.record.faults import CLOCK_SKEW, REQUEST_HOLD
 from testbed.record.replicas import EVIDENCE_DUMPS
 from testbed.record.rundir import RunDir
 
@@ -100,7 +100,8 @@ class BundledTarget(ContainerTarget):
             names = docker_cluster.broker_names
             # A request proxy in front of each broker only when a request fault may act: it is a
             # hop every request pays for.
-            proxied = REQUEST_HOLD in spec.nemesis.injected_faults() | spec.scenario_faults()
+            faults = spec.nemesis.injected_faults() | spec.scenario_faults()
+            proxied = REQUEST_HOLD in faults
             cluster = (ProxiedBundledCluster if proxied else BundledCluster)(
                 docker_cluster.remotes_via(spec.transport),
                 {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
@@ -108,6 +109,8 @@ class BundledTarget(ContainerTarget):
                 CONTROLLER,
                 spec.settings,
                 power_loss_filesystem=spec.power_loss_filesystem,
+                # libfaketime preloaded only when a clock may be skewed: nothing else pays for it.
+                fake_clock=CLOCK_SKEW in faults,
             )
             try:
                 cluster.configure()

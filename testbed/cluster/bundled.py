@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from broker_impl import config as broker_config
+from testbed.cluster.fake_clock import DAEMON_ENV as FAKE_CLOCK_ENV
+from testbed.cluster.fake_clock import set_offset_script
 from testbed.cluster.kafka_admin import (
     ClusterUnavailable,
     PartitionInfo,
@@ -179,6 +181,7 @@ class BundledCluster:
         settings: Mapping[str, str],
         *,
         power_loss_filesystem: bool = False,
+        fake_clock: bool = False,
     ) -> None:
         self._remotes = dict(remotes)
         self._ips = dict(ips)
@@ -188,6 +191,8 @@ class BundledCluster:
         self.node_ids = {name: index for index, name in enumerate(self.brokers, start=1)}
         self.data_dir = DATA_DIR
         self.power_loss_filesystem = power_loss_filesystem
+        self.fake_clock = fake_clock
+        """The brokers run under libfaketime, their wall clocks the nemesis' (:mod:`testbed.cluster.fake_clock`)."""
 
     listen_port = KAFKA_PORT
     """The port each broker listens on; it always advertises :data:`KAFKA_PORT`."""
@@ -224,7 +229,16 @@ class BundledCluster:
             "broker",
             [PYTHON, "-m", "broker_impl.broker", "--config", f"{CONFIG_DIR}/broker.properties"],
             log_path=f"{LOG_DIR}/broker.log",
+            env=FAKE_CLOCK_ENV if self.fake_clock else None,
         )
+
+    def set_clock_offset(self, node: str, offset_s: int) -> None:
+        """:class:`~testbed.cluster.protocol.ClockControl`: ``node``'s broker's wall clock runs
+        ``offset_s`` seconds off real time (0: real time), within a second; it persists across
+        restarts of the broker (the file is the node's, not the process')."""
+        if not self.fake_clock:
+            raise RuntimeError("this cluster's brokers do not run under libfaketime (fake_clock=False)")
+        self._remotes[node].exec(["sh", "-c", set_offset_script(offset_s)], timeout=10)
 
     # ---- the lazy filesystem (power loss) ------------------------------------------------
 
@@ -272,6 +286,8 @@ class BundledCluster:
             remote = self._remotes[name]
             remote.exec(["mkdir", "-p", CONFIG_DIR, LOG_DIR, self.data_dir], timeout=10)
             remote.put(broker_config.render(settings).encode(), f"{CONFIG_DIR}/broker.properties")
+            if self.fake_clock:
+                self.set_clock_offset(name, 0)  # real time until a clock-skew says otherwise
 
     def start(self, ready_timeout: float = 30.0) -> None:
         assert self.controller is not None

@@ -40,6 +40,7 @@ BASE_PACKAGES = (
     "openssh-server",
     "openssh-sftp-server",
     "tini",
+    "libfaketime",  # the clock-skew fault: preloaded into the broker when a run may skew its clock
 )
 # Leave documentation and translations out of the root filesystem (copyright files stay).
 _DPKG_OPTIONS = (

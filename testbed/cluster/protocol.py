@@ -14,7 +14,9 @@ broker nodes.  What else it can do is an *ability*, a separate protocol checked 
 * :class:`ReplicaNodes` -- the replicas live on nodes other than the brokers (tansu);
 * :class:`LogFiles` -- node logs can be collected into the run directory;
 * :class:`PowerLoss` -- the data directories sit on the lazy filesystem, so un-fsynced
-  writes can be dropped.
+  writes can be dropped;
+* :class:`ClockControl` -- the brokers' wall clocks can be moved (libfaketime,
+  :mod:`testbed.cluster.fake_clock`), when ``fake_clock`` says the brokers run under it.
 
 A missing ability is not an error: the runner skips what the target cannot do and the
 checker names the checks that therefore do not apply (no dumps, or one replica: divergence),
@@ -156,6 +158,17 @@ class PowerLoss(Protocol):
 
     def drop_unsynced(self, node: str) -> None:
         """Discard every write to ``node``'s data directory that was not fsynced (broker is dead)."""
+        ...
+
+
+@runtime_checkable
+class ClockControl(Protocol):
+    """Ability: the brokers' wall clocks can be moved while they run (only when ``fake_clock``)."""
+
+    fake_clock: bool
+
+    def set_clock_offset(self, node: str, offset_s: int) -> None:
+        """``node``'s broker's wall clock runs ``offset_s`` seconds off real time (0: real time)."""
         ...
 
 

@@ -18,10 +18,11 @@ from nemesis.scenario import library, load_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions"})
+RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions", "clock-jumps"})
 """Run elsewhere with the same expectation and more: the liveness scenario with its twin by
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
-``tests/workloads/test_consumer_groups_docker.py``.  Scenarios of another target
+``tests/workloads/test_consumer_groups_docker.py``, the clock scenario with its event logs by
+``tests/testbed/cluster/test_fake_clock_docker.py``.  Scenarios of another target
 (``target = "tansu"``) are run by ``tests/testbed/cluster/test_tansu_docker.py``."""
 NOT_YET_RELIABLE = frozenset({"kafka17754-delayed-endtxn"})
 """Scenarios whose buggy setting shows its anomaly in too few runs to be a test yet (the file's
