@@ -24,7 +24,7 @@ RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions
 ``tests/workloads/test_consumer_groups_docker.py``, the clock scenario with its event logs by
 ``tests/testbed/cluster/test_fake_clock_docker.py``.  Scenarios of another target
 (``target = "tansu"``) are run by ``tests/testbed/cluster/test_tansu_docker.py``."""
-NOT_YET_RELIABLE = frozenset({"kafka17754-delayed-endtxn"})
+NOT_YET_RELIABLE: frozenset[str] = frozenset()
 """Scenarios whose buggy setting shows its anomaly in too few runs to be a test yet (the file's
 description gives the measured rate and why)."""
 CASES = [
