@@ -36,14 +36,20 @@ def _g0() -> History:
 
 def _g1c_and_process() -> History:
     history = History()
-    history.invoke(1, [send(0, 1, 0), send(1, 6, 1)])
-    history.txn(0, [poll((0, 0, 1))])
-    history.txn(0, [send(1, 5, 0)])
-    history.complete(1, end_time=5)
+    # T1 read a write of T2, which read a write of process 0's later T3: G1c-process and -realtime.
+    history.txn(5, [poll((9, 0, 20))])
+    history.txn(5, [send(8, 21, 0)])
+    history.txn(6, [poll((8, 0, 21)), send(9, 20, 0)])
+    # Two interleaved transactions, one reading the other: Kafka by design, no G1c (checker.txn.cycles).
     history.invoke(2, [send(2, 7, 0), send(0, 8, 2)])
     history.invoke(3, [poll((2, 0, 7)), send(0, 9, 1)])
     history.complete(2)
     history.complete(3)
+    # Each of two transactions read the other's write: G1c by wr edges alone.
+    history.invoke(4, [send(3, 10, 0), poll((4, 0, 11))])
+    history.invoke(5, [send(4, 11, 0), poll((3, 0, 10))])
+    history.complete(4)
+    history.complete(5)
     return history
 
 
@@ -73,7 +79,10 @@ def _clean() -> History:
 
 CASES: dict[str, tuple[Callable[[], History], dict[str, int]]] = {
     "g0": (_g0, {"G0": 1}),
-    "g1c-process": (_g1c_and_process, {"G1c": 1, "G1c-process": 1, "G1c-realtime": 1}),
+    "g1c-process": (
+        _g1c_and_process,
+        {"G1c": 1, "G1c-process": 1, "G1c-realtime": 1, "precommitted-read": 2},
+    ),
     "single": (
         _single,
         {"precommitted-read": 2, "int-send-skip": 1, "int-nonmonotonic-send": 1, "torn-transaction": 1},

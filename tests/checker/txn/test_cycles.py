@@ -67,28 +67,34 @@ def test_the_same_writes_in_one_order_are_no_cycle() -> None:
     assert found(history) == {}
 
 
-def test_g1c_by_a_wr_then_a_ww_edge() -> None:
-    """Elle's G1c: T2 reads T1's write of x, and its own write of y precedes T1's in y's log."""
+def test_a_read_across_two_interleaved_transactions_is_no_g1c() -> None:
+    """Elle's G1c with ww inference: T2 reads T1's write of x, and its own write of y precedes T1's
+    in y's log.  In Kafka that is two open transactions interleaving in a log, as designed (log
+    order is not transaction order), so no cycle is reported (``checker.txn.cycles``: G1c takes no
+    ww edge; a healthy two-producer run showed exactly this, 2026-11-29)."""
     history = History()
     history.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
     history.invoke(1, [poll((0, 0, 1)), send(1, 3, 0)])
+    history.complete(0)
+    history.complete(1)
+    assert found(history) == {}
+
+
+def test_g1c_each_transaction_read_the_other_s_write() -> None:
+    """G1c by wr edges alone: T1 reads T2's write and T2 reads T1's -- under read_committed neither
+    could have committed first."""
+    history = History()
+    history.invoke(0, [send(0, 1, 0), poll((1, 0, 2))])
+    history.invoke(1, [send(1, 2, 0), poll((0, 0, 1))])
     t1 = history.complete(0)
     t2 = history.complete(1)
     anomalies = found(history)
-    assert set(anomalies) == {G1C}
+    assert G1C in anomalies
     (example,) = anomalies[G1C]
-    assert steps(example) == [("wr", t1, t2), ("ww", t2, t1)]
-    assert example["steps"][0] == {
-        "kind": "wr",
-        "from": t1,
-        "to": t2,
-        "partition": 0,
-        "value": 1,
-        "offset": 0,
-    }
-    reader = example["txns"][1]
-    assert reader["reads"] == [{"item": 0, "partition": 0, "offset": 0, "value": 1}]
-    assert reader["records_read"] == 1
+    assert sorted(steps(example)) == sorted([("wr", t1, t2), ("wr", t2, t1)])
+    assert {"kind": "wr", "from": t1, "to": t2, "partition": 0, "value": 1, "offset": 0} in example["steps"]
+    reader = next(txn for txn in example["txns"] if txn["index"] == t2)
+    assert reader["reads"] == [{"item": 1, "partition": 0, "offset": 0, "value": 1}]
 
 
 def test_ww_order_comes_from_reads_and_drains_too() -> None:
@@ -130,18 +136,33 @@ def test_g0_realtime_across_processes_and_not_when_they_overlap() -> None:
     assert found(overlapping) == {}
 
 
-def test_g1c_process_and_realtime() -> None:
+def test_an_append_below_a_committed_write_needs_ww_and_is_left_out() -> None:
     """T1 reads T2's write of x; process 0's next transaction T3 writes y before T2 does:
-    T2 -wr-> T1 -process-> T3 -ww-> T2.  Without the process edge there is no cycle."""
+    T2 -wr-> T1 -process-> T3 -ww-> T2.  A contradiction only through the ww edge, which the G1c
+    family does not take (``checker.txn.cycles``): the cost of leaving log order out."""
     history = History()
     history.invoke(1, [send(0, 1, 0), send(1, 6, 1)])
-    t1 = history.txn(0, [poll((0, 0, 1))])
-    t3 = history.txn(0, [send(1, 5, 0)])
-    t2 = history.complete(1, end_time=5)  # its commit began before T1's read completed
+    history.txn(0, [poll((0, 0, 1))])
+    history.txn(0, [send(1, 5, 0)])
+    history.complete(1, end_time=5)  # its commit began before T1's read completed
+    assert not {G1C, G1C_PROCESS, G1C_REALTIME} & set(found(history))
+
+
+def test_g1c_process_and_realtime() -> None:
+    """Process 0 runs T1 then T3; T1 read a write of T2, which read a write of T3:
+    T3 -wr-> T2 -wr-> T1 -process-> T3 -- T1 saw, before T3 began, what T3 caused."""
+    history = History()
+    t1 = history.txn(0, [poll((1, 0, 20))])
+    t3 = history.txn(0, [send(0, 10, 0)])
+    t2 = history.txn(1, [poll((0, 0, 10)), send(1, 20, 0)])
     anomalies = found(history)
-    assert set(anomalies) == {G1C_PROCESS, G1C_REALTIME}
-    assert steps(anomalies[G1C_PROCESS][0]) == [("wr", t2, t1), ("process", t1, t3), ("ww", t3, t2)]
-    assert steps(anomalies[G1C_REALTIME][0]) == [("wr", t2, t1), ("realtime", t1, t3), ("ww", t3, t2)]
+    assert {G1C_PROCESS, G1C_REALTIME} <= set(anomalies)
+    assert sorted(steps(anomalies[G1C_PROCESS][0])) == sorted(
+        [("wr", t3, t2), ("wr", t2, t1), ("process", t1, t3)]
+    )
+    assert sorted(steps(anomalies[G1C_REALTIME][0])) == sorted(
+        [("wr", t3, t2), ("wr", t2, t1), ("realtime", t1, t3)]
+    )
 
 
 def test_fail_and_unseen_info_transactions_take_no_part_and_seen_info_ones_do() -> None:
