@@ -13,8 +13,9 @@ Ops it records (``docs/history.md`` has the full format):
   reached the end.
 
 Process ids: producer ``i`` starts as process ``i``; a process whose op ended ``info``
-never invokes again -- the thread continues as a fresh id (Jepsen's rule), so an
-unknown outcome stays attached to exactly one op.  Values are unique integers over the
+never invokes again -- the thread continues as a fresh id with a client of its own (Jepsen's
+rule, and its interpreter's reopening of a crashed worker's client), so an unknown outcome stays
+attached to exactly one op.  Values are unique integers over the
 whole run (``value -> writer`` is recoverable); key ``k<p>`` always goes to partition
 ``p`` so the checker knows where each value belongs.
 
@@ -272,19 +273,40 @@ class QueueWorkload:
         return run
 
     def _produce(self, index: int, stop: threading.Event) -> None:
+        """Producer ``index``'s loop.  A send whose outcome is unknown retires its process, and the
+        fresh process opens a client of its own, as Jepsen's interpreter reopens a crashed worker's
+        client: a client whose request vanished may never recover (a kafka-python producer whose
+        brokers were cut from it for 15 s timed out every later send, healed or not, 2026-11-29)."""
         spec = self.spec
         process = index
         pacer = Pacer(spec.rate, spec.producers)
-        producer = make_producer(
-            spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout
-        )
+        producer: ProducerClient | None = self._new_producer()
         try:
             while pacer.wait(stop):
+                if producer is None:
+                    producer = self._reopened_producer()
+                    if producer is None:
+                        continue  # no broker answers yet: again at the next tick
                 value = self._next_value()
                 if not self._send(producer, process, value % spec.partitions, value):
                     process = self._fresh_ids.next()
+                    producer.close()
+                    producer = None
         finally:
-            producer.close()
+            if producer is not None:
+                producer.close()
+
+    def _new_producer(self) -> ProducerClient:
+        spec = self.spec
+        return make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+
+    def _reopened_producer(self) -> ProducerClient | None:
+        """A fresh process's client, or None when it cannot be made now (every broker down)."""
+        try:
+            return self._new_producer()
+        except Exception as error:
+            logger.info("producer not reopened yet: %s: %s", type(error).__name__, error)
+            return None
 
     def _produce_transactions(self, index: int, stop: threading.Event) -> None:
         """Producer ``index`` under ``txn``: :class:`workloads.txn.TxnProducerLoop`."""
