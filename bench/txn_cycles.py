@@ -1,6 +1,6 @@
 """How long the transactional checks take at 10 k and 100 k transactions per run, beside networkx.
 
-Usage: ``.venv/bin/python bench/txn_cycles.py [--sizes 10000 100000] [--planted 5]``
+Usage: ``.venv/bin/python -m bench.txn_cycles [--sizes 10000 100000] [--planted 5]``
 
 A synthetic run: ``--processes`` processes run rounds of concurrent transactions (every process
 invokes, then every process completes), each sending two values to random partitions and reading
@@ -10,8 +10,8 @@ orders).  For each size it prints:
 
 * ``pipeline`` -- :func:`checker.txn.run.run_anomalies` on the run's rows, every check (tables,
   graph, realtime frontier, Tarjan, cycle search, examples);
-* ``graph`` -- building the dependency graph, then :func:`checker.txn.graph.find_cycles` alone
-  (its six cycle anomalies);
+* ``graph`` -- building the transaction graph, then :func:`checker.txn.graph.find_cycles` alone
+  (the G0 family); ``event_graph`` -- the same for the event graph and the G1c family;
 * ``networkx`` -- the reference on the same edges: ``strongly_connected_components`` of the
   union and, per component of the ww edges, ``find_cycle`` (a cycle, not a shortest one: less
   than ours does);
@@ -31,10 +31,12 @@ import networkx as nx  # type: ignore[import-untyped]  # a dev dependency of thi
 import pandas as pd
 
 from checker.definitions import TXN_CHECKS
-from checker.txn.cycles import SPECS, dependency_graph
+from checker.txn.cycles import EVENT_SPECS, TXN_SPECS
+from checker.txn.event_graph import event_graph
 from checker.txn.graph import WW, find_cycles
 from checker.txn.run import RunSettings, run_anomalies
 from checker.txn.tables import INPUT_COLUMNS, build, normalized
+from checker.txn.txn_graph import dependency_graph
 from testbed.record.history import F_TXN, F_TXN_END, F_TXN_POLL, F_TXN_SEND
 
 PARTITIONS = 8
@@ -126,8 +128,14 @@ def measure(size: int, processes: int, planted: int) -> dict[str, Any]:
     graph = dependency_graph(tables, realtime=True)
     built = time.perf_counter() - started
     started = time.perf_counter()
-    cycles = find_cycles(graph.size, graph.src, graph.dst, graph.kind, SPECS)
+    cycles = find_cycles(graph.size, graph.src, graph.dst, graph.kind, TXN_SPECS)
     searched = time.perf_counter() - started
+    started = time.perf_counter()
+    events = event_graph(tables, realtime=True, read_committed=True)
+    events_built = time.perf_counter() - started
+    started = time.perf_counter()
+    event_cycles = find_cycles(events.size, events.src, events.dst, events.kind, EVENT_SPECS)
+    events_searched = time.perf_counter() - started
     started = time.perf_counter()
     reference = _networkx(graph.size, graph.src, graph.dst, graph.kind)
     networkx_s = time.perf_counter() - started
@@ -138,6 +146,10 @@ def measure(size: int, processes: int, planted: int) -> dict[str, Any]:
         "pipeline_s": round(pipeline, 3),
         "graph_build_s": round(built, 3),
         "find_cycles_s": round(searched, 3),
+        "event_edges": len(events.src),
+        "event_graph_build_s": round(events_built, 3),
+        "event_find_cycles_s": round(events_searched, 3),
+        "g1c_family_ours": len(event_cycles),
         "networkx_s": round(networkx_s, 3),
         "g0_ours": sum(1 for c in cycles if c.name == "G0"),
         "g0_networkx": reference,

@@ -289,8 +289,11 @@ shortest found, with its transactions' micro-ops and its edges in order.
 * **G0** -- a cycle of ww edges alone: ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``, ``T2 = txn
   [send p1 v=3 @0, send p0 v=4 @1]``: T1 -ww(p0)-> T2 -ww(p1)-> T1.  A *warning*: Kafka orders no
   transaction's writes across partitions (Jepsen allows G0).
-* **G1c** -- a cycle of ww and wr edges with a wr: ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``,
-  ``T2 = txn [poll p0 [@0 v=1], send p1 v=3 @0]``: T1 -wr-> T2 -ww(p1)-> T1.
+* **G1c** -- a cycle of ww and wr edges with a wr, on the event graph (:mod:`checker.txn.event_graph`:
+  ww orders appends, wr a commit before a read): ``T1 = txn [send p0 v=1 @0, send p1 v=2 @1]``,
+  ``T2 = txn [poll p0 [@0 v=1], send p1 v=3 @0]``: T1 -wr-> T2 -ww(p1)-> T1 -- T2 sent v=3 after
+  reading T1's committed v=1, yet v=3 lies below T1's v=2.  With T2's send *before* its poll the
+  same log is no cycle (two open transactions interleaving).
 * **G0-process** -- a cycle of ww and process edges with a process edge: ``txn [send p0 v=1 @5]
   ok``, then the same process ``txn [send p0 v=2 @4] ok``.  A *warning*, as G0-realtime: a long
   transaction's writes may straddle a process's two (Jepsen allows both).

@@ -1,7 +1,7 @@
 """Cycles in a dependency graph of transactions: strongly connected components, then a short cycle.
 
 The graph is given as edge arrays over nodes ``0 .. n-1`` -- ``src``, ``dst``, ``kind`` (small
-integer codes, :data:`WW`, :data:`WR`, :data:`PROCESS`, :data:`REALTIME`) -- with no self-edges.
+integer codes, :data:`WW`, :data:`WR`, :data:`PROCESS`, :data:`REALTIME`, :data:`INTERNAL`) -- with no self-edges.
 A cycle anomaly is a set of *allowed* edge kinds and a set of *required* ones (G1c: ww and wr
 allowed, at least one wr required); :func:`find_cycles` answers each anomaly with one cycle per
 strongly connected component of its allowed edges that has one.
@@ -39,7 +39,11 @@ WW: Final = 0
 WR: Final = 1
 PROCESS: Final = 2
 REALTIME: Final = 3
-KIND_NAMES: Final[tuple[str, ...]] = ("ww", "wr", "process", "realtime")
+INTERNAL: Final = 4
+"""An order inside one transaction (its start before its micro-ops, an append before its commit,
+...): the event-level graph's (:mod:`checker.txn.event_graph`) glue, allowed in its cycles and
+never required, shown in no example."""
+KIND_NAMES: Final[tuple[str, ...]] = ("ww", "wr", "process", "realtime", "internal")
 
 SEARCH_BUDGET: Final = 400_000
 """About how many edge visits the cycle searches of one component may spend in all."""

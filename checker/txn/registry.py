@@ -56,19 +56,19 @@ ERRORS: Final[tuple[Entry, ...]] = (
     ),
     Entry(
         "G1c",
-        "a cycle of wr edges: each transaction read a write of one that read its own (log order, ww, is no"
-        " part of it: concurrent transactions interleave in Kafka's log by design)",
+        "a cycle of wr and ww edges with a wr, on the event graph: a ww edge orders two appends, not two"
+        " transactions (concurrent transactions interleave in Kafka's log by design)",
         permitted_by=_LOSS,
     ),
     Entry(
         "G1c-process",
-        "a cycle of wr and process edges holding both (no ww: see G1c)",
+        "a cycle of wr, ww and process edges holding a wr and a process edge (event graph: see G1c)",
         implies=("G1c-realtime",),
         permitted_by=_LOSS,
     ),
     Entry(
         "G1c-realtime",
-        "a cycle of wr and realtime edges holding both (no ww: see G1c)",
+        "a cycle of wr, ww and realtime edges holding a wr and a realtime edge (event graph: see G1c)",
         permitted_by=_LOSS,
     ),
     Entry(

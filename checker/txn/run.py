@@ -102,7 +102,7 @@ def run_anomalies(
         findings += [f for f in single.int_sends(tables, views) if f.kind in checks]
     if TORN_TRANSACTION in checks:
         findings += single.torn_transactions(tables, views, settings.complete)
-    findings += cycle_findings(tables, views, checks)
+    findings += cycle_findings(tables, views, checks, settings.read_committed)
     return _answer(run_id, findings, limit)
 
 

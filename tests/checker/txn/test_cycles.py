@@ -12,8 +12,8 @@ from tests.checker.txn.histories import History, check, poll, send
 ALL = frozenset(TXN_CHECKS)
 
 
-def found(history: History) -> dict[str, list[dict[str, Any]]]:
-    answer = check(history, ALL)
+def found(history: History, read_committed: bool = True) -> dict[str, list[dict[str, Any]]]:
+    answer = check(history, ALL, read_committed=read_committed)
     out: dict[str, list[dict[str, Any]]] = {}
     for row in answer.to_dict("records"):
         out.setdefault(row["kind"], []).append({"total": row["total"], **json.loads(row["example"])})
@@ -67,17 +67,55 @@ def test_the_same_writes_in_one_order_are_no_cycle() -> None:
     assert found(history) == {}
 
 
-def test_a_read_across_two_interleaved_transactions_is_no_g1c() -> None:
-    """Elle's G1c with ww inference: T2 reads T1's write of x, and its own write of y precedes T1's
-    in y's log.  In Kafka that is two open transactions interleaving in a log, as designed (log
-    order is not transaction order), so no cycle is reported (``checker.txn.cycles``: G1c takes no
-    ww edge; a healthy two-producer run showed exactly this, 2026-11-29)."""
+def test_g1c_via_wr_then_ww_when_the_reader_wrote_after_it_read() -> None:
+    """Elle's G1c via wr then ww: T2 reads T1's write of x, *then* sends y, and T2's y lands
+    below T1's in y's log -- but T1's y was appended before T1 committed, which was before T2's
+    read, which was before T2's send: a contradiction (on the event graph, ``checker.txn.event_graph``)."""
+    history = History()
+    history.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
+    history.invoke(1, [poll((0, 0, 1)), send(1, 3, 0)])
+    t1 = history.complete(0)
+    t2 = history.complete(1)
+    anomalies = found(history)
+    assert set(anomalies) == {G1C}
+    (example,) = anomalies[G1C]
+    assert sorted(steps(example)) == sorted([("wr", t1, t2), ("ww", t2, t1)])
+    ww = next(step for step in example["steps"] if step["kind"] == "ww")
+    assert (ww["partition"], ww["offset"], ww["value"], ww["next_offset"], ww["next_value"]) == (
+        1,
+        0,
+        3,
+        1,
+        2,
+    )
+    reader = next(txn for txn in example["txns"] if txn["index"] == t2)
+    assert [s["item"] for s in reader["sends"]] == [1] and [r["item"] for r in reader["reads"]] == [0]
+
+
+def test_two_open_transactions_interleaving_in_a_log_is_no_g1c() -> None:
+    """The same reads and log, but T2 sent y *before* it read x: T2 appended, T1 appended and
+    committed, T2 read -- Kafka as designed (log order is not transaction order; a healthy
+    two-producer run showed exactly this, 2026-11-29).  Only G0's warning family could see a ww
+    cycle here, and there is none: T1 -wr-> T2 -ww-> T1 is no ww-only cycle."""
+    history = History()
+    history.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
+    history.invoke(1, [send(1, 3, 0), poll((0, 0, 1))])
+    history.complete(0)
+    history.complete(1)
+    assert found(history) == {}
+
+
+def test_under_read_uncommitted_a_read_follows_the_append_not_the_commit() -> None:
+    """T2 read T1's x before T1 committed (allowed under read_uncommitted) and then sent y, which
+    landed below T1's y: no contradiction when T1 appended y after T2's read -- the wr edge starts
+    at the append of x, which T1's append of y does not follow."""
     history = History()
     history.invoke(0, [send(0, 1, 0), send(1, 2, 1)])
     history.invoke(1, [poll((0, 0, 1)), send(1, 3, 0)])
     history.complete(0)
     history.complete(1)
-    assert found(history) == {}
+    assert G1C not in found(history, read_committed=False)
+    assert G1C in found(history, read_committed=True)
 
 
 def test_g1c_each_transaction_read_the_other_s_write() -> None:
@@ -136,21 +174,30 @@ def test_g0_realtime_across_processes_and_not_when_they_overlap() -> None:
     assert found(overlapping) == {}
 
 
-def test_an_append_below_a_committed_write_needs_ww_and_is_left_out() -> None:
-    """T1 reads T2's write of x; process 0's next transaction T3 writes y before T2 does:
-    T2 -wr-> T1 -process-> T3 -ww-> T2.  A contradiction only through the ww edge, which the G1c
-    family does not take (``checker.txn.cycles``): the cost of leaving log order out."""
+def test_an_append_below_a_write_committed_before_the_appender_began_is_g1c_process() -> None:
+    """T1 reads T2's write of x; process 0's next transaction T3 writes y below T2's y:
+    T2 -wr-> T1 -process-> T3 -ww-> T2.  T2's y was appended before T2 committed, before T1's
+    read, before T3 began -- yet it is above T3's.  A contradiction only through the ww edge,
+    which the event graph takes (the transaction graph's G1c could not)."""
     history = History()
     history.invoke(1, [send(0, 1, 0), send(1, 6, 1)])
-    history.txn(0, [poll((0, 0, 1))])
-    history.txn(0, [send(1, 5, 0)])
-    history.complete(1, end_time=5)  # its commit began before T1's read completed
-    assert not {G1C, G1C_PROCESS, G1C_REALTIME} & set(found(history))
+    t1 = history.txn(0, [poll((0, 0, 1))])
+    t3 = history.txn(0, [send(1, 5, 0)])
+    t2 = history.complete(1, end_time=5)  # its commit began before T1's read completed
+    anomalies = found(history)
+    assert G1C not in anomalies
+    assert sorted(steps(anomalies[G1C_PROCESS][0])) == sorted(
+        [("wr", t2, t1), ("process", t1, t3), ("ww", t3, t2)]
+    )
+    assert sorted(steps(anomalies[G1C_REALTIME][0])) == sorted(
+        [("wr", t2, t1), ("realtime", t1, t3), ("ww", t3, t2)]
+    )
 
 
 def test_g1c_process_and_realtime() -> None:
-    """Process 0 runs T1 then T3; T1 read a write of T2, which read a write of T3:
-    T3 -wr-> T2 -wr-> T1 -process-> T3 -- T1 saw, before T3 began, what T3 caused."""
+    """Process 0 runs T1 then T3, process 1 then T2; T1 read a write of T2, which read a write of
+    T3: T3 -wr-> T2 -wr-> T1 -process-> T3 -- T1 saw, before T3 began, what T3 caused.  In real
+    time it is shorter: T1 completed before T2 began, yet read T2's write (T1 -realtime-> T2 -wr-> T1)."""
     history = History()
     t1 = history.txn(0, [poll((1, 0, 20))])
     t3 = history.txn(0, [send(0, 10, 0)])
@@ -160,9 +207,7 @@ def test_g1c_process_and_realtime() -> None:
     assert sorted(steps(anomalies[G1C_PROCESS][0])) == sorted(
         [("wr", t3, t2), ("wr", t2, t1), ("process", t1, t3)]
     )
-    assert sorted(steps(anomalies[G1C_REALTIME][0])) == sorted(
-        [("wr", t3, t2), ("wr", t2, t1), ("realtime", t1, t3)]
-    )
+    assert sorted(steps(anomalies[G1C_REALTIME][0])) == sorted([("wr", t2, t1), ("realtime", t1, t2)])
 
 
 def test_fail_and_unseen_info_transactions_take_no_part_and_seen_info_ones_do() -> None:
