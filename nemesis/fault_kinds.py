@@ -10,6 +10,9 @@ reads it from here instead of keeping its own list:
 * ``drawn_as`` -- how the random schedule picks what it hits (:mod:`nemesis.plan`): a node
   target, a partition shape, the workload's consumers, or never (heals);
 * ``nodes`` and ``params`` -- what a scenario step of this kind takes (:mod:`nemesis.steps`);
+* ``drawn`` -- the parameters the random schedule draws, each from its choices (seeded, so a
+  seed still names one run): a schedule's ``clock-skew`` jumps by a drawn ``offset_s``, where a
+  scenario names its own;
 * ``needs`` -- the abilities of the target (or workload) it cannot do without, by name
   (:data:`ABILITIES`); the mechanism refuses the spec when one is missing;
 * ``op_value`` -- the shape of its op's ``value`` in the history (``docs/history.md``);
@@ -66,6 +69,12 @@ CLOCK_OFFSET_S: Final = 120
 """How far ``clock-skew`` moves a broker's wall clock unless a step says otherwise: forward by two
 minutes, past the clients' default ``transaction.timeout.ms`` (60 s) and a session timeout, so a
 timer that wrongly reads the wall clock fires (why forward: :mod:`testbed.cluster.fake_clock`)."""
+SLOW_LINK_RATES_DRAWN: Final[tuple[int, ...]] = (64, 128, 256, 1024)
+"""The rates a schedule's ``slow-link`` draws from: from a link that stalls replication for
+seconds (64) to one that only delays it (1024)."""
+CLOCK_OFFSETS_DRAWN: Final[tuple[int, ...]] = (-3600, -120, -5, 5, 120, 3600)
+"""The jumps a schedule's ``clock-skew`` draws from, both ways: seconds (an NTP step), past the
+clients' transaction and session timeouts (two minutes), and an hour (a time-zone slip)."""
 MIN_RATE_KBIT: Final = 8
 """The slowest ``slow-link``: below one kilobyte per second even a heartbeat waits for seconds (a cut)."""
 
@@ -126,6 +135,8 @@ class FaultKind:
     colour: str
     params: tuple[Param, ...] = ()
     needs: frozenset[str] = frozenset()
+    drawn: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Per drawn parameter (one of ``params``), its choices."""
 
     @property
     def heal_name(self) -> str | None:
@@ -314,6 +325,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
             ),
         ),
         needs=frozenset({NODE_CONTROL}),
+        drawn=(("rate_kbit", SLOW_LINK_RATES_DRAWN),),
     ),
     every_broker_heal(
         SLOW_LINK_HEAL,
@@ -352,6 +364,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
             ),
         ),
         needs=frozenset({NODE_CONTROL, FAKE_CLOCK}),
+        drawn=(("offset_s", CLOCK_OFFSETS_DRAWN),),
     ),
     every_broker_heal(
         CLOCK_HEAL,

@@ -198,7 +198,7 @@ class Nemesis:
             if step.fault == PARTITION and step.grudge is None:
                 raise ValueError(f"partition step {step} has neither a grudge nor a leader to isolate")
             fault = FaultStep(step.fault, nodes=step.nodes, grudge=step.grudge, kind=step.target)
-            return self._apply(fault, extra), step
+            return self._apply(fault.with_drawn(step.params), extra), step
 
     def _resolve_leader(self, step: PlannedStep) -> tuple[PlannedStep, str | None]:
         """``step`` resolved from the current leader, or the step and why that was impossible."""

@@ -48,6 +48,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nemesis.fault_kinds import CHURN_STOPS as CHURN_STOPS
+from nemesis.fault_kinds import REGISTRY
 from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
     CONSUMER_CHURN,
@@ -342,6 +343,8 @@ class PlannedStep:
     """A fault package's scenario steps (``fault`` is then the package's name); it heals itself."""
     churn: ChurnPlan | None = None
     """A ``consumer-churn`` step's plan (:mod:`nemesis.consumer_churn`); nothing to heal after it."""
+    params: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """The parameters drawn for the fault (its kind's ``drawn``: a ``clock-skew``'s ``offset_s``)."""
 
     @property
     def is_package(self) -> bool:
@@ -449,7 +452,7 @@ def schedule(
             continue
         duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng)
         target = rng.choice(kinds if fault == PARTITION else targets)
-        step = PlannedStep(now, now + duration, fault, target)
+        step = PlannedStep(now, now + duration, fault, target, params=_drawn_params(fault, rng))
         if target in LEADER_DEPENDENT:
             step = dataclasses.replace(step, leader_of=rng.choice(list(leader_partitions)))
         elif fault == PARTITION:
@@ -469,6 +472,12 @@ def resolve_leader_step(step: PlannedStep, layout: Layout, leader: str) -> Plann
     if step.fault == PARTITION:  # isolate-leader is the one leader-dependent partition kind
         return dataclasses.replace(step, grudge=isolate(layout.partition_nodes, leader))
     return dataclasses.replace(step, nodes=select_nodes(step.target, layout.brokers, leader=leader))
+
+
+def _drawn_params(fault: str, rng: random.Random) -> dict[str, int]:
+    """The kind's drawn parameters (none for most kinds: their schedules draw nothing more, so a
+    seed's schedule without such a kind is what it always was)."""
+    return {name: rng.choice(choices) for name, choices in REGISTRY[fault].drawn}
 
 
 def _jittered(mean: float, jitter: float, rng: random.Random) -> float:

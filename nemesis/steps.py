@@ -159,6 +159,17 @@ class FaultStep:
     offset_s: int | None = None
     """``clock-skew``: how far the wall clock jumps, in seconds (None: the kind's default)."""
 
+    def with_drawn(self, params: Mapping[str, int]) -> FaultStep:
+        """This step with the parameters a schedule drew for it (``FaultKind.drawn``)."""
+        unknown = set(params) - {"rate_kbit", "offset_s"}
+        if unknown:
+            raise ValueError(f"{self.fault}: no drawn parameter {', '.join(sorted(unknown))}")
+        return dataclasses.replace(
+            self,
+            rate_kbit=params.get("rate_kbit", self.rate_kbit),
+            offset_s=params.get("offset_s", self.offset_s),
+        )
+
     def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
         """This step with every name turned into a node by ``resolve``."""
         grudge = (

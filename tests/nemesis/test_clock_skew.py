@@ -5,6 +5,7 @@ moves a node's clock -- without containers (the real effect on brokers:
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 from pathlib import Path
 
@@ -12,11 +13,11 @@ import pytest
 
 from harness.report import plots
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS
-from nemesis.fault_kinds import CLOCK_OFFSET_S, FAKE_CLOCK, kind_of
+from nemesis.fault_kinds import CLOCK_OFFSET_S, CLOCK_OFFSETS_DRAWN, FAKE_CLOCK, kind_of
 from nemesis.kind_mechanisms import MECHANISMS
 from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.nemesis_config import cluster_abilities
-from nemesis.plan import PlanError
+from nemesis.plan import PlanError, schedule
 from nemesis.scenario import parse_scenario
 from nemesis.shrink import timeline_steps
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
@@ -26,6 +27,7 @@ from testbed.record import faults as record
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
 from tests.nemesis.test_mechanism import FakeCluster
+from tests.nemesis.test_plan import LAYOUT3, TOPIC
 
 
 class FakeClockCluster(FakeCluster):
@@ -89,6 +91,25 @@ def test_clock_skew_and_its_heal_are_ops_carrying_the_offset(recorded: tuple[Rec
         ("clock-heal", "ok", {"nodes": ["n1", "n2", "n3"]}),
     ]
     assert nemesis.active_faults() == []
+
+
+def test_a_schedule_draws_each_jump_from_the_seed_both_ways(recorded: tuple[Recorder, list[Op]]) -> None:
+    """A random schedule's clock-skew is not always +120 s: its ``offset_s`` is drawn (seeded) from
+    ``CLOCK_OFFSETS_DRAWN``, and executing the step jumps by it and records it."""
+    spec = NemesisSpec(faults=("clock-skew", "kill"), seed=7)
+    steps = [s for s in itertools.islice(schedule(spec, LAYOUT3, TOPIC), 80) if s.fault == "clock-skew"]
+    drawn = [step.params["offset_s"] for step in steps]
+    assert set(drawn) <= set(CLOCK_OFFSETS_DRAWN) and min(drawn) < 0 < max(drawn) and len(set(drawn)) >= 4
+    again = [
+        s.params for s in itertools.islice(schedule(spec, LAYOUT3, TOPIC), 80) if s.fault == "clock-skew"
+    ]
+    assert again == [step.params for step in steps]
+    kills = [s for s in itertools.islice(schedule(NemesisSpec(faults=("kill",), seed=7), LAYOUT3, TOPIC), 20)]
+    assert all(not step.params for step in kills)
+    cluster = FakeClockCluster()
+    op, _ = nemesis_on(recorded, cluster).execute_step(steps[0])
+    assert op is not None and op.value["offset_s"] == drawn[0]
+    assert all(offsets == [drawn[0]] for offsets in cluster.offsets.values())
 
 
 def test_heal_all_puts_a_skewed_clock_back(recorded: tuple[Recorder, list[Op]]) -> None:

@@ -145,6 +145,10 @@ def test_abilities_map_to_the_protocols_a_target_lists() -> None:
 
 def test_parameters_are_declared_with_their_kind() -> None:
     assert [param.name for param in kind_of("partition").params] == ["grudge", "kind"]
+    for kind in KINDS:  # what a schedule draws is a parameter the kind takes, from a real choice
+        for name, choices in kind.drawn:
+            assert kind.takes(name) and kind.drawn_as != "never", (kind.name, name)
+            assert choices and len(set(choices)) == len(choices), (kind.name, name)
     assert {kind.name for kind in KINDS if kind.takes("announce")} == {"pause", "resume"}
     assert all(isinstance(param, Param) for kind in KINDS for param in kind.params)
     with pytest.raises(KeyError, match="no fault kind 'crash'"):
