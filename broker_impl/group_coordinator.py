@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import records, wire
 from .broker_view import BrokerView
 from .coordinator_partition import CoordinatorPartition
+from .coordinator_topic import CoordinatorTopic
 from .group_members import JoinOutcome, Reply, StoreGroup, SyncOutcome
 from .group_records import (
     OFFSETS_TOPIC,
@@ -54,6 +55,11 @@ if TYPE_CHECKING:
 _Outcome = TypeVar("_Outcome", JoinOutcome, SyncOutcome)
 
 logger = logging.getLogger(__name__)
+
+OFFSETS = CoordinatorTopic(
+    OFFSETS_TOPIC, partition_for, "offsets.topic.num.partitions", "offsets.topic.replication.factor"
+)
+"""``__consumer_offsets``: a group's coordinator leads the group id's partition of it."""
 
 TICK_SECONDS = 0.05
 LOAD_BATCHES_PER_STEP = 64
@@ -167,45 +173,18 @@ class GroupCoordinator:
 
     def owner(self, group_id: str) -> tuple[int, CoordinatorPartition | None]:
         """The loaded partition holding ``group_id``, or the error a client gets instead."""
-        topic = self.broker.metadata_topics().get(OFFSETS_TOPIC)
-        if topic is None:
-            return wire.NOT_COORDINATOR, None
-        state = self.partitions.get(partition_for(group_id, len(topic["partitions"])))
-        if state is None:
-            return wire.NOT_COORDINATOR, None
-        if not state.loaded:
-            return wire.COORDINATOR_LOAD_IN_PROGRESS, None
-        return wire.NONE, state
+        return OFFSETS.owner(self.broker, self.partitions, group_id)
 
     # ---- FindCoordinator ------------------------------------------------------------------------
 
     async def locate(self, group_id: str) -> tuple[int, int, str, int]:
         """(error, node id, host, port) of ``group_id``'s coordinator: the leader of its
         partition in this broker's metadata.  Creates ``__consumer_offsets`` on first use."""
-        topic = self.broker.metadata_topics().get(OFFSETS_TOPIC)
-        if topic is None:
-            await self.create_offsets_topic()
-            topic = self.broker.metadata_topics().get(OFFSETS_TOPIC)
-            if topic is None:
-                return wire.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        leader = topic["partitions"][partition_for(group_id, len(topic["partitions"]))]["leader"]
-        address = self.broker.live_brokers().get(leader)
-        if address is None:
-            return wire.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return wire.NONE, leader, address[0], address[1]
+        return await OFFSETS.locate(self.broker, group_id)
 
     async def create_offsets_topic(self) -> int:
-        """Create ``__consumer_offsets`` with ``offsets.topic.num.partitions`` partitions and a
-        replication factor of ``offsets.topic.replication.factor``, capped at the live brokers
-        (a small cluster still gets a coordinator).  Racing creators all succeed."""
-        live = max(1, len(self.broker.live_brokers()))
-        replication = min(self.broker.settings["offsets.topic.replication.factor"], live)
-        error, message = await self.broker.create_topic(
-            OFFSETS_TOPIC, self.broker.settings["offsets.topic.num.partitions"], replication, 5000
-        )
-        if error not in (wire.NONE, wire.TOPIC_ALREADY_EXISTS):
-            logger.warning("cannot create %s: %s", OFFSETS_TOPIC, message)
-        return error
+        """Create ``__consumer_offsets`` (:meth:`broker_impl.coordinator_topic.CoordinatorTopic.create`)."""
+        return await OFFSETS.create(self.broker)
 
     # ---- membership -----------------------------------------------------------------------------
 

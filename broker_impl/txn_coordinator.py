@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from . import records, wire
 from .broker_view import RequestBrokerView
 from .control_records import Marker
+from .coordinator_topic import CoordinatorTopic
 from .group_records import OFFSETS_TOPIC, RecordFormatError, partition_for
 from .leader_append import append_and_wait
 from .txn_markers import MarkerSender
@@ -60,6 +61,14 @@ if TYPE_CHECKING:
     from .partition import Partition
 
 logger = logging.getLogger(__name__)
+
+STATE_TOPIC = CoordinatorTopic(
+    TRANSACTION_STATE_TOPIC,
+    transaction_partition,
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.replication.factor",
+)
+"""``__transaction_state``: a transactional id's coordinator leads the id's partition of it."""
 
 WRITE_TIMEOUT_SECONDS = 5.0
 _APPEND_ERRORS = {
@@ -177,47 +186,14 @@ class TransactionCoordinator:
 
     def owner(self, transactional_id: str) -> tuple[int, TxnPartition | None]:
         """The loaded partition holding ``transactional_id``, or the error to answer instead."""
-        topic = self.broker.metadata_topics().get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            return wire.NOT_COORDINATOR, None
-        state = self.partitions.get(transaction_partition(transactional_id, len(topic["partitions"])))
-        if state is None:
-            return wire.NOT_COORDINATOR, None
-        if not state.loaded:
-            return wire.COORDINATOR_LOAD_IN_PROGRESS, None
-        return wire.NONE, state
+        return STATE_TOPIC.owner(self.broker, self.partitions, transactional_id)
 
     # ---- FindCoordinator ------------------------------------------------------------------------
 
     async def locate(self, transactional_id: str) -> tuple[int, int, str, int]:
         """(error, node id, host, port) of ``transactional_id``'s coordinator; creates
         ``__transaction_state`` on first use."""
-        topic = self.broker.metadata_topics().get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            await self.create_state_topic()
-            topic = self.broker.metadata_topics().get(TRANSACTION_STATE_TOPIC)
-            if topic is None:
-                return wire.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        leader = topic["partitions"][transaction_partition(transactional_id, len(topic["partitions"]))][
-            "leader"
-        ]
-        address = self.broker.live_brokers().get(leader)
-        if address is None:
-            return wire.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return wire.NONE, leader, address[0], address[1]
-
-    async def create_state_topic(self) -> int:
-        """Create ``__transaction_state`` (replication capped at the live brokers)."""
-        settings = self.broker.settings
-        replication = min(
-            settings["transaction.state.log.replication.factor"], max(1, len(self.broker.live_brokers()))
-        )
-        error, message = await self.broker.create_topic(
-            TRANSACTION_STATE_TOPIC, settings["transaction.state.log.num.partitions"], replication, 5000
-        )
-        if error not in (wire.NONE, wire.TOPIC_ALREADY_EXISTS):
-            logger.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, message)
-        return error
+        return await STATE_TOPIC.locate(self.broker, transactional_id)
 
     # ---- the transactional APIs -----------------------------------------------------------------
 
