@@ -42,11 +42,17 @@ heuristics, so an application gets exactly what POSIX plus an ordered metadata j
    the loss fail with ``EIO``: kill (and reap) every process using the mount *before* the loss, or
    its in-flight writes may land after it.
 
+8. **Disk faults** (``fail OP ERRNO GLOB``, ``slow-fsync MS GLOB``, ``clear``; see ``faults``): a
+   write, fsync or read of matching files fails with EIO or ENOSPC, or an fsync is slow. A failed
+   fsync loses the file's unsynced changes for good, as Linux does since 4.13 ("fsyncgate"): the
+   view still shows them, no later fsync or sync persists them, a power loss discards them.
+
 Not modelled: hard links (EPERM), device/FIFO/socket nodes (EPERM), extended attributes, and changes
 made to BACKING_DIR behind the filesystem's back while it is mounted.
 
 Power loss of a broker, in order: SIGKILL the broker and wait until it is reaped; ``control MOUNTPOINT
 drop`` (or ``torn SEED``); restart the broker on the same mount. Modules: `protocol` (control
-commands), `control` (client: commands, waiting, unmounting), `model` (the semantics), `nodes`,
+commands), `control` (client: commands, waiting, unmounting), `model` (the semantics), `rules` and
+`faults` (disk faults: the rules, and the model that obeys them), `nodes`,
 `extents` and `journal` (its data structures), `fuse_adapter` (the mfusepy side), ``__main__`` (CLI).
 """

@@ -47,7 +47,12 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Commands: " + "; ".join(f"{name}: {text}" for name, text in COMMANDS.items()),
     )
     control.add_argument("mountpoint", metavar="MOUNTPOINT")
-    control.add_argument("command", metavar="COMMAND", nargs="+", help="drop | torn SEED | sync | status")
+    control.add_argument(
+        "command",
+        metavar="COMMAND",
+        nargs="+",
+        help="drop | torn SEED | sync | status | fail OP ERRNO GLOB [once|always] | slow-fsync MS GLOB | clear",
+    )
     unmount_parser = commands.add_parser(
         "unmount", help="unmount (clean: persists unsynced data; after a kill: just removes the dead mount)"
     )

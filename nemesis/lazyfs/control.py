@@ -57,7 +57,7 @@ def is_lazyfs_mounted(mountpoint: str) -> bool:
 
 
 def send_command(mountpoint: str, command: str) -> dict[str, object]:
-    """Run one control command (``drop``, ``torn SEED``, ``sync``, ``status``) on the lazyfs mounted at
+    """Run one control command (``protocol.COMMANDS``: ``drop``, ``status``, ``fail ...``) on the lazyfs mounted at
     ``mountpoint`` and return its JSON reply. Raises `LazyfsError` for a bad command, a missing or dead
     mount, or an ``{"error": ...}`` reply."""
     parsed = parse_command(command)

@@ -37,7 +37,8 @@ from typing import Any
 
 import mfusepy as fuse
 
-from nemesis.lazyfs.model import LazyModel, fail
+from nemesis.lazyfs.faults import FaultyModel
+from nemesis.lazyfs.model import fail
 from nemesis.lazyfs.nodes import Node
 from nemesis.lazyfs.protocol import CONTROL_FILE_NAME, CommandError, encode_reply, parse_command
 
@@ -59,7 +60,7 @@ class LazyOperations(fuse.Operations):  # type: ignore[misc]
     flag_nullpath_ok = True
     flag_nopath = True
 
-    def __init__(self, model: LazyModel) -> None:
+    def __init__(self, model: FaultyModel) -> None:
         self._model = model
         self._control_replies: dict[int, bytes] = {}
         self._mounted_at_ns = time.time_ns()
@@ -94,6 +95,10 @@ class LazyOperations(fuse.Operations):  # type: ignore[misc]
             if command.name == "torn":
                 assert command.seed is not None
                 return model.torn(command.seed)
+            if command.rule is not None:
+                return model.add_rule(command.rule)
+            if command.name == "clear":
+                return model.clear_rules()
             return {**model.status(), "backing": model.backing_root}
         except OSError as error:
             return {"error": f"{command.render()} failed: {error}"}
@@ -312,7 +317,7 @@ def serve(backing: str, mountpoint: str, allow_other: bool, foreground: bool) ->
     (blocks in the foreground; without ``foreground`` libfuse forks, and the parent returns once the
     mount exists). Raises RuntimeError (libfuse's status) if the mount or the server failed."""
     os.umask(0)  # node modes are applied exactly; the callers' umask was already applied by the kernel
-    operations = LazyOperations(LazyModel(backing))
+    operations = LazyOperations(FaultyModel(backing))
     options: dict[str, Any] = {
         "foreground": foreground,
         "nothreads": True,

@@ -5,7 +5,8 @@ and where it is in the *durable state* (``durable_parent``/``durable_name``, wha
 holds). They differ while namespace operations wait in the metadata journal (see ``journal.py``).
 
 A `FileNode` keeps its content as: the backing file (durable bytes) below ``durable_floor``, overlaid by
-``dirty`` (bytes written since the last writeback), zero-filled elsewhere up to ``size``. ``pending``
+``lost`` (bytes of a failed writeback: still in the view, never to be durable; see ``faults``), overlaid
+by ``dirty`` (bytes written since the last writeback), zero-filled elsewhere up to ``size``. ``pending``
 keeps the same changes as an ordered log of writes and truncates, because a torn power loss keeps a
 *prefix* of that log and the overlay alone cannot tell write order. Both refer to the same ``bytes``
 objects, so the log costs no copy.
@@ -131,7 +132,16 @@ class SymlinkNode(Node):
 class FileNode(Node):
     """A regular file whose changes since the last writeback live only here."""
 
-    __slots__ = ("backing_fd", "dirty", "durable_floor", "durable_size", "open_handles", "pending", "size")
+    __slots__ = (
+        "backing_fd",
+        "dirty",
+        "durable_floor",
+        "durable_size",
+        "lost",
+        "open_handles",
+        "pending",
+        "size",
+    )
 
     def __init__(self, number: int, mode: int, uid: int, gid: int, now_ns: int, durable_size: int) -> None:
         super().__init__(number, stat.S_IFREG | stat.S_IMODE(mode), uid, gid, now_ns)
@@ -145,6 +155,8 @@ class FileNode(Node):
         self.size = durable_size
         self.dirty = Extents()
         self.pending: list[PendingChange] = []
+        #: Changes of a failed writeback (`lose_pending`): shown, never persisted; None when there are none.
+        self.lost: Extents | None = None
         self.open_handles = 0
 
     def attributes(self) -> dict[str, int]:
@@ -162,6 +174,8 @@ class FileNode(Node):
         """Write into the view only."""
         self.pending.append(PendingWrite(offset, data))
         self.dirty.write(offset, data)
+        if self.lost is not None:  # keep the lost overlay below current: it outlives this write's writeback
+            self.lost.write(offset, data)
         end = offset + len(data)
         if end > self.size:
             self.size = end
@@ -171,6 +185,8 @@ class FileNode(Node):
         """Set the size in the view only; bytes past ``length`` are gone, a later extension reads zeros."""
         self.pending.append(PendingTruncate(length))
         self.dirty.truncate(length)
+        if self.lost is not None:
+            self.lost.truncate(length)
         self.durable_floor = min(self.durable_floor, length)
         self.size = length
         self.touch()
@@ -181,7 +197,7 @@ class FileNode(Node):
         end = min(offset + size, self.size)
         if end <= offset:
             return b""
-        if not self.pending and backing_fd is not None:
+        if not self.pending and self.lost is None and backing_fd is not None:
             return _pread_exactly(backing_fd, end - offset, offset)
         result = bytearray(end - offset)
         durable_end = min(end, self.durable_floor)
@@ -190,6 +206,9 @@ class FileNode(Node):
                 raise AssertionError(f"file #{self.number} shows durable bytes but has no backing file")
             durable = _pread_exactly(backing_fd, durable_end - offset, offset)
             result[: len(durable)] = durable
+        if self.lost is not None:
+            for start, piece in self.lost.overlapping(offset, end):
+                result[start - offset : start - offset + len(piece)] = piece
         for start, piece in self.dirty.overlapping(offset, end):
             result[start - offset : start - offset + len(piece)] = piece
         return bytes(result)
@@ -238,6 +257,22 @@ class FileNode(Node):
         self.dirty.clear()
         self.size = self.durable_size
         self.durable_floor = self.durable_size
+        if self.lost is not None:
+            self.lost.truncate(self.size)
+
+    def lose_pending(self) -> None:
+        """A failed writeback: the pending changes will never reach the backing file (no later
+        writeback writes them), but the view keeps showing them, as the page cache keeps pages
+        the kernel marked clean after a write error.  Size and ``durable_floor`` stay: the view
+        does not change."""
+        lost = self.lost if self.lost is not None else Extents()
+        for start, pieces in self.dirty.runs():
+            for piece in pieces:
+                lost.write(start, piece)
+                start += len(piece)
+        self.lost = lost
+        self.pending.clear()
+        self.dirty.clear()
 
 
 def load_tree(backing_root: str, new_number: Callable[[], int]) -> DirectoryNode:
