@@ -12,6 +12,8 @@ Jepsen's offset order plot and unpolled records over time (:mod:`harness.report.
 -- and the nemesis events under it; the anomaly table with examples, causes first and each
 consequence indented under its cause with its examples folded (:mod:`checker.anomaly_order`; for replica divergence the two
 replicas' logs around the first divergent offset, side by side, from ``replicas.parquet``);
+the transactional anomalies' transactions, micro-op by micro-op, and each cycle drawn
+(:mod:`harness.report.txn_section`);
 the evidence (what was incomplete, and the counts the checker saw); the configuration
 (settings, workload, nemesis, versions); the node logs.
 
@@ -53,6 +55,7 @@ from harness.report.plots import fault_colour, render_figure, summarise_latency,
 from harness.report.readable import UNREADABLE, unreadable_tables
 from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
+from harness.report.txn_section import txn_section
 from harness.report.white_box import event_html, is_event
 from testbed.record.faults import NemesisEvent
 from testbed.record.rundir import REPORT_FILE, RunDir
@@ -460,6 +463,7 @@ def _full_report_html(run: StoredRun) -> str:
             _timeline_section(run, timeline, unavailable),
             "<h2>Anomalies</h2>",
             _anomalies(run),
+            txn_section(run.results),
             "<h2>Evidence</h2>",
             evidence_section(run, notes),
             "<h2>Configuration</h2>",
