@@ -50,6 +50,7 @@ from .group_handlers import GroupHandlers
 from .group_records import OFFSETS_TOPIC
 from .handlers import Handlers
 from .log import FlushPolicy
+from .log_dir_failure import install as install_log_dir_failure
 from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
 from .rpc import RpcClient, RpcError
@@ -453,6 +454,7 @@ class Broker:
 
 async def run(settings: dict[str, Any]) -> None:
     broker = Broker(settings)
+    install_log_dir_failure(broker.events, broker.log_dir)  # a storage error from here on halts
     host, port = broker.listen
     server = await asyncio.start_server(broker.serve_connection, host, port, reuse_address=True)
     logger.info(

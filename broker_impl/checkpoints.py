@@ -3,7 +3,8 @@
 Both use Kafka's text format (a version line, a count line, then one entry a line) and
 Kafka's write protocol: write a temporary file, ``fsync`` it, rename it over the old one,
 ``fsync`` the directory.  So a checkpoint is always either the old or the new one, even
-across power loss -- while the *log* itself is only as durable as the flush policy makes
+across power loss (a failed write halts a broker process: :mod:`broker_impl.log_dir_failure`)
+-- while the *log* itself is only as durable as the flush policy makes
 it.  That asymmetry is real Kafka behaviour and part of what the harness tests: after
 power loss, an epoch entry may point past the end of the surviving log, and recovery
 must trim it (:meth:`LeaderEpochCache.truncate_from_end`).
@@ -16,10 +17,13 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from .log_dir_failure import halts_on_storage_error
+
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
 
+@halts_on_storage_error("checkpoint")
 def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` durably (temp file, fsync, rename, fsync dir)."""
     temporary = path.with_name(path.name + ".tmp")

@@ -23,7 +23,8 @@ async def append_and_wait(
     """Append ``batch`` to ``partition`` as its leader (in ``leader_epoch``, when given) and wait
     until the HW passes it: (error, base offset).  NOT_LEADER_OR_FOLLOWER when not (or no longer)
     the leader, NOT_ENOUGH_REPLICAS(_AFTER_APPEND) below ``min.insync.replicas``,
-    REQUEST_TIMED_OUT after ``timeout`` seconds, KAFKA_STORAGE_ERROR when the write fails."""
+    REQUEST_TIMED_OUT after ``timeout`` seconds, KAFKA_STORAGE_ERROR when the write fails outside a
+    broker process (inside one a storage error halts it first: :mod:`broker_impl.log_dir_failure`)."""
     if partition.role != "leader" or (leader_epoch is not None and partition.leader_epoch != leader_epoch):
         return wire.NOT_LEADER_OR_FOLLOWER, -1
     min_insync = partition.rules.min_insync_replicas

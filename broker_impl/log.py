@@ -11,6 +11,10 @@ page cache; ``fsync`` happens only when ``flush.messages`` messages or ``flush.m
 milliseconds have accumulated (defaults: never).  An acknowledged batch is therefore
 durable only if a flush covered it -- exactly the gap power-loss faults exploit.
 
+Every storage operation (recovery, append, roll, flush, read, truncation) is marked
+``halts_on_storage_error``: in a broker process an ``OSError`` there halts the broker
+(:mod:`broker_impl.log_dir_failure`, Kafka's rule for a failed log directory).
+
 Truncation (``truncate_to``) removes whole batches: every batch whose last offset is at
 or beyond the target goes, as Kafka's ``LogSegment.truncateTo`` does.
 """
@@ -27,6 +31,7 @@ from pathlib import Path
 from . import records
 from .checkpoints import LeaderEpochCache, fsync_directory
 from .control_records import Marker, MarkerFormatError, read_marker
+from .log_dir_failure import halts_on_storage_error
 from .producer_state import BatchIdentity, ProducerStateTable
 from .records import BatchHeader, CorruptBatch
 from .txn_index import TransactionIndex
@@ -68,6 +73,7 @@ class PartitionLog:
     """Append, read, truncate and flush one replica's log.  Not thread-safe: the broker
     runs one asyncio loop and calls it from there only."""
 
+    @halts_on_storage_error("recover")
     def __init__(self, directory: Path, segment_bytes: int, flush_policy: FlushPolicy) -> None:
         self.directory = directory
         self._segment_bytes = segment_bytes
@@ -190,6 +196,7 @@ class PartitionLog:
             appended += 1
         return appended
 
+    @halts_on_storage_error("append")
     def _write(self, batch: bytes | bytearray, header: BatchHeader) -> None:
         segment = self._segments[-1]
         if segment.size > 0 and segment.size + len(batch) > self._segment_bytes:
@@ -208,6 +215,7 @@ class PartitionLog:
         if self.unflushed_messages >= self._flush_policy.messages:
             self.flush()
 
+    @halts_on_storage_error("roll")
     def _roll(self, base_offset: int) -> Segment:
         if self._segments:
             os.fsync(self._segments[-1].descriptor)  # Kafka flushes a segment when it rolls
@@ -220,6 +228,7 @@ class PartitionLog:
 
     # ---- durability -------------------------------------------------------------------
 
+    @halts_on_storage_error("flush")
     def flush(self) -> None:
         """fsync every segment written since the last flush."""
         if self.unflushed_messages == 0 and self._first_unflushed_at is None:
@@ -235,6 +244,7 @@ class PartitionLog:
 
     # ---- reads --------------------------------------------------------------------------
 
+    @halts_on_storage_error("read")
     def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
         """Batches from the one holding ``offset`` up to ``max_bytes`` (at least one batch),
         never a batch starting at or after ``max_offset``."""
@@ -268,6 +278,7 @@ class PartitionLog:
     def batches(self) -> list[IndexedBatch]:
         return list(self._batches)
 
+    @halts_on_storage_error("read")
     def read_batch(self, batch: IndexedBatch) -> bytes:
         return os.pread(batch.segment.descriptor, batch.header.size, batch.position)
 
@@ -293,6 +304,7 @@ class PartitionLog:
 
     # ---- truncation ---------------------------------------------------------------------
 
+    @halts_on_storage_error("truncate")
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; return the new log end."""
         index = bisect.bisect_left(self._last_offsets, offset)
