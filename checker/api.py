@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import pyarrow as pa
+
 from checker.definitions import DEFAULT_LIVENESS, Liveness
 from checker.driver import check_pass, write_results
 from checker.engine import Engine
@@ -139,16 +141,18 @@ def check_runs(
     liveness: Liveness = DEFAULT_LIVENESS,
     progress: CheckProgress | None = None,
 ) -> list[dict[str, Any]]:
-    """Results for every run, in input order, writing each run's ``results.json``."""
+    """Results for every run, in input order, writing each run's ``results.json`` and
+    ``anomaly_records.parquet`` (:mod:`checker.records`)."""
     by_dir: dict[Path, dict[str, Any]] = {}
     passes = split_passes(runs)
     for number, group in enumerate(passes, start=1):
         if progress is not None:
             progress.pass_started(number, len(passes), len(group))
         answered = progress.answered if progress is not None else None
-        results = check_pass(engine, group, checks, limit, liveness, answered)
+        records: dict[Path, pa.Table] = {}
+        results = check_pass(engine, group, checks, limit, liveness, answered, records)
         for run, result in zip(group, results, strict=True):
-            write_results(result, run.run_dir)
+            write_results(result, run.run_dir, records[run.run_dir])
             by_dir[run.run_dir] = result
         if progress is not None:
             progress.results_written(len(group))

@@ -41,6 +41,7 @@ the engines as integers and turned into seconds here, so both engines write it a
 
 Only anomalies with a count above zero appear; ``NAME`` is one of
 :data:`checker.definitions.ALL_CHECKS`, and ``checks`` lists those that ran in that order.
+Beside it, ``anomaly_records.parquet``: every lost and divergent record (:mod:`checker.records`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ from checker.examples import divergence_example, group_example, offset_example, 
 from checker.expectations import applicable_rules, expectation
 from checker.invariant_examples import event_keys, fetch_events, invariant_example
 from checker.liveness import fault_tables, liveness_results
+from checker.records import Answer, no_records, run_records, write_records
 from testbed.record.history import F_DRAIN, F_NEMESIS, F_POLL, F_SEND, F_TXN, HISTORY_SCHEMA, table_to_ops
 from testbed.record.ops import OP_TYPES
 from testbed.record.rundir import RunDir
@@ -213,8 +215,10 @@ class _Batch:
         complete = complete.merge(status, on=["run_id", "partition"], how="left")
         complete["complete"] = complete["complete"].fillna(False).astype(bool)
         empty = pd.DataFrame(columns=["run_id", "kind", "total"])
-        self.values = (
-            engine.value_anomalies(runs, complete, checks, limit) if checks & set(VALUE_CHECKS) else empty
+        self.values, self.value_records = (
+            engine.value_anomalies(runs, complete, checks, limit)
+            if checks & set(VALUE_CHECKS)
+            else Answer(empty, no_records())
         )
         self._answered("value checks")
         self.offsets = engine.offset_anomalies(runs, limit) if INCONSISTENT_OFFSETS in checks else empty
@@ -302,9 +306,10 @@ class _Batch:
         replica_runs = [run for run in self.runs if run.replicas_path is not None]
         empty = pd.DataFrame(columns=["run_id", "kind", "total"])
         run_divergence = bool(self.checks & set(REPLICA_CHECKS)) and bool(replica_runs)
-        self.divergence = engine.divergence(replica_runs, self.limit) if run_divergence else empty
-        if not self.divergence.empty:
-            self.divergence = self.divergence[self.divergence["kind"].isin(self.checks)]
+        answer = (
+            engine.divergence(replica_runs, self.limit) if run_divergence else Answer(empty, no_records())
+        )
+        self.divergence, self.divergence_records = (part[part["kind"].isin(self.checks)] for part in answer)
         self.replica_records = pd.DataFrame()
         if not self.divergence.empty:
             self.replica_records = engine.fetch_replica_records(
@@ -460,11 +465,13 @@ def check_pass(
     limit: int,
     liveness: Liveness = DEFAULT_LIVENESS,
     on_answer: AnswerCallback | None = None,
+    records: dict[Path, pa.Table] | None = None,
 ) -> list[dict[str, Any]]:
     """Results for every run of one pass (run ids distinct), in the order given.
 
     ``on_answer`` is called with each of :data:`QUESTIONS` as the engine answers it.  A check
     the engine does not implement (``Engine.implements``) is refused with ``ValueError``.
+    ``records``, when given, receives each run's anomaly records (:mod:`checker.records`).
     """
     chosen = frozenset(checks)
     lacking = [name for name in ALL_CHECKS if name in chosen and name not in engine.implements]
@@ -472,11 +479,15 @@ def check_pass(
         # A registry entry without an implementation would read as "found nothing": refuse instead.
         raise ValueError(f"the {engine.name} engine does not implement {', '.join(lacking)}")
     batch = _Batch(engine, runs, chosen, limit, liveness, on_answer)
+    if records is not None:
+        records.update(run_records(runs, batch.value_records, batch.divergence_records))
     return [_run_results(run, batch, chosen) for run in runs]
 
 
-def write_results(results: dict[str, Any], run_dir: Path) -> Path:
-    """Write ``results.json`` atomically into the run directory."""
+def write_results(results: dict[str, Any], run_dir: Path, records: pa.Table | None = None) -> Path:
+    """Write ``results.json`` atomically into the run directory, and its ``anomaly_records.parquet``
+    (:func:`checker.records.write_records`: None removes an older one, which would contradict it)."""
+    write_records(records, run_dir)
     target = RunDir(run_dir).results
     partial = target.with_name("results.json.partial")
     partial.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")

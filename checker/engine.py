@@ -2,7 +2,8 @@
 
 An engine answers a handful of set-oriented questions about one *pass* -- a list of runs
 whose ``run_id`` values are distinct -- and returns small pandas DataFrames: at most
-``limit`` example rows per (run, anomaly), each carrying the anomaly's total count.  All
+``limit`` example rows per (run, anomaly), each carrying the anomaly's total count (and, for
+the few anomalies whose every record a report marks, those records: :mod:`checker.records`).  All
 decisions about verdicts, expectations and formatting live in :mod:`checker.driver`, once,
 so that the engines cannot drift apart in anything but the aggregations themselves; the
 tests run both on the same generated runs and require identical ``results.json``.
@@ -28,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from checker.evidence import RunInput
+from checker.records import Answer
 from testbed.record.history import HISTORY_SCHEMA
 
 HISTORY_ROW_COLUMNS: tuple[str, ...] = tuple(HISTORY_SCHEMA.names)
@@ -52,10 +54,11 @@ class Engine(Protocol):
 
     def value_anomalies(
         self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
-    ) -> pd.DataFrame:
-        """``run_id, kind, total`` + :data:`checker.definitions.VALUE_EXAMPLE_COLUMNS`.
+    ) -> Answer:
+        """Examples: ``run_id, kind, total`` + :data:`checker.definitions.VALUE_EXAMPLE_COLUMNS`.
 
         ``complete`` has ``run_id, partition, complete`` for every partition of every run.
+        Records: every flagged value of :data:`checker.records.VALUE_RECORD_KINDS`.
         """
 
     def offset_anomalies(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
@@ -105,12 +108,13 @@ class Engine(Protocol):
         (:func:`checker.liveness.fault_tables`); the figures read every send and poll record.
         """
 
-    def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
-        """``run_id, kind, total`` + :data:`checker.definitions.DIVERGENCE_EXAMPLE_COLUMNS`.
+    def divergence(self, runs: list[RunInput], limit: int) -> Answer:
+        """Examples: ``run_id, kind, total`` + :data:`checker.definitions.DIVERGENCE_EXAMPLE_COLUMNS`.
 
         ``kind`` is replica-divergence or divergent-tail (:data:`checker.definitions.REPLICA_CHECKS`):
         each position where two replicas hold different records is one of them, by the replicas'
         high watermarks (:func:`high_watermark_rows`); ``total`` counts positions per (run, kind).
+        Records: every replica-divergence position (:mod:`checker.records`).
         """
 
     def fetch_ops(self, runs: list[RunInput], keys: pd.DataFrame) -> pd.DataFrame:

@@ -57,6 +57,7 @@ from checker.definitions import (
 from checker.engine import HISTORY_ROW_COLUMNS, REPLICA_ROW_COLUMNS, high_watermark_rows
 from checker.evidence import RunInput
 from checker.pandas import candidates, counts, groups, invariants, liveness, order
+from checker.records import OFFSET_RECORD_KINDS, VALUE_RECORD_KINDS, Answer, no_records, records_of
 from checker.txn import run as txn
 from checker.txn import tables as txn_tables
 from testbed.record.history import F_DRAIN, F_POLL, F_SEND, F_TXN_SEND, POLL_CODES, SEND_CODES
@@ -270,7 +271,7 @@ class PandasEngine:
 
     def value_anomalies(
         self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
-    ) -> pd.DataFrame:
+    ) -> Answer:
         rows = self._rows(
             runs,
             candidates.value_candidate_rows(self._columns(runs), checks),
@@ -295,17 +296,15 @@ class PandasEngine:
         ]
         if UNEXPECTED in checks:
             parts.append(self._unexpected_text(runs))
-        stacked = (
-            pd.concat([p for p in parts if not p.empty], ignore_index=True)
-            if any(not p.empty for p in parts)
-            else None
-        )
+        parts = [part for part in parts if not part.empty]
         columns = ["run_id", "kind", "total", *VALUE_EXAMPLE_COLUMNS]
-        if stacked is None:
-            return pd.DataFrame(columns=columns)
+        if not parts:
+            return Answer(pd.DataFrame(columns=columns), no_records())
+        stacked = pd.concat(parts, ignore_index=True)
         if "value_text" not in stacked:
             stacked["value_text"] = None
-        return _top(stacked, ["run_id", "kind"], ["partition", "value", "value_text"], limit)[columns]
+        examples = _top(stacked, ["run_id", "kind"], ["partition", "value", "value_text"], limit)[columns]
+        return Answer(examples, records_of(stacked, VALUE_RECORD_KINDS, "value"))
 
     def _unexpected_text(self, runs: list[RunInput]) -> pd.DataFrame:
         """Read records whose value is not an integer: nobody sent them (sends carry integers)."""
@@ -422,12 +421,12 @@ class PandasEngine:
         polls = self._rows(runs, reads & columns.valid("offset"), liveness.POLL_COLUMNS)
         return liveness.liveness(sends, polls, windows, heals)
 
-    def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+    def divergence(self, runs: list[RunInput], limit: int) -> Answer:
         """Replica pairs holding different records at a position, split by their HWs (LogMatching)."""
         stored = self._replica_columns(runs)
         columns = ["run_id", "kind", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
         if stored is None or stored.num_rows == 0:
-            return pd.DataFrame(columns=columns)
+            return Answer(pd.DataFrame(columns=columns), no_records())
         rows = candidates.divergent_rows(stored)
         replicas = run_reads.decoded(
             stored.take(["run_id", "node", "node_index", "partition", "offset", "record_id"], rows)
@@ -437,7 +436,7 @@ class PandasEngine:
         pairs = at.merge(at, on=position, suffixes=("_a", "_b"))
         pairs = pairs[(pairs["node_a"] < pairs["node_b"]) & (pairs["identity_a"] != pairs["identity_b"])]
         if pairs.empty:
-            return pd.DataFrame(columns=columns)
+            return Answer(pd.DataFrame(columns=columns), no_records())
         marks = high_watermark_rows(runs).astype({"run_id": "Int64", "partition": "Int32"})
         for side in ("a", "b"):
             named = marks.rename(columns={"node_index": f"node_index_{side}", "high_watermark": f"hw_{side}"})
@@ -451,13 +450,8 @@ class PandasEngine:
         committed = below.groupby([pairs[c] for c in position]).transform("any").astype(bool)
         keep = below | ~committed
         pairs = pairs[keep].assign(kind=np.where(committed[keep], REPLICA_DIVERGENCE, DIVERGENT_TAIL))
-        totals = (
-            pairs.drop_duplicates([*position, "kind"])
-            .groupby(["run_id", "kind"])
-            .size()
-            .rename("total")
-            .reset_index()
-        )
+        positions = pairs.drop_duplicates([*position, "kind"])
+        totals = positions.groupby(["run_id", "kind"]).size().rename("total").reset_index()
         first = (
             pairs.groupby(["run_id", "kind", "partition", "node_a", "node_b"])
             .agg(offset=("offset", "min"), positions=("offset", "size"))
@@ -467,7 +461,8 @@ class PandasEngine:
         top = _top(first, ["run_id", "kind"], ["partition", "node_a", "node_b"], limit).drop(
             columns=["total"]
         )
-        return top.merge(totals, on=["run_id", "kind"])[columns]
+        found = top.merge(totals, on=["run_id", "kind"])[columns]
+        return Answer(found, records_of(positions, OFFSET_RECORD_KINDS, "offset"))
 
     # ---------------------------------------------------------------- example rows
 

@@ -20,8 +20,10 @@ Each check is one grouped aggregation on integer keys, written with the DataFram
 Only the columns a question needs are read (Parquet column pruning), literal filters are
 pushed into the Parquet reader, and each answer is reduced to ``limit`` example rows per
 (run, anomaly) plus the count inside Spark before anything is collected, so the driver
-only ever receives small results.  String aggregates are avoided on purpose: a ``min`` of a
-string forces Spark from hash to sort aggregation.
+only ever receives small results -- and, from the same job, the few anomalies' every record
+that a report marks whole (:mod:`checker.records`: lost values, divergent offsets).  String
+aggregates are avoided on purpose: a ``min`` of a string forces Spark from hash to sort
+aggregation.
 
 Four things are not done in Spark jobs, on purpose: how the files are presented
 (:mod:`checker.spark.inputs` -- a bucketed table lets every aggregation above run without a
@@ -59,6 +61,7 @@ from checker.definitions import (
 from checker.engine import plain_value, to_pandas
 from checker.evidence import RunInput
 from checker.pandas.engine import aggregate_values
+from checker.records import VALUE_RECORD_KINDS, Answer, no_records, records_of
 from checker.spark import groups, invariants, liveness, replicas, small_counts, values
 from checker.spark import order as order_checks
 from checker.spark.inputs import SparkInputs, history_file, replica_file
@@ -82,15 +85,19 @@ def _collect(frame: DataFrame) -> pd.DataFrame:
     return to_pandas(frame.toArrow())
 
 
-def _top(frame: DataFrame, group: list[str], order: list[str], limit: int) -> DataFrame:
-    """The first ``limit`` rows per group (ascending, nulls first) with the group's ``total``."""
+def _top(
+    frame: DataFrame, group: list[str], order: list[str], limit: int, every: frozenset[str] = frozenset()
+) -> DataFrame:
+    """The first ``limit`` rows per group (ascending, nulls first) with the group's ``total``; with
+    ``every``, also each further row whose ``kind`` is in it, ``_example`` telling the two apart."""
     ordered = Window.partitionBy(*group).orderBy(*[F.col(c).asc_nulls_first() for c in order])
-    return (
-        frame.withColumn("_rank", F.row_number().over(ordered))
-        .withColumn("total", F.count(F.lit(1)).over(Window.partitionBy(*group)))
-        .where(F.col("_rank") <= limit)
-        .drop("_rank")
+    shown = F.col("_rank") <= limit
+    ranked = frame.withColumn("_rank", F.row_number().over(ordered)).withColumn(
+        "total", F.count(F.lit(1)).over(Window.partitionBy(*group))
     )
+    if every:
+        return ranked.where(shown | F.col("kind").isin(*every)).withColumn("_example", shown).drop("_rank")
+    return ranked.where(shown).drop("_rank")
 
 
 class SparkEngine:
@@ -222,7 +229,7 @@ class SparkEngine:
 
     def value_anomalies(
         self, runs: list[RunInput], complete: pd.DataFrame, checks: frozenset[str], limit: int
-    ) -> pd.DataFrame:
+    ) -> Answer:
         chosen = {name: flag for name, flag in values.value_flags().items() if name in checks}
         status = F.broadcast(
             self._small(
@@ -244,16 +251,22 @@ class SparkEngine:
         if UNEXPECTED in checks:
             stacked = stacked.unionByName(self._unexpected_text(runs), allowMissingColumns=True)
         columns = ["run_id", "kind", "total", *VALUE_EXAMPLE_COLUMNS]
-        top = _top(stacked, ["run_id", "kind"], ["partition", "value", "value_text"], limit)
+        # The examples and, in the same job, every record of the kinds a report marks whole.
+        top = _top(
+            stacked, ["run_id", "kind"], ["partition", "value", "value_text"], limit, VALUE_RECORD_KINDS
+        )
         found = _collect(
             top.select(
-                *[name if name in top.columns else F.lit(None).cast("long").alias(name) for name in columns]
+                *[name if name in top.columns else F.lit(None).cast("long").alias(name) for name in columns],
+                "_example",
             )
         )
+        records = records_of(found, VALUE_RECORD_KINDS, "value")
+        found = found[found.pop("_example").astype(bool)]
         ordered = self._with_details(runs, found, tuple(run.history_run_id for run in runs)).sort_values(
             ["run_id", "kind", "partition", "value", "value_text"], na_position="first", kind="stable"
         )
-        return ordered[columns].reset_index(drop=True)
+        return Answer(ordered[columns].reset_index(drop=True), records)
 
     def _with_details(
         self, runs: list[RunInput], found: pd.DataFrame, pass_key: tuple[int, ...]
@@ -420,11 +433,11 @@ class SparkEngine:
         found = liveness.liveness(self._history(runs), spans, marks).orderBy("run_id", "partition")
         return _collect(found)
 
-    def divergence(self, runs: list[RunInput], limit: int) -> pd.DataFrame:
+    def divergence(self, runs: list[RunInput], limit: int) -> Answer:
         """replica-divergence and divergent-tail in one job (:mod:`checker.spark.replicas`)."""
         width = max(len(run.replica_nodes) for run in runs)
         if width < 2:
-            return pd.DataFrame(columns=replicas.COLUMNS)
+            return Answer(pd.DataFrame(columns=replicas.COLUMNS), no_records())
         marks = self._small(*replicas.high_watermark_table(runs, width))
         found = _collect(replicas.divergent_pairs(self._replicas(runs), marks, width))
         return replicas.top_examples(found, runs, limit)

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from checker.definitions import DIVERGENCE_EXAMPLE_COLUMNS, DIVERGENT_TAIL, REPLICA_DIVERGENCE
 from checker.engine import high_watermark_rows
 from checker.evidence import RunInput
+from checker.records import OFFSET_RECORD_KINDS, Answer, no_records, records_of
 
 COLUMNS = ["run_id", "kind", "total", *DIVERGENCE_EXAMPLE_COLUMNS]
 """What ``Engine.divergence`` answers."""
@@ -61,8 +62,10 @@ def _mark(n: int) -> Column:
 
 
 def divergent_pairs(replicas: DataFrame, marks: DataFrame, width: int) -> DataFrame:
-    """``run_id, kind, partition, a, b, offset, positions, first_of_position`` per (run, kind, partition,
-    replica pair): its first offset and its positions of that kind (``marks``: :func:`high_watermark_table`)."""
+    """``run_id, kind, partition, a, b, offset, positions, first_of_position, record_offsets`` per (run,
+    kind, partition, replica pair): its first offset, its positions of that kind, how many of them it is
+    the first pair of, and those positions' offsets when the kind is replica-divergence (``marks``:
+    :func:`high_watermark_table`)."""
     identities = [
         F.max(F.when(F.col("node_index") == n, F.col("record_id"))).alias(f"id{n}") for n in range(width)
     ]
@@ -92,6 +95,7 @@ def divergent_pairs(replicas: DataFrame, marks: DataFrame, width: int) -> DataFr
             for pair, flag in differs.items()
         ]
     )
+    first = F.col("pair_number") == 0
     return (
         positions.select(
             "run_id",
@@ -104,15 +108,23 @@ def divergent_pairs(replicas: DataFrame, marks: DataFrame, width: int) -> DataFr
         .agg(
             F.min("offset").alias("offset"),
             F.count(F.lit(1)).alias("positions"),
-            F.count(F.when(F.col("pair_number") == 0, F.lit(1))).alias("first_of_position"),
+            F.count(F.when(first, F.lit(1))).alias("first_of_position"),
+            # Every replica-divergence position once (by its first pair): checker.records.
+            F.collect_list(F.when(first & (F.col("kind") == REPLICA_DIVERGENCE), F.col("offset"))).alias(
+                "record_offsets"
+            ),
         )
     )
 
 
-def top_examples(found: pd.DataFrame, runs: list[RunInput], limit: int) -> pd.DataFrame:
-    """The collected :func:`divergent_pairs` as :data:`COLUMNS`: nodes named, ``limit`` pairs per (run, kind)."""
+def top_examples(found: pd.DataFrame, runs: list[RunInput], limit: int) -> Answer:
+    """The collected :func:`divergent_pairs` as :data:`COLUMNS`: nodes named, ``limit`` pairs per (run, kind);
+    every replica-divergence position as the records (:mod:`checker.records`)."""
     if found.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        return Answer(pd.DataFrame(columns=COLUMNS), no_records())
+    positions = found[["run_id", "kind", "partition", "record_offsets"]].explode("record_offsets")
+    positions = positions.dropna(subset=["record_offsets"]).rename(columns={"record_offsets": "offset"})
+    records = records_of(positions, OFFSET_RECORD_KINDS, "offset")
     totals = found.groupby(["run_id", "kind"])["first_of_position"].sum().rename("total").reset_index()
     nodes = {run.replicas_run_id: run.replica_nodes for run in runs}
     found = found.assign(
@@ -124,4 +136,4 @@ def top_examples(found: pd.DataFrame, runs: list[RunInput], limit: int) -> pd.Da
     found.loc[swap, ["node_a", "node_b"]] = found.loc[swap, ["node_b", "node_a"]].to_numpy()
     found = found.sort_values(["run_id", "kind", "partition", "node_a", "node_b"], kind="stable")
     top = found[found.groupby(["run_id", "kind"]).cumcount() < limit]
-    return top.merge(totals, on=["run_id", "kind"])[COLUMNS].reset_index(drop=True)
+    return Answer(top.merge(totals, on=["run_id", "kind"])[COLUMNS].reset_index(drop=True), records)

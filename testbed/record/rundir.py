@@ -12,6 +12,7 @@ A run directory is ``store/<test name>/<UTC timestamp>/`` (or ``<campaign>/runs/
     events.parquet               every event of those event logs, one table (testbed.record.event_table)
     run.json                     written when the runner finished: the problems it met
     results.json                 the checker's verdict
+    anomaly_records.parquet      every lost and divergent record the checker found (checker.records)
     report.html                  the run page
 
 Everything that names one of these files imports the name from here, so a rename is one
@@ -41,6 +42,7 @@ HISTORY_PARQUET: Final = "history.parquet"
 REPLICAS_FILE: Final = "replicas.parquet"
 REPLICA_PARTITIONS_FILE: Final = "replica_partitions.parquet"
 RESULTS_FILE: Final = "results.json"
+ANOMALY_RECORDS_FILE: Final = "anomaly_records.parquet"
 REPORT_FILE: Final = "report.html"
 RUN_FILE: Final = "run.json"
 NODES_DIR: Final = "nodes"
@@ -92,6 +94,10 @@ class RunDir:
     @property
     def results(self) -> Path:
         return self.path / RESULTS_FILE
+
+    @property
+    def anomaly_records(self) -> Path:
+        return self.path / ANOMALY_RECORDS_FILE
 
     @property
     def report(self) -> Path:

@@ -2,7 +2,8 @@
 (:mod:`testbed.record.finish`).
 
 Shown two ways: checking a run directory the record finished leaves every file of it as it was
-(only ``results.json``, the checker's own verdict, is added when results are written), and no
+(only ``results.json``, the checker's own verdict, and ``anomaly_records.parquet``, its findings
+whole, are added when results are written), and no
 module of the checker calls a maker of tables or a Parquet writer except the few that write
 something other than a run's evidence, each named here with what it writes.
 """
@@ -19,7 +20,7 @@ from checker.driver import check_pass
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from testbed.record.finish import finish_record
-from testbed.record.rundir import RESULTS_FILE
+from testbed.record.rundir import ANOMALY_RECORDS_FILE, RESULTS_FILE
 from tests.checker.invariant_runs import InvariantPlan, write_invariant_run
 from tests.testbed.record.test_finish import snapshot
 
@@ -34,6 +35,7 @@ FINISHERS = frozenset({"finish_record", "finish_history", "finish_replicas", "fi
 finished yet (an older or hand-made one): on a finished one it writes nothing."""
 OTHER_WRITERS = {
     "pack.py": "the packed store, a store of its own beside the run directories",
+    "records.py": "anomaly_records.parquet, the checker's own findings beside its verdict (not evidence)",
     "summary.py": "the summary table ``analyze --summary`` writes where the user asks",
     "synthetic_runs.py": "generated run directories for the benches: a producer of runs, not a reader",
 }
@@ -78,7 +80,7 @@ def test_checking_a_finished_run_reads_it_and_writes_only_the_verdict(tmp_path: 
     assert snapshot(run_dir) == before
     check_runs([load_run(run_dir)], PandasEngine(), ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
     after = snapshot(run_dir)
-    assert set(after) - set(before) == {RESULTS_FILE}
+    assert set(after) - set(before) == {RESULTS_FILE, ANOMALY_RECORDS_FILE}
     assert {name: after[name] for name in before} == before
     assert HW_REGRESSION in result["anomalies"]
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
+from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, LOST_READ, LOST_WRITE, REPLICA_DIVERGENCE
 from checker.driver import check_pass
 from checker.evidence import load_run, split_passes
 from checker.pandas.engine import PandasEngine
@@ -59,8 +61,9 @@ def test_spark_matches_pandas_and_the_planted_anomalies(
     (group,) = split_passes(runs)
     engine = SparkEngine(spark, bucketed=bucketed)
     engine.small_runs_in_spark = small_runs_in_spark
+    spark_records: dict[Path, pa.Table] = {}
     try:
-        spark_results = check_pass(engine, group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
+        spark_results = check_pass(engine, group, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, records=spark_records)
         if bucketed:
             plan = _grouped_plan(engine, group)
             assert "Bucketed: true" in plan and "Exchange" not in plan
@@ -73,9 +76,35 @@ def test_spark_matches_pandas_and_the_planted_anomalies(
     assert all(run.replicas_path is None or run.replicas_path.is_file() for run in runs)
     assert (links is not None) == bucketed
     for run, expected, from_spark in zip(runs, planted, spark_results, strict=True):
-        from_pandas = check_pass(PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)[0]
+        pandas_records: dict[Path, pa.Table] = {}
+        from_pandas = check_pass(
+            PandasEngine(), [run], ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, records=pandas_records
+        )[0]
         assert canonical(from_spark) == canonical(from_pandas)
         assert {name: a["count"] for name, a in from_spark["anomalies"].items()} == expected
+        assert spark_records[run.run_dir].equals(pandas_records[run.run_dir])  # checker.records
+
+
+def test_every_lost_and_divergent_record_is_found_as_pandas_finds_it(tmp_path: Path, spark: Any) -> None:
+    """More lost writes, lost reads and divergent positions than examples (checker.records): Spark
+    hands over every one, the same table as pandas, beside a clean run of the same pass."""
+    many = {LOST_WRITE: 9, LOST_READ: 7, REPLICA_DIVERGENCE: 8}
+    batch = [Plan(seed=31, partitions=3, values_per_partition=16, plant=tuple(many.items())), Plan(seed=32)]
+    for plan in batch:
+        write_run(tmp_path / f"run-{plan.seed}", plan)
+    runs = [load_run(tmp_path / f"run-{plan.seed}") for plan in batch]
+    engine = SparkEngine(spark)
+    engine.small_runs_in_spark = True
+    spark_records: dict[Path, pa.Table] = {}
+    try:
+        check_pass(engine, runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, records=spark_records)
+    finally:
+        engine.close()
+    pandas_records: dict[Path, pa.Table] = {}
+    check_pass(PandasEngine(), runs, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, records=pandas_records)
+    lossy, clean = (spark_records[run.run_dir] for run in runs)
+    assert lossy.equals(pandas_records[runs[0].run_dir]) and clean.equals(pandas_records[runs[1].run_dir])
+    assert dict(Counter(lossy["kind"].to_pylist())) == many and clean.num_rows == 0
 
 
 def _grouped_plan(engine: SparkEngine, runs: list[Any]) -> str:
