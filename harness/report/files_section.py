@@ -1,8 +1,8 @@
 """The run page's "Logs and files" section: every file of the run directory, linked, with its size.
 
 Node logs (``nodes/<node>/``: logs, replica dumps, event logs) are listed as collected; the run's
-own files are listed by name from :mod:`testbed.record.rundir` -- the spec, the verdict, the
-history in both forms, the replica and event tables, ``run.json`` -- so a file the run wrote is
+own files are listed by name from :mod:`testbed.record.rundir` -- the spec, the verdict and its
+anomaly records, the history in both forms, the replica and event tables, ``run.json`` -- so a file the run wrote is
 never left off the page because the list was written before it existed.
 """
 
@@ -13,6 +13,7 @@ from typing import Final
 
 from harness.report.html_page import esc, href
 from testbed.record.rundir import (
+    ANOMALY_RECORDS_FILE,
     EVENTS_FILE,
     HISTORY_JSONL,
     HISTORY_PARQUET,
@@ -28,6 +29,7 @@ RUN_FILES: Final = (
     SPEC_FILE,
     RUN_FILE,
     RESULTS_FILE,
+    ANOMALY_RECORDS_FILE,
     HISTORY_JSONL,
     HISTORY_PARQUET,
     REPLICAS_FILE,

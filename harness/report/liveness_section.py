@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.report.offset_marks import MARKED_KINDS, Marks, load_marks
 from harness.report.offsets import MAX_PARTITIONS, load_series, render_offsets
 from testbed.record.faults import FaultWindow
 
@@ -90,21 +91,47 @@ def liveness_table(results: Mapping[str, Any] | None) -> str:
 def offsets_figure(
     run_dir: Path, windows: tuple[FaultWindow, ...], results: Mapping[str, Any] | None, end_s: float
 ) -> str:
-    """The offset figure as an embedded PNG, or a note saying why there is none."""
+    """The offset figure as an embedded PNG, or a note saying why there is none; under it, what
+    its marks are: every lost and divergent record, or only the examples of an older check."""
     series = load_series(run_dir)
     if series is None:
         return "<p class='note'>No offset plot: history.parquet is written when the run is checked.</p>"
     if not series.partitions:
         return "<p class='note'>No offset plot: no acknowledged send and no poll in the history.</p>"
-    image = base64.b64encode(render_offsets(series, windows, dict(results or {}), end_s)).decode("ascii")
-    notes = []
+    marks = load_marks(run_dir, results)
+    image = base64.b64encode(render_offsets(series, windows, marks, end_s)).decode("ascii")
+    notes = [_marks_note(marks, results)]
     if series.thinned:
-        notes.append("Some partitions have more marks than the plot draws: they are thinned evenly.")
+        notes.append("Some partitions have more sends or polls than the plot draws: they are thinned evenly.")
     if len(series.partitions) > MAX_PARTITIONS:
         notes.append(f"The first {MAX_PARTITIONS} of {len(series.partitions)} partitions are shown.")
     return (
         "<h3>offsets over time</h3>"
         '<img class="plot" alt="offset of every acknowledged send and polled record per partition, '
         f'and unpolled records over time" src="data:image/png;base64,{image}">'
-        + "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes)
+        + "".join(f"<p class='note'>{_esc(n)}</p>" for n in notes if n)
     )
+
+
+def _marks_note(marks: Marks, results: Mapping[str, Any] | None) -> str:
+    """What the red and orange marks are: the checker's every record, or only its examples."""
+    found = {
+        kind: int(anomaly.get("count", 0))
+        for kind, anomaly in ((results or {}).get("anomalies") or {}).items()
+        if kind in MARKED_KINDS and isinstance(anomaly, Mapping)
+    }
+    if not found:
+        return ""
+    counts = ", ".join(f"{kind} {count}" for kind, count in found.items())
+    if not marks.complete:
+        return (
+            f"Only the checker's examples are marked ({counts} found): the run was checked before "
+            "anomaly_records.parquet existed; tidemark check RUN_DIR marks every one."
+        )
+    differ = [kind for kind, count in found.items() if marks.count(kind) != count]
+    if differ:  # a records file from another check than results.json's: say so, never guess
+        return (
+            f"The marks ({', '.join(f'{kind} {marks.count(kind)}' for kind in differ)}) disagree with "
+            f"results.json ({counts}): anomaly_records.parquet is from another check; tidemark check RUN_DIR again."
+        )
+    return f"Every lost and divergent record the checker found is marked ({counts})."

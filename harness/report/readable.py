@@ -23,9 +23,16 @@ UNREADABLE: Final = "unreadable"
 
 
 def run_tables(run_dir: Path) -> list[Path]:
-    """The Parquet tables a run directory may hold (history, replicas, replica partitions, events)."""
+    """The Parquet tables a run directory may hold (history, replicas, replica partitions, events,
+    the checker's anomaly records)."""
     directory = RunDir(run_dir)
-    return [directory.history_parquet, directory.replicas, directory.replica_partitions, directory.events]
+    return [
+        directory.history_parquet,
+        directory.replicas,
+        directory.replica_partitions,
+        directory.events,
+        directory.anomaly_records,
+    ]
 
 
 def unreadable_tables(run_dir: Path) -> list[str]:

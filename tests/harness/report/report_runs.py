@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from checker.api import check_runs
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT
-from checker.driver import check_pass, write_results
 from checker.evidence import load_run
 from checker.pandas.engine import PandasEngine
 from testbed.cluster.bundled import effective_settings
@@ -263,9 +263,9 @@ def _write_spec(run_dir: Path, shape: RunShape) -> None:
 
 
 def check_run(run_dir: Path, checks: Sequence[str] = ALL_CHECKS) -> dict[str, Any]:
-    """Check the run with the real checker (pandas engine) and write its ``results.json``."""
-    result = check_pass(PandasEngine(), [load_run(run_dir)], checks, DEFAULT_EXAMPLE_LIMIT)[0]
-    write_results(result, run_dir)
+    """Check the run with the real checker (pandas engine) and write its ``results.json`` and
+    ``anomaly_records.parquet``, as ``tidemark check`` does."""
+    (result,) = check_runs([load_run(run_dir)], PandasEngine(), checks, DEFAULT_EXAMPLE_LIMIT)
     return result
 
 
@@ -274,3 +274,59 @@ def make_checked_run(
 ) -> dict[str, Any]:
     write_run(run_dir, shape)
     return check_run(run_dir, checks)
+
+
+DEMO_CONSEQUENCES: tuple[tuple[str, int], ...] = (
+    ("hw-regression", 3),
+    ("truncated-committed", 4),
+    ("incomplete-leader", 2),
+    ("isr-divergence", 1),
+    ("inconsistent-offsets", 40),
+    ("duplicate", 6),
+    ("poll-skip", 9),
+    ("nonmonotonic-poll", 5),
+    ("int-poll-skip", 2),
+    ("stale-read", 5),
+)
+"""White-box findings and consequences a real KIP-101 loss run reports beside its lost writes
+(issue 36's demo: lost-write x350 after hw-regression and eleven consequences)."""
+
+
+def make_demo_store(root: Path) -> Path:
+    """A store laid out as ``tidemark demo`` leaves it: the KIP-101 loss scenario under
+    ``high-watermark`` (350 lost writes, 40 divergent positions and, written into its
+    ``results.json``, the other anomalies a real run reports: :data:`DEMO_CONSEQUENCES`) and under
+    ``leader-epoch`` (valid), each checked by the real checker; reports not rendered."""
+    from nemesis.scenario import load_scenario  # the one test helper that needs the scenarios
+
+    for truncation, lost, divergent in (("high-watermark", 350, 40), ("leader-epoch", 0, 0)):
+        run_dir = root / "runs" / f"kip101-loss-{truncation}"
+        shape = RunShape(
+            name="kip101-loss",
+            truncation=truncation,
+            scenario="kip101-loss",
+            seconds=40.0,
+            send_interval=0.01,
+            lost_writes=lost,
+            divergent_offsets=divergent,
+        )
+        make_checked_run(run_dir, shape)
+        spec_file = run_dir / "test.json"
+        spec = json.loads(spec_file.read_text(encoding="utf-8"))
+        spec["nemesis"]["faults"] = []  # a scenario injects its faults through its steps
+        spec |= {
+            "scenario_faults": ["kill", "partition"],
+            "scenario_definition": load_scenario("kip101-loss").definition,
+        }
+        spec_file.write_text(json.dumps(spec), encoding="utf-8")
+        if lost:
+            results_file = run_dir / "results.json"
+            results = json.loads(results_file.read_text(encoding="utf-8"))
+            rule = "truncation.mode=high-watermark"
+            for kind, count in DEMO_CONSEQUENCES:
+                results["anomalies"].setdefault(
+                    kind,
+                    {"count": count, "expected": True, "rule": rule, "severity": "error", "examples": []},
+                )
+            results_file.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return root
