@@ -53,9 +53,15 @@ def resolve_sources(arguments: Sequence[str]) -> tuple[list[Path], list[Path]]:
 
 @contextlib.contextmanager
 def open_engine(
-    kind: str, master: str | None = None, driver_memory: str = DEFAULT_DRIVER_MEMORY
+    kind: str,
+    master: str | None = None,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    remote: str | None = None,
 ) -> Iterator[Engine]:
-    """A checker engine: ``pandas`` (in process) or ``spark`` (a session on ``master``, default local)."""
+    """A checker engine: ``pandas`` (in process) or ``spark`` -- a session on ``master`` (default
+    local), or, with ``remote`` (``sc://HOST:PORT``), on that Spark Connect server
+    (:mod:`checker.spark.remote`: :class:`~checker.spark.remote.RemoteError` for a bad address,
+    :class:`~checker.spark.remote.ServerUnreachable` when nothing answers there)."""
     if kind == "pandas":
         from checker.pandas.engine import PandasEngine
 
@@ -64,8 +70,17 @@ def open_engine(
     from checker.spark.engine import SparkEngine
     from checker.spark.session import DEFAULT_MASTER, spark_session
 
-    with spark_session(master or DEFAULT_MASTER, driver_memory=driver_memory) as session:
-        engine = SparkEngine(session)
+    if remote is not None:
+        from checker.spark.remote import links_visible, parse_remote, remote_session
+
+        address = parse_remote(remote)
+        opened = remote_session(address)
+        layout = None if links_visible(address) else False  # no bucketed table's links on its disk
+    else:
+        opened = spark_session(master or DEFAULT_MASTER, driver_memory=driver_memory)
+        layout = None
+    with opened as session:
+        engine = SparkEngine(session, bucketed=layout)
         try:
             yield engine
         finally:

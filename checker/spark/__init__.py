@@ -18,7 +18,11 @@ Modules:
 * ``class_training`` -- the training check (a child process) that fills that archive;
 * ``standalone`` -- a standalone master and workers from the PySpark package, on 127.0.0.1
   (cluster mode, tested and tried without a cluster).
+* ``remote`` -- the checker as a Spark Connect client (``--remote sc://HOST:PORT``);
+* ``connect_server`` -- a Spark Connect server from the PySpark package, for as long as a block
+  runs (``tidemark spark serve``, and the one server of a Spark campaign or hunt).
 
 May import: ``testbed.record``, the top-level ``checker`` modules and ``checker.pandas``.
-Used by: ``checker.api`` (``--engine spark``) and ``harness.cli.spark_submit``.
+Used by: ``checker.api`` (``--engine spark``, ``--remote``), ``harness.cli.spark_submit``,
+``harness.cli.spark`` and ``harness.run.check_server`` (the Connect server).
 """

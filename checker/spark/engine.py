@@ -64,7 +64,7 @@ from checker.pandas.engine import aggregate_values
 from checker.records import VALUE_RECORD_KINDS, Answer, no_records, records_of
 from checker.spark import groups, invariants, liveness, replicas, small_counts, values
 from checker.spark import order as order_checks
-from checker.spark.inputs import SparkInputs, history_file, replica_file
+from checker.spark.inputs import SparkInputs, arrow_frame, history_file, replica_file
 from checker.spark.order import poll_order, send_order
 from checker.txn import run as txn
 from checker.txn import tables as txn_tables
@@ -171,7 +171,7 @@ class SparkEngine:
         Arrow tables become a local relation inside the JVM; a list of rows is unpickled by
         Python worker processes, which cost 1.5 s to start on a 2-core machine.
         """
-        return self.spark.createDataFrame(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+        return arrow_frame(self.spark, pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
 
     # ---------------------------------------------------------------- questions
 

@@ -21,7 +21,8 @@ the pass is every run of it.
 For run directories, when it is used, and why only then:
 
 * only with a local master -- the links are on the driver's disk, which a cluster's
-  executors cannot see;
+  executors cannot see (through Spark Connect, :mod:`checker.spark.remote`, the links are on the
+  client's disk and the server reads them: one machine, or the engine is told ``bucketed=False``);
 * only with at least two runs per core -- a bucket is read by one task, so a single big
   run would lose the parallelism of reading its row groups on several cores;
 * only when every file's footer says it holds one ``run_id`` (min = max = the run's id),
@@ -33,10 +34,17 @@ small runs are packed into buckets of about :data:`BUCKET_ROWS` rows (:func:`buc
 since a task per small run made the per-task cost the whole cost of a check of thousands
 of small runs.  Otherwise the plain files are read
 with the declared schema; both paths give the same answers (tests run both).
+
+The tables are registered in the catalog, which a Spark Connect server shares between its
+clients' sessions and keeps after a check: :meth:`SparkInputs.close` drops them (their files,
+the links or a packed store, stay).  Nothing here touches the ``SparkContext`` (a Connect client
+has none): the master and its cores come from the session's configuration
+(:func:`session_master`, :func:`default_parallelism`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -63,6 +71,44 @@ _SPARK_TYPES = {
 }
 FETCH_RUNS_PER_JOB = int(os.environ.get("TM_CHUNK", "8"))
 """Per-run example fetches are unions of this many single-file scans per Spark job."""
+
+
+def session_master(session: SparkSession) -> str:
+    """The master of ``session``'s Spark application, read from its configuration, which a Spark
+    Connect client can read too ("" when unknown)."""
+    return str(session.conf.get("spark.master", "") or "")
+
+
+def default_parallelism(session: SparkSession) -> int:
+    """The cores a stage of ``session`` runs on at once: the ``SparkContext``'s own figure where
+    there is one; through Spark Connect, ``local[N]``'s N (``local[*]``: this machine's cores --
+    the links of a bucketed table already require the server to be on this machine), else
+    ``spark.default.parallelism`` or 2."""
+    if not _is_connect(session):
+        return int(session.sparkContext.defaultParallelism)
+    master = session_master(session)
+    if master == "local":
+        return 1
+    if master.startswith("local["):
+        cores = master.removeprefix("local[").split(",")[0].rstrip("]")
+        return (os.cpu_count() or 1) if cores == "*" else int(cores)
+    return int(session.conf.get("spark.default.parallelism", "2") or 2)
+
+
+def _is_connect(session: SparkSession) -> bool:
+    """Whether ``session`` is a Spark Connect client's (no SparkContext, no JVM in this process)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def arrow_frame(session: SparkSession, table: pa.Table) -> DataFrame:
+    """A driver-side Arrow table as a DataFrame (a local relation in the JVM, no Python workers).
+
+    Spark Connect infers a schema from the rows and so refuses an empty table without one; it
+    is given the table's own there (:func:`pa_to_spark_schema`: the record schemas' types).
+    """
+    if table.num_rows == 0 and _is_connect(session):
+        return session.createDataFrame(table, schema=pa_to_spark_schema(table.schema))
+    return session.createDataFrame(table)
 
 
 def pa_to_spark_schema(schema: pa.Schema) -> str:
@@ -114,6 +160,7 @@ class SparkInputs:
         self.bucketed = bucketed
         self._frames: dict[tuple[str, ...], DataFrame] = {}
         self._scratch: Path | None = None
+        self._tables: list[str] = []
         self._lock = threading.Lock()  # the driver may ask from two threads at once
 
     @property
@@ -122,8 +169,15 @@ class SparkInputs:
         return self._scratch
 
     def close(self) -> None:
-        """Remove the scratch directory of links (the stored files are never touched)."""
+        """Drop the tables this object registered and remove the scratch directory of links (the
+        stored files are never touched).  A table that cannot be dropped (the session is gone)
+        is left: clean-up must not hide the error that ended a check."""
         with self._lock:
+            for name in self._tables:
+                with contextlib.suppress(Exception):
+                    self.spark.sql(f"DROP TABLE IF EXISTS {name}")
+            self._tables.clear()
+            self._frames.clear()  # they read the tables just dropped
             if self._scratch is not None:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None
@@ -132,8 +186,9 @@ class SparkInputs:
         single = all(file.one_run for file in files)
         if self.bucketed is not None:
             return self.bucketed and single
-        context = self.spark.sparkContext
-        if not (context.master or "").startswith("local") or len(files) < 2 * context.defaultParallelism:
+        if not session_master(self.spark).startswith("local"):
+            return False
+        if len(files) < 2 * default_parallelism(self.spark):
             return False
         return single
 
@@ -169,6 +224,7 @@ class SparkInputs:
                 f"CREATE TABLE {name} ({ddl}) USING parquet CLUSTERED BY (run_id) INTO {buckets} BUCKETS "
                 f"LOCATION '{folder.as_uri()}'"
             )
+            self._tables.append(name)
             frame = self.spark.table(name)
             if sum(file.rows for file in files) == table_rows(folder):
                 return frame  # every run of the table: nothing to filter
@@ -178,7 +234,7 @@ class SparkInputs:
         return frame.where(F.col("run_id").isin([file.run_id for file in files]))
 
     def _bucketed_table(self, files: Sequence[InputFile], ddl: str) -> DataFrame:
-        buckets = bucket_count([file.rows for file in files], self.spark.sparkContext.defaultParallelism)
+        buckets = bucket_count([file.rows for file in files], default_parallelism(self.spark))
         # From Arrow: a local relation in the JVM, where a list of rows would start Python workers.
         numbered = self.spark.createDataFrame(
             pa.table({"run_id": pa.array([file.run_id for file in files], pa.int64())})
@@ -204,4 +260,5 @@ class SparkInputs:
             f"CREATE TABLE {name} ({ddl}) USING parquet CLUSTERED BY (run_id) INTO {buckets} BUCKETS "
             f"LOCATION '{location.as_uri()}'"
         )
+        self._tables.append(name)
         return self.spark.table(name)

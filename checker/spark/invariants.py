@@ -45,6 +45,7 @@ from checker.definitions import (
 from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.pandas.invariants import EVENT_COLUMNS, OUTPUT, PARTITION_STATE_KINDS
+from checker.spark.inputs import arrow_frame
 from checker.txn import white_box
 
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
@@ -82,7 +83,7 @@ EVENTS_DDL = ", ".join(f"`{name}` {_TYPES[name]}" for name in EVENT_COLUMNS)
 def _small(spark: SparkSession, rows: Sequence[tuple[object, ...]], schema: pa.Schema) -> DataFrame:
     """A driver-side table as a DataFrame, by way of Arrow (no Python workers)."""
     table = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
-    return spark.createDataFrame(table)
+    return arrow_frame(spark, table)
 
 
 def prepare(events: DataFrame) -> DataFrame:

@@ -45,6 +45,35 @@ into one task: on 2 cores 50 runs became 5 tasks (the last wave on one core) who
 aggregation maps held millions of keys each.  16 MB gives about one task per run file."""
 
 
+STATIC_SETTINGS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+"""Settings of the driver itself (fixed when it starts): no UI, no console progress bars."""
+
+
+def session_settings(local: bool) -> dict[str, str]:
+    """The session's SQL settings (all of them runtime settings, so a Spark Connect client sets
+    them on its server-side session too: :mod:`checker.spark.remote`); ``local``: the master is
+    ``local[...]``, whose few cores want few shuffle partitions and small scan splits."""
+    settings = {
+        "spark.sql.shuffle.partitions": "8" if local else "200",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.parquet.pushdown.inFilterThreshold": "1000",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if local:
+        settings["spark.sql.files.maxPartitionBytes"] = str(LOCAL_MAX_PARTITION_BYTES)
+    return settings
+
+
+def driver_java_options(
+    archive: Path | None = spark_classes.ARCHIVE, java_options: Sequence[str] = ()
+) -> list[str]:
+    """The driver JVM's options: parallel GC, :data:`JIT_OPTIONS`, the class archive (when
+    ``archive`` exists) and ``java_options`` -- for an embedded session's driver and for a
+    Spark Connect server's (:mod:`checker.spark.connect_server`), which is a driver too."""
+    shared = spark_classes.java_options(archive) if archive is not None else []
+    return ["-XX:+UseParallelGC", *JIT_OPTIONS, *shared, *java_options]
+
+
 def build_session(
     master: str | None = DEFAULT_MASTER,
     *,
@@ -71,20 +100,9 @@ def build_session(
     if local_dir is not None:
         builder = builder.config("spark.local.dir", local_dir)
     local = master is not None and master.startswith("local")
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "8" if local else "200",
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.parquet.pushdown.inFilterThreshold": "1000",
-        "spark.sql.session.timeZone": "UTC",
-    }
+    settings = {**STATIC_SETTINGS, **session_settings(local)}
     if master is not None:
-        shared = spark_classes.java_options(archive) if archive is not None else []
-        driver_options = ["-XX:+UseParallelGC", *JIT_OPTIONS, *shared, *java_options]
-        settings["spark.driver.extraJavaOptions"] = " ".join(driver_options)
-    if local:
-        settings["spark.sql.files.maxPartitionBytes"] = str(LOCAL_MAX_PARTITION_BYTES)
+        settings["spark.driver.extraJavaOptions"] = " ".join(driver_java_options(archive, java_options))
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

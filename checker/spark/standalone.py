@@ -11,7 +11,8 @@ PySpark's wheel ships ``bin/spark-class`` and every jar a master and a worker ne
 as child processes instead (``org.apache.spark.deploy.master.Master`` and ``...worker.Worker``),
 bound to 127.0.0.1 on free ports, and returns once the master has registered every worker.
 
-Clean-up contract: the daemons are stopped (their whole process groups, executors included)
+Clean-up contract (shared with :mod:`checker.spark.connect_server`, which uses the process
+helpers here): the daemons are stopped (their whole process groups, executors included)
 when the block ends, also on an exception or Ctrl-C; and each daemon gets SIGKILL from the
 kernel when the process that started it dies (``PR_SET_PDEATHSIG``), so a SIGKILLed test run
 leaves no JVM behind.  Run it as a module for a cluster to try the commands of the README::
@@ -62,7 +63,8 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port of 127.0.0.1 free right now (another process may take it before it is bound)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -80,7 +82,7 @@ _PRCTL = _find_prctl()
 only call async-signal-safe code, and a ``dlopen`` is not."""
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
+def die_with_parent(parent: int) -> Callable[[], None]:
     """What the child runs before exec: SIGKILL when ``parent`` dies (Linux).
 
     The kernel sends the signal when the *thread* that forked exits, so clusters are started
@@ -122,7 +124,7 @@ def _start(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,  # its own process group: stopped whole, executors included
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=die_with_parent(os.getpid()),
         )
     return process, log
 
@@ -152,7 +154,7 @@ def _wait_for(
         time.sleep(0.2)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_group(process: subprocess.Popen[bytes]) -> None:
     """Stop a daemon's process group: SIGTERM, then SIGKILL; never raises (clean-up goes on)."""
     if process.poll() is not None:
         return
@@ -182,7 +184,7 @@ def standalone_cluster(
     work = Path(tempfile.mkdtemp(prefix="tidemark-standalone-")) if work_dir is None else work_dir
     work.mkdir(parents=True, exist_ok=True)
     env = _environment(work)
-    port = _free_port()
+    port = free_port()
     daemons: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     try:
         master, master_log = _start(
@@ -194,7 +196,7 @@ def standalone_cluster(
                 "--port",
                 str(port),
                 "--webui-port",
-                str(_free_port()),
+                str(free_port()),
             ],
             work,
             env,
@@ -217,7 +219,7 @@ def standalone_cluster(
                     "--memory",
                     memory,
                     "--webui-port",
-                    str(_free_port()),
+                    str(free_port()),
                     "--work-dir",
                     str(work / f"worker-{number}"),
                 ],
@@ -229,7 +231,7 @@ def standalone_cluster(
         yield StandaloneCluster(master_url, tuple(path for _, path in daemons.values()))
     finally:
         for process, _ in reversed(list(daemons.values())):
-            _stop(process)
+            stop_group(process)
         if owned:
             shutil.rmtree(work, ignore_errors=True)
 
