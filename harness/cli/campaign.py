@@ -9,6 +9,10 @@ A run *passes* when it is valid -- or, for a scenario run, when its verdict is t
 the scenario expects under that run's settings (a high-watermark run of ``kip101-loss``
 must lose writes).  Exit code: 0 every run passed (or, with ``--dry-run``, the file is valid), 1 any failed, 2 any unknown (not
 checked, or incomplete evidence), 254 bad arguments or a bad campaign file.
+
+With the Spark engine, the check and the hunts' runs go through one Spark Connect server, started
+after the matrix runs (``--no-spark-server``: none, each check starts its own JVM; ``--remote``:
+that server instead): :mod:`harness.run.check_server`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.engine_options import add_remote_option, add_server_option, remote_of
 from harness.cli.errors import UsageError
 from harness.run.campaign import CampaignError, campaign_directory, load_campaign, plan_lines
 from harness.run.campaign_run import run_campaign
@@ -31,7 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="checker engine (default: the file's, else spark)",
     )
-    parser.add_argument("--master", metavar="URL", help="Spark master for the final check (default local[*])")
+    parser.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master of the checks (default local[*]; with the campaign's server, the server's)",
+    )
+    add_remote_option(parser)
+    add_server_option(parser)
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -40,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    remote = remote_of(args)  # a bad address is refused before the file is read
     try:
         campaign = load_campaign(Path(args.file))
         if args.dry_run:
@@ -48,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
             print("nothing started (--dry-run); Docker and a target's binary are checked when it runs")
             return EXIT_VALID
         return run_campaign(
-            campaign, Path(args.store), engine=args.engine or campaign.engine, master=args.master
+            campaign,
+            Path(args.store),
+            engine="spark" if remote else args.engine or campaign.engine,
+            master=args.master,
+            remote=remote,
+            spark_server=not args.no_spark_server,
         )
     except CampaignError as error:
         raise UsageError(str(error)) from None

@@ -1,4 +1,4 @@
-"""``tidemark check PATH_OR_GLOB... [--engine spark|pandas] [--master URL] [--json]``.
+"""``tidemark check PATH_OR_GLOB... [--engine spark|pandas] [--master URL | --remote sc://HOST:PORT] [--json]``.
 
 Each argument is a run directory (it holds ``test.json``), a directory searched for run
 directories at any depth (a campaign, or the whole store), a glob of either, or a packed store
@@ -13,16 +13,19 @@ scenario's expectation (``-- as expected: lost-write (permitted by ...)``:
 :mod:`harness.report.expectation`).
 
 ``--engine auto`` (the default) uses pandas for a single run -- no JVM to start -- and
-Spark for a batch, in one session, one job per question over all runs at once.
+Spark for a batch, in one session, one job per question over all runs at once.  ``--remote``
+checks with Spark through a running Spark Connect server (``tidemark spark serve``):
+:mod:`harness.cli.engine_options`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -46,6 +49,7 @@ from checker.spark.session import DEFAULT_DRIVER_MEMORY
 from checker.summary import SUMMARY_FILE, print_summary, summary_rows, write_summary
 from harness.cli.check_inputs import load_each, unreadable_result
 from harness.cli.check_progress import BatchProgress
+from harness.cli.engine_options import add_remote_option, remote_of
 from harness.cli.errors import UsageError
 from harness.report.expectation import expectation_sentence
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
@@ -72,6 +76,7 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master", metavar="URL", help="Spark master (default local[*]); implies --engine spark"
     )
+    add_remote_option(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     parser.add_argument(
         "--skip-bad-lines",
@@ -189,6 +194,7 @@ def execute(
     if args.summary and not Path(args.summary).parent.is_dir():
         # refused before any check runs: the summary would be the last thing written
         raise UsageError(f"--summary {args.summary}: no such directory {Path(args.summary).parent}")
+    remote = remote_of(args) if session_engine is None else None  # before any run is read
     if human is None:
         human = sys.stderr if args.json else sys.stdout
     # A pipe or a CI log is no terminal: give the table room instead of rich's 80 columns.
@@ -204,7 +210,7 @@ def execute(
         except InputError as error:
             raise UsageError(str(error)) from None
         engine_kind = args.engine
-        if args.master:
+        if args.master or remote:
             engine_kind = "spark"
         elif engine_kind == "auto":
             engine_kind = "pandas" if len(runs) == 1 else "spark"
@@ -214,7 +220,7 @@ def execute(
                 runs, session_engine, checks, args.examples, liveness=liveness, progress=progress
             )
         elif runs:
-            with open_engine(engine_kind, args.master, args.driver_memory) as engine:
+            with _engine(engine_kind, args, remote) as engine:
                 results = check_runs(
                     runs, engine, checks, args.examples, liveness=liveness, progress=progress
                 )
@@ -245,6 +251,20 @@ def execute(
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2, sort_keys=True))
     return exit_code(results)
+
+
+@contextlib.contextmanager
+def _engine(kind: str, args: argparse.Namespace, remote: str | None) -> Iterator[Engine]:
+    """:func:`checker.api.open_engine` with a server gone since ``--remote`` was checked as the
+    one-line error that check gives."""
+    from checker.spark.remote import ServerUnreachable
+
+    with contextlib.ExitStack() as stack:
+        try:
+            engine = stack.enter_context(open_engine(kind, args.master, args.driver_memory, remote))
+        except ServerUnreachable as error:
+            raise UsageError(f"--remote: {error}") from None
+        yield engine
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,12 +5,17 @@ fault packages) except ``--scenario``, plus the budget.  Each run draws a fresh 
 ``--seed N`` the seeds come from a generator seeded with N, so the same hunt can be repeated.  Prints a line per run and, at the end, the time to the first anomaly, the runs, the
 faults injected and the failing run's directory.  Exit codes: 1 when a run was invalid, 0 when
 the budget ran out with every run valid, 2 when no run gave a verdict.
+
+``--engine spark`` checks every run through one Spark Connect server started for the hunt
+(``--remote``: that server; ``--no-spark-server``: a driver JVM per run):
+:mod:`harness.run.check_server`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import random
 import re
 import sys
@@ -18,8 +23,10 @@ from pathlib import Path
 
 from checker.definitions import ALL_CHECKS
 from harness.cli import run as run_cli
+from harness.cli.engine_options import add_server_option, remote_of
 from harness.cli.errors import UsageError
 from harness.run.campaign import DOCKER_TARGETS
+from harness.run.check_server import checking_remote
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.hunt import default_mix, hunt
 from harness.run.hunt import parse_duration as run_duration
@@ -67,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated anomaly names: only a run reporting one of them ends the hunt "
         "(default: any invalid run)",
     )
+    add_server_option(parser)
     parser.add_argument(
         "--run-timeout",
         metavar="DURATION",
@@ -75,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    remote = remote_of(args)  # a bad address is refused before anything else is looked at
     if args.scenario:
         raise UsageError("--scenario: a hunt draws random faults; run a scenario with tidemark run")
     budget = parse_duration(args.budget, "--budget")
@@ -92,17 +101,22 @@ def run(args: argparse.Namespace) -> int:
         if reason is not None:
             raise UsageError(reason)
     stop_on = parse_anomaly_names(args.stop_on) if args.stop_on else frozenset()
+    engine = "spark" if remote else args.engine
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
     print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)
-    result = hunt(
-        spec,
-        Path(args.store),
-        budget,
-        keep_going=args.keep_going,
-        run_timeout=run_timeout,
-        seeds=lambda: seeds.randrange(2**31),
-        stop_on=stop_on,
-    )
+    say = functools.partial(print, file=sys.stderr)
+    with checking_remote(engine, remote, start=not args.no_spark_server, say=say) as through:
+        result = hunt(
+            spec,
+            Path(args.store),
+            budget,
+            keep_going=args.keep_going,
+            run_timeout=run_timeout,
+            seeds=lambda: seeds.randrange(2**31),
+            stop_on=stop_on,
+            engine=engine,
+            remote=through,
+        )
     runs = result.runs
     counts = {
         word: sum(1 for r in runs if r.verdict is value)

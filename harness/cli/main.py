@@ -35,6 +35,7 @@ from harness.cli import (
     run,
     scenario,
     shrink,
+    spark,
     store,
 )
 from harness.cli.errors import UsageError
@@ -58,6 +59,7 @@ SUBCOMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
         "check stored runs for lost writes and replica divergence (Spark or pandas)",
     ),
     ("analyze", analyze, "re-run the checker on one stored run"),
+    ("spark", spark, "run a Spark Connect server that checks go through (tidemark check --remote)"),
     ("report", report, "re-render report.html / index.html"),
     ("history", history, "history file tools (convert JSON lines to Parquet)"),
     ("store", store, "pack many stored runs into a few Parquet files for batch checks, and verify them"),

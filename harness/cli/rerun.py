@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli.engine_options import add_remote_option, remote_of
 from harness.cli.errors import UsageError
 from harness.cli.run import check_spec, report_outcome
 from harness.run.runner import run_test
@@ -24,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a stored run directory (it holds test.json)")
     parser.add_argument("--store", default="store", metavar="DIR", help="where the new run is stored")
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
+    add_remote_option(parser)
 
 
 def load_spec(run_dir: Path) -> TestSpec:
@@ -40,11 +42,13 @@ def load_spec(run_dir: Path) -> TestSpec:
 
 
 def run(args: argparse.Namespace) -> int:
+    remote = remote_of(args)
     spec = load_spec(Path(args.run_dir))
     check_spec(spec)
     print(
         f"re-running {args.run_dir}" + (f" (scenario {spec.scenario})" if spec.scenario else ""),
         file=sys.stderr,
     )
-    outcome = run_test(spec, Path(args.store), engine=args.engine, out=sys.stderr)
+    engine = "spark" if remote else args.engine
+    outcome = run_test(spec, Path(args.store), engine=engine, out=sys.stderr, remote=remote)
     return report_outcome(spec, outcome)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from checker.definitions import DEFAULT_LIVENESS, Liveness
 from harness.cli.check import add_liveness_options, liveness_settings
+from harness.cli.engine_options import add_remote_option, remote_of
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
@@ -79,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser)
     add_cluster_arguments(parser)
     parser.add_argument("--engine", default="pandas", choices=("pandas", "spark"), help="checker engine")
+    add_remote_option(parser)
     add_liveness_options(parser)
 
 
@@ -277,6 +279,7 @@ def report_outcome(spec: TestSpec, outcome: RunOutcome) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    remote = remote_of(args)  # a bad address is refused before anything else is looked at
     spec = spec_from_arguments(args)
     if spec.scenario is not None:
         try:
@@ -286,11 +289,19 @@ def run(args: argparse.Namespace) -> int:
         except (ScenarioError, SpecError, ValueError) as error:
             raise UsageError(str(error)) from None
     check_spec(spec)
-    return run_and_report(spec, Path(args.store), args.engine, liveness_settings(args))
+    engine = "spark" if remote else args.engine
+    return run_and_report(spec, Path(args.store), engine, liveness_settings(args), remote)
 
 
-def run_and_report(spec: TestSpec, store: Path, engine: str, liveness: Liveness = DEFAULT_LIVENESS) -> int:
-    """Run ``spec`` and report its verdict; the exit code.
+def run_and_report(
+    spec: TestSpec,
+    store: Path,
+    engine: str,
+    liveness: Liveness = DEFAULT_LIVENESS,
+    remote: str | None = None,
+) -> int:
+    """Run ``spec`` and report its verdict (checked through the Spark Connect server at ``remote``
+    when given); the exit code.
 
     The target probes its system first (an external cluster); one that cannot be tested is a
     single line on stderr and exit 2 (254 when the arguments do not fit it), not a traceback --
@@ -304,7 +315,7 @@ def run_and_report(spec: TestSpec, store: Path, engine: str, liveness: Liveness 
     if reason is not None:
         return cannot_test(reason)
     try:
-        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness)
+        outcome = run_test(spec, store, engine=engine, out=sys.stderr, liveness=liveness, remote=remote)
     except Exception as error:
         reason = target.unavailable(spec, error)
         if reason is None:

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", metavar="PATH_OR_GLOB")
     add_check_options(parser)
     args = parser.parse_args(argv)
-    args.engine, args.master = "spark", None
+    args.engine, args.master, args.remote = "spark", None, None
     from checker.spark.engine import SparkEngine
     from checker.spark.session import build_session
 

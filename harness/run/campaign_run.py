@@ -38,6 +38,7 @@ from harness.run.campaign import (
     finished_run_directories,
     pending_runs,
 )
+from harness.run.check_server import checking_remote
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.hunt import HUNT_FILE, hunt
 from harness.run.runner import run_test
@@ -45,11 +46,22 @@ from testbed.record.rundir import RunDirectoryError
 
 
 def run_campaign(
-    campaign: Campaign, store: Path, *, engine: str, master: str | None = None, console: Console | None = None
+    campaign: Campaign,
+    store: Path,
+    *,
+    engine: str,
+    master: str | None = None,
+    console: Console | None = None,
+    remote: str | None = None,
+    spark_server: bool = True,
 ) -> int:
     """Run what is not stored yet, then check everything; the exit code.  Raises
     :class:`~harness.run.campaign.CampaignError` first when this machine cannot start a target the
-    campaign still has to run."""
+    campaign still has to run.
+
+    With the Spark engine the check and every hunt run are checked through one Spark Connect
+    server: ``remote``'s, or one started after the matrix runs for the rest of the campaign
+    (over ``master``) unless ``spark_server`` is False (:mod:`harness.run.check_server`)."""
     # Logs and CI consoles are no terminals: give the summary table room anyway.
     console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     directory = campaign_directory(store, campaign)
@@ -80,19 +92,34 @@ def run_campaign(
             note = f" ({'; '.join(outcome.problems)})" if outcome.problems else ""
             progress.console.print(f"  ran {planned.key} in {time.monotonic() - started:.0f} s{note}")
             progress.advance(task)
-    code = (
-        check_campaign(campaign, directory, engine=engine, master=master, console=console)
-        if campaign.runs
-        else EXIT_VALID
-    )
-    hunt_statuses = [run_campaign_hunt(planned, directory, console) for planned in campaign.hunts]
+    start = spark_server and bool(campaign.runs or campaign.hunts)
+    with checking_remote(engine, remote, start=start, say=console.print, master=master) as through:
+        code = (
+            check_campaign(
+                campaign,
+                directory,
+                engine=engine,
+                master=None if through else master,
+                console=console,
+                remote=through,
+            )
+            if campaign.runs
+            else EXIT_VALID
+        )
+        hunt_statuses = [
+            run_campaign_hunt(planned, directory, console, remote=through) for planned in campaign.hunts
+        ]
     if "fail" in hunt_statuses:
         return EXIT_INVALID
     return code
 
 
-def run_campaign_hunt(planned: PlannedHunt, directory: Path, console: Console) -> str:
-    """Run one ``[[hunt]]`` (unless a finished record exists); its status, pass or fail."""
+def run_campaign_hunt(
+    planned: PlannedHunt, directory: Path, console: Console, *, remote: str | None = None
+) -> str:
+    """Run one ``[[hunt]]`` (unless a finished record exists); its status, pass or fail.  Its runs
+    are checked by Spark through the Spark Connect server at ``remote`` when given, else by pandas
+    (no JVM per run)."""
     hunt_store = directory / "hunts" / planned.key
     finished = [
         record
@@ -108,7 +135,13 @@ def run_campaign_hunt(planned: PlannedHunt, directory: Path, console: Console) -
         )
         with open(directory / "logs" / f"hunt-{planned.key}.log", "w", encoding="utf-8") as log:
             result = hunt(
-                planned.spec, hunt_store, planned.budget_seconds, keep_going=planned.keep_going, out=log
+                planned.spec,
+                hunt_store,
+                planned.budget_seconds,
+                keep_going=planned.keep_going,
+                out=log,
+                engine="spark" if remote else "pandas",
+                remote=remote,
             )
         record = result.to_dict()
     found = record["first_invalid"] is not None
@@ -130,9 +163,16 @@ def run_campaign_hunt(planned: PlannedHunt, directory: Path, console: Console) -
 
 
 def check_campaign(
-    campaign: Campaign, directory: Path, *, engine: str, master: str | None, console: Console
+    campaign: Campaign,
+    directory: Path,
+    *,
+    engine: str,
+    master: str | None,
+    console: Console,
+    remote: str | None = None,
 ) -> int:
-    """One checker pass over every finished run, then summary, reports, index and JUnit."""
+    """One checker pass over every finished run (through the Spark Connect server at ``remote``
+    when given), then summary, reports, index and JUnit."""
     run_dirs = finished_run_directories(directory, campaign)
     loaded, unchecked = [], []
     for run_dir in run_dirs:
@@ -140,10 +180,11 @@ def check_campaign(
             loaded.append(load_run(run_dir))
         except InputError as error:
             unchecked.append((run_dir, str(error)))
-    console.print(f"checking {len(loaded)} runs with {engine}" + (f" on {master}" if master else ""))
+    where = f" on {master}" if master else f" through {remote}" if remote else ""
+    console.print(f"checking {len(loaded)} runs with {engine}{where}")
     results: list[dict[str, Any]] = []
     if loaded:
-        with open_engine(engine, master) as checker_engine:
+        with open_engine(engine, master, remote=remote) as checker_engine:
             results = check_runs(loaded, checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT)
         rows = summary_rows(results, [str(run.spec.get("name", "")) for run in loaded])
         write_summary(rows, directory / SUMMARY_FILE)

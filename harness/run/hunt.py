@@ -25,6 +25,7 @@ healthy ones is not that, so only an unbroken row counts.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -137,6 +138,8 @@ def hunt(
     launch: RunLauncher | None = None,
     seeds: Callable[[], int] = lambda: secrets.randbelow(2**31),
     stop_on: frozenset[str] = frozenset(),
+    engine: str = "pandas",
+    remote: str | None = None,
 ) -> HuntResult:
     """Run ``spec`` with fresh seeds until an invalid verdict or the end of ``budget_seconds``.
 
@@ -147,9 +150,11 @@ def hunt(
     Runs are stored as ``store_dir/<spec.name>/<timestamp>``; the hunt's own record goes to
     ``store_dir/<spec.name>/hunt-<timestamp>/hunt.json``, rewritten after every run so a
     killed hunt keeps what it found.  ``launch`` runs one test (default: a child process,
-    :func:`launch_isolated`); ``seeds`` draws each run's seed (tests fix it).
+    :func:`launch_isolated`, checking with ``engine`` -- through the Spark Connect server at
+    ``remote`` when given, which outlives every run); ``seeds`` draws each run's seed (tests fix it).
     """
-    launch = launch or launch_isolated
+    checking = ("--engine", engine, *(("--remote", remote) if remote else ()))
+    launch = launch or functools.partial(launch_isolated, worker=(*WORKER, *checking))
     timeout = run_timeout if run_timeout is not None else default_run_timeout(spec)
     directory = store_dir / store.safe_name(spec.name) / f"hunt-{_stamp()}"
     directory.mkdir(parents=True, exist_ok=False)

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from checker.api import check_runs, open_engine
 from checker.definitions import ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, DEFAULT_LIVENESS, Liveness
 from checker.evidence import InputError, load_run
+from checker.spark.remote import ServerUnreachable
 from harness.run.progress import ProgressLine
 from harness.run.spec import TestSpec
 from nemesis.mechanism import Nemesis, NemesisConfig
@@ -113,11 +114,13 @@ def run_test(
     out: TextIO = sys.stderr,
     run_dir: Path | None = None,
     liveness: Liveness = DEFAULT_LIVENESS,
+    remote: str | None = None,
 ) -> RunOutcome:
     """Run ``spec`` (its random nemesis, or its embedded scenario) on its target's cluster; store
     everything under ``store_dir`` (or exactly in ``run_dir``, which must not exist yet: campaigns
     name their runs); check it with ``engine`` (None: leave the check to the caller, as a campaign
-    does in one Spark job) and the ``liveness`` settings."""
+    does in one Spark job) -- through the Spark Connect server at ``remote`` when given -- and the
+    ``liveness`` settings."""
     if run_dir is None:
         directory = RunDir(store.new_run_directory(store_dir, spec.name))
         store.point_latest(store_dir, directory.path)
@@ -133,7 +136,7 @@ def run_test(
             _run_phases(spec, cluster, recorder, directory, problems, out)
     finally:
         recorder.close()
-    return finish_run(directory, engine, problems, out, liveness)
+    return finish_run(directory, engine, problems, out, liveness, remote)
 
 
 def _run_phases(
@@ -278,8 +281,10 @@ def finish_run(
     problems: list[str],
     out: TextIO,
     liveness: Liveness = DEFAULT_LIVENESS,
+    remote: str | None = None,
 ) -> RunOutcome:
-    """Finish the stored run's record, then check it (also after a failed run).
+    """Finish the stored run's record, then check it (also after a failed run); with ``remote``,
+    through that Spark Connect server (:func:`checker.api.open_engine`).
 
     The record finishes itself (:func:`testbed.record.finish.finish_record` turns
     ``history.jsonl``, the dumps and the event logs into their Parquet tables), here even when
@@ -297,6 +302,13 @@ def finish_run(
         print(f"problem: {problem}", file=out)
     if engine is None or run is None:
         return RunOutcome(run_dir.path, None, problems)
-    with open_engine(engine) as checker_engine:
-        results = check_runs([run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, liveness=liveness)[0]
+    try:
+        with open_engine(engine, remote=remote) as checker_engine:
+            (results,) = check_runs(
+                [run], checker_engine, ALL_CHECKS, DEFAULT_EXAMPLE_LIMIT, liveness=liveness
+            )
+    except ServerUnreachable as error:  # the run is stored whole; `tidemark check` it later
+        problems.append(f"not checked: {error}")
+        print(f"problem: not checked: {error}", file=out)
+        return RunOutcome(run_dir.path, None, problems)
     return RunOutcome(run_dir.path, results, problems)

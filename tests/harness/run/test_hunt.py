@@ -226,3 +226,27 @@ def test_only_an_unbroken_row_of_dead_runs_gives_up(tmp_path: Path, fake_clock: 
     result = hunt(SPEC, tmp_path, 10_000, launch=launcher, out=io.StringIO())
     assert result.gave_up is None  # the timed-out run (None) had injected a fault
     assert len(result.runs) == 7 and result.first_invalid is result.runs[-1]
+
+
+def test_the_hunts_engine_and_spark_connect_server_reach_every_run_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_clock: list[float]
+) -> None:
+    """``engine``/``remote`` become the worker's ``--engine``/``--remote``: each run is checked
+    through the hunt's one server, not a JVM of its own (:mod:`harness.run.check_server`)."""
+    workers: list[tuple[str, ...]] = []
+    planted = PlantedLauncher([True, True])
+
+    def launch(
+        spec: TestSpec, run_dir: Path, timeout: float, log_path: Path, *, worker: tuple[str, ...]
+    ) -> None:
+        workers.append(worker)
+        planted(spec, run_dir, timeout, log_path)
+
+    monkeypatch.setattr(hunt_module, "launch_isolated", launch)
+    hunt(
+        SPEC, tmp_path, 20, keep_going=True, out=io.StringIO(), engine="spark", remote="sc://127.0.0.1:15002"
+    )
+    assert workers and all(
+        worker == (*hunt_module.WORKER, "--engine", "spark", "--remote", "sc://127.0.0.1:15002")
+        for worker in workers
+    )
