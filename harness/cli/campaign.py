@@ -10,9 +10,10 @@ the scenario expects under that run's settings (a high-watermark run of ``kip101
 must lose writes).  Exit code: 0 every run passed (or, with ``--dry-run``, the file is valid), 1 any failed, 2 any unknown (not
 checked, or incomplete evidence), 254 bad arguments or a bad campaign file.
 
-With the Spark engine, the check and the hunts' runs go through one Spark Connect server, started
-after the matrix runs (``--no-spark-server``: none, each check starts its own JVM; ``--remote``:
-that server instead): :mod:`harness.run.check_server`.
+With the Spark engine and ``[[hunt]]`` tables, the check and the hunts' runs go through one Spark
+Connect server, started after the matrix runs (``--no-spark-server``: none, each check starts its
+own JVM; ``--remote``: that server instead; without hunts the one check needs no server):
+:mod:`harness.run.check_server`.
 """
 
 from __future__ import annotations

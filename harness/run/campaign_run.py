@@ -59,9 +59,10 @@ def run_campaign(
     :class:`~harness.run.campaign.CampaignError` first when this machine cannot start a target the
     campaign still has to run.
 
-    With the Spark engine the check and every hunt run are checked through one Spark Connect
-    server: ``remote``'s, or one started after the matrix runs for the rest of the campaign
-    (over ``master``) unless ``spark_server`` is False (:mod:`harness.run.check_server`)."""
+    With the Spark engine and hunts, the check and every hunt run are checked through one Spark
+    Connect server: ``remote``'s, or one started after the matrix runs for the rest of the campaign
+    (over ``master``) unless ``spark_server`` is False (:mod:`harness.run.check_server`); a
+    campaign without hunts checks once, in a session of its own (or through ``remote``)."""
     # Logs and CI consoles are no terminals: give the summary table room anyway.
     console = console or Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     directory = campaign_directory(store, campaign)
@@ -92,7 +93,7 @@ def run_campaign(
             note = f" ({'; '.join(outcome.problems)})" if outcome.problems else ""
             progress.console.print(f"  ran {planned.key} in {time.monotonic() - started:.0f} s{note}")
             progress.advance(task)
-    start = spark_server and bool(campaign.runs or campaign.hunts)
+    start = spark_server and bool(campaign.hunts)  # one pass alone: a server buys nothing
     with checking_remote(engine, remote, start=start, say=console.print, master=master) as through:
         code = (
             check_campaign(

@@ -7,11 +7,12 @@ CPU).  :func:`checking_remote` starts one server (:func:`checker.spark.connect_s
 for the block instead, and every check goes through it as a client (``--remote``).
 
 When it is not started: the pandas engine (no JVM at all); a server named with ``--remote``
-(that one is used); ``--no-spark-server`` -- a tiny campaign whose one check is shorter than a
-server's 10-20 s start, or a machine whose memory cannot hold an idle server beside the brokers;
-and when the server does not come up, which is said and then costs the old way (a JVM per
-check), not the campaign.  A campaign starts it after its matrix runs, which check nothing, so an
-idle JVM does not sit beside the brokers for the hours they take.
+(that one is used); a campaign without hunts, whose one check pass needs one JVM either way (a
+server's 10-20 s start would only be added: the demo's two runs); ``--no-spark-server`` -- a
+hunt of a few runs, or a machine whose memory cannot hold an idle server beside the brokers; and
+when the server does not come up, which is said and then costs the old way (a JVM per check),
+not the campaign.  A campaign starts it after its matrix runs, which check nothing, so an idle
+JVM does not sit beside the brokers for the hours they take.
 """
 
 from __future__ import annotations
