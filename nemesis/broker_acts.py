@@ -20,12 +20,18 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from nemesis.client_cut import ClientCut
+from nemesis.disk_faults import CLEAR, disk_error_command, slow_disk_command
 from nemesis.fault_kinds import (
     CLIENT_CUT,
     CLIENT_HEAL,
     CLOCK_HEAL,
     CLOCK_OFFSET_S,
     CLOCK_SKEW,
+    DISK_ERROR,
+    DISK_ERROR_ERRNO,
+    DISK_ERROR_OP,
+    DISK_FILES,
+    DISK_HEAL,
     KILL,
     METADATA_DELAY,
     METADATA_HEAL,
@@ -36,6 +42,8 @@ from nemesis.fault_kinds import (
     REQUEST_HOLD,
     REQUEST_RELEASE,
     RESUME,
+    SLOW_DISK,
+    SLOW_DISK_MS,
     SLOW_LINK,
     SLOW_LINK_HEAL,
     SLOW_LINK_RATE_KBIT,
@@ -46,7 +54,7 @@ from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
 from nemesis.slow_link import SlowLink
-from testbed.cluster.protocol import ClockControl, NodeControl, PowerLoss
+from testbed.cluster.protocol import ClockControl, DiskFaults, NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
 BROKER_DAEMON = "broker"
@@ -162,6 +170,35 @@ class BrokerActs:
             raise Refused("this cluster's brokers do not run under libfaketime")
         return cluster
 
+    def break_disk(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """``disk-error`` as its op names it (a step's ``op``, ``errno``, ``files``; else the defaults)."""
+        value = value or {}
+        command = disk_error_command(
+            str(value.get("op") or DISK_ERROR_OP),
+            str(value.get("errno") or DISK_ERROR_ERRNO),
+            str(value.get("files") or DISK_FILES),
+        )
+        self._disks().lazyfs_control(node, command)
+
+    def slow_disk(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """``slow-disk`` as its op names it (a step's ``delay_ms``, ``files``; else the defaults)."""
+        value = value or {}
+        command = slow_disk_command(
+            int(value.get("delay_ms") or SLOW_DISK_MS), str(value.get("files") or DISK_FILES)
+        )
+        self._disks().lazyfs_control(node, command)
+
+    def heal_disk(self, node: str) -> None:
+        """Clear the disk rules, then start the broker if it is not running (it halted on the error)."""
+        self._disks().lazyfs_control(node, CLEAR)
+        self.start(node)
+
+    def _disks(self) -> DiskFaults:
+        cluster = self.cluster
+        if not isinstance(cluster, DiskFaults):  # Nemesis refuses first when the lazy filesystem is absent
+            raise Refused("this cluster's data directories take no disk-fault rules")
+        return cluster
+
     def hold_requests(self, node: str) -> None:
         self.requests.hold(node)
 
@@ -192,6 +229,9 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         CLIENT_HEAL: BrokerActs.heal_client_cut,
         REQUEST_HOLD: BrokerActs.hold_requests,
         REQUEST_RELEASE: BrokerActs.release_requests,
+        DISK_ERROR: BrokerActs.break_disk,
+        SLOW_DISK: BrokerActs.slow_disk,
+        DISK_HEAL: BrokerActs.heal_disk,
     }
 )
 """Node-shaped fault or heal kind -> what it does to one broker node."""
@@ -201,6 +241,8 @@ VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], No
         REQUEST_HOLD: BrokerActs.hold_named_requests,
         SLOW_LINK: BrokerActs.slow_links_at,
         CLOCK_SKEW: BrokerActs.skew_clock,
+        DISK_ERROR: BrokerActs.break_disk,
+        SLOW_DISK: BrokerActs.slow_disk,
     }
 )
 """The node kinds whose act reads its op's value (what a step asked for), used instead of their

@@ -57,6 +57,9 @@ CLIENT_HEAL: Final = "client-heal"
 CLOCK_HEAL: Final = "clock-heal"
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_RELEASE: Final = "request-release"
+DISK_ERROR: Final = "disk-error"
+SLOW_DISK: Final = "slow-disk"
+DISK_HEAL: Final = "disk-heal"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 """The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why these)."""
 
@@ -75,6 +78,13 @@ seconds (64) to one that only delays it (1024)."""
 CLOCK_OFFSETS_DRAWN: Final[tuple[int, ...]] = (-3600, -120, -5, 5, 120, 3600)
 """The jumps a schedule's ``clock-skew`` draws from, both ways: seconds (an NTP step), past the
 clients' transaction and session timeouts (two minutes), and an hour (a time-zone slip)."""
+DISK_ERROR_OP, DISK_ERROR_ERRNO, DISK_FILES = "fsync", "EIO", "*"
+"""What a ``disk-error`` fails, with what error, on which files, unless a step says otherwise: every
+fsync in the data directory with EIO (why: :mod:`nemesis.disk_faults`)."""
+SLOW_DISK_MS: Final = 200
+"""How long each fsync waits under ``slow-disk`` unless a step says otherwise."""
+SLOW_DISK_MS_DRAWN: Final[tuple[int, ...]] = (20, 200, 1000)
+"""The delays a schedule's ``slow-disk`` draws from: a busy disk, a saturated one, a dying one."""
 MIN_RATE_KBIT: Final = 8
 """The slowest ``slow-link``: below one kilobyte per second even a heartbeat waits for seconds (a cut)."""
 
@@ -88,6 +98,8 @@ NODE_CONTROL: Final = "node-control"
 """The target's nodes can be signalled, started and firewalled (:class:`testbed.cluster.protocol.NodeControl`)."""
 POWER_LOSS_ABILITY: Final = "power-loss"
 """The brokers' data directories are on the lazy filesystem (:class:`testbed.cluster.protocol.PowerLoss`)."""
+DISK_FAULTS_ABILITY: Final = "disk-faults"
+"""The lazy filesystem under the data directories takes disk-fault rules (:class:`testbed.cluster.protocol.DiskFaults`)."""
 CONTROLLER_NODE: Final = "controller-node"
 """The cluster's metadata comes from a controller node of its own (the bundled broker's)."""
 CONSUMER_GROUP: Final = "consumer-group"
@@ -97,7 +109,15 @@ REQUEST_PROXY: Final = "request-proxy"
 FAKE_CLOCK: Final = "fake-clock"
 """The brokers run under libfaketime, their wall clocks movable (:class:`testbed.cluster.protocol.ClockControl`)."""
 ABILITIES: Final[frozenset[str]] = frozenset(
-    {NODE_CONTROL, POWER_LOSS_ABILITY, CONTROLLER_NODE, CONSUMER_GROUP, REQUEST_PROXY, FAKE_CLOCK}
+    {
+        NODE_CONTROL,
+        POWER_LOSS_ABILITY,
+        DISK_FAULTS_ABILITY,
+        CONTROLLER_NODE,
+        CONSUMER_GROUP,
+        REQUEST_PROXY,
+        FAKE_CLOCK,
+    }
 )
 """Every ability a fault kind may need, by the name a target (or workload) answers to."""
 
@@ -168,6 +188,55 @@ def every_broker_heal(name: str, doc: str, needs: frozenset[str] = frozenset({NO
         needs=needs,
     )
 
+
+DISK_FILES_PARAM = Param(
+    "files", False, f"a glob of data-directory paths, e.g. *.log or *checkpoint* (default {DISK_FILES})"
+)
+DISK_NEEDS = frozenset({NODE_CONTROL, POWER_LOSS_ABILITY, DISK_FAULTS_ABILITY})
+DISK_KINDS: Final[tuple[FaultKind, ...]] = (
+    FaultKind(
+        DISK_ERROR,
+        f"the broker's lazy filesystem fails every op (default {DISK_ERROR_OP}) of the files matching"
+        f" files (default {DISK_FILES}) with errno (default {DISK_ERROR_ERRNO}) until the heal; a failed"
+        " fsync loses the file's unsynced writes for good (fsyncgate); the broker halts, as Kafka does"
+        " when its only log directory fails (nemesis.disk_faults)",
+        heal=DISK_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE
+        + f' (+ "op": "{DISK_ERROR_OP}", "errno": "{DISK_ERROR_ERRNO}", "files": "{DISK_FILES}")',
+        colour="#5b3a29",
+        params=(
+            Param("op", False, f"the call that fails: fsync, write or read (default {DISK_ERROR_OP})"),
+            Param("errno", False, f"the error: EIO or ENOSPC (default {DISK_ERROR_ERRNO})"),
+            DISK_FILES_PARAM,
+        ),
+        needs=DISK_NEEDS,
+    ),
+    FaultKind(
+        SLOW_DISK,
+        f"every fsync of the files matching files (default {DISK_FILES}) on the broker's lazy filesystem"
+        f" first waits delay_ms (default {SLOW_DISK_MS}), the whole data directory stalled meanwhile",
+        heal=DISK_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "delay_ms": {SLOW_DISK_MS}, "files": "{DISK_FILES}")',
+        colour="#a47551",
+        params=(
+            Param("delay_ms", False, f"milliseconds per fsync, 1..60000 (default {SLOW_DISK_MS})"),
+            DISK_FILES_PARAM,
+        ),
+        needs=DISK_NEEDS,
+        drawn=(("delay_ms", SLOW_DISK_MS_DRAWN),),
+    ),
+    every_broker_heal(
+        DISK_HEAL,
+        "clear the lazy filesystem's disk rules on the nodes and start the broker where it is not"
+        " running (heal of disk-error and slow-disk; no node: every broker)",
+        DISK_NEEDS,
+    ),
+)
+"""The disk faults (:mod:`nemesis.disk_faults`), declared before :data:`KINDS` ends with them."""
 
 REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
@@ -388,6 +457,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         needs=frozenset({CONSUMER_GROUP}),
     ),
     *REQUEST_KINDS,
+    *DISK_KINDS,
 )
 """Every kind, each fault followed by its heal, in the order scenario messages list them."""
 

@@ -5,7 +5,8 @@ kinds (kill, pause, power loss, metadata delay and their heals) share one mechan
 fault on its nodes, record the op, run the kind's per-node act
 (:data:`nemesis.broker_acts.NODE_ACTS`) on each node -- so a new node fault needs only its act
 there; a partition, its heal and consumer churn have mechanisms of their own, and packet loss
-the node mechanism with its probability added to the op's value (a slow link: its rate), and a request hold and
+the node mechanism with its probability added to the op's value (a slow link: its rate; a disk
+error or slow disk: its rule), and a request hold and
 release (:mod:`nemesis.request_faults`) the node mechanism and its heal with the requests held
 and the release mode added.  The nemesis is
 seen through :class:`FaultActions`, the few operations the mechanisms share, so this table does
@@ -23,12 +24,18 @@ from nemesis.fault_kinds import (
     CLOCK_OFFSET_S,
     CLOCK_SKEW,
     CONSUMER_CHURN,
+    DISK_ERROR,
+    DISK_ERROR_ERRNO,
+    DISK_ERROR_OP,
+    DISK_FILES,
     PACKET_LOSS,
     PARTITION,
     PARTITION_HEAL,
     REGISTRY,
     REQUEST_HOLD,
     REQUEST_RELEASE,
+    SLOW_DISK,
+    SLOW_DISK_MS,
     SLOW_LINK,
     SLOW_LINK_RATE_KBIT,
     FaultKind,
@@ -86,6 +93,22 @@ def _skew_clocks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any
     return _on_nodes(nemesis, step, {**extra, "offset_s": step.offset_s or CLOCK_OFFSET_S})
 
 
+def _break_disks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying which call fails how on which files (its act sets the rule)."""
+    rule = {
+        "op": step.op or DISK_ERROR_OP,
+        "errno": step.errno or DISK_ERROR_ERRNO,
+        "files": step.files or DISK_FILES,
+    }
+    return _on_nodes(nemesis, step, {**extra, **rule})
+
+
+def _slow_disks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying the delay and the files (its act sets the rule)."""
+    rule = {"delay_ms": step.delay_ms or SLOW_DISK_MS, "files": step.files or DISK_FILES}
+    return _on_nodes(nemesis, step, {**extra, **rule})
+
+
 def _hold_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """The node mechanism, the op naming the requests held (its act holds one of each)."""
     return _on_nodes(nemesis, step, {**extra, "requests": list(step.requests or HELD_REQUESTS)})
@@ -129,6 +152,8 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         CLOCK_SKEW: _skew_clocks,
         REQUEST_HOLD: _hold_requests,
         REQUEST_RELEASE: _release_requests,
+        DISK_ERROR: _break_disks,
+        SLOW_DISK: _slow_disks,
     }
     if kind.name in own:
         return own[kind.name]

@@ -19,6 +19,7 @@ from typing import Final, Protocol
 from nemesis.fault_kinds import (
     CONSUMER_GROUP,
     CONTROLLER_NODE,
+    DISK_FAULTS_ABILITY,
     FAKE_CLOCK,
     NODE_CONTROL,
     POWER_LOSS_ABILITY,
@@ -26,7 +27,7 @@ from nemesis.fault_kinds import (
 )
 from nemesis.plan import TopicPartition
 from nemesis.request_faults import RequestProxies
-from testbed.cluster.protocol import ClockControl, Cluster, NodeControl, PowerLoss
+from testbed.cluster.protocol import ClockControl, Cluster, DiskFaults, NodeControl, PowerLoss
 
 
 class ClusterHandle(NodeControl, Protocol):
@@ -72,6 +73,8 @@ class NemesisConfig:
 ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
     {
         POWER_LOSS_ABILITY: "a cluster whose data directories are on the lazy filesystem",
+        DISK_FAULTS_ABILITY: "a cluster whose data directories are on the lazy filesystem and take its"
+        " disk-fault rules (the bundled broker's)",
         CONTROLLER_NODE: "a controller node (this cluster's metadata lives elsewhere)",
         NODE_CONTROL: "a cluster whose nodes the harness controls",
         CONSUMER_GROUP: "the workload's consumer group (--consume-via subscribe)",
@@ -83,7 +86,12 @@ ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
 
 
 ABILITY_PROTOCOLS: Final[Mapping[str, type]] = MappingProxyType(
-    {NODE_CONTROL: NodeControl, POWER_LOSS_ABILITY: PowerLoss, REQUEST_PROXY: RequestProxies}
+    {
+        NODE_CONTROL: NodeControl,
+        POWER_LOSS_ABILITY: PowerLoss,
+        DISK_FAULTS_ABILITY: DiskFaults,
+        REQUEST_PROXY: RequestProxies,
+    }
 )
 """The abilities a cluster has by implementing a protocol of :mod:`testbed.cluster.protocol`, so a
 target that lists its protocols (``harness.targets``: ``Target.offers(protocol)``) answers a fault
@@ -96,6 +104,8 @@ def cluster_abilities(cluster: ClusterHandle) -> frozenset[str]:
     offered = {NODE_CONTROL}
     if isinstance(cluster, PowerLoss):
         offered.add(POWER_LOSS_ABILITY)
+    if isinstance(cluster, DiskFaults):
+        offered.add(DISK_FAULTS_ABILITY)
     if cluster.controller is not None:
         offered.add(CONTROLLER_NODE)
     if isinstance(cluster, RequestProxies):

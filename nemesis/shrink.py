@@ -112,9 +112,9 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
     return steps
 
 
-RECORDED_PARAMS = ("rate_kbit", "requests", "offset_s")
+RECORDED_PARAMS = ("rate_kbit", "requests", "offset_s", "op", "errno", "files", "delay_ms")
 """Step parameters a fault's op records in its value, kept in its step so a replay injects the
-same fault (a slow link's rate, the requests a hold held, a clock's offset)."""
+same fault (a slow link's rate, the requests a hold held, a clock's offset, a disk fault's rule)."""
 
 
 def _recorded_params(f: str, value: dict[str, Any]) -> Step:

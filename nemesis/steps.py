@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nemesis.disk_faults import checked_delay, disk_error_command, slow_disk_command
 from nemesis.fault_kinds import (
     CHURN_STOPS,
     CONSUMER_CHURN,
@@ -27,6 +28,7 @@ from nemesis.fault_kinds import (
     PARTITION,
     REGISTRY,
     REQUEST_HOLD,
+    SLOW_DISK,
     checked_rate,
 )
 from testbed.cluster.fake_clock import checked_offset
@@ -158,16 +160,25 @@ class FaultStep:
     """``slow-link``: the rate of the node's links to its peers (None: the kind's default)."""
     offset_s: int | None = None
     """``clock-skew``: how far the wall clock jumps, in seconds (None: the kind's default)."""
+    op: str | None = None
+    """``disk-error``: the call that fails (None: the kind's default)."""
+    errno: str | None = None
+    """``disk-error``: the error it fails with (None: the kind's default)."""
+    files: str | None = None
+    """``disk-error``, ``slow-disk``: the glob of the files hit (None: the kind's default)."""
+    delay_ms: int | None = None
+    """``slow-disk``: how long each fsync waits (None: the kind's default)."""
 
     def with_drawn(self, params: Mapping[str, int]) -> FaultStep:
         """This step with the parameters a schedule drew for it (``FaultKind.drawn``)."""
-        unknown = set(params) - {"rate_kbit", "offset_s"}
+        unknown = set(params) - {"rate_kbit", "offset_s", "delay_ms"}
         if unknown:
             raise ValueError(f"{self.fault}: no drawn parameter {', '.join(sorted(unknown))}")
         return dataclasses.replace(
             self,
             rate_kbit=params.get("rate_kbit", self.rate_kbit),
             offset_s=params.get("offset_s", self.offset_s),
+            delay_ms=params.get("delay_ms", self.delay_ms),
         )
 
     def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
@@ -247,6 +258,10 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         requests=tuple(str(name) for name in table.get("requests", ())),
         rate_kbit=table.get("rate_kbit"),
         offset_s=table.get("offset_s"),
+        op=table.get("op"),
+        errno=table.get("errno"),
+        files=table.get("files"),
+        delay_ms=table.get("delay_ms"),
     )
 
 
@@ -264,7 +279,11 @@ def _takes(fault: object, param: str) -> bool:
     return isinstance(fault, str) and fault in REGISTRY and REGISTRY[fault].takes(param)
 
 
-NUMBER_PARAMS: dict[str, Callable[[object], int]] = {"rate_kbit": checked_rate, "offset_s": checked_offset}
+NUMBER_PARAMS: dict[str, Callable[[object], int]] = {
+    "rate_kbit": checked_rate,
+    "offset_s": checked_offset,
+    "delay_ms": checked_delay,
+}
 """The numeric step parameters of fault kinds and the check of each (ValueError saying why not)."""
 
 
@@ -293,6 +312,7 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
             check(step[param])
         except ValueError as error:
             raise ScenarioError(f"{where}: {error}") from None
+    _check_disk_rule(kind.name, step, where)
     if kind.nodes == "required" and "node" not in step and "nodes" not in step:
         raise ScenarioError(f"{where}: {kind.name} needs node or nodes")
     if "announce" in step and (not kind.takes("announce") or not isinstance(step["announce"], bool)):
@@ -301,6 +321,29 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
             f"{where}: announce = true|false is for {' and '.join(announceable)} only, not"
             f" {kind.name} = {step['announce']!r}"
         )
+
+
+DISK_TEXT_PARAMS = ("op", "errno", "files")
+"""The text step parameters of the disk faults (:mod:`nemesis.disk_faults` checks their values)."""
+
+
+def _check_disk_rule(fault: str, step: Mapping[str, Any], where: str) -> None:
+    """A disk fault's ``op``/``errno``/``files`` against the lazy filesystem's rule syntax; each
+    only for a kind that takes it."""
+    for param in DISK_TEXT_PARAMS:
+        if param in step and not _takes(fault, param):
+            takers = [name for name, declared in REGISTRY.items() if declared.takes(param)]
+            raise ScenarioError(f"{where}: {param} is for {' and '.join(takers)} only, not {fault}")
+        if param in step and not isinstance(step[param], str):
+            raise ScenarioError(f"{where}: {param} must be a string, not {step[param]!r}")
+    given = {param: step[param] for param in DISK_TEXT_PARAMS if param in step}
+    try:
+        if fault == SLOW_DISK:
+            slow_disk_command(**({"files": given["files"]} if "files" in given else {}))
+        elif given:
+            disk_error_command(**given)
+    except ValueError as error:
+        raise ScenarioError(f"{where}: {error}") from None
 
 
 def _check_step(step: Any, where: str) -> None:

@@ -17,11 +17,12 @@ verdicts read those fields and apply no defaults of their own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.targets.base import Target
 from harness.targets.registry import asked_target, find_target, target_of
+from nemesis.fault_kinds import POWER_LOSS_ABILITY, REGISTRY
 from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec
@@ -99,7 +100,7 @@ class TestSpec:
                 f"--nemesis {CONSUMER_CHURN} needs --consume-via subscribe: it replaces a member of the "
                 "workload's consumer group, and with --consume-via assign there is no group"
             )
-        if "power-loss" in self.nemesis.injected_faults() and not self.power_loss_filesystem:
+        if needs_lazy_filesystem(self.nemesis.injected_faults()) and not self.power_loss_filesystem:
             object.__setattr__(self, "power_loss_filesystem", True)
         if problems:
             raise SpecError("; ".join(problems))
@@ -201,7 +202,7 @@ class TestSpec:
         scenario's settings), its target (:func:`scenario_target`, this spec's target counting as
         asked unless it is the default) and its whole definition embedded."""
         workload = QueueSpec.from_dict({**self.workload.to_dict(), **scenario.workload})
-        power_loss = any(step.get("fault") == "power-loss" for step in scenario.steps)
+        power_loss = needs_lazy_filesystem(str(step.get("fault")) for step in scenario.steps)
         asked = asked_target(self.target)
         return dataclasses.replace(
             self,
@@ -251,3 +252,9 @@ def scenario_target(asked: str | None, scenario: Scenario, asked_by: str) -> str
             f'"{scenario.target}" ({scenario.source}): leave {asked_by} out, or give the same'
         )
     return asked or scenario.target or DEFAULT_TARGET
+
+
+def needs_lazy_filesystem(faults: Iterable[str]) -> bool:
+    """Whether one of ``faults`` needs the brokers' data directories on the lazy filesystem (the
+    power-loss ability: ``power-loss`` itself, the disk faults), so the run mounts it unasked."""
+    return any(fault in REGISTRY and POWER_LOSS_ABILITY in REGISTRY[fault].needs for fault in faults)

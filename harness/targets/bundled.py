@@ -20,6 +20,7 @@ from nemesis.packages import PackageContext
 from testbed.cluster import bundled
 from testbed.cluster.protocol import (
     Cluster,
+    DiskFaults,
     LiveReplicas,
     LogFiles,
     NodeControl,
@@ -42,7 +43,7 @@ class BundledTarget(ContainerTarget):
     """The bundled broker: the one target that knows its nodes before it starts."""
 
     name = DEFAULT_TARGET
-    abilities = frozenset({NodeControl, ReplicaDumps, LiveReplicas, LogFiles, PowerLoss})
+    abilities = frozenset({NodeControl, ReplicaDumps, LiveReplicas, LogFiles, PowerLoss, DiskFaults})
     event_logs = True
 
     def effective_settings(self, settings: Mapping[str, str]) -> dict[str, str]:

@@ -258,6 +258,12 @@ class BundledCluster:
             raise not_mounted(node)
         self._lazy_mount(node).drop()
 
+    def lazyfs_control(self, node: str, command: str) -> None:
+        """:class:`~testbed.cluster.protocol.DiskFaults`: one command to ``node``'s lazy filesystem."""
+        if not self.power_loss_filesystem:
+            raise not_mounted(node)
+        self._lazy_mount(node).control(*command.split())
+
     # ---- lifecycle ------------------------------------------------------------------------
 
     def configure(self) -> None:

@@ -162,6 +162,17 @@ class PowerLoss(Protocol):
 
 
 @runtime_checkable
+class DiskFaults(Protocol):
+    """Ability: the lazy filesystem under a broker's data directory takes disk-fault rules
+    (:mod:`nemesis.lazyfs.faults`); only with the data directories on it (``PowerLoss``)."""
+
+    def lazyfs_control(self, node: str, command: str) -> None:
+        """Send one control command (``fail ...``, ``slow-fsync ...``, ``clear``) to ``node``'s lazy
+        filesystem; raises (a RemoteError) when it was not carried out."""
+        ...
+
+
+@runtime_checkable
 class ClockControl(Protocol):
     """Ability: the brokers' wall clocks can be moved while they run (only when ``fake_clock``)."""
 

@@ -120,3 +120,16 @@ def test_both_targets_mount_over_the_node_data_dir_and_refuse_power_loss_without
         BundledCluster({"n1": broker}, {}, ["n1"], "n1", {}).drop_unsynced("n1")  # type: ignore[dict-item]
     with pytest.raises(RemoteError, match="pg: power loss needs the lazy filesystem"):
         PostgresNode(postgres, {}, lazy=False).drop_unsynced()  # type: ignore[arg-type]
+
+
+def test_disk_fault_rules_go_to_the_broker_s_mount_as_one_control_command() -> None:
+    broker = RecordingRemote("n1")
+    cluster = BundledCluster({"n1": broker}, {}, ["n1"], "n1", {}, power_loss_filesystem=True)  # type: ignore[dict-item]
+    cluster.lazyfs_control("n1", "fail fsync EIO *.log always")
+    cluster.lazyfs_control("n1", "clear")
+    assert [call[1] for call in broker.calls] == [
+        [*LAZYFS, "control", DATA_DIR, "fail", "fsync", "EIO", "*.log", "always"],
+        [*LAZYFS, "control", DATA_DIR, "clear"],
+    ]
+    with pytest.raises(RemoteError, match="needs the lazy filesystem"):
+        BundledCluster({"n1": broker}, {}, ["n1"], "n1", {}).lazyfs_control("n1", "clear")  # type: ignore[dict-item]
