@@ -309,6 +309,7 @@ def finish_run(
             )
     except ServerUnreachable as error:  # the run is stored whole; `tidemark check` it later
         problems.append(f"not checked: {error}")
+        store.write_json(run_dir.run_file, {"problems": problems, "finished": True})
         print(f"problem: not checked: {error}", file=out)
         return RunOutcome(run_dir.path, None, problems)
     return RunOutcome(run_dir.path, results, problems)

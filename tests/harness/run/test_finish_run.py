@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 from pathlib import Path
 
 from checker.definitions import HW_REGRESSION
@@ -52,3 +53,18 @@ def test_a_history_that_cannot_be_finished_is_a_problem_named_with_its_line(tmp_
     assert outcome.problems[1].startswith(f"not checked: {run_dir.history_jsonl}:")
     assert "problem: not checked:" in out.getvalue()
     assert json.loads(run_dir.run_file.read_text(encoding="utf-8"))["problems"] == outcome.problems
+
+
+def test_a_spark_connect_server_gone_leaves_the_run_stored_and_says_so(tmp_path: Path) -> None:
+    """A hunt's run checked through the hunt's server (``--remote``) when nothing answers there any
+    more: the run is finished and unchecked, the problem names the address (run.json too)."""
+    run_dir = raw_run(tmp_path / "run")
+    with socket.socket() as silent:  # bound, not listening: refused
+        silent.bind(("127.0.0.1", 0))
+        address = f"sc://127.0.0.1:{silent.getsockname()[1]}"
+        outcome = finish_run(run_dir, "spark", [], io.StringIO(), remote=address)
+    assert outcome.results is None and not run_dir.results.exists()
+    (problem,) = outcome.problems
+    assert problem.startswith(f"not checked: no Spark Connect server answers at {address} (")
+    assert json.loads(run_dir.run_file.read_text(encoding="utf-8"))["problems"] == outcome.problems
+    assert all((run_dir.path / table).is_file() for table in TABLES)
