@@ -47,6 +47,9 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   filesystem);
 * ``zombie-fetch-across-epochs`` -- KIP-320: a follower stops hearing the controller and keeps
   fetching while the leadership moves away and back over two epochs (needs a controller node);
+* ``disk-failure-leader-moves`` -- the leader's disk fails its fsyncs; it halts (Kafka's rule for
+  a failed log directory), the leadership moves, and the disk is replaced and the broker restarted
+  from what the failed disk kept (needs the lazy filesystem);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -66,6 +69,7 @@ from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
 from nemesis.package_context import partition_of, sleep_step
 from nemesis.spec import (
+    DISK_FAILURE_LEADER_MOVES,
     FOLLOWER_RESTART_LEADER_CRASH,
     ISOLATE_FOLLOWERS_LOSE_LEADER,
     LAST_REPLICA_STANDING,
@@ -282,6 +286,20 @@ def overlapping_faults(rng: random.Random, context: PackageContext) -> list[Step
     ]
 
 
+def disk_failure_leader_moves(rng: random.Random, context: PackageContext) -> list[Step]:
+    if not context.power_loss:
+        raise PackageError("disk-failure-leader-moves needs the lazy filesystem (disk faults)")
+    p = partition_of(rng, context)
+    return [
+        {"bind": {"L": f"leader-of:{p}"}},
+        {"fault": "disk-error", "node": "L"},  # every fsync: the HW checkpoint's within 5 s at the latest
+        {"wait": "leader-is-not", "node": "L", "partition": p, "timeout": 30},
+        sleep_step(rng, 0.0, 3.0, "the new leader serves while the failed broker is down"),
+        {"fault": "disk-heal", "node": "L"},
+        {"wait": "answers", "node": "L", "timeout": 20},
+    ]
+
+
 def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
     mean = context.quiet_seconds
     return [sleep_step(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
@@ -298,6 +316,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     STALE_LEADER_LAGGING_JOINER: stale_leader_lagging_joiner,
     LAST_REPLICA_STANDING: last_replica_standing,
     ZOMBIE_FETCH_ACROSS_EPOCHS: zombie_fetch_across_epochs,
+    DISK_FAILURE_LEADER_MOVES: disk_failure_leader_moves,
     QUIET: quiet,
 }
 

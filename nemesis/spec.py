@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from nemesis.fault_kinds import CONSUMER_CHURN as CONSUMER_CHURN
+from nemesis.fault_kinds import DISK_ERROR as DISK_ERROR
 from nemesis.fault_kinds import HEALS as HEALS
 from nemesis.fault_kinds import KILL as KILL
 from nemesis.fault_kinds import METADATA_DELAY as METADATA_DELAY
@@ -71,6 +72,7 @@ OVERLAPPING_FAULTS = "overlapping-faults"
 STALE_LEADER_LAGGING_JOINER = "stale-leader-lagging-joiner"
 LAST_REPLICA_STANDING = "last-replica-standing"
 ZOMBIE_FETCH_ACROSS_EPOCHS = "zombie-fetch-across-epochs"
+DISK_FAILURE_LEADER_MOVES = "disk-failure-leader-moves"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -83,6 +85,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     STALE_LEADER_LAGGING_JOINER,
     LAST_REPLICA_STANDING,
     ZOMBIE_FETCH_ACROSS_EPOCHS,
+    DISK_FAILURE_LEADER_MOVES,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -100,6 +103,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         STALE_LEADER_LAGGING_JOINER: frozenset({KILL, PARTITION, SLOW_LINK}),
         LAST_REPLICA_STANDING: frozenset({PARTITION, KILL, POWER_LOSS}),
         ZOMBIE_FETCH_ACROSS_EPOCHS: frozenset({METADATA_DELAY, PARTITION, KILL}),
+        DISK_FAILURE_LEADER_MOVES: frozenset({DISK_ERROR}),
         QUIET: frozenset(),
     }
 )

@@ -121,6 +121,7 @@ def test_plans_are_seeded() -> None:
         ("last-replica-standing", PackageContext(("n1",), 1, 1, power_loss=True), "replication factor"),
         ("zombie-fetch-across-epochs", CONTEXTS[2], "controller node"),
         ("zombie-fetch-across-epochs", CONTEXTS[1], "replication factor of at least 3"),
+        ("disk-failure-leader-moves", CONTEXTS[1], "lazy filesystem"),
     ],
 )
 def test_packages_that_cannot_apply_say_why(name: str, context: PackageContext, reason: str) -> None:
