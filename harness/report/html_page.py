@@ -38,7 +38,7 @@ tr.verdict-expected td.verdict{background:#fff8c5}tr.verdict-unknown td.verdict,
 .note{color:#57606a}.problem{color:#cf222e}.meta th{width:150px}.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.diff td{background:#ffebe9}.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px}
 .op-ok{color:#1a7f37}.op-fail{color:#cf222e}.op-info{color:#9a6700}img.plot{max-width:100%;border:1px solid #d0d7de}
-details{margin:6px 0 14px}.grid{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}summary{cursor:pointer;font-weight:600}
+.wide{overflow-x:auto;max-width:100%}details{margin:6px 0 14px}.grid{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}summary{cursor:pointer;font-weight:600}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
 table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
 """

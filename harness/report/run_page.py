@@ -275,7 +275,9 @@ def _anomalies(run: StoredRun) -> str:
 
 
 def _examples_table(examples: list[Any]) -> str:
-    """One row per example, one column per field; ops and record lists rendered readably."""
+    """One row per example, one column per field; ops and record lists rendered readably.  In a
+    box of its own that scrolls sideways when the examples are wider than the page (a
+    transaction's JSON), so the page itself never does (issue 36: nothing off-screen at 1400 px)."""
     columns: list[str] = []
     for example in examples:
         if isinstance(example, dict):
@@ -289,7 +291,8 @@ def _examples_table(examples: list[Any]) -> str:
             )
         else:
             rows.append(f'<tr><td colspan="{max(len(columns), 1)}">{cell(example)}</td></tr>')
-    return f'<table class="examples"><tr>{head}</tr>{"".join(rows)}</table>' if rows else ""
+    table = f'<table class="examples"><tr>{head}</tr>{"".join(rows)}</table>'
+    return f'<div class="wide">{table}</div>' if rows else ""  # a wide example scrolls, not the page
 
 
 def _replica_states(run: StoredRun) -> str:

@@ -79,6 +79,15 @@ def test_the_anomaly_table_has_counts_rules_and_the_checkers_example_ops(runs: d
     )
 
 
+def test_an_example_table_scrolls_in_its_own_box_not_the_page(runs: dict[str, Path]) -> None:
+    """A transaction's example JSON made a real run's page 1405 px wide at a 1400 px window; the
+    examples now sit in a box that scrolls sideways by itself."""
+    text = page(runs["invalid"])
+    assert re.search(r'<div class="wide"><table class="examples">', text)
+    assert ".wide{overflow-x:auto;max-width:100%}" in text
+    assert '<table class="examples">' not in text.replace('<div class="wide"><table class="examples">', "")
+
+
 def test_divergence_shows_both_replicas_logs_side_by_side_around_the_first_divergent_offset(
     runs: dict[str, Path],
 ) -> None:
