@@ -63,18 +63,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checker.driver import HISTORY_QUESTIONS
+from bench.measure import PeakSampler, checker_engine, local_session, print_ranges, run_worker, timed_pass
 from checker.synthetic_runs import generate_run
 from testbed.record.history import PARQUET_LAYOUT
 
@@ -119,54 +115,6 @@ def dataset(root: Path, total: int, run_size: int) -> list[Path]:
 
 
 # ---------------------------------------------------------------- engines (in a subprocess)
-
-
-def _descendants(root: int) -> list[int]:
-    """``root`` and every process descended from it, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, []))
-    return found
-
-
-def _tree_rss(root: int) -> int:
-    """RSS in bytes of ``root`` and all its descendants, from /proc."""
-    total = 0
-    for pid in _descendants(root):
-        try:
-            with open(f"/proc/{pid}/statm") as handle:
-                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
-            continue
-    return total
-
-
-def _java_peaks(root: int, peaks: dict[int, int]) -> None:
-    """Record in ``peaks`` (pid -> bytes) the peak RSS so far (``VmHWM``) of every java process
-    descended from ``root`` -- the Spark JVM.  The kernel keeps the high-water mark, so sampling
-    while the JVM lives (and once more before it is stopped) misses no peak but a last moment's."""
-    for pid in _descendants(root):
-        try:
-            with open(f"/proc/{pid}/comm") as handle:
-                if handle.read().strip() != "java":
-                    continue
-            with open(f"/proc/{pid}/status") as handle:
-                for line in handle:
-                    if line.startswith("VmHWM:"):
-                        peaks[pid] = max(peaks.get(pid, 0), int(line.split()[1]) * 1024)
-        except (OSError, IndexError, ValueError):
-            continue
 
 
 def _reference_queries(hist: str, reps: str, quote: str) -> tuple[str, str, str, str]:
@@ -220,13 +168,6 @@ def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     return {"lost-write": lost[0], "duplicate": lost[1], "replica-divergence": divergence[0]}
 
 
-def _local_session() -> Any:
-    """The Spark session every Spark row of the bench starts: ``local[2]``, a 3 GB driver."""
-    from checker.spark.session import build_session
-
-    return build_session("local[2]", driver_memory="3g")
-
-
 def _load_runs(runs: list[Path], packed: bool) -> list[Any]:
     """The runs as the checker loads them: from the packed store's index (``runs[0]``) or their directories."""
     from checker.evidence import load_run
@@ -247,7 +188,7 @@ def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, f
     from testbed.record.replicas import REPLICAS_SCHEMA
 
     start_session = time.perf_counter()
-    session = _local_session()
+    session = local_session()
     session_seconds = time.perf_counter() - start_session
     started = time.perf_counter()
     loaded = _load_runs(runs, packed)
@@ -269,7 +210,7 @@ def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, f
             lost, duplicate = values()
             divergence = other.result()
         seconds = time.perf_counter() - started
-        _java_peaks(os.getpid(), JAVA_PEAKS)
+        SAMPLER.sample_java()
     finally:
         inputs.close()
         session.stop()
@@ -286,73 +227,31 @@ ALL_SUFFIX = "+all"
 """An engine name with this suffix runs every check, not the core three (``--checks all``)."""
 
 
-def _question_seconds(answered: list[tuple[str, float]], started: float) -> dict[str, float]:
-    """Each question's wall time: from the previous answer of its chain (or the pass's start)."""
-    seconds: dict[str, float] = {}
-    last = {True: started, False: started}
-    for question, at in answered:
-        chain = question in HISTORY_QUESTIONS
-        seconds[question] = at - last[chain]
-        last[chain] = at
-    return seconds
-
-
 def _checker(runs: list[Path], engine_name: str) -> tuple[dict[str, Any], float]:
-    from checker.definitions import ALL_CHECKS, CORE_CHECKS, DEFAULT_EXAMPLE_LIMIT
-    from checker.driver import check_pass
+    from checker.definitions import ALL_CHECKS, CORE_CHECKS
 
     packed = engine_name.endswith(PACKED_SUFFIX)
     engine_name = engine_name.removesuffix(PACKED_SUFFIX)
     every_check = engine_name.endswith(ALL_SUFFIX)
     engine_name = engine_name.removesuffix(ALL_SUFFIX)
-
-    start_session = time.perf_counter()
-    session = None
-    if engine_name == "spark":
-        from checker.spark.engine import SparkEngine
-
-        session = _local_session()
-        engine: Any = SparkEngine(session)
-    else:
-        from checker.pandas.engine import PandasEngine
-
-        engine = PandasEngine()
-    session_seconds = time.perf_counter() - start_session
-    answered: list[tuple[str, float]] = []
-    started = time.perf_counter()
-    results = check_pass(
-        engine,
-        _load_runs(runs, packed),
-        ALL_CHECKS if every_check else CORE_CHECKS,
-        DEFAULT_EXAMPLE_LIMIT,
-        on_answer=lambda question: answered.append((question, time.perf_counter())),
-    )
+    with checker_engine(engine_name, SAMPLER) as (engine, session_seconds):
+        _, results, seconds, questions = timed_pass(
+            engine, lambda: _load_runs(runs, packed), ALL_CHECKS if every_check else CORE_CHECKS
+        )
     counts: dict[str, Any] = {
         k: sum(r["anomalies"].get(k, {}).get("count", 0) for r in results) for k in CORE_CHECKS
     }
-    counts["_seconds"] = time.perf_counter() - started
-    counts["_questions"] = _question_seconds(answered, started)
-    if session is not None:
-        _java_peaks(os.getpid(), JAVA_PEAKS)  # the JVM's last high-water mark before it stops
-        engine.close()
-        session.stop()
+    counts["_seconds"] = seconds
+    counts["_questions"] = questions
     return counts, session_seconds
 
 
-JAVA_PEAKS: dict[int, int] = {}
-"""pid -> peak RSS (VmHWM) of the worker's java processes, sampled by :func:`worker`."""
+SAMPLER = PeakSampler()
+"""The worker's memory sampler (started by :func:`worker`)."""
 
 
 def worker(engine: str, runs: list[Path]) -> None:
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.25):
-            peak[0] = max(peak[0], _tree_rss(os.getpid()))
-            _java_peaks(os.getpid(), JAVA_PEAKS)
-
-    threading.Thread(target=sample, daemon=True).start()
+    SAMPLER.start()
     session = 0.0
     started = time.perf_counter()
     if engine.removesuffix(PACKED_SUFFIX) == "duckdb":
@@ -363,8 +262,7 @@ def worker(engine: str, runs: list[Path]) -> None:
         counts = {**found, "_seconds": seconds}
     else:
         counts, session = _checker(runs, engine)
-    done.set()
-    peak[0] = max(peak[0], _tree_rss(os.getpid()))
+    memory = SAMPLER.stop()
     seconds = counts.pop("_seconds")
     questions = counts.pop("_questions", {})
     print(
@@ -373,10 +271,7 @@ def worker(engine: str, runs: list[Path]) -> None:
                 "engine": engine,
                 "seconds": seconds,
                 "session_seconds": session,
-                "peak_rss": peak[0],
-                # ru_maxrss: the driver's (this Python process's) own peak, in KiB on Linux.
-                "driver_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                "jvm_peak_rss": max(JAVA_PEAKS.values(), default=0),
+                **memory,
                 "counts": counts,
                 "questions": questions,
             }
@@ -467,13 +362,7 @@ def main() -> None:
             duck = duck_packed = None
             for engine in engines:
                 sources = [store] if engine.endswith(PACKED_SUFFIX) and store is not None else runs
-                command = [sys.executable, __file__, "--worker", engine, *map(str, sources)]
-                out = (
-                    subprocess.run(command, check=True, capture_output=True, text=True)
-                    .stdout.strip()
-                    .splitlines()[-1]
-                )
-                result = json.loads(out)
+                result = run_worker(__file__, engine, sources)
                 duck = result["seconds"] if engine == "duckdb" else duck
                 duck_packed = result["seconds"] if engine == "duckdb" + PACKED_SUFFIX else duck_packed
                 ratio = f"{result['seconds'] / duck:8.2f}x" if duck else "        -"
@@ -492,19 +381,7 @@ def main() -> None:
                 if engine.endswith(ALL_SUFFIX):
                     spent = ", ".join(f"{q} {t:.1f}" for q, t in result["questions"].items())
                     print(f"#      {engine} questions (s): {spent}", flush=True)
-    _print_ranges(measured, args.rounds)
-
-
-def _print_ranges(measured: dict[tuple[str, str], list[tuple[float, float]]], rounds: int) -> None:
-    """Min-max over the rounds of each size and engine: the figures an issue note quotes."""
-    print(f"# ranges over {rounds} round(s)")
-    for (size_text, engine), figures in measured.items():
-        walls = [wall for wall, _ in figures]
-        ratios = [ratio for _, ratio in figures]
-        print(
-            f"{size_text:>6} {engine:>16} {min(walls):6.1f}-{max(walls):.1f} s"
-            f"   {min(ratios):.2f}-{max(ratios):.2f}x duckdb"
-        )
+    print_ranges(measured, args.rounds, "duckdb")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ OTHER_WRITERS = {
     "records.py": "anomaly_records.parquet, the checker's own findings beside its verdict (not evidence)",
     "summary.py": "the summary table ``analyze --summary`` writes where the user asks",
     "synthetic_runs.py": "generated run directories for the benches: a producer of runs, not a reader",
+    "synthetic_txn_runs.py": "generated transactional run directories for the benches, as synthetic_runs.py",
 }
 LOADERS = {"evidence.py", "invariant_evidence.py"}
 
