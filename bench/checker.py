@@ -32,6 +32,10 @@ presents them (bucketed tables), its two scans at once -- the same work as the D
 examples per run, no ``results.json``.  It is the floor under the Spark checker on the shape:
 what a fresh Spark JVM needs for the bare aggregations, before anything the checker adds.
 
+With ``--warm`` one more row per round, ``spark-warm``: the ``spark`` row's pass through a Spark
+Connect server started once for the invocation, after an untimed warm-up pass
+(``bench/connect_warm.py``) -- what a campaign's or hunt's checks cost on their long-lived server.
+
 With ``--checks all`` two more rows per round, ``spark+all`` and ``pandas+all``, run every check
 (:data:`checker.definitions.ALL_CHECKS`: the order, group, white-box and liveness checks too)
 over the same runs, reported apart so the core three stay comparable with earlier figures; each
@@ -70,6 +74,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.connect_warm import WARM, start_warm_server, warm_checker
 from bench.measure import PeakSampler, checker_engine, local_session, print_ranges, run_worker, timed_pass
 from checker.synthetic_runs import generate_run
 from testbed.record.history import PARQUET_LAYOUT
@@ -260,6 +265,8 @@ def worker(engine: str, runs: list[Path]) -> None:
     elif engine.removesuffix(PACKED_SUFFIX) == SPARK_SQL:
         found, seconds, session = _spark_sql(runs, packed=engine.endswith(PACKED_SUFFIX))
         counts = {**found, "_seconds": seconds}
+    elif engine == WARM:
+        counts, session = warm_checker(runs)
     else:
         counts, session = _checker(runs, engine)
     memory = SAMPLER.stop()
@@ -315,12 +322,18 @@ def main() -> None:
         "--only",
         help="time only these rows (comma-separated, e.g. spark@packed,spark-sql@packed); the DuckDB rows always run",
     )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help=f"also time {WARM}: the spark row's pass through a running Spark Connect server, after a warm-up pass",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("runs", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, [Path(r) for r in args.runs])
         return
+    start_warm_server(args.warm)  # one server for the whole invocation (bench/connect_warm.py)
     print(
         f"{'size':>6} {'engine':>16} {'wall s':>8} {'ops/s':>12} {'peak RSS':>9} {'driver':>7} {'JVM':>6} "
         f"{'session s':>9}  vs duckdb  counts"
@@ -340,7 +353,8 @@ def main() -> None:
             f"(ready in {time.perf_counter() - generated:.0f} s); planted {expected}",
             flush=True,
         )
-        engines = ["duckdb", "spark"] + (["pandas"] if total <= _size(args.pandas_max) else [])
+        engines = ["duckdb", "spark", *([WARM] if args.warm else [])]
+        engines += ["pandas"] if total <= _size(args.pandas_max) else []
         if args.checks == "all":
             engines += [engine + ALL_SUFFIX for engine in engines if engine != "duckdb"]
         store = None
