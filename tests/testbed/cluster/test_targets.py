@@ -26,6 +26,7 @@ ABILITIES = (
     protocol.ReplicaNodes,
     protocol.LogFiles,
     protocol.PowerLoss,
+    protocol.DiskFaults,
 )
 CLUSTER_CLASSES: dict[str, type] = {
     "bundled": BundledCluster,
