@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.engine_options import add_remote_option, add_server_option, remote_of
+from harness.cli.engine_options import add_remote_option, add_server_option, engine_of, remote_of
 from harness.cli.errors import UsageError
 from harness.run.campaign import CampaignError, campaign_directory, load_campaign, plan_lines
 from harness.run.campaign_run import run_campaign
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         return run_campaign(
             campaign,
             Path(args.store),
-            engine="spark" if remote else args.engine or campaign.engine,
+            engine=engine_of(args, remote, campaign.engine),
             master=args.master,
             remote=remote,
             spark_server=not args.no_spark_server,

@@ -58,3 +58,12 @@ def remote_of(args: argparse.Namespace) -> str | None:
     except ServerUnreachable as error:
         raise UsageError(f"--remote: {error}") from None
     return remote
+
+
+def engine_of(args: argparse.Namespace, remote: str | None, default: str = "pandas") -> str:
+    """The engine a command checks with: ``--remote`` implies Spark, else ``--engine`` (or
+    ``default`` when the command leaves it unset, as a campaign does for its file's own)."""
+    if remote:
+        return "spark"
+    engine: str | None = getattr(args, "engine", None)
+    return engine or default

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from checker.definitions import ALL_CHECKS
 from harness.cli import run as run_cli
-from harness.cli.engine_options import add_server_option, remote_of
+from harness.cli.engine_options import add_server_option, engine_of, remote_of
 from harness.cli.errors import UsageError
 from harness.run.campaign import DOCKER_TARGETS
 from harness.run.check_server import checking_remote
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         if reason is not None:
             raise UsageError(reason)
     stop_on = parse_anomaly_names(args.stop_on) if args.stop_on else frozenset()
-    engine = "spark" if remote else args.engine
+    engine = engine_of(args, remote)
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
     print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)
     say = functools.partial(print, file=sys.stderr)

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.engine_options import add_remote_option, remote_of
+from harness.cli.engine_options import add_remote_option, engine_of, remote_of
 from harness.cli.errors import UsageError
 from harness.cli.run import check_spec, report_outcome
 from harness.run.runner import run_test
@@ -49,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
         f"re-running {args.run_dir}" + (f" (scenario {spec.scenario})" if spec.scenario else ""),
         file=sys.stderr,
     )
-    engine = "spark" if remote else args.engine
+    engine = engine_of(args, remote)
     outcome = run_test(spec, Path(args.store), engine=engine, out=sys.stderr, remote=remote)
     return report_outcome(spec, outcome)

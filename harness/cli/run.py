@@ -29,7 +29,7 @@ from pathlib import Path
 
 from checker.definitions import DEFAULT_LIVENESS, Liveness
 from harness.cli.check import add_liveness_options, liveness_settings
-from harness.cli.engine_options import add_remote_option, remote_of
+from harness.cli.engine_options import add_remote_option, engine_of, remote_of
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_UNKNOWN, verdict_exit_code
 from harness.run.runner import RunOutcome, run_test
@@ -289,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
         except (ScenarioError, SpecError, ValueError) as error:
             raise UsageError(str(error)) from None
     check_spec(spec)
-    engine = "spark" if remote else args.engine
+    engine = engine_of(args, remote)
     return run_and_report(spec, Path(args.store), engine, liveness_settings(args), remote)
 
 
