@@ -44,6 +44,7 @@ from checker.txn.txn_graph import (
     Edges,
     committed_txns,
     known_positions,
+    log_steps,
     process_edges,
     realtime_edges,
 )
@@ -98,21 +99,8 @@ def _log_order(tables: RunTables, node: pd.Series, appends: pd.DataFrame) -> lis
         writers, on=["partition", "value"], how="inner"
     )
     placed = placed.sort_values(["partition", "offset"], kind="stable")
-    part, offset, value = (placed[c].to_numpy() for c in ("partition", "offset", "value"))
-    a, txn = placed["a"].to_numpy(), placed["txn"].to_numpy()
-    same = part[1:] == part[:-1]
-    other = np.flatnonzero(same & (txn[1:] != txn[:-1]))
-    own = np.flatnonzero(same & (txn[1:] == txn[:-1]))
-    why: list[tuple[int, ...]] = list(
-        zip(
-            part[other + 1].tolist(),
-            offset[other].tolist(),
-            value[other].tolist(),
-            offset[other + 1].tolist(),
-            value[other + 1].tolist(),
-            strict=True,
-        )
-    )
+    a = placed["a"].to_numpy()
+    other, own, why = log_steps(placed, placed["txn"].to_numpy())
     return [(WW, (a[other], a[other + 1], why)), _internal(a[own], a[own + 1])]
 
 

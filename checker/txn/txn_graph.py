@@ -64,23 +64,35 @@ def known_positions(tables: RunTables, committed: np.ndarray[Any, Any]) -> pd.Da
     return seen.drop_duplicates(["partition", "value"]).reset_index(drop=True)
 
 
+def log_steps(
+    placed: pd.DataFrame, writer: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[tuple[int, ...]]]:
+    """Over known positions sorted by (partition, offset) and their ``writer`` (any numbering):
+    the consecutive pairs (i, i + 1) of one partition written by two writers -- with each pair's
+    ww evidence (:data:`checker.txn.cycles.WHY_FIELDS`) -- and those written by one writer."""
+    p, o, v = (placed[c].to_numpy() for c in ("partition", "offset", "value"))
+    same = p[1:] == p[:-1]
+    other = np.flatnonzero(same & (writer[1:] != writer[:-1]))
+    own = np.flatnonzero(same & (writer[1:] == writer[:-1]))
+    why: list[tuple[int, ...]] = list(
+        zip(
+            p[other + 1].tolist(),
+            o[other].tolist(),
+            v[other].tolist(),
+            o[other + 1].tolist(),
+            v[other + 1].tolist(),
+            strict=True,
+        )
+    )
+    return other, own, why
+
+
 def _ww(tables: RunTables, writers: pd.DataFrame, node: pd.Series) -> Edges:
     positions = known_positions(tables, node.index.to_numpy())
     placed = positions.merge(writers, on=["partition", "value"], how="inner", sort=False)
     placed = placed[placed["txn"].isin(node.index)].sort_values(["partition", "offset"], kind="stable")
-    p, o, v = (placed[c].to_numpy() for c in ("partition", "offset", "value"))
     w = node.loc[placed["txn"]].to_numpy()
-    step = np.flatnonzero((p[1:] == p[:-1]) & (w[1:] != w[:-1]))
-    why: list[tuple[int, ...]] = list(
-        zip(
-            p[step + 1].tolist(),
-            o[step].tolist(),
-            v[step].tolist(),
-            o[step + 1].tolist(),
-            v[step + 1].tolist(),
-            strict=True,
-        )
-    )
+    step, _, why = log_steps(placed, w)
     return w[step], w[step + 1], why
 
 
