@@ -170,16 +170,13 @@ class FaultStep:
     """``slow-disk``: how long each fsync waits (None: the kind's default)."""
 
     def with_drawn(self, params: Mapping[str, int]) -> FaultStep:
-        """This step with the parameters a schedule drew for it (``FaultKind.drawn``)."""
-        unknown = set(params) - {"rate_kbit", "offset_s", "delay_ms"}
+        """This step with the parameters a schedule drew for it (``FaultKind.drawn``: each names a
+        field of this class, checked against the kind's ``params`` by the registry's tests)."""
+        unknown = set(params) - {field.name for field in dataclasses.fields(self)}
         if unknown:
             raise ValueError(f"{self.fault}: no drawn parameter {', '.join(sorted(unknown))}")
-        return dataclasses.replace(
-            self,
-            rate_kbit=params.get("rate_kbit", self.rate_kbit),
-            offset_s=params.get("offset_s", self.offset_s),
-            delay_ms=params.get("delay_ms", self.delay_ms),
-        )
+        changes: dict[str, Any] = dict(params)
+        return dataclasses.replace(self, **changes)
 
     def resolved(self, resolve: Callable[[str], str]) -> FaultStep:
         """This step with every name turned into a node by ``resolve``."""
