@@ -13,6 +13,7 @@ Every act raises on failure: :class:`~nemesis.outcomes.Refused` when certainly n
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -94,8 +95,15 @@ class BrokerActs:
             delay = min(delay * 2, 0.2)
 
     def power_loss(self, node: str) -> None:
-        """Kill the broker, then drop every write its data directory had not fsynced."""
-        self.kill(node)  # the process must be gone before the cache is: no write may land after
+        """Kill the broker, then drop every write its data directory had not fsynced.
+
+        A broker that is not running (it halted on a disk error, it crashed, an earlier fault
+        killed it) still loses the machine's page cache: its writes that never reached the disk
+        are dropped all the same.  Refusing there would make a halted broker's unsynced tail --
+        exactly what a disk-error fault leaves behind -- immune to power loss.
+        """
+        with contextlib.suppress(Refused):  # not running: nothing to kill, the cache is still there to lose
+            self.kill(node)  # the process must be gone before the cache is: no write may land after
         cluster = self.cluster
         if not isinstance(cluster, PowerLoss):  # Nemesis refuses the fault first; the kill did happen
             raise RuntimeError("this cluster's data directories are not on the lazy filesystem")

@@ -125,6 +125,34 @@ def test_heal_all_clears_the_disk_before_it_starts_the_broker(recorded: tuple[Re
     assert cluster.commands["n3"] == ["fail fsync EIO * always", "clear"] and cluster.starts == ["n3"]
 
 
+class FakePowerCluster(FakeDiskCluster):
+    """A FakeDiskCluster whose power loss is recorded instead of refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: list[str] = []
+
+    def drop_unsynced(self, node: str) -> None:
+        self.dropped.append(node)
+
+
+def test_power_loss_of_a_broker_that_halted_on_a_disk_error_still_drops_its_cache(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    """A halted broker's unsynced tail is exactly what a disk error leaves behind; a power loss
+    that refused a dead process (as a kill does) would make that tail immune to power loss."""
+    cluster = FakePowerCluster()
+    spec = NemesisSpec(faults=("disk-error", "power-loss"))
+    nemesis = Nemesis(
+        spec, cluster, recorded[0], NemesisConfig(leader_partitions=[("q", 0)], settle_timeout=1)
+    )
+    nemesis.apply(FaultStep("disk-error", ("n1",)))
+    cluster.remotes["n1"].state = "dead"  # the broker halted on the error
+    lost = nemesis.power_loss(["n1", "n2"])
+    assert (lost.type, lost.value) == ("ok", {"nodes": ["n1", "n2"]})
+    assert cluster.dropped == ["n1", "n2"] and cluster.remotes["n2"].state == "dead"
+
+
 def test_a_schedule_draws_the_slow_disk_delay_from_the_seed(recorded: tuple[Recorder, list[Op]]) -> None:
     spec = NemesisSpec(faults=("slow-disk", "disk-error"), seed=3)
     steps = list(itertools.islice(schedule(spec, LAYOUT3, TOPIC), 80))
