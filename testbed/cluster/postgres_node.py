@@ -1,4 +1,4 @@
-"""The PostgreSQL node of a tansu cluster, driven through its Remote.
+"""The PostgreSQL node of a shared-store cluster (tansu, nisshi), driven through its Remote.
 
 :class:`PostgresNode` lays out the node (data directory, optionally on the lazy filesystem),
 creates the database cluster, runs the server as the daemon the nemesis acts on, answers
@@ -40,7 +40,7 @@ SERVER_DAEMON = "broker"
 on this node it is the postmaster."""
 PGDATA = f"{DATA_DIR}/pgdata"
 HBA_PATH = f"{CONFIG_DIR}/pg_hba.conf"
-SCHEMA_PATH = f"{CONFIG_DIR}/tansu-schema.sql"
+SCHEMA_PATH = f"{CONFIG_DIR}/schema.sql"
 SOCKET_DIR = "/run/tidemark-postgresql"
 SERVER_LOG = f"{LOG_DIR}/postgresql.log"
 LAZYFS_LOG = f"{LOG_DIR}/lazyfs.log"
@@ -66,8 +66,13 @@ class WholeServerRemote(ForwardingRemote):
 class PostgresNode:
     """PostgreSQL with ``settings`` (``postgresql.*``) on the node behind ``remote``."""
 
-    def __init__(self, remote: Remote, settings: Mapping[str, str], *, lazy: bool) -> None:
+    def __init__(
+        self, remote: Remote, settings: Mapping[str, str], *, lazy: bool, schema: Path | None = None
+    ) -> None:
         self.remote = WholeServerRemote(remote)
+        self.schema = schema
+        """The tables Tidemark creates before any broker connects (tansu's); None when the broker
+        creates its own (nisshi)."""
         self.settings = postgres.effective_settings(settings)
         self.lazy_mount = (
             LazyMount(
@@ -90,10 +95,11 @@ class PostgresNode:
     # ---- set-up -----------------------------------------------------------------------
 
     def configure(self) -> None:
-        """Write the authentication file and the schema (outside the data directory)."""
+        """Write the authentication file and the schema, if any (outside the data directory)."""
         self.remote.exec(["mkdir", "-p", CONFIG_DIR, LOG_DIR, DATA_DIR], timeout=10)
         self.remote.put(postgres.HBA_CONF.encode(), HBA_PATH)
-        self.remote.put(postgres.SCHEMA_FILE.read_bytes(), SCHEMA_PATH)
+        if self.schema is not None:
+            self.remote.put(self.schema.read_bytes(), SCHEMA_PATH)
 
     def start(self, ready_timeout: float = 60.0) -> None:
         """Start the server unless it runs (creating the cluster the first time) and wait until it answers."""
@@ -119,7 +125,11 @@ class PostgresNode:
         wait_until(self.answers, ready_timeout, f"PostgreSQL on {self.node} to accept connections")
 
     def apply_schema(self) -> None:
-        """Create tansu's tables (once, on a new cluster, before any broker connects)."""
+        """Create the schema's tables (once, on a new cluster, before any broker connects)."""
+        if self.schema is None:
+            raise ValueError(
+                f"PostgreSQL on {self.node} has no schema to apply: its brokers create their own"
+            )
         self.remote.exec(postgres.psql_argv(LOCAL, command=None, file=SCHEMA_PATH), timeout=60)
 
     def answers(self) -> bool:

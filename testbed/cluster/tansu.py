@@ -1,225 +1,61 @@
 """tansu on cluster nodes: N stateless brokers sharing one PostgreSQL node (``--target tansu``).
 
 tansu (https://tansu.io, pinned in :mod:`testbed.cluster.tansu_image`) speaks the Kafka protocol
-and keeps nothing on its own disk: every produce is one PostgreSQL transaction that inserts the
-records and moves the partition's watermark, every fetch a query.  So the brokers are replaceable
-processes and the durable log -- the only replica -- is PostgreSQL's tables.  This module offers
-that system through the :mod:`testbed.cluster.protocol` abilities it can honestly have:
-
-* :class:`~testbed.cluster.protocol.NodeControl` over *both tiers*: :attr:`TansuCluster.brokers`
-  -- the nodes the nemesis may fault -- are the tansu brokers and the PostgreSQL node, each running
-  its server as the daemon ``broker``; kill, pause and partition work on either, and
-  :meth:`TansuCluster.start_broker` restarts either.  Every tansu broker answers for every
-  partition (its Metadata names itself, broker id :data:`TANSU_NODE_ID`, as the leader), so the
-  node a partition's writes depend on is the PostgreSQL node: :meth:`TansuCluster.leader_of`
-  names it, and the nemesis's ``leader``/``isolate-leader`` targets hit PostgreSQL while
-  ``followers`` hits the brokers.
-* :class:`~testbed.cluster.protocol.PowerLoss` for the PostgreSQL node (its data directory on the
-  lazy filesystem); a tansu broker has no data directory, so its power loss is its kill.
-* :class:`~testbed.cluster.protocol.ReplicaDumps` with one replica, the PostgreSQL node
-  (:attr:`TansuCluster.replica_nodes`): its dump reads the committed records from PostgreSQL after
-  the run; with a single copy there is nothing to compare, and the run records that
-  (``test.json``'s ``replica_evidence``) so the checker reports divergence as not applicable.
-* :class:`~testbed.cluster.protocol.LogFiles` for every node.
-
-Settings: ``--set postgresql.fsync=off`` / ``postgresql.synchronous_commit=off``
-(:func:`testbed.cluster.postgres.effective_settings`); tansu itself has none a run may change.
+and keeps nothing on its own disk; what that means for faults and evidence is
+:mod:`testbed.cluster.shared_store`'s, shared with its successor nisshi.  What is tansu's own:
+its binary, its broker id (tansu-broker's ``NODE_ID``, 111) and that Tidemark must create its
+PostgreSQL tables (:data:`testbed.cluster.postgres.SCHEMA_FILE`) before a broker connects.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import docker
 
-from testbed.cluster import postgres
-from testbed.cluster.bundled import KAFKA_PORT, LOG_DIR, stop_daemons
-from testbed.cluster.docker_cluster import DockerCluster
-from testbed.cluster.kafka_admin import (
-    PartitionInfo,
-    all_partitions_led,
-    broker_answers,
-    node_named,
-    wait_until,
+from testbed.cluster.shared_store import (
+    POSTGRES_NODE,
+    REPLICA_EVIDENCE,
+    BrokerProgram,
+    SharedStoreCluster,
+    shared_store_on_docker,
+    supervised,
 )
-from testbed.cluster.postgres_node import SERVER_DAEMON, PostgresNode
 from testbed.cluster.tansu_image import TANSU_IMAGE_PATH
 from testbed.nodes.remote import Remote
-from testbed.record.replicas import EVIDENCE_SINGLE_STORE
 
-POSTGRES_NODE = "pg"
-"""The PostgreSQL node's name (beside the brokers ``n1``..``nN``)."""
+__all__ = ["POSTGRES_NODE", "REPLICA_EVIDENCE", "TANSU", "TANSU_NODE_ID", "TansuCluster", "supervised"]
+
 TANSU_NODE_ID = 111
 """The broker id every tansu broker reports (tansu-broker's ``NODE_ID``): brokers are interchangeable."""
-BROKER_LOG = f"{LOG_DIR}/tansu.log"
-REPLICA_EVIDENCE = f"{EVIDENCE_SINGLE_STORE}: the log lives in one PostgreSQL, no second replica to compare"
-"""``test.json``'s ``replica_evidence`` for this target (vocabulary: :mod:`testbed.record.replicas`)."""
+TANSU = BrokerProgram("tansu", TANSU_IMAGE_PATH, TANSU_NODE_ID, applies_schema=True)
+"""How a tansu broker starts: tansu does not create its tables, Tidemark applies them first."""
 
 
-RESTART_DELAY_SECONDS = 1
-"""How long the supervisor of a tansu broker waits before starting it again after it exited."""
-
-
-def supervised(argv: Sequence[str]) -> list[str]:
-    """``argv`` run again each time it exits on its own, as a service manager would run it.
-
-    tansu 0.6.0 exits at once when PostgreSQL does not accept connections (``Connection refused``
-    from its storage pool) instead of retrying.  In production its supervisor starts it again; here,
-    without one, a broker restarted together with a restarting PostgreSQL died at once and stayed
-    down, so a tansu campaign run ended in "recovery timed out" (2 of its 6 kill runs).  The loop is
-    the daemon's process group with tansu in it: the nemesis's kill (SIGKILL to the group) ends both,
-    pause and resume stop and continue both, so a fault still means what it says.
-    """
-    loop = (
-        'while :; do "$@"; status=$?; '
-        f'echo "tidemark: tansu exited with status $status, starting it again in {RESTART_DELAY_SECONDS} s" >&2; '
-        f"sleep {RESTART_DELAY_SECONDS}; done"
-    )
-    return ["sh", "-c", loop, "tansu-supervisor", *argv]
-
-
-def broker_argv(binary: str, *, port: int, advertised_host: str, storage: str) -> list[str]:
-    """A tansu broker in the foreground, listening on ``port`` and storing in ``storage``."""
-    return [
-        binary,
-        "broker",
-        f"--cluster-id={postgres.CLUSTER_ID}",
-        f"--listener-url=tcp://0.0.0.0:{port}",
-        f"--advertised-listener-url=tcp://{advertised_host}:{port}",
-        f"--storage-engine={storage}",
-    ]
-
-
-class TansuCluster:
-    """tansu brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node`` (see the module doc)."""
+class TansuCluster(SharedStoreCluster):
+    """tansu brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node``."""
 
     def __init__(
         self,
         remotes: Mapping[str, Remote],
         ips: Mapping[str, str],
-        brokers: Sequence[str],
+        brokers: list[str],
         postgres_node: str,
         settings: Mapping[str, str],
         *,
         power_loss_filesystem: bool = False,
     ) -> None:
-        self._remotes = dict(remotes)
-        self._ips = dict(ips)
-        self.tansu_brokers = list(brokers)
-        self.postgres_node = postgres_node
-        self.postgres = PostgresNode(self._remotes[postgres_node], settings, lazy=power_loss_filesystem)
-        self.controller: str | None = None
-        self.node_ids = {name: TANSU_NODE_ID for name in self.tansu_brokers}
-
-    @property
-    def brokers(self) -> list[str]:
-        """Every node the nemesis may fault: the tansu brokers, then the PostgreSQL node."""
-        return [*self.tansu_brokers, self.postgres_node]
-
-    @property
-    def replica_nodes(self) -> list[str]:
-        """The nodes holding the log: the PostgreSQL node alone."""
-        return [self.postgres_node]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"{self._ips[name]}:{KAFKA_PORT}" for name in self.tansu_brokers)
-
-    # ---- NodeControl ----------------------------------------------------------------------
-
-    def remote(self, node: str) -> Remote:
-        return self.postgres.remote if node == self.postgres_node else self._remotes[node]
-
-    def ip(self, node: str) -> str:
-        return self._ips[node]
-
-    def node_of(self, broker_id: int) -> str | None:
-        return node_named(self.node_ids, broker_id)
-
-    def leader_of(self, topic: str, partition: int) -> str | None:
-        """The PostgreSQL node: the one node every write to any partition goes through."""
-        return self.postgres_node
-
-    def answers(self, node: str) -> bool:
-        """Whether ``node`` serves now: Kafka requests (a broker) or connections (PostgreSQL)."""
-        if node == self.postgres_node:
-            return self.postgres.answers()
-        return broker_answers(f"{self._ips[node]}:{KAFKA_PORT}")
-
-    def start_broker(self, node: str) -> None:
-        """(Re)start ``node``'s server where it is not running: PostgreSQL or a tansu broker."""
-        if node == self.postgres_node:
-            self.postgres.start()
-            return
-        remote = self._remotes[node]
-        if remote.is_alive(SERVER_DAEMON):
-            return
-        remote.start_daemon(
-            SERVER_DAEMON,
-            supervised(
-                broker_argv(
-                    TANSU_IMAGE_PATH,
-                    port=KAFKA_PORT,
-                    advertised_host=self._ips[node],
-                    storage=postgres.storage_url(self._ips[self.postgres_node]),
-                )
-            ),
-            log_path=BROKER_LOG,
+        super().__init__(
+            remotes,
+            ips,
+            brokers,
+            postgres_node,
+            settings,
+            program=TANSU,
+            power_loss_filesystem=power_loss_filesystem,
         )
-
-    def drop_unsynced(self, node: str) -> None:
-        """Power loss of ``node`` (its server is dead): PostgreSQL loses what it had not fsynced; a
-        tansu broker keeps nothing on disk, so there is nothing to lose."""
-        if node == self.postgres_node:
-            self.postgres.drop_unsynced()
-
-    # ---- lifecycle ------------------------------------------------------------------------
-
-    def configure(self) -> None:
-        self.postgres.configure()
-        for name in self.tansu_brokers:
-            self._remotes[name].exec(["mkdir", "-p", LOG_DIR], timeout=10)
-
-    def start(self, ready_timeout: float = 60.0) -> None:
-        """PostgreSQL, its schema, then every broker; returns once every broker answers."""
-        self.postgres.start(ready_timeout)
-        self.postgres.apply_schema()
-        for name in self.tansu_brokers:
-            self.start_broker(name)
-        for name in self.tansu_brokers:
-            wait_until(lambda name=name: self.answers(name), ready_timeout, f"tansu on {name} to answer")  # type: ignore[misc]
-
-    def wait_for_leaders(self, topic: str, partitions: int, timeout: float) -> list[PartitionInfo]:
-        """Once every partition of the new ``topic`` has a leader, make the set-up durable.
-
-        The runner calls this right after creating the topic, before the workload starts: from
-        here on, a power loss may take only the workload's writes (:meth:`PostgresNode.settle`).
-        """
-        infos: list[PartitionInfo] = wait_until(
-            lambda: all_partitions_led(self.bootstrap, topic, partitions),
-            timeout,
-            f"a leader for every partition of {topic}",
-        )
-        self.postgres.settle()
-        return infos
-
-    def stop_brokers(self, timeout: float = 15.0) -> None:
-        """Stop the tansu brokers (SIGTERM, then SIGKILL); PostgreSQL keeps running for the dump."""
-        stop_daemons(self._remotes, self.tansu_brokers, SERVER_DAEMON, timeout, what="tansu")
-
-    def dump_replica(self, node: str, target: Path) -> None:
-        """The PostgreSQL node's committed records, in the replica-dump format."""
-        if node != self.postgres_node:
-            raise ValueError(
-                f"{node} is a tansu broker: it holds no replica (only {self.postgres_node} does)"
-            )
-        self.postgres.dump(target)
-
-    def collect_logs(self, node: str, target: Path) -> None:
-        target.mkdir(parents=True, exist_ok=True)
-        self._remotes[node].get(LOG_DIR, target, timeout=60)
 
 
 @contextlib.contextmanager
@@ -232,17 +68,16 @@ def tansu_on_docker(
     power_loss_filesystem: bool,
     transport: str = "docker",
     work_dir: Path | None = None,
-) -> Iterator[tuple[TansuCluster, list[str]]]:
-    """A :class:`TansuCluster` on a :class:`DockerCluster` of ``image`` (the tansu image), not yet
-    configured or started (the caller does both, so it can collect the logs of a failed start),
-    with the node names whose logs to collect; every container is removed on the way out."""
-    with DockerCluster(client, image, brokers=brokers, work_dir=work_dir, controller=POSTGRES_NODE) as nodes:
-        cluster = TansuCluster(
-            nodes.remotes_via(transport),
-            {name: nodes.ip(name) for name in nodes.node_names},
-            nodes.broker_names,
-            POSTGRES_NODE,
-            settings,
-            power_loss_filesystem=power_loss_filesystem,
-        )
-        yield cluster, list(nodes.node_names)
+) -> Iterator[tuple[SharedStoreCluster, list[str]]]:
+    """A :class:`TansuCluster` on Docker (:func:`~testbed.cluster.shared_store.shared_store_on_docker`)."""
+    with shared_store_on_docker(
+        client,
+        image,
+        TansuCluster,
+        brokers=brokers,
+        settings=settings,
+        power_loss_filesystem=power_loss_filesystem,
+        transport=transport,
+        work_dir=work_dir,
+    ) as started:
+        yield started

@@ -29,7 +29,7 @@ from typing import IO, Any
 from testbed.cluster import postgres
 from testbed.cluster.external_probe import probe_cluster
 from testbed.cluster.kafka_admin import wait_until
-from testbed.cluster.tansu import broker_argv
+from testbed.cluster.shared_store import broker_argv
 
 START_TIMEOUT = 60.0
 

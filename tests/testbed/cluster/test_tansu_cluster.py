@@ -92,7 +92,8 @@ def test_a_broker_starts_as_the_broker_daemon_pointing_at_postgresql(
             "--listener-url=tcp://0.0.0.0:9092",
             "--advertised-listener-url=tcp://10.9.0.4:9092",
             "--storage-engine=postgres://postgres@10.9.0.2:5432/postgres",
-        ]
+        ],
+        "tansu",
     )
     assert argv[:2] == ["sh", "-c"], "under the supervisor loop that starts tansu again when it exits"
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed.cluster import tansu_image
+from testbed.cluster import crate_image, tansu_image
+from testbed.cluster.crate_image import CratePin
 from testbed.cluster.image_build import ImageBuildError
-from testbed.cluster.tansu_image import TANSU_PIN, TansuPin
+from testbed.cluster.tansu_image import TANSU_PIN
 
 FAKE_CARGO = """#!/bin/sh
 # Records its arguments, then installs a fake tansu under --root, as cargo install would.
@@ -36,7 +37,7 @@ def fake_cargo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cargo.parent.mkdir()
     cargo.write_text(FAKE_CARGO, encoding="utf-8")
     cargo.chmod(cargo.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(tansu_image, "find_cargo", lambda: str(cargo))
+    monkeypatch.setattr(crate_image, "find_cargo", lambda: str(cargo))
     return cargo
 
 
@@ -49,15 +50,17 @@ def test_the_pin_is_tansu_0_6_0_with_the_postgres_engine_at_opt_level_1() -> Non
 
 def test_the_cache_key_changes_with_the_version_and_the_features() -> None:
     keys = {
-        TansuPin("0.6.0", ("dynostore", "postgres")).key,
-        TansuPin("0.6.1", ("dynostore", "postgres")).key,
-        TansuPin("0.6.0", ("postgres",)).key,
-        TansuPin("0.6.0", ()).key,
-        TansuPin("0.6.0", ("dynostore", "postgres"), opt_level=1).key,
-        TansuPin("0.6.0", ("dynostore", "postgres"), opt_level=2).key,
+        CratePin("tansu", "0.6.0", ("dynostore", "postgres")).key,
+        CratePin("tansu", "0.6.1", ("dynostore", "postgres")).key,
+        CratePin("tansu", "0.6.0", ("postgres",)).key,
+        CratePin("tansu", "0.6.0", ()).key,
+        CratePin("tansu", "0.6.0", ("dynostore", "postgres"), opt_level=1).key,
+        CratePin("tansu", "0.6.0", ("dynostore", "postgres"), opt_level=2).key,
     }
     assert len(keys) == 6
-    assert TansuPin("0.6.0", ("postgres",), opt_level=3).key == "0.6.0-postgres"  # cargo's default, as before
+    assert (
+        CratePin("tansu", "0.6.0", ("postgres",), opt_level=3).key == "0.6.0-postgres"
+    )  # cargo's default, as before
 
 
 @pytest.mark.parametrize(
@@ -72,7 +75,7 @@ def test_the_cache_key_changes_with_the_version_and_the_features() -> None:
 )
 def test_a_malformed_pin_is_refused(version: str, features: tuple[str, ...], opt_level: int) -> None:
     with pytest.raises(ValueError, match="tansu"):
-        TansuPin(version, features, opt_level)
+        CratePin("tansu", version, features, opt_level)
 
 
 def test_the_build_environment_is_the_pins_profile_and_none_of_the_callers() -> None:
@@ -133,7 +136,7 @@ def test_a_failed_build_leaves_nothing_that_looks_built(
 
 
 def test_without_cargo_the_error_says_so(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tansu_image, "find_cargo", lambda: None)
+    monkeypatch.setattr(crate_image, "find_cargo", lambda: None)
     with pytest.raises(ImageBuildError, match="building tansu needs cargo"):
         tansu_image.ensure_binary()
 

@@ -26,7 +26,10 @@ def test_a_server_that_exits_on_its_own_is_started_again_and_a_group_kill_ends_b
     server = f'echo started >> {attempts}; [ "$(wc -l < {attempts})" -ge 2 ] && exec sleep 600; exit 3'
     log = (tmp_path / "log").open("wb")
     loop = subprocess.Popen(
-        supervised(["sh", "-c", server]), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        supervised(["sh", "-c", server], "tansu"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         wait_for(
