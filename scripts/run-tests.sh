@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The test suite: lint, types, then pytest (Docker tests fail, not skip, under CI=true).
 #
-# When scripts/setup.sh left the tansu build running in the background (a fresh machine's
-# `setup.sh test`: TIDEMARK_TANSU_BUILD names the build's directory), pytest runs in three
-# phases, so that the 20-35 minute cargo build overlaps every test that does not need tansu:
-#   1. pytest -m "not docker and not tansu"   while cargo builds;
-#   2. pytest -m "docker and not tansu"       while cargo goes on, if it has not ended: it runs
-#      at nice 19, so rustc takes only the CPU the containers leave idle (a fresh machine's CI
-#      measured 2026-11-29: phase 1 alone did not cover the build, and waiting for it before
-#      any Docker test made the critical path setup + build + every Docker test);
-#   3. wait for the build -- a failed build fails the run here, with the tail of cargo's log --,
-#      build the tansu image, then pytest -m "tansu".
+# When scripts/setup.sh left the third-party builds running in the background (a fresh machine's
+# `setup.sh test`: TIDEMARK_THIRD_PARTY_BUILD names the build's directory; tansu, then nisshi),
+# pytest runs in three phases, so that the cargo builds overlap every test that needs neither:
+#   1. pytest -m "not docker and not third_party"   while cargo builds;
+#   2. pytest -m "docker and not third_party"       while cargo goes on, if it has not ended: it
+#      runs at nice 19, so rustc takes only the CPU the containers leave idle (a fresh machine's
+#      CI measured 2026-11-29: phase 1 alone did not cover the tansu build, and waiting for it
+#      before any Docker test made the critical path setup + build + every Docker test);
+#   3. wait for the builds -- a failed build fails the run here, with the tail of cargo's log --,
+#      build the tansu and nisshi images, then pytest -m "third_party".
 # The three marker expressions split the suite exactly (every test is in one of them). Each
 # phase prints pytest's own summary; the closing line adds them up as "pytest: N passed,
 # N failed, N skipped", and the exit status is non-zero when a phase failed (pytest's 5, "no
@@ -21,11 +21,11 @@ cd "$(dirname "$0")/.."
 started=$SECONDS
 say() { printf '== %s (%ss)\n' "$*" "$((SECONDS - started))"; }
 
-build=${TIDEMARK_TANSU_BUILD:-}
+build=${TIDEMARK_THIRD_PARTY_BUILD:-}
 
 # The background build's exit status once it ended ("" while it runs); a build whose shell
 # vanished without a status (killed) counts as failed.
-tansu_build_status() {
+build_status() {
     if [ -f "$build/status" ]; then
         cat "$build/status"
     elif ! kill -0 "$(cat "$build/pid")" 2>/dev/null; then
@@ -34,31 +34,33 @@ tansu_build_status() {
     fi
 }
 
-fail_tansu_build() {
+fail_build() {
     echo "---- tail of $build/log"
     tail -n 40 "$build/log" || true
-    echo "setup: building tansu failed ($1; log above); fix it or set TIDEMARK_TANSU=0 to skip the tansu target" >&2
+    echo "setup: building the third-party binaries failed ($1; log above); fix it or set TIDEMARK_THIRD_PARTY=0 to skip those targets" >&2
     exit 1
 }
 
-# Waits for the background build, then builds the tansu image on it (as setup.sh does when it
-# builds tansu in the foreground).
-finish_tansu() {
-    say "waiting for the tansu build (log: $build/log)"
+# Waits for the background build, then builds the tansu and nisshi images on it (as setup.sh does
+# when it builds them in the foreground).
+finish_build() {
+    say "waiting for the third-party builds (log: $build/log)"
     local status waited=0
-    until status=$(tansu_build_status) && [ -n "$status" ]; do
+    until status=$(build_status) && [ -n "$status" ]; do
         sleep 5
         waited=$((waited + 5))
-        [ $((waited % 300)) != 0 ] || say "tansu still building ($waited s waited)"
+        [ $((waited % 300)) != 0 ] || say "still building ($waited s waited)"
     done
-    [ "$status" = 0 ] || fail_tansu_build "exit $status"
-    say "tansu binary: $(cat "$build/binary")"
+    [ "$status" = 0 ] || fail_build "exit $status"
+    say "binaries: $(tr '\n' ' ' <"$build/binary")"
     rm -rf "$build"  # its log told nothing a failure would need
     if docker info >/dev/null 2>&1; then
-        local image
-        image=$(.venv/bin/tidemark image build --target tansu) && [ -n "$image" ] \
-            || { echo "setup: building the tansu image failed (see the error above)" >&2; exit 1; }
-        say "tansu image: $image"
+        local image target
+        for target in tansu nisshi; do
+            image=$(.venv/bin/tidemark image build --target "$target") && [ -n "$image" ] \
+                || { echo "setup: building the $target image failed (see the error above)" >&2; exit 1; }
+            say "$target image: $image"
+        done
     fi
 }
 
@@ -97,24 +99,24 @@ say "mypy --strict"; .venv/bin/mypy
 if [ -z "$build" ]; then
     say "pytest"; exec .venv/bin/pytest -q "$@"
 fi
-status=$(tansu_build_status)
-[ -z "$status" ] || [ "$status" = 0 ] || fail_tansu_build "exit $status"  # failed fast (no cargo?)
+status=$(build_status)
+[ -z "$status" ] || [ "$status" = 0 ] || fail_build "exit $status"  # failed fast (no cargo?)
 if [ $# -gt 0 ]; then
-    finish_tansu
+    finish_build
     say "pytest"; exec .venv/bin/pytest -q "$@"
 fi
 
 reports=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-pytest.XXXXXX")
 statuses=()
-say "pytest, phase 1 of 3: not docker and not tansu (the tansu build goes on in the background)"
-run_phase "$reports/phase-1.xml" -m "not docker and not tansu"
+say "pytest, phase 1 of 3: not docker and not third_party (the builds go on in the background)"
+run_phase "$reports/phase-1.xml" -m "not docker and not third_party"
 statuses+=("$phase_status")
-say "pytest, phase 2 of 3: docker and not tansu (the tansu build, niced, takes what they leave)"
-run_phase "$reports/phase-2.xml" -m "docker and not tansu"
+say "pytest, phase 2 of 3: docker and not third_party (the builds, niced, take what they leave)"
+run_phase "$reports/phase-2.xml" -m "docker and not third_party"
 statuses+=("$phase_status")
-finish_tansu
-say "pytest, phase 3 of 3: tansu"
-run_phase "$reports/phase-3.xml" -m "tansu"
+finish_build
+say "pytest, phase 3 of 3: third_party"
+run_phase "$reports/phase-3.xml" -m "third_party"
 statuses+=("$phase_status")
 say "pytest done"
 closing_line "$reports"/phase-*.xml

@@ -20,17 +20,20 @@ mode=${1:-setup}
 
 log() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
-# The tansu target (`tidemark run --target tansu`) is set up only when asked: in `test` mode (CI
-# runs its tests) or with TIDEMARK_TANSU=1; TIDEMARK_TANSU=0 skips it (its tests then skip, or fail
-# under CI=true). It needs cargo (a one-time build of the pinned crate, 10-25 min, then cached) and
-# the host's PostgreSQL 15 for the tests that run tansu and PostgreSQL as local processes. In `test`
-# mode an uncached build runs in the background (niced) while the tests that need neither Docker
-# nor tansu run: scripts/run-tests.sh waits for it, and fails when it failed (see there).
-tansu=${TIDEMARK_TANSU:-$([ "$mode" = test ] && echo 1 || echo 0)}
+# The third-party targets -- tansu and nisshi (`tidemark run --target tansu|nisshi`), brokers Tidemark
+# did not write, built from crates.io -- are set up only when asked: in `test` mode (CI runs their
+# tests) or with TIDEMARK_THIRD_PARTY=1; TIDEMARK_THIRD_PARTY=0 skips them (their tests then skip,
+# or fail under CI=true). They need cargo (one-time builds of the pinned crates, tansu 10-25 min and
+# nisshi 15-35 min on its nightly toolchain, then cached) and the host's PostgreSQL 15 for the tests
+# that run them and PostgreSQL as local processes. In `test` mode uncached builds run in the
+# background (niced) while the tests that need neither Docker nor them run: scripts/run-tests.sh
+# waits for them, and fails when one failed (see there).
+third_party=${TIDEMARK_THIRD_PARTY:-$([ "$mode" = test ] && echo 1 || echo 0)}
+third_party_targets=(tansu nisshi)
 
 # --- Debian packages ------------------------------------------------------------------
 packages=(mmdebstrap fuse3 iptables iproute2 openjdk-17-jre-headless chromium libfaketime)
-[ "$tansu" = 1 ] && packages+=(postgresql-15)
+[ "$third_party" = 1 ] && packages+=(postgresql-15)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -69,39 +72,41 @@ else
     log "Python environment up to date"
 fi
 
-# --- tansu in the background (test mode, not cached yet) -------------------------------------
+# --- the third-party binaries in the background (test mode, not cached yet) -------------------------
 # Started as soon as the virtualenv exists, so the Spark archive, the container image, lint, mypy
 # and the first phase of pytest all overlap the build.
 
-# One build at a time per cache (a second setup waits for the first, then finds the binary cached).
-tansu_lock() {
+# One build at a time per cache (a second setup waits for the first, then finds the binaries cached).
+build_lock() {
     local cache
-    cache=$(.venv/bin/python -c 'from testbed.cluster.tansu_image import binary_path; print(binary_path().parents[3])')
+    cache=$(.venv/bin/python -c 'from testbed.cluster.image_build import cache_directory; print(cache_directory())')
     mkdir -p "$cache"
-    if command -v flock >/dev/null; then flock "$cache/tansu-build.lock" "$@"; else "$@"; fi
+    if command -v flock >/dev/null; then flock "$cache/third-party-build.lock" "$@"; else "$@"; fi
 }
-tansu_cached() {
-    .venv/bin/python -c 'import sys; from testbed.cluster.tansu_image import cached_binary; sys.exit(cached_binary() is None)'
+binaries_cached() {
+    .venv/bin/python -c 'import sys; from testbed.cluster.nisshi_image import NISSHI_IMAGE; from testbed.cluster.tansu_image import TANSU_IMAGE; sys.exit(any(image.cached_binary() is None for image in (TANSU_IMAGE, NISSHI_IMAGE)))'
 }
-tansu_in_background=0
-unset TIDEMARK_TANSU_BUILD  # only this script sets it, for scripts/run-tests.sh
-if [ "$tansu" = 1 ] && [ "$mode" = test ] && ! tansu_cached; then
-    # The build's directory: its log, the binary's path (stdout), its pid and, once it ended, its
-    # exit status (written whole by a rename, so a reader never sees half of it).
-    TIDEMARK_TANSU_BUILD=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-tansu-build.XXXXXX")
-    export TIDEMARK_TANSU_BUILD
+# Builds every third-party binary in turn (a cached one answers in a second), printing their paths.
+build_binaries=(sh -c 'for target in "$@"; do .venv/bin/tidemark image build --target "$target" --binary-only || exit; done' build-binaries "${third_party_targets[@]}")
+in_background=0
+unset TIDEMARK_THIRD_PARTY_BUILD  # only this script sets it, for scripts/run-tests.sh
+if [ "$third_party" = 1 ] && [ "$mode" = test ] && ! binaries_cached; then
+    # The build's directory: its log, the binaries' paths (stdout), its pid and, once it ended,
+    # its exit status (written whole by a rename, so a reader never sees half of it).
+    TIDEMARK_THIRD_PARTY_BUILD=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-third-party-build.XXXXXX")
+    export TIDEMARK_THIRD_PARTY_BUILD
     # Niced, and in the idle I/O class where the scheduler has one: the Docker tests run beside it.
     background=(nice -n 19)
     ! command -v ionice >/dev/null || background+=(ionice -c 3)
     (
-        tansu_lock "${background[@]}" .venv/bin/tidemark image build --target tansu --binary-only \
-            >"$TIDEMARK_TANSU_BUILD/binary" 2>"$TIDEMARK_TANSU_BUILD/log" && status=0 || status=$?
-        echo "$status" >"$TIDEMARK_TANSU_BUILD/status.new"
-        mv "$TIDEMARK_TANSU_BUILD/status.new" "$TIDEMARK_TANSU_BUILD/status"
+        build_lock "${background[@]}" "${build_binaries[@]}" \
+            >"$TIDEMARK_THIRD_PARTY_BUILD/binary" 2>"$TIDEMARK_THIRD_PARTY_BUILD/log" && status=0 || status=$?
+        echo "$status" >"$TIDEMARK_THIRD_PARTY_BUILD/status.new"
+        mv "$TIDEMARK_THIRD_PARTY_BUILD/status.new" "$TIDEMARK_THIRD_PARTY_BUILD/status"
     ) </dev/null >/dev/null 2>&1 &  # holds none of our output pipes: a caller reading to EOF never waits on cargo
-    echo $! >"$TIDEMARK_TANSU_BUILD/pid"
-    tansu_in_background=1
-    log "building tansu in the background (niced; log: $TIDEMARK_TANSU_BUILD/log); every test that does not need tansu runs meanwhile"
+    echo $! >"$TIDEMARK_THIRD_PARTY_BUILD/pid"
+    in_background=1
+    log "building ${third_party_targets[*]} in the background (niced; log: $TIDEMARK_THIRD_PARTY_BUILD/log); every test that does not need them runs meanwhile"
 fi
 
 # --- Spark class archive (checker.spark.classes) -----------------------------------------
@@ -134,23 +139,25 @@ else
     log "no Docker engine answers: skipping the image (container runs and tests need it)"
 fi
 
-# --- tansu in the foreground (only when asked, see above; test mode's build is in the background) --
-if [ "$tansu" = 1 ] && [ "$tansu_in_background" = 0 ]; then
-    # Prints the binary's path; a cached one answers in a second. Progress goes to stderr.
-    if binary=$(tansu_lock .venv/bin/tidemark image build --target tansu --binary-only) && [ -n "$binary" ]; then
-        log "tansu binary: $binary"
-    else
-        log "building tansu failed (see above); fix it or set TIDEMARK_TANSU=0 to skip the tansu target"
-        exit 1
-    fi
-    if docker info >/dev/null 2>&1; then
-        if image=$(.venv/bin/tidemark image build --target tansu) && [ -n "$image" ]; then
-            log "tansu image: $image"
+# --- the third-party targets in the foreground (only when asked, see above; test mode's build is in the background) --
+if [ "$third_party" = 1 ] && [ "$in_background" = 0 ]; then
+    for target in "${third_party_targets[@]}"; do
+        # Prints the binary's path; a cached one answers in a second. Progress goes to stderr.
+        if binary=$(build_lock .venv/bin/tidemark image build --target "$target" --binary-only) && [ -n "$binary" ]; then
+            log "$target binary: $binary"
         else
-            log "building the tansu image failed (see the error above)"
+            log "building $target failed (see above); fix it or set TIDEMARK_THIRD_PARTY=0 to skip the third-party targets"
             exit 1
         fi
-    fi
+        if docker info >/dev/null 2>&1; then
+            if image=$(.venv/bin/tidemark image build --target "$target") && [ -n "$image" ]; then
+                log "$target image: $image"
+            else
+                log "building the $target image failed (see the error above)"
+                exit 1
+            fi
+        fi
+    done
 fi
 
 case "$mode" in

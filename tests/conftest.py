@@ -4,12 +4,13 @@ Tests that need Docker take the ``docker_client`` fixture (directly or through `
 engine they are skipped on a laptop but FAIL when ``CI=true``: in CI a missing engine is a broken
 environment, and skipping would turn the whole integration suite silently green.
 
-Tests of the tansu target carry the ``tansu`` marker and take ``tansu_binary`` (the pinned binary,
-built once by ``scripts/setup.sh test`` -- which CI runs -- or ``tidemark image build --target tansu
---binary-only``) and/or ``postgres_bin_dir`` (the host's PostgreSQL 15, installed by the same set-up).
-The same rule holds for them: skipped on a laptop that has not built them, FAILED under ``CI=true``,
-where the set-up was asked to build them (a missing binary there is a broken set-up, not a reason to
-pass). Docker tests of the target take ``tansu_image`` as well.
+Tests of the third-party targets (tansu, nisshi) carry the ``third_party`` marker and take
+``tansu_binary`` / ``nisshi_binary`` (the pinned binaries, built once by ``scripts/setup.sh test``
+-- which CI runs -- or ``tidemark image build --target tansu|nisshi --binary-only``) and/or
+``postgres_bin_dir`` (the host's PostgreSQL 15, installed by the same set-up). The same rule holds
+for them: skipped on a laptop that has not built them, FAILED under ``CI=true``, where the set-up
+was asked to build them (a missing binary there is a broken set-up, not a reason to pass). Docker
+tests of the targets take ``tansu_image`` / ``nisshi_image`` as well.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import pytest
 
 from testbed.cluster import postgres
 from testbed.cluster.image import ensure_image
-from testbed.cluster.tansu_image import TANSU_PIN, cached_binary, ensure_tansu_image
+from testbed.cluster.nisshi_image import NISSHI_IMAGE
+from testbed.cluster.tansu_image import TANSU_IMAGE, TANSU_PIN, cached_binary
 from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
 
 
@@ -97,4 +99,27 @@ def tansu_image(docker_client: docker.DockerClient, tansu_binary: Path) -> str:
     def progress(message: str) -> None:
         print(f"[tansu image {time.monotonic() - started:5.1f}s] {message}", file=sys.stderr)
 
-    return ensure_tansu_image(docker_client, progress=progress, build_binary=False)
+    return TANSU_IMAGE.ensure(docker_client, progress=progress, build_binary=False)
+
+
+@pytest.fixture(scope="session")
+def nisshi_binary() -> Path:
+    """The cached nisshi binary of ``NISSHI_PIN`` (never built here: that takes 15-35 minutes)."""
+    binary = NISSHI_IMAGE.cached_binary()
+    if binary is None:
+        unavailable(
+            f"no nisshi binary for {NISSHI_IMAGE.pin.key}: build it once with "
+            f"`.venv/bin/tidemark image build --target nisshi --binary-only` (cargo, {NISSHI_IMAGE.build_minutes} min)"
+        )
+    return binary
+
+
+@pytest.fixture(scope="session")
+def nisshi_image(docker_client: docker.DockerClient, nisshi_binary: Path) -> str:
+    """The nisshi image's tag (the node image on the PostgreSQL base, plus the cached binary)."""
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[nisshi image {time.monotonic() - started:5.1f}s] {message}", file=sys.stderr)
+
+    return NISSHI_IMAGE.ensure(docker_client, progress=progress, build_binary=False)

@@ -5,7 +5,7 @@ whose :meth:`~harness.targets.base.Target.claims` says so: ``--bootstrap`` for a
 else by ``target`` name); :func:`check_spec` refuses, before anything starts, what the spec's
 target cannot run -- the one check ``tidemark run``, ``hunt``, ``rerun`` and campaigns share.
 
-**Adding a target** (e.g. ``nisshi``):
+**Adding a target** (``nisshi`` is the latest example):
 
 1. write ``harness/targets/nisshi.py``: a subclass of :class:`~harness.targets.base.BaseTarget`
    (named ``"nisshi"``) that implements the rest of :class:`~harness.targets.base.Target` -- its
@@ -26,6 +26,7 @@ from typing import Final
 from harness.targets.base import SpecRefused, Target, TargetSpec
 from harness.targets.bundled import BUNDLED
 from harness.targets.external import EXTERNAL_TARGET
+from harness.targets.nisshi import NISSHI_TARGET
 from harness.targets.tansu import TANSU_TARGET
 from testbed.cluster.targets import DEFAULT_TARGET, TARGETS
 
@@ -33,6 +34,7 @@ REGISTRY: Final[tuple[Target, ...]] = (
     EXTERNAL_TARGET,  # first: ``--bootstrap`` on the default target tests an external cluster
     BUNDLED,
     TANSU_TARGET,
+    NISSHI_TARGET,
 )
 """Every target, asked in this order: the first that claims a spec runs it."""
 

@@ -13,30 +13,27 @@ unasked).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from harness.targets.base import ContainerTarget, Progress, SpecRefused, TargetSpec, collect_logs
+from harness.targets.base import SpecRefused, TargetSpec
+from harness.targets.crate_target import CrateTarget, DockerClusters
 from nemesis.spec import METADATA_DELAY
 from testbed.cluster import postgres
-from testbed.cluster.protocol import Cluster, LogFiles, NodeControl, PowerLoss, ReplicaDumps, ReplicaNodes
-from testbed.record.rundir import RunDir
+from testbed.cluster.protocol import LogFiles, NodeControl, PowerLoss, ReplicaDumps, ReplicaNodes
 
 if TYPE_CHECKING:
-    import docker
+    from testbed.cluster.crate_image import CrateImage
 
 TANSU = "tansu"
 BUILD_COMMAND = "tidemark image build --target tansu"
 
 
-class TansuTarget(ContainerTarget):
+class TansuTarget(CrateTarget):
     """tansu on PostgreSQL: both tiers faultable, one replica, PostgreSQL's settings."""
 
     name = TANSU
     abilities = frozenset({NodeControl, ReplicaDumps, ReplicaNodes, LogFiles, PowerLoss})
-    builds_binary = True
 
     def effective_settings(self, settings: Mapping[str, str]) -> dict[str, str]:
         return postgres.effective_settings(settings)
@@ -67,15 +64,6 @@ class TansuTarget(ContainerTarget):
         except postgres.SettingsError as error:
             raise SpecRefused(str(error)) from None
 
-    def check_ready(self, spec: TargetSpec) -> None:
-        from testbed.cluster.tansu_image import cached_binary
-
-        if cached_binary() is None:
-            raise SpecRefused(
-                f"--target tansu: the tansu binary is not built yet; run `{BUILD_COMMAND}` "
-                "once (a cargo build, 15-25 min)"
-            )
-
     def node_roles(self, spec: TargetSpec) -> dict[str, str]:
         from testbed.cluster.docker_cluster import broker_names
         from testbed.cluster.tansu import POSTGRES_NODE
@@ -92,54 +80,15 @@ class TansuTarget(ContainerTarget):
 
         return REPLICA_EVIDENCE
 
-    @contextmanager
-    def cluster(self, spec: TargetSpec, run_dir: RunDir, problems: list[str]) -> Iterator[Cluster]:
-        """tansu brokers on one PostgreSQL node in Docker; logs collected, torn down."""
-        import docker
+    def crate_image(self) -> CrateImage:
+        from testbed.cluster.tansu_image import TANSU_IMAGE
 
+        return TANSU_IMAGE
+
+    def docker_clusters(self) -> DockerClusters:
         from testbed.cluster.tansu import tansu_on_docker
-        from testbed.cluster.tansu_image import ensure_tansu_image
 
-        client = docker.from_env()
-        with tansu_on_docker(
-            client,
-            ensure_tansu_image(client, build_binary=False),
-            brokers=spec.node_count,
-            settings=spec.settings,
-            power_loss_filesystem=spec.power_loss_filesystem,
-            transport=spec.transport,
-            work_dir=run_dir.cluster_work,
-        ) as (cluster, node_names):
-            try:
-                cluster.configure()
-                cluster.start()
-                yield cluster
-            finally:
-                collect_logs(cluster, node_names, run_dir, problems)
-
-    def check_image_options(self, *, base_image: str | None) -> None:
-        if base_image is not None:
-            raise SpecRefused(
-                "--target tansu builds on the registry-free base (PostgreSQL from Debian): no --base-image"
-            )
-
-    def build_image(
-        self,
-        client: docker.DockerClient,
-        *,
-        base_image: str | None,
-        apt_sources: Path | None,
-        force: bool,
-        progress: Progress,
-    ) -> str:
-        from testbed.cluster.tansu_image import ensure_tansu_image
-
-        return ensure_tansu_image(client, apt_sources=apt_sources, force=force, progress=progress)
-
-    def build_binary(self, progress: Progress) -> Path:
-        from testbed.cluster.tansu_image import ensure_binary
-
-        return ensure_binary(progress=progress)
+        return tansu_on_docker
 
 
 TANSU_TARGET = TansuTarget()

@@ -216,16 +216,27 @@ def ensure_binary(pin: CratePin, progress: Progress | None = None, *, minutes: s
 @dataclasses.dataclass(frozen=True)
 class CrateImage:
     """The image of a crate-built target: ``repository:<hash>``, the pinned binary at ``binary_path``
-    on the node image with ``extra_packages`` from Debian."""
+    on the node image with ``extra_packages`` from Debian; the one object a target built this way
+    asks for its binary and its image."""
 
     pin: CratePin
     repository: str
     binary_path: str
     extra_packages: tuple[str, ...] = ()
+    build_minutes: str = "10-40"
+    """What the first build takes on two cores (said when it starts and when a run refuses)."""
 
     @property
     def dockerfile(self) -> str:
         return f"ARG NODE_IMAGE\nFROM ${{NODE_IMAGE}}\nCOPY {self.pin.crate} {self.binary_path}\n"
+
+    def cached_binary(self) -> Path | None:
+        """The cached binary, or None when it has not been built on this machine."""
+        return cached_binary(self.pin)
+
+    def ensure_binary(self, progress: Progress | None = None) -> Path:
+        """The binary: the cached one, else built with cargo."""
+        return ensure_binary(self.pin, progress, minutes=self.build_minutes)
 
     def tag(self, node_image_id: str, binary: bytes) -> str:
         """``<repository>:<hash>`` of the node image it is built on and the binary's bytes."""
@@ -239,7 +250,6 @@ class CrateImage:
         self,
         client: docker.DockerClient,
         *,
-        target: str,
         apt_sources: Path | None = None,
         force: bool = False,
         progress: Progress | None = None,
@@ -248,14 +258,13 @@ class CrateImage:
         """The tag of an up-to-date image, building the binary, the base and layers as needed.
 
         ``build_binary`` False (a run, which must not start a long compile unasked) raises
-        ImageBuildError naming the command that builds it (``--target target``) when the binary
-        is not cached.
+        ImageBuildError naming the command that builds it when the binary is not cached.
         """
-        binary = ensure_binary(self.pin, progress) if build_binary else cached_binary(self.pin)
+        binary = self.ensure_binary(progress) if build_binary else self.cached_binary()
         if binary is None:
             raise ImageBuildError(
                 f"the {self.pin.crate} binary ({self.pin.key}) is not built: "
-                f"run `tidemark image build --target {target}`"
+                f"run `tidemark image build --target {self.pin.crate}`"
             )
         node_image = ensure_image(
             client,

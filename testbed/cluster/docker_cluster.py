@@ -269,10 +269,11 @@ class DockerCluster:
         fuse: bool = True,
         work_dir: Path | None = None,
         owned: bool = True,
-        controller: str = CONTROLLER,
+        controller: str | None = CONTROLLER,
     ) -> None:
         """``controller`` names the one node that is not a broker (role label ``controller``): the
-        bundled broker's controller, or another target's metadata store (tansu's PostgreSQL)."""
+        bundled broker's controller, or another target's metadata store (tansu's PostgreSQL);
+        None for a cluster of brokers alone (nisshi on its embedded SQLite)."""
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, not {brokers}")
         self.run_id = run_id or new_run_id()
@@ -283,10 +284,10 @@ class DockerCluster:
         self.image = image
         self.network_name = f"tidemark-{self.run_id}"
         self.broker_names = broker_names(brokers)
-        if controller in self.broker_names or not _RUN_ID.match(controller):
+        if controller is not None and (controller in self.broker_names or not _RUN_ID.match(controller)):
             raise ValueError(f"controller node name {controller!r} must be a new name of [a-z0-9_.-]")
         self.controller = controller
-        self.node_names = [controller, *self.broker_names]
+        self.node_names = [*([] if controller is None else [controller]), *self.broker_names]
         self.nodes: dict[str, ClusterNode] = {}
         self._client = client
         self._ready_timeout = ready_timeout

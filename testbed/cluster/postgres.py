@@ -196,19 +196,43 @@ _FROM = (
     "from cluster c join topic t on t.cluster = c.id join topition tp on tp.topic = t.id "
     f"where c.name = {_literal(CLUSTER_ID)}"
 )
-DUMP_SQL = (
-    "select 'partition', t.name, tp.partition, coalesce(w.low, 0), coalesce(w.high, 0), '', '', '' "
-    + _FROM.replace("where", "left join watermark w on w.topition = tp.id where", 1)
-    + " order by t.name, tp.partition;"
-    " select 'record', t.name, tp.partition, r.offset_id, encode(r.k, 'hex'), encode(r.v, 'hex'),"
-    " r.k is null, r.v is null "
-    + _FROM.replace("where", "join record r on r.topition = tp.id where", 1)
-    + " order by t.name, tp.partition, r.offset_id;"
-)
-"""Two queries, one tagged row per partition then per record (``psql`` prints them tab-separated).
 
-Keys and values travel as hex (text-safe, no line breaks) with explicit null flags, because
-``psql`` prints a null and an empty string alike."""
+
+def dump_sql(dialect: str = "postgresql") -> str:
+    """Two queries, one tagged row per partition then per record (``psql`` prints them
+    tab-separated; :func:`testbed.cluster.nisshi.sqlite_dump_rows` prints SQLite's the same way).
+
+    Keys and values travel as hex (text-safe, no line breaks) with explicit null flags ``t``/``f``,
+    because ``psql`` prints a null and an empty string alike.  ``dialect`` ``sqlite`` reads the
+    same tables in nisshi's embedded engine (its ``ddl/*.sql`` mirror the PostgreSQL schema's
+    ``cluster``, ``topic``, ``topition``, ``watermark`` and ``record``).
+    """
+    if dialect not in ("postgresql", "sqlite"):
+        raise ValueError(f"dump dialect must be postgresql or sqlite, not {dialect!r}")
+
+    def hexed(column: str) -> str:
+        return f"encode({column}, 'hex')" if dialect == "postgresql" else f"hex({column})"
+
+    def is_null(column: str) -> str:
+        return (
+            f"{column} is null"
+            if dialect == "postgresql"
+            else f"case when {column} is null then 't' else 'f' end"
+        )
+
+    return (
+        "select 'partition', t.name, tp.partition, coalesce(w.low, 0), coalesce(w.high, 0), '', '', '' "
+        + _FROM.replace("where", "left join watermark w on w.topition = tp.id where", 1)
+        + " order by t.name, tp.partition;"
+        f" select 'record', t.name, tp.partition, r.offset_id, {hexed('r.k')}, {hexed('r.v')},"
+        f" {is_null('r.k')}, {is_null('r.v')} "
+        + _FROM.replace("where", "join record r on r.topition = tp.id where", 1)
+        + " order by t.name, tp.partition, r.offset_id;"
+    )
+
+
+DUMP_SQL = dump_sql()
+"""The dump of tansu's (and nisshi's) PostgreSQL tables (:func:`dump_sql`)."""
 
 
 class DumpFormatError(ValueError):

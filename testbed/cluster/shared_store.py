@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar
 
 import docker
 
@@ -115,7 +115,11 @@ def broker_argv(binary: str, *, port: int, advertised_host: str, storage: str) -
 
 
 class SharedStoreCluster:
-    """``program``'s brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node`` (see the module doc)."""
+    """:attr:`program`'s brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node`` (see the
+    module doc); each system is a subclass naming its program.  ``settings`` may hold other
+    systems' keys: the PostgreSQL node takes the ``postgresql.*`` ones."""
+
+    program: ClassVar[BrokerProgram]
 
     def __init__(
         self,
@@ -125,17 +129,16 @@ class SharedStoreCluster:
         postgres_node: str,
         settings: Mapping[str, str],
         *,
-        program: BrokerProgram,
         power_loss_filesystem: bool = False,
     ) -> None:
+        program = self.program
         self._remotes = dict(remotes)
         self._ips = dict(ips)
-        self.program = program
         self.store_brokers = list(brokers)
         self.postgres_node = postgres_node
         self.postgres = PostgresNode(
             self._remotes[postgres_node],
-            settings,
+            {key: value for key, value in settings.items() if key.startswith(postgres.SETTING_PREFIX)},
             lazy=power_loss_filesystem,
             schema=postgres.SCHEMA_FILE if program.applies_schema else None,
         )
@@ -259,26 +262,11 @@ class SharedStoreCluster:
         self._remotes[node].get(LOG_DIR, target, timeout=60)
 
 
-class SystemCluster(Protocol):
-    """A system's :class:`SharedStoreCluster` subclass: its constructor fixes the program."""
-
-    def __call__(
-        self,
-        remotes: Mapping[str, Remote],
-        ips: Mapping[str, str],
-        brokers: list[str],
-        postgres_node: str,
-        settings: Mapping[str, str],
-        *,
-        power_loss_filesystem: bool = False,
-    ) -> SharedStoreCluster: ...
-
-
 @contextlib.contextmanager
 def shared_store_on_docker(
     client: docker.DockerClient,
     image: str,
-    cluster_class: SystemCluster,
+    cluster_class: type[SharedStoreCluster],
     *,
     brokers: int,
     settings: Mapping[str, str],

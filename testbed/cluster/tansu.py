@@ -24,7 +24,6 @@ from testbed.cluster.shared_store import (
     supervised,
 )
 from testbed.cluster.tansu_image import TANSU_IMAGE_PATH
-from testbed.nodes.remote import Remote
 
 __all__ = ["POSTGRES_NODE", "REPLICA_EVIDENCE", "TANSU", "TANSU_NODE_ID", "TansuCluster", "supervised"]
 
@@ -37,25 +36,7 @@ TANSU = BrokerProgram("tansu", TANSU_IMAGE_PATH, TANSU_NODE_ID, applies_schema=T
 class TansuCluster(SharedStoreCluster):
     """tansu brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node``."""
 
-    def __init__(
-        self,
-        remotes: Mapping[str, Remote],
-        ips: Mapping[str, str],
-        brokers: list[str],
-        postgres_node: str,
-        settings: Mapping[str, str],
-        *,
-        power_loss_filesystem: bool = False,
-    ) -> None:
-        super().__init__(
-            remotes,
-            ips,
-            brokers,
-            postgres_node,
-            settings,
-            program=TANSU,
-            power_loss_filesystem=power_loss_filesystem,
-        )
+    program = TANSU
 
 
 @contextlib.contextmanager

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import docker
-
 from testbed.cluster import crate_image, postgres
 from testbed.cluster.crate_image import CrateImage, CratePin
 from testbed.cluster.image_build import Progress
@@ -32,7 +30,10 @@ TANSU_DEBIAN_PACKAGES = (postgres.DEBIAN_PACKAGE,)
 """What the tansu target's base adds to the node image's packages: the PostgreSQL node's server."""
 TANSU_PIN = CratePin("tansu", version="0.6.0", features=("dynostore", "postgres"), opt_level=1)
 """The tansu Tidemark tests (see the module docstring); change it here and nowhere else."""
-TANSU_IMAGE = CrateImage(TANSU_PIN, "tidemark-tansu", TANSU_IMAGE_PATH, TANSU_DEBIAN_PACKAGES)
+TANSU_IMAGE = CrateImage(
+    TANSU_PIN, "tidemark-tansu", TANSU_IMAGE_PATH, TANSU_DEBIAN_PACKAGES, build_minutes="10-25"
+)
+"""The tansu target's binary and image (:class:`~testbed.cluster.crate_image.CrateImage`)."""
 
 
 def binary_path(pin: CratePin = TANSU_PIN) -> Path:
@@ -41,34 +42,15 @@ def binary_path(pin: CratePin = TANSU_PIN) -> Path:
 
 
 def cached_binary(pin: CratePin = TANSU_PIN) -> Path | None:
-    """The cached tansu binary, or None when it has not been built on this machine."""
+    """The cached tansu binary of ``pin``, or None when it has not been built on this machine."""
     return crate_image.cached_binary(pin)
 
 
 def ensure_binary(pin: CratePin = TANSU_PIN, progress: Progress | None = None) -> Path:
-    """The tansu binary: the cached one, else built with cargo (10-25 min on two cores)."""
-    return crate_image.ensure_binary(pin, progress, minutes="10-25")
+    """The tansu binary of ``pin``: the cached one, else built with cargo."""
+    return crate_image.ensure_binary(pin, progress, minutes=TANSU_IMAGE.build_minutes)
 
 
 def image_tag(node_image_id: str, binary: bytes) -> str:
     """``tidemark-tansu:<hash>`` of the node image it is built on and the tansu binary's bytes."""
     return TANSU_IMAGE.tag(node_image_id, binary)
-
-
-def ensure_tansu_image(
-    client: docker.DockerClient,
-    *,
-    apt_sources: Path | None = None,
-    force: bool = False,
-    progress: Progress | None = None,
-    build_binary: bool = True,
-) -> str:
-    """The tag of an up-to-date tansu image (:meth:`CrateImage.ensure`)."""
-    return TANSU_IMAGE.ensure(
-        client,
-        target="tansu",
-        apt_sources=apt_sources,
-        force=force,
-        progress=progress,
-        build_binary=build_binary,
-    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-TARGETS: Final[tuple[str, ...]] = ("bundled", "tansu")
+TARGETS: Final[tuple[str, ...]] = ("bundled", "tansu", "nisshi")
 """What a run starts in Docker: the bundled broker, or tansu brokers on PostgreSQL."""
 DEFAULT_TARGET: Final = TARGETS[0]
 """The target when neither the user, a campaign nor a scenario names one: the bundled broker."""

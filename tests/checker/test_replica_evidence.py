@@ -173,6 +173,16 @@ def test_the_kafka_rules_do_not_describe_a_log_kept_in_postgresql() -> None:
     assert applicable_rules(acks_one) == []  # tansu acknowledges after the commit whatever acks says
 
 
+def test_nisshi_on_sqlite_may_lose_acknowledged_writes_at_a_power_loss_and_at_nothing_else() -> None:
+    sqlite = {"nisshi.storage": "sqlite"}
+    rules = applicable_rules(_spec(sqlite, ["power-loss", "kill"]))
+    assert expectation(LOST_WRITE, rules) == (True, "nisshi.storage=sqlite + power-loss")
+    assert expectation(REPLICA_DIVERGENCE, rules) == (False, None)
+    assert applicable_rules(_spec(sqlite, ["kill", "pause", "partition"])) == []  # the WAL outlives a crash
+    on_postgresql = {"nisshi.storage": "postgresql", **TANSU_CONFIG}
+    assert applicable_rules(_spec(on_postgresql, ["power-loss"])) == []  # PostgreSQL's rules, its defaults
+
+
 @pytest.mark.parametrize("config", [{}, TANSU_CONFIG], ids=["bundled", "tansu"])
 def test_producers_without_idempotence_permit_duplicates_and_nothing_else(config: dict[str, str]) -> None:
     plain = {

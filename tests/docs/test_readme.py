@@ -173,15 +173,15 @@ def test_the_readme_has_commands_of_every_kind() -> None:
     assert any(command.startswith("bash scripts/setup.sh") for command in COMMANDS)
 
 
-@pytest.mark.tansu
+@pytest.mark.third_party
 def test_every_readme_command_works_as_written_in_order(sandbox: Path) -> None:
     """One scratch directory for the whole README, as a reader would go through it: a command may
     use what an earlier one made (``mine.toml``, ``packed/``).
 
-    Marked ``tansu``: README's ``--target tansu`` commands go up to the start, which checks that
-    the tansu binary is built -- on a fresh machine it is still building while the tests that need
-    neither Docker nor tansu run (``scripts/run-tests.sh``'s first phase), and this test failed
-    there (2026-11-29: the first CI on a machine without the binary cached)."""
+    Marked ``third_party``: README's ``--target tansu``/``nisshi`` commands go up to the start,
+    which checks that the binary is built -- on a fresh machine it is still building while the
+    tests that need neither Docker nor it run (``scripts/run-tests.sh``'s first phase), and this
+    test failed there (2026-11-29: the first CI on a machine without the tansu binary cached)."""
     failures = []
     for command in COMMANDS:
         words = shlex.split(command)

@@ -37,7 +37,7 @@ def test_a_bad_target_in_a_file_names_the_file(tmp_path: Any) -> None:
     path = tmp_path / "mine.toml"
     path.write_text('name = "m"\ntarget = "redpanda"\n[[step]]\nsleep = 1\nwhy = "w"\n', encoding="utf-8")
     with pytest.raises(
-        ScenarioError, match=rf"^{path}: target: expected one of bundled, tansu, not 'redpanda'$"
+        ScenarioError, match=rf"^{path}: target: expected one of bundled, tansu, nisshi, not 'redpanda'$"
     ):
         load_scenario(str(path))
 

@@ -13,13 +13,13 @@ from harness.cli import run as run_cli
 from harness.cli.errors import UsageError
 from harness.run.exit_codes import EXIT_BAD_ARGUMENTS
 from harness.run.spec import TestSpec
-from testbed.cluster import tansu_image
+from testbed.cluster import crate_image
 from tests.harness.cli.commands import one_line_error, spec_of, tidemark
 
 
 @pytest.fixture
 def binary_built(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(tansu_image, "cached_binary", lambda pin=tansu_image.TANSU_PIN: tmp_path / "tansu")
+    monkeypatch.setattr(crate_image, "cached_binary", lambda pin: tmp_path / "tansu")
 
 
 def test_bundled_is_the_default_target() -> None:
@@ -71,7 +71,7 @@ def test_what_tansu_cannot_do_is_refused_naming_the_flag(
 
 
 def test_a_missing_binary_names_the_command_that_builds_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tansu_image, "cached_binary", lambda pin=tansu_image.TANSU_PIN: None)
+    monkeypatch.setattr(crate_image, "cached_binary", lambda pin: None)
     with pytest.raises(UsageError, match=r"tidemark image build --target tansu"):
         run_cli.check_spec(spec_of("--target", "tansu"))
 
@@ -155,4 +155,6 @@ def test_a_scenario_file_with_a_bad_target_is_one_line_naming_file_and_key(tmp_p
     path = tmp_path / "mine.toml"
     path.write_text('name = "m"\ntarget = "kafka"\n[[step]]\nsleep = 1\nwhy = "w"\n', encoding="utf-8")
     result = tidemark("run", "--scenario", str(path), "--store", str(tmp_path / "store"), timeout=60)
-    one_line_error(result, EXIT_BAD_ARGUMENTS, f"{path}: target: expected one of bundled, tansu, not 'kafka'")
+    one_line_error(
+        result, EXIT_BAD_ARGUMENTS, f"{path}: target: expected one of bundled, tansu, nisshi, not 'kafka'"
+    )

@@ -28,10 +28,10 @@ def test_a_campaign_wide_target_reaches_every_run_and_its_settings_are_the_targe
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"target": "kafka"}, "c.toml: target: expected one of bundled, tansu, not 'kafka'"),
+        ({"target": "kafka"}, "c.toml: target: expected one of bundled, tansu, nisshi, not 'kafka'"),
         (
             {"matrix": {"target": ["tansu", "x"]}},
-            "c.toml: matrix.target: expected one of bundled, tansu, not 'x'",
+            "c.toml: matrix.target: expected one of bundled, tansu, nisshi, not 'x'",
         ),
         (
             {"target": "tansu", "matrix": {"truncation.mode": ["leader-epoch"]}},

@@ -9,6 +9,7 @@ are replaced by stand-ins that fail the test if they are reached.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,15 @@ from harness.cli.errors import UsageError
 from harness.run import campaign_run
 from harness.run.campaign import CampaignError, plan_campaign
 from harness.run.runner import write_spec
-from testbed.cluster import tansu_image
+from testbed.cluster import crate_image
 from testbed.record.rundir import RunDir
 
 TANSU = ["--target", "tansu", "--nodes", "2", "--replication-factor", "1"]
 TANSU_CAMPAIGN: dict[str, Any] = {"target": "tansu", "nodes": 2, "workload": {"replication_factor": 1}}
 ONE_BROKER: dict[str, Any] = {"nodes": 1, "workload": {"replication_factor": 1}}
+NISSHI = ["--target", "nisshi", "--nodes", "2", "--replication-factor", "1"]
+NISSHI_CAMPAIGN: dict[str, Any] = {"target": "nisshi", "nodes": 2, "workload": {"replication_factor": 1}}
+SQLITE = ["--set", "nisshi.storage=sqlite"]
 
 CASES = [
     pytest.param(
@@ -52,6 +56,28 @@ CASES = [
         id="tansu-txn",
     ),
     pytest.param(
+        [*NISSHI, "--nemesis", "kill", "--txn"],
+        {
+            **NISSHI_CAMPAIGN,
+            "workload": {"replication_factor": 1, "txn": True},
+            "matrix": {"nemesis": ["kill"]},
+        },
+        "--txn: nisshi 0.8.1 refuses transactions",
+        id="nisshi-txn",
+    ),
+    pytest.param(
+        [*NISSHI, "--nemesis", "disk-error"],
+        {**NISSHI_CAMPAIGN, "matrix": {"nemesis": ["disk-error"]}},
+        "--nemesis disk-error/slow-disk: nisshi on PostgreSQL keeps its log in PostgreSQL's files",
+        id="nisshi-pg-disk-faults",
+    ),
+    pytest.param(
+        [*NISSHI, *SQLITE, "--nemesis", "kill"],
+        {**NISSHI_CAMPAIGN, "settings": {"nisshi.storage": "sqlite"}, "matrix": {"nemesis": ["kill"]}},
+        "--nodes 2: nisshi on SQLite runs one broker",
+        id="nisshi-sqlite-brokers",
+    ),
+    pytest.param(
         ["--nodes", "1", "--replication-factor", "1", "--nemesis", "overlapping-faults"],
         {**ONE_BROKER, "matrix": {"nemesis": ["overlapping-faults"]}},
         "--nemesis: overlapping-faults needs two brokers",
@@ -62,7 +88,7 @@ CASES = [
 
 @pytest.fixture
 def binary_built(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(tansu_image, "cached_binary", lambda pin=tansu_image.TANSU_PIN: tmp_path / "tansu")
+    monkeypatch.setattr(crate_image, "cached_binary", lambda pin: tmp_path / "tansu")
 
 
 @pytest.fixture
@@ -144,7 +170,7 @@ def test_a_campaign_hunt_is_refused_as_tidemark_hunt_refuses_it(binary_built: No
 def test_a_missing_binary_stops_a_campaign_before_anything_runs_as_it_stops_run(
     monkeypatch: pytest.MonkeyPatch, nothing_starts: None, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(tansu_image, "cached_binary", lambda pin=tansu_image.TANSU_PIN: None)
+    monkeypatch.setattr(crate_image, "cached_binary", lambda pin: None)
     source = tmp_path / "c.toml"
     source.write_text("", encoding="utf-8")
     campaign = plan_campaign({"name": "c", **TANSU_CAMPAIGN, "matrix": {"nemesis": ["kill"]}}, source)
@@ -153,3 +179,28 @@ def test_a_missing_binary_stops_a_campaign_before_anything_runs_as_it_stops_run(
     assert str(caught.value) == f"{source}: {refusal_of_run([*TANSU, '--nemesis', 'kill'])}"
     assert "tidemark image build --target tansu" in str(caught.value)
     assert not (tmp_path / "store").exists(), "refused before anything is written"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"nisshi.storage": "s3"}, "--set nisshi.storage=s3: must be one of postgresql, sqlite"),
+        (
+            {"nisshi.storage": "sqlite", "postgresql.fsync": "off"},
+            "--set postgresql.fsync: not a setting of the nisshi target on SQLite",
+        ),
+        ({"truncation.mode": "high-watermark"}, "--set truncation.mode: not a setting of the nisshi target"),
+    ],
+)
+def test_a_setting_nisshi_does_not_have_is_refused_naming_it(settings: dict[str, str], message: str) -> None:
+    from harness.run.spec import TestSpec
+    from harness.targets.base import SpecRefused
+    from harness.targets.registry import check_spec
+    from workloads.queue import QueueSpec
+
+    with pytest.raises(SpecRefused, match=f"^{re.escape(message)}"):
+        check_spec(
+            TestSpec(
+                target="nisshi", node_count=1, settings=settings, workload=QueueSpec(replication_factor=1)
+            )
+        )

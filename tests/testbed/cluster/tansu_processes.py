@@ -1,8 +1,9 @@
-"""tansu brokers and their PostgreSQL as local processes, built from the harness's own command lines.
+"""tansu or nisshi brokers and their PostgreSQL as local processes, from the harness's own command lines.
 
-:class:`LocalTansu` starts what :class:`testbed.cluster.tansu.TansuCluster` starts in containers --
-``initdb``, the postmaster with the run's settings, the schema, N tansu brokers -- from the same
-argv builders (:mod:`testbed.cluster.postgres`, :func:`testbed.cluster.tansu.broker_argv`), on
+:class:`LocalSharedStore` starts what :class:`testbed.cluster.shared_store.SharedStoreCluster` starts
+in containers -- ``initdb``, the postmaster with the run's settings, the schema where the system needs
+Tidemark to create it (tansu), N brokers -- from the same argv builders
+(:mod:`testbed.cluster.postgres`, :func:`testbed.cluster.shared_store.broker_argv`), on
 127.0.0.1 and free ports, optionally with PostgreSQL's data directory on the lazy filesystem.
 Every process it starts is stopped on the way out, also when the test failed.
 
@@ -59,19 +60,22 @@ def _gone(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] in ("Z", "X")
 
 
-class LocalTansu:
-    """PostgreSQL plus ``brokers`` tansu brokers on this machine (a context manager)."""
+class LocalSharedStore:
+    """PostgreSQL plus ``brokers`` brokers of ``binary`` on this machine (a context manager);
+    ``applies_schema`` False for a broker that creates its own tables (nisshi)."""
 
     def __init__(
         self,
-        tansu: Path,
+        binary: Path,
         pg_bin: Path,
         *,
         brokers: int = 2,
         settings: dict[str, str] | None = None,
         lazy: bool = False,
+        applies_schema: bool = True,
     ) -> None:
-        self.tansu = tansu
+        self.binary = binary
+        self.applies_schema = applies_schema
         self.pg_bin = str(pg_bin)
         self.settings = dict(settings or {})
         self.lazy = lazy
@@ -106,7 +110,7 @@ class LocalTansu:
 
     # ---- lifecycle --------------------------------------------------------------------
 
-    def __enter__(self) -> LocalTansu:
+    def __enter__(self) -> LocalSharedStore:
         try:
             self.mount.mkdir()
             (self.root / "sock").mkdir()
@@ -122,7 +126,8 @@ class LocalTansu:
                 stderr=subprocess.STDOUT,
             )
             self.start_postgres()
-            self.psql(file=str(postgres.SCHEMA_FILE))
+            if self.applies_schema:
+                self.psql(file=str(postgres.SCHEMA_FILE))
             for index in range(len(self.brokers)):
                 self.start_broker(index)
         except BaseException:
@@ -239,18 +244,18 @@ class LocalTansu:
         if self.lazy:
             self._lazyfs_command("control", str(self.mount), "sync")
 
-    # ---- tansu ------------------------------------------------------------------------
+    # ---- brokers ------------------------------------------------------------------------
 
     def start_broker(self, index: int) -> None:
         port = self.broker_ports[index]
         argv = broker_argv(
-            str(self.tansu),
+            str(self.binary),
             port=port,
             advertised_host="127.0.0.1",
             storage=postgres.storage_url("127.0.0.1", self.pg_port),
         )
         self.brokers[index] = subprocess.Popen(
-            argv, stdout=self._log(f"tansu-{index}"), stderr=subprocess.STDOUT, start_new_session=True
+            argv, stdout=self._log(f"broker-{index}"), stderr=subprocess.STDOUT, start_new_session=True
         )
         probe_cluster(f"127.0.0.1:{port}", wait=START_TIMEOUT)
 

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.cluster import postgres
 from testbed.record.replicas import DumpPartition, DumpRecord, parse_dump_line
-from tests.testbed.cluster.tansu_processes import LocalTansu
+from tests.testbed.cluster.tansu_processes import LocalSharedStore
 
 
 def test_effective_settings_are_postgresql_defaults_with_set_applied_and_booleans_normalized() -> None:
@@ -82,10 +82,10 @@ def test_a_row_the_dump_sql_cannot_produce_is_an_error_naming_the_line(row: str)
         list(postgres.dump_lines([row]))
 
 
-@pytest.mark.tansu
+@pytest.mark.third_party
 def test_dump_sql_reads_committed_records_from_a_real_postgresql(postgres_bin_dir: Path) -> None:
     """The schema applies to PostgreSQL 15, and the dump reads rows shaped as tansu writes them."""
-    with LocalTansu(Path("/nonexistent"), postgres_bin_dir, brokers=0) as local:
+    with LocalSharedStore(Path("/nonexistent"), postgres_bin_dir, brokers=0) as local:
         cluster = postgres.CLUSTER_ID
         local.psql(
             command=(

@@ -9,7 +9,7 @@ workload, faults recorded as ops, the checker's verdict -- through the library's
   and nothing with PostgreSQL's defaults;
 * the campaign's finding (``tansu-idempotent-producer-loss``: idempotent producers lose
   acknowledged writes) is not run here: it reproduces in about 4 of 5 runs, so its Docker run
-  would be a flaky test. ``test_tansu_idempotent_retry.py`` pins the bug deterministically.
+  would be a flaky test. ``test_idempotent_retry_on_postgresql.py`` pins the bug deterministically.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from harness.run.spec import TestSpec
 from nemesis.scenario import library, load_scenario
 from testbed.record.history import read_history
 
-pytestmark = [pytest.mark.docker, pytest.mark.tansu, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.third_party, pytest.mark.slow]
 
 TANSU_SCENARIOS = sorted(name for name in library() if load_scenario(name).target == "tansu")
 """The library's tansu scenarios (``tests/nemesis/test_scenarios.py`` runs the others; this

@@ -31,9 +31,9 @@ from broker_impl import wire
 from testbed.cluster import postgres
 from testbed.cluster.kafka_admin import create_topic, wait_until
 from testbed.cluster.tansu_image import TANSU_PIN
-from tests.testbed.cluster.tansu_processes import LocalTansu
+from tests.testbed.cluster.tansu_processes import LocalSharedStore
 
-pytestmark = pytest.mark.tansu
+pytestmark = pytest.mark.third_party
 
 BROKEN_IN = "0.6.0"
 """The tansu version this test pins the bug of (see the module docstring before changing it)."""
@@ -47,8 +47,8 @@ ANSWER_TIMEOUT = 10.0
 
 
 @pytest.fixture
-def local(tansu_binary: Path, postgres_bin_dir: Path) -> Iterator[LocalTansu]:
-    with LocalTansu(tansu_binary, postgres_bin_dir, brokers=1) as cluster:
+def local(tansu_binary: Path, postgres_bin_dir: Path) -> Iterator[LocalSharedStore]:
+    with LocalSharedStore(tansu_binary, postgres_bin_dir, brokers=1) as cluster:
         create_topic(cluster.bootstrap, TOPIC, 1, 1)
         yield cluster
 
@@ -102,7 +102,7 @@ def list_offsets(address: str, isolation_level: int) -> Any:
 
 
 def test_read_committed_list_offsets_fails_on_postgresql_15_and_read_uncommitted_answers(
-    local: LocalTansu,
+    local: LocalSharedStore,
 ) -> None:
     assert TANSU_PIN.version == BROKEN_IN, (
         f"TANSU_PIN moved to {TANSU_PIN.version}: check whether it fixes the read_committed ListOffsets "
@@ -129,7 +129,7 @@ def test_read_committed_list_offsets_fails_on_postgresql_15_and_read_uncommitted
 
     def logged() -> bool:
         return POSTGRESQL_ERROR in local.log_tail("postgresql", 200) and (
-            POSTGRESQL_ERROR in local.log_tail("tansu-0", 200) or "42601" in local.log_tail("tansu-0", 200)
+            POSTGRESQL_ERROR in local.log_tail("broker-0", 200) or "42601" in local.log_tail("broker-0", 200)
         )
 
     wait_until(logged, 10, f"PostgreSQL's {POSTGRESQL_ERROR!r} in the PostgreSQL and tansu logs")

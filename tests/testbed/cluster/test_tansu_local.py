@@ -14,9 +14,9 @@ import pytest
 
 from testbed.cluster.kafka_admin import create_topic
 from tests.conftest import unavailable
-from tests.testbed.cluster.tansu_processes import LocalTansu
+from tests.testbed.cluster.tansu_processes import LocalSharedStore
 
-pytestmark = pytest.mark.tansu
+pytestmark = pytest.mark.third_party
 
 TOPIC = "queue"
 Acked = dict[tuple[int, int], str]
@@ -24,8 +24,8 @@ Acked = dict[tuple[int, int], str]
 
 
 @pytest.fixture
-def local(tansu_binary: Path, postgres_bin_dir: Path) -> Iterator[LocalTansu]:
-    with LocalTansu(tansu_binary, postgres_bin_dir, brokers=2) as cluster:
+def local(tansu_binary: Path, postgres_bin_dir: Path) -> Iterator[LocalSharedStore]:
+    with LocalSharedStore(tansu_binary, postgres_bin_dir, brokers=2) as cluster:
         create_topic(cluster.bootstrap.split(",")[0], TOPIC, 2, 1)
         yield cluster
 
@@ -66,7 +66,7 @@ def produce_confluent(address: str, values: range) -> Acked:
     return acked
 
 
-def dumped(cluster: LocalTansu) -> Acked:
+def dumped(cluster: LocalSharedStore) -> Acked:
     lines = [json.loads(line) for line in cluster.dump()]
     assert {(line["topic"], line["partition"]) for line in lines if line["type"] == "partition"} == {
         (TOPIC, 0),
@@ -76,7 +76,7 @@ def dumped(cluster: LocalTansu) -> Acked:
 
 
 def test_the_dump_holds_exactly_what_both_clients_got_acknowledged_through_both_brokers(
-    local: LocalTansu,
+    local: LocalSharedStore,
 ) -> None:
     first, second = local.bootstrap.split(",")
     acked = produce_kafka_python(first, range(0, 200))
@@ -85,7 +85,7 @@ def test_the_dump_holds_exactly_what_both_clients_got_acknowledged_through_both_
     assert dumped(local) == acked
 
 
-def test_broker_restarts_lose_nothing_acknowledged(local: LocalTansu) -> None:
+def test_broker_restarts_lose_nothing_acknowledged(local: LocalSharedStore) -> None:
     first, second = local.bootstrap.split(",")
     acked = produce_kafka_python(first, range(0, 100))
     local.kill_broker(0)
@@ -97,7 +97,7 @@ def test_broker_restarts_lose_nothing_acknowledged(local: LocalTansu) -> None:
     assert dumped(local) == acked
 
 
-def test_a_postgresql_crash_loses_nothing_acknowledged(local: LocalTansu) -> None:
+def test_a_postgresql_crash_loses_nothing_acknowledged(local: LocalSharedStore) -> None:
     first, _ = local.bootstrap.split(",")
     acked = produce_kafka_python(first, range(0, 100))
     local.crash_postgres()
@@ -114,7 +114,7 @@ def test_power_loss_of_postgresql_loses_acknowledged_writes_only_with_fsync_off(
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         unavailable("the lazy filesystem needs root and /dev/fuse")
     settings = {"postgresql.fsync": fsync}
-    with LocalTansu(tansu_binary, postgres_bin_dir, brokers=1, settings=settings, lazy=True) as cluster:
+    with LocalSharedStore(tansu_binary, postgres_bin_dir, brokers=1, settings=settings, lazy=True) as cluster:
         create_topic(cluster.bootstrap, TOPIC, 2, 1)
         cluster.settle()  # as TansuCluster.wait_for_leaders does: the set-up is on disk
         acked = produce_kafka_python(cluster.bootstrap, range(0, 60))

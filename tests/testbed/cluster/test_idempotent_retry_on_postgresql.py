@@ -1,5 +1,6 @@
-"""A known upstream bug, pinned: tansu 0.6.0 writes an idempotent producer's retried batch twice,
-then answers its next batch DUPLICATE_SEQUENCE_NUMBER without writing it.
+"""A known upstream bug, pinned: tansu 0.6.0 -- and its successor nisshi 0.8.1 on PostgreSQL, whose
+engine kept the same code -- writes an idempotent producer's retried batch twice, then answers its
+next batch DUPLICATE_SEQUENCE_NUMBER without writing it.
 
 The tansu campaign found it under random pauses (7 of 18 runs lost acknowledged writes of
 idempotent producers; ``nemesis/scenarios/tansu-idempotent-producer-loss.toml`` is the shrunk
@@ -23,10 +24,17 @@ session holds the partition's watermark row lock, so the first attempt stops aft
 check; the retry is sent once PostgreSQL shows that attempt waiting on a lock, and the lock is
 released once it shows both waiting. Then: both attempts answered without error at different
 offsets (the duplicate), the next batch answered DUPLICATE_SEQUENCE_NUMBER, and the log's end
-shows it was not written. It pins *known broken* behaviour: when :data:`TANSU_PIN` moves to a
-tansu that fixes it, the first assertion fails on purpose -- flip this test to expect one write
-(the retry answered as a duplicate of the first attempt's offset) and the next batch written,
-and let the tansu scenarios and campaign produce idempotently again.
+shows it was not written. It pins *known broken* behaviour: when :data:`TANSU_PIN` or
+:data:`NISSHI_PIN` moves to a release that fixes it, the first assertion fails on purpose -- flip
+this test to expect one write (the retry answered as a duplicate of the first attempt's offset) and
+the next batch written, and let the scenarios and campaigns produce idempotently again.
+
+nisshi 0.8.1 (``nisshi-storage-sql`` ``pg.rs`` ``produce_in_tx`` / ``idempotent_message_check``):
+the same order -- a plain ``SELECT`` of the sequence (``producer_select_for_update.sql`` still has
+no ``FOR UPDATE``) under READ COMMITTED, the check, the ``sequence + N`` upsert, and only then the
+watermark lock (``watermark_select_for_write.sql``) -- and ``sql.rs``'s ``idempotent_sequence_check``
+still answers DUPLICATE_SEQUENCE_NUMBER for any base sequence below the stored one.  Its epoch
+checks changed (KIP-360), its sequence check did not.
 """
 
 from __future__ import annotations
@@ -41,15 +49,18 @@ import pytest
 
 from broker_impl import wire
 from testbed.cluster import postgres
+from testbed.cluster.crate_image import CratePin
 from testbed.cluster.kafka_admin import create_topic, wait_until
+from testbed.cluster.nisshi_image import NISSHI_PIN
 from testbed.cluster.tansu_image import TANSU_PIN
 from tests.broker_impl.batch_builder import make_batch
-from tests.testbed.cluster.tansu_processes import LocalTansu
+from tests.testbed.cluster.tansu_processes import LocalSharedStore
 
-pytestmark = pytest.mark.tansu
+pytestmark = pytest.mark.third_party
 
-BROKEN_IN = "0.6.0"
-"""The tansu version this test pins the bug of (see the module docstring before changing it)."""
+BROKEN_IN: dict[str, tuple[CratePin, str]] = {"tansu": (TANSU_PIN, "0.6.0"), "nisshi": (NISSHI_PIN, "0.8.1")}
+"""Each system's pin and the version this test pins the bug of (see the module docstring before
+changing either)."""
 TOPIC = "idempotent"
 BATCH = 5
 """Records per batch: each batch advances the producer's sequence by this much."""
@@ -62,13 +73,20 @@ begin;
 select w.high from watermark w join topition tp on w.topition = tp.id join topic t on tp.topic = t.id
  where t.name = '{TOPIC}' and tp.partition = 0 for no key update;
 """
-"""The lock tansu's produce takes after its sequence check (``watermark_select_for_update.sql``)."""
+"""The lock both systems' produce takes after its sequence check (tansu's
+``watermark_select_for_update.sql``, nisshi's ``watermark_select_for_write.sql``)."""
 WAITING_ON_LOCKS = "select count(*) from pg_stat_activity where wait_event_type = 'Lock'"
 
 
+@pytest.fixture(params=sorted(BROKEN_IN))
+def system(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def local(tansu_binary: Path, postgres_bin_dir: Path) -> Iterator[LocalTansu]:
-    with LocalTansu(tansu_binary, postgres_bin_dir, brokers=1) as cluster:
+def local(system: str, request: pytest.FixtureRequest, postgres_bin_dir: Path) -> Iterator[LocalSharedStore]:
+    binary: Path = request.getfixturevalue(f"{system}_binary")
+    with LocalSharedStore(binary, postgres_bin_dir, brokers=1, applies_schema=system == "tansu") as cluster:
         create_topic(cluster.bootstrap, TOPIC, 1, 1)
         yield cluster
 
@@ -83,7 +101,7 @@ def batch(producer: tuple[int, int], base_sequence: int) -> bytes:
 
 
 class Client:
-    """Raw requests to one tansu broker, each on its own connection (as a retry after a timeout is)."""
+    """Raw requests to one broker, each on its own connection (as a retry after a timeout is)."""
 
     def __init__(self, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -152,11 +170,11 @@ class Client:
         return int(partition.offset)
 
 
-def waiting_on_locks(local: LocalTansu) -> int:
+def waiting_on_locks(local: LocalSharedStore) -> int:
     return int(local.psql(command=WAITING_ON_LOCKS).strip())
 
 
-async def attempt_and_retry(local: LocalTansu, client: Client, records: bytes) -> list[tuple[int, int]]:
+async def attempt_and_retry(local: LocalSharedStore, client: Client, records: bytes) -> list[tuple[int, int]]:
     """Send ``records`` and, while that attempt's transaction is held open after its sequence
     check, the same ``records`` again; both answers, in sending order."""
     holder = subprocess.Popen(
@@ -193,10 +211,11 @@ async def attempt_and_retry(local: LocalTansu, client: Client, records: bytes) -
 
 
 def test_a_retry_during_the_first_attempt_is_written_twice_and_the_next_batch_is_dropped(
-    local: LocalTansu,
+    system: str, local: LocalSharedStore
 ) -> None:
-    assert TANSU_PIN.version == BROKEN_IN, (
-        f"TANSU_PIN moved to {TANSU_PIN.version}: check whether it serialises the idempotent sequence "
+    pin, broken_in = BROKEN_IN[system]
+    assert pin.version == broken_in, (
+        f"the {system} pin moved to {pin.version}: check whether it serialises the idempotent sequence "
         "check and flip this test (module docstring)"
     )
     client = Client(local.bootstrap)
@@ -210,7 +229,7 @@ def test_a_retry_during_the_first_attempt_is_written_twice_and_the_next_batch_is
 
     answers, following, end = asyncio.run(scenario())
     assert sorted(answers) == [(NONE, BATCH), (NONE, 2 * BATCH)], (
-        f"0.6.0 writes the retried batch a second time; answers {answers}: if one of them is error "
+        f"{system} {broken_in} writes the retried batch a second time; answers {answers}: if one of them is error "
         f"{DUPLICATE_SEQUENCE_NUMBER} with offset {BATCH} the bug is fixed -- flip this test"
     )
     assert following[0] == DUPLICATE_SEQUENCE_NUMBER, following
