@@ -26,6 +26,7 @@ File format (``tidemark campaign FILE``)::
     nemesis = "follower-restart-leader-crash,kill"   # faults and fault packages
     settings = { "truncation.mode" = "high-watermark" }   # on top of [settings]
     target = "bundled"       # instead of the top-level target
+    nodes = 1                # instead of the top-level nodes (a target that runs one broker)
     expect_anomaly = true    # a known bug: finding nothing is the failure (default false)
     keep_going = false
 
@@ -92,6 +93,7 @@ HUNT_KEYS = {
     "keep_going",
     "time_limit",
     "target",
+    "nodes",
 }
 
 
@@ -244,7 +246,7 @@ def _plan_hunt(
             raise ValueError("nemesis: a hunt needs faults to draw")
         spec = TestSpec(
             name=f"{campaign_name}-{key}",
-            node_count=int(data.get("nodes", 3)),
+            node_count=int(entry.get("nodes", data.get("nodes", 3))),
             time_limit=float(entry.get("time_limit", data.get("time_limit", 30))),
             settings=settings,
             workload=QueueSpec.from_dict({**base_workload, **dict(entry.get("workload", {}))}),

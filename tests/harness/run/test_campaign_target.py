@@ -139,3 +139,23 @@ def test_the_shipped_tansu_campaign_faults_both_tiers_under_both_postgresql_sett
 def test_every_shipped_campaign_plans() -> None:
     for path in sorted((REPOSITORY / "harness" / "run" / "campaigns").glob("*.toml")):
         assert load_campaign(path).runs or load_campaign(path).hunts, path
+
+
+def test_the_shipped_nisshi_campaign_hunts_both_stores_and_a_hunt_may_size_its_own_cluster() -> None:
+    campaign = load_campaign(REPOSITORY / "harness" / "run" / "campaigns" / "nisshi.toml")
+    hunts = {hunt.key: hunt.spec for hunt in campaign.hunts}
+    assert sorted(hunts) == ["postgresql", "postgresql-groups", "sqlite"]
+    assert {spec.target for spec in hunts.values()} == {"nisshi"}
+    assert {key: spec.node_count for key, spec in hunts.items()} == {
+        "postgresql": 2,
+        "postgresql-groups": 2,
+        "sqlite": 1,
+    }
+    assert hunts["sqlite"].broker_config()["nisshi.storage"] == "sqlite"
+    assert hunts["postgresql"].broker_config()["nisshi.storage"] == "postgresql"
+    assert hunts["postgresql-groups"].workload.consume_via == "subscribe"
+    with pytest.raises(CampaignError, match=r"nisshi on SQLite runs one broker"):
+        plan(
+            target="nisshi",
+            hunt=[{"name": "h", "budget": "1m", "nemesis": "kill", "settings": {"nisshi.storage": "sqlite"}}],
+        )
