@@ -54,7 +54,7 @@ from testbed.cluster.kafka_admin import create_topic, wait_until
 from testbed.cluster.nisshi_image import NISSHI_PIN
 from testbed.cluster.tansu_image import TANSU_PIN
 from tests.broker_impl.batch_builder import make_batch
-from tests.testbed.cluster.tansu_processes import LocalSharedStore
+from tests.testbed.cluster.shared_store_processes import LocalSharedStore
 
 pytestmark = pytest.mark.third_party
 

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.cluster import postgres
 from testbed.record.replicas import DumpPartition, DumpRecord, parse_dump_line
-from tests.testbed.cluster.tansu_processes import LocalSharedStore
+from tests.testbed.cluster.shared_store_processes import LocalSharedStore
 
 
 def test_effective_settings_are_postgresql_defaults_with_set_applied_and_booleans_normalized() -> None:

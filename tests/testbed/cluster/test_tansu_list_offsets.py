@@ -31,7 +31,7 @@ from broker_impl import wire
 from testbed.cluster import postgres
 from testbed.cluster.kafka_admin import create_topic, wait_until
 from testbed.cluster.tansu_image import TANSU_PIN
-from tests.testbed.cluster.tansu_processes import LocalSharedStore
+from tests.testbed.cluster.shared_store_processes import LocalSharedStore
 
 pytestmark = pytest.mark.third_party
 

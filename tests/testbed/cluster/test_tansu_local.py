@@ -14,7 +14,7 @@ import pytest
 
 from testbed.cluster.kafka_admin import create_topic
 from tests.conftest import unavailable
-from tests.testbed.cluster.tansu_processes import LocalSharedStore
+from tests.testbed.cluster.shared_store_processes import LocalSharedStore
 
 pytestmark = pytest.mark.third_party
 
