@@ -36,6 +36,8 @@ from nemesis.fault_kinds import (
     KILL,
     METADATA_DELAY,
     METADATA_HEAL,
+    ONE_WAY,
+    ONE_WAY_HEAL,
     PACKET_LOSS,
     PACKET_LOSS_HEAL,
     PAUSE,
@@ -51,6 +53,7 @@ from nemesis.fault_kinds import (
     START,
 )
 from nemesis.metadata_delay import MetadataDelay
+from nemesis.one_way import OneWay
 from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
@@ -75,6 +78,7 @@ class BrokerActs:
         self.remote_timeout = remote_timeout
         self.settle_timeout = settle_timeout
         self.packet_loss = PacketLoss(metadata.layout, cluster.ip, self._run)
+        self.one_way = OneWay(metadata.layout, cluster.ip, self._run)
         self.slow_link = SlowLink(metadata.layout, cluster.ip, self._run)
         self.client_cut = ClientCut(metadata.layout, cluster.ip, self._run)
         self.requests = RequestFaults(cluster)
@@ -207,6 +211,13 @@ class BrokerActs:
             raise Refused("this cluster's data directories take no disk-fault rules")
         return cluster
 
+    def deafen(self, node: str) -> None:
+        """``one-way``: ``node`` stops hearing the other brokers (:mod:`nemesis.one_way`)."""
+        self.one_way.inject(node)
+
+    def heal_one_way(self, node: str) -> None:
+        self.one_way.heal(node)
+
     def hold_requests(self, node: str) -> None:
         self.requests.hold(node)
 
@@ -229,6 +240,8 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         METADATA_HEAL: BrokerActs.heal_metadata,
         PACKET_LOSS: BrokerActs.lose_packets,
         PACKET_LOSS_HEAL: BrokerActs.heal_packet_loss,
+        ONE_WAY: BrokerActs.deafen,
+        ONE_WAY_HEAL: BrokerActs.heal_one_way,
         SLOW_LINK: BrokerActs.slow_links,
         SLOW_LINK_HEAL: BrokerActs.heal_slow_link,
         CLOCK_SKEW: BrokerActs.skew_clock,

@@ -60,6 +60,8 @@ REQUEST_RELEASE: Final = "request-release"
 DISK_ERROR: Final = "disk-error"
 SLOW_DISK: Final = "slow-disk"
 DISK_HEAL: Final = "disk-heal"
+ONE_WAY: Final = "one-way"
+ONE_WAY_HEAL: Final = "one-way-heal"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 """The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why these)."""
 
@@ -376,6 +378,22 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     every_broker_heal(
         PACKET_LOSS_HEAL,
         "flush TIDEMARK-LOSS on the nodes (heal of packet-loss; no node: every broker)",
+    ),
+    FaultKind(
+        ONE_WAY,
+        "the nodes stop hearing the other brokers, who still hear them: every TCP segment with data"
+        " from another broker is dropped, handshakes and ACKs pass (iptables u32, chain TIDEMARK-ONEWAY);"
+        " the controller, clients and the nemesis are heard as before",
+        heal=ONE_WAY_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour="#7b2cbf",
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    every_broker_heal(
+        ONE_WAY_HEAL,
+        "flush TIDEMARK-ONEWAY on the nodes (heal of one-way; no node: every broker)",
     ),
     FaultKind(
         SLOW_LINK,

@@ -10,7 +10,9 @@ Every rule the nemesis adds lives in a chain of its own, reached by a single jum
   ``netem``, see :mod:`nemesis.packet_loss`);
 * :data:`CLIENT_CHAIN` (``TIDEMARK-CLIENT``) -- the ``client-cut`` fault: a node drops every TCP
   packet that is not from a peer nor to one of the nemesis' own control ports
-  (:mod:`nemesis.client_cut`).
+  (:mod:`nemesis.client_cut`);
+* :data:`ONE_WAY_CHAIN` (``TIDEMARK-ONEWAY``) -- the ``one-way`` fault: a node drops every TCP
+  segment that carries data from the other brokers, and nothing else (:mod:`nemesis.one_way`).
 
 That is what makes healing safe on any host -- a container we own or a user's machine over SSH:
 a heal flushes *one of our* chains and nothing else, so rules that Docker, a host firewall or an
@@ -61,7 +63,9 @@ LOSS_CHAIN = "TIDEMARK-LOSS"
 """The chain of the ``packet-loss`` fault: random drops from the node's peers."""
 CLIENT_CHAIN = "TIDEMARK-CLIENT"
 """The chain of the ``client-cut`` fault: TCP from anything but the node's peers dropped."""
-CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN, LOSS_CHAIN, CLIENT_CHAIN)
+ONE_WAY_CHAIN = "TIDEMARK-ONEWAY"
+"""The chain of the ``one-way`` fault: data segments from the other brokers dropped, their ACKs not."""
+CHAINS: tuple[str, ...] = (CHAIN, METADATA_CHAIN, LOSS_CHAIN, CLIENT_CHAIN, ONE_WAY_CHAIN)
 """Every chain the nemesis may create; :func:`remove_script` removes them all."""
 IPTABLES = "iptables"
 LOCK_WAIT_SECONDS = 10
@@ -197,6 +201,33 @@ def client_cut_script(peers: Collection[str], control_ports: Collection[int]) ->
         )
     commands.append(iptables_command("-A", CLIENT_CHAIN, "-p", "tcp", "-j", "DROP"))
     return script(commands)
+
+
+TCP_PAYLOAD = "0>>22&0x3C@12>>26&0x3C@0>>0=0:0xFFFFFFFF"
+"""iptables' ``u32`` test that holds for a TCP segment with at least 4 bytes of data: it skips the
+IP header (its IHL) and the TCP header (its data offset) and reads the first 4 bytes after them,
+which only a segment that has them can give.  A handshake, a bare ACK or a FIN does not match --
+so a node that drops these segments still lets its peer's acknowledgements in and the peer still
+receives what the node sends.  (A segment of 1-3 data bytes would slip through; a Kafka message
+is never that short: its size prefix alone is 4 bytes.)"""
+
+
+def one_way_script(sources: Collection[str]) -> str:
+    """One node's program: :data:`ONE_WAY_CHAIN` drops every TCP segment carrying data from
+    ``sources`` (replacing what it dropped) -- the node stops hearing them, they still hear it."""
+    commands = partition_commands((), ONE_WAY_CHAIN)
+    for source in sorted({checked_ipv4(source) for source in sources}):
+        commands.append(
+            iptables_command("-A", ONE_WAY_CHAIN, "-s", f"{source}/32", "-p", "tcp")
+            + " "
+            + shlex.join(["-m", "u32", "--u32", TCP_PAYLOAD, "-j", "DROP"])
+        )
+    return script(commands)
+
+
+def one_way_heal_script() -> str:
+    """One node's program: the node hears its peers again (flush :data:`ONE_WAY_CHAIN`); other chains untouched."""
+    return heal_script(ONE_WAY_CHAIN)
 
 
 def client_heal_script() -> str:

@@ -50,6 +50,11 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 * ``disk-failure-leader-moves`` -- the leader's disk fails its fsyncs; it halts (Kafka's rule for
   a failed log directory), the leadership moves, and the disk is replaced and the broker restarted
   from what the failed disk kept (needs the lazy filesystem);
+* ``one-way-leader-crash`` -- a one-way cut past the ISR lag, then the leader is killed: in half
+  the draws the leader stops hearing its followers (their Fetches are lost; it still hears the
+  controller, so it stays leader and shrinks the ISR to itself), in the other half the followers
+  stop hearing the leader (their Fetches arrive, its answers do not: followers that ask and never
+  advance);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -75,6 +80,7 @@ from nemesis.spec import (
     LAST_REPLICA_STANDING,
     LEADER_CRASH_STORM,
     METADATA_DELAY_LEADER_MOVES,
+    ONE_WAY_LEADER_CRASH,
     OVERLAPPING_FAULTS,
     POWER_LOSS_FOLLOWER_LEADER_CRASH,
     QUIET,
@@ -300,6 +306,29 @@ def disk_failure_leader_moves(rng: random.Random, context: PackageContext) -> li
     ]
 
 
+def one_way_leader_crash(rng: random.Random, context: PackageContext) -> list[Step]:
+    p = partition_of(rng, context)
+    followers = [f"F{n}" for n in range(1, context.replication_factor)]
+    if not followers:
+        raise PackageError("one-way-leader-crash needs a replication factor of at least 2")
+    binding = {"L": f"leader-of:{p}", **{name: f"follower-of:{p}#{n}" for n, name in enumerate(followers, 1)}}
+    if rng.random() < 0.5:
+        deaf, why = ["L"], "the leader hears no Fetch (the controller it still hears): the ISR shrinks to it"
+    else:
+        deaf, why = followers, "the followers' Fetches arrive, the answers do not: they ask and never advance"
+    lag = context.isr_lag_seconds
+    low, high = (lag + 1.0, lag + 4.0) if lag is not None else (2.0, 8.0)
+    return [
+        {"bind": binding},
+        {"fault": "one-way", "nodes": deaf},
+        sleep_step(rng, low, high, why),
+        {"fault": "kill", "node": "L"},
+        sleep_step(rng, 3.0, 6.0, "the controller fences the dead leader and elects, if anyone is eligible"),
+        {"fault": "one-way-heal", "nodes": deaf},
+        {"fault": "start", "node": "L"},
+    ]
+
+
 def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
     mean = context.quiet_seconds
     return [sleep_step(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
@@ -317,6 +346,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     LAST_REPLICA_STANDING: last_replica_standing,
     ZOMBIE_FETCH_ACROSS_EPOCHS: zombie_fetch_across_epochs,
     DISK_FAILURE_LEADER_MOVES: disk_failure_leader_moves,
+    ONE_WAY_LEADER_CRASH: one_way_leader_crash,
     QUIET: quiet,
 }
 

@@ -49,6 +49,7 @@ from nemesis.fault_kinds import DISK_ERROR as DISK_ERROR
 from nemesis.fault_kinds import HEALS as HEALS
 from nemesis.fault_kinds import KILL as KILL
 from nemesis.fault_kinds import METADATA_DELAY as METADATA_DELAY
+from nemesis.fault_kinds import ONE_WAY as ONE_WAY
 from nemesis.fault_kinds import PARTITION as PARTITION
 from nemesis.fault_kinds import PAUSE as PAUSE
 from nemesis.fault_kinds import POWER_LOSS as POWER_LOSS
@@ -73,6 +74,7 @@ STALE_LEADER_LAGGING_JOINER = "stale-leader-lagging-joiner"
 LAST_REPLICA_STANDING = "last-replica-standing"
 ZOMBIE_FETCH_ACROSS_EPOCHS = "zombie-fetch-across-epochs"
 DISK_FAILURE_LEADER_MOVES = "disk-failure-leader-moves"
+ONE_WAY_LEADER_CRASH = "one-way-leader-crash"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -86,6 +88,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     LAST_REPLICA_STANDING,
     ZOMBIE_FETCH_ACROSS_EPOCHS,
     DISK_FAILURE_LEADER_MOVES,
+    ONE_WAY_LEADER_CRASH,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -104,6 +107,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         LAST_REPLICA_STANDING: frozenset({PARTITION, KILL, POWER_LOSS}),
         ZOMBIE_FETCH_ACROSS_EPOCHS: frozenset({METADATA_DELAY, PARTITION, KILL}),
         DISK_FAILURE_LEADER_MOVES: frozenset({DISK_ERROR}),
+        ONE_WAY_LEADER_CRASH: frozenset({ONE_WAY, KILL}),
         QUIET: frozenset(),
     }
 )

@@ -41,6 +41,7 @@ CLIENT_CUT: Final = "client-cut"
 REQUEST_HOLD: Final = "request-hold"
 DISK_ERROR: Final = "disk-error"
 SLOW_DISK: Final = "slow-disk"
+ONE_WAY: Final = "one-way"
 
 HEALS: Mapping[str, str] = MappingProxyType(
     {
@@ -55,6 +56,7 @@ HEALS: Mapping[str, str] = MappingProxyType(
         REQUEST_HOLD: "request-release",
         DISK_ERROR: "disk-heal",
         SLOW_DISK: "disk-heal",
+        ONE_WAY: "one-way-heal",
         PARTITION: "heal",
     }
 )
