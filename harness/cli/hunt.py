@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated anomaly names: only a run reporting one of them ends the hunt "
         "(default: any invalid run)",
     )
+    parser.add_argument(
+        "--unexpected-only",
+        action="store_true",
+        help="only a run with an anomaly no rule of its configuration permits ends the hunt "
+        "(e.g. producers without idempotence: their duplicates do not)",
+    )
     add_server_option(parser)
     parser.add_argument(
         "--run-timeout",
@@ -114,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             run_timeout=run_timeout,
             seeds=lambda: seeds.randrange(2**31),
             stop_on=stop_on,
+            unexpected_only=args.unexpected_only,
             engine=engine,
             remote=through,
         )

@@ -29,6 +29,7 @@ File format (``tidemark campaign FILE``)::
     nodes = 1                # instead of the top-level nodes (a target that runs one broker)
     expect_anomaly = true    # a known bug: finding nothing is the failure (default false)
     keep_going = false
+    unexpected_only = false  # true: only an anomaly no rule permits ends the hunt
 
 Instead of one ``[matrix]`` a file may give several ``[[matrix]]`` tables: each is expanded
 as above and the runs are their union (so kill/pause/partition mixes and a scenario, which
@@ -91,6 +92,7 @@ HUNT_KEYS = {
     "workload",
     "expect_anomaly",
     "keep_going",
+    "unexpected_only",
     "time_limit",
     "target",
     "nodes",
@@ -115,6 +117,8 @@ class PlannedHunt:
     budget_seconds: float
     expect_anomaly: bool
     keep_going: bool
+    unexpected_only: bool = False
+    """Only a run with an anomaly no rule permits ends the hunt (:func:`harness.run.hunt.hunt`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +262,12 @@ def _plan_hunt(
     except (SpecError, NemesisSpecError, SettingsError, ValueError) as error:
         raise CampaignError(f"{where}: {error}") from None
     return PlannedHunt(
-        key, spec, budget, bool(entry.get("expect_anomaly", False)), bool(entry.get("keep_going", False))
+        key,
+        spec,
+        budget,
+        bool(entry.get("expect_anomaly", False)),
+        bool(entry.get("keep_going", False)),
+        bool(entry.get("unexpected_only", False)),
     )
 
 

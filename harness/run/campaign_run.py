@@ -140,6 +140,7 @@ def run_campaign_hunt(
                 hunt_store,
                 planned.budget_seconds,
                 keep_going=planned.keep_going,
+                unexpected_only=planned.unexpected_only,
                 out=log,
                 engine="spark" if remote else "pandas",
                 remote=remote,

@@ -95,6 +95,8 @@ class HuntRun:
     """Fault ops the nemesis invoked (packages counted by the faults inside them)."""
     seconds: float
     problem: str | None = None
+    unexpected: tuple[str, ...] = ()
+    """The anomalies no rule of the run's configuration permits (``expected`` false)."""
 
 
 @dataclasses.dataclass
@@ -138,6 +140,7 @@ def hunt(
     launch: RunLauncher | None = None,
     seeds: Callable[[], int] = lambda: secrets.randbelow(2**31),
     stop_on: frozenset[str] = frozenset(),
+    unexpected_only: bool = False,
     engine: str = "pandas",
     remote: str | None = None,
 ) -> HuntResult:
@@ -145,7 +148,9 @@ def hunt(
 
     With ``stop_on`` (anomaly names) only a run reporting one of those counts as the find: a
     hunt for ``lost-write`` under a configuration that also permits, say, ``duplicate`` goes on
-    past runs that show only the permitted anomaly.
+    past runs that show only the permitted anomaly.  With ``unexpected_only`` a run counts only
+    when one of its anomalies is one no rule permits: a hunt against a system whose configuration
+    permits some anomaly (producers without idempotence: duplicates) stops on the rest.
 
     Runs are stored as ``store_dir/<spec.name>/<timestamp>``; the hunt's own record goes to
     ``store_dir/<spec.name>/hunt-<timestamp>/hunt.json``, rewritten after every run so a
@@ -169,7 +174,11 @@ def hunt(
         run = read_run(run_dir, seed, _clock() - run_started, problem)
         result.runs.append(run)
         result.elapsed_seconds = _clock() - started
-        found = run.verdict is False and (not stop_on or bool(stop_on & set(run.anomalies)))
+        found = (
+            run.verdict is False
+            and (not stop_on or bool(stop_on & set(run.anomalies)))
+            and (not unexpected_only or bool(run.unexpected))
+        )
         if found and result.first_invalid is None:
             result.first_invalid = run
             result.seconds_to_first_anomaly = result.elapsed_seconds
@@ -208,14 +217,25 @@ def read_run(run_dir: Path, seed: int, seconds: float, problem: str | None) -> H
     directory = RunDir(run_dir)
     verdict: bool | str = "unknown"
     anomalies: dict[str, int] = {}
+    unexpected: tuple[str, ...] = ()
     try:
         results = json.loads(directory.results.read_text(encoding="utf-8"))
         verdict = results["valid"] if problem is None else "unknown"
         anomalies = {name: int(entry["count"]) for name, entry in results.get("anomalies", {}).items()}
+        unexpected = tuple(
+            sorted(name for name, entry in results.get("anomalies", {}).items() if not entry.get("expected"))
+        )
     except (OSError, ValueError, KeyError, TypeError) as error:
         problem = problem or f"no results: {error}"
     return HuntRun(
-        seed, str(run_dir), verdict, anomalies, _count_faults(directory), round(seconds, 1), problem
+        seed,
+        str(run_dir),
+        verdict,
+        anomalies,
+        _count_faults(directory),
+        round(seconds, 1),
+        problem,
+        unexpected,
     )
 
 

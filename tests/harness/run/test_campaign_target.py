@@ -154,6 +154,7 @@ def test_the_shipped_nisshi_campaign_hunts_both_stores_and_a_hunt_may_size_its_o
     assert hunts["sqlite"].broker_config()["nisshi.storage"] == "sqlite"
     assert hunts["postgresql"].broker_config()["nisshi.storage"] == "postgresql"
     assert hunts["postgresql-groups"].workload.consume_via == "subscribe"
+    assert all(hunt.unexpected_only for hunt in campaign.hunts), "permitted duplicates end no hunt"
     with pytest.raises(CampaignError, match=r"nisshi on SQLite runs one broker"):
         plan(
             target="nisshi",

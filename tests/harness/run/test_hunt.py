@@ -36,9 +36,12 @@ class PlantedLauncher:
     A verdict of ``"stillborn"`` leaves what a run that died at start-up leaves: a run
     directory with no history and no results."""
 
-    def __init__(self, verdicts: list[bool | str | None], anomaly: str = "lost-write") -> None:
+    def __init__(
+        self, verdicts: list[bool | str | None], anomaly: str = "lost-write", expected: bool = False
+    ) -> None:
         self.verdicts = list(verdicts)
         self.anomaly = anomaly
+        self.expected = expected
         self.seeds: list[int] = []
 
     def __call__(self, spec: TestSpec, run_dir: Path, timeout: float, log_path: Path) -> str | None:
@@ -57,7 +60,7 @@ class PlantedLauncher:
         directory.history_jsonl.write_text("".join(json.dumps(op) + "\n" for op in ops))
         if verdict is None:
             return "timed out after 1 s"
-        anomalies = {} if verdict is not False else {self.anomaly: {"count": 3}}
+        anomalies = {} if verdict is not False else {self.anomaly: {"count": 3, "expected": self.expected}}
         directory.results.write_text(json.dumps({"valid": verdict, "anomalies": anomalies}))
         return None
 
@@ -198,6 +201,38 @@ def test_a_hunt_with_stop_on_goes_past_invalid_runs_without_those_anomalies(
         stop_on=frozenset({"lost-write"}),
     )
     assert found.first_invalid is found.runs[0]
+
+
+def test_an_unexpected_only_hunt_goes_past_runs_whose_anomalies_a_rule_permits(
+    tmp_path: Path, fake_clock: list[float]
+) -> None:
+    permitted = PlantedLauncher([False] * 9, anomaly="duplicate", expected=True)
+    seeds = iter(range(9))
+    result = hunt(
+        SPEC,
+        tmp_path,
+        75,
+        launch=permitted,
+        seeds=lambda: next(seeds),
+        out=io.StringIO(),
+        unexpected_only=True,
+    )
+    assert len(result.runs) >= 2 and result.first_invalid is None  # the budget ended it
+    assert all(run.unexpected == () for run in result.runs)
+    unpermitted = PlantedLauncher([False], anomaly="lost-write", expected=False)
+    found = hunt(
+        SPEC, tmp_path, 35, launch=unpermitted, seeds=lambda: 9, out=io.StringIO(), unexpected_only=True
+    )
+    assert found.first_invalid is found.runs[0] and found.runs[0].unexpected == ("lost-write",)
+    plain = hunt(
+        SPEC,
+        tmp_path,
+        35,
+        launch=PlantedLauncher([False], anomaly="duplicate", expected=True),
+        seeds=lambda: 10,
+        out=io.StringIO(),
+    )
+    assert plain.first_invalid is plain.runs[0], "without the option any invalid run ends the hunt"
 
 
 def test_the_stop_on_flag_names_unknown_anomalies() -> None:
