@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
+from typing import Any
+
+import pytest
 
 from nemesis import iptables
 from nemesis.fault_kinds import kind_of
@@ -23,7 +26,7 @@ from testbed.record import faults as record
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder
 from tests.nemesis.netns import NetnsCluster
-from tests.nemesis.test_mechanism import FakeCluster
+from tests.nemesis.test_mechanism import EchoBrokers, FakeCluster
 
 SINK_PORT = 9556
 RECEIVE = f"""
@@ -84,40 +87,66 @@ def test_the_kind_is_declared_once_with_its_heal_and_colour(recorded: tuple[Reco
     assert nemesis.active_faults() == []
 
 
-def deliver(netns: NetnsCluster, source: str, target: str, text: str, wait: float = 3.0) -> str:
+def deliver(handle: Any, python: str, source: str, target: str, text: str, wait: float = 3.0) -> str:
     """What ``target`` receives when ``source`` connects to it and sends ``text`` ("<nothing>" when
     the data never arrives within ``wait`` s)."""
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         received = pool.submit(
-            netns.remote(target).exec, [sys.executable, "-c", RECEIVE, str(wait)], timeout=wait + 10
+            handle.remote(target).exec, [python, "-c", RECEIVE, str(wait)], timeout=wait + 10
         )
-        netns.remote(source).exec(
-            [sys.executable, "-c", SEND, netns.ip(target), text, str(wait)], timeout=wait + 15
+        handle.remote(source).exec(
+            [python, "-c", SEND, handle.ip(target), text, str(wait)], timeout=wait + 15
         )
         return str(received.result().stdout_text).strip()
+
+
+def show_one_way_heal_and_heal_all(
+    handle: Any, python: str, controller: str, recorded: tuple[Recorder, list[Op]]
+) -> None:
+    """The whole real check, on nodes n1, n2 and a controller that run ``python``."""
+    recorder, ops = recorded
+    nemesis = Nemesis(
+        NemesisSpec(faults=("one-way",)), handle, recorder, NemesisConfig(leader_partitions=[("q", 0)])
+    )
+
+    def rules() -> dict[str, str]:
+        return {
+            node: handle.remote(node).exec(["iptables", "-w", "10", "-S"]).stdout_text
+            for node in ("n1", controller)
+        }
+
+    before = rules()
+    assert deliver(handle, python, "n2", "n1", "before") == "before"
+    assert nemesis.apply(FaultStep("one-way", ("n1",))).type == "ok"
+    assert deliver(handle, python, "n1", "n2", "n1-speaks") == "n1-speaks", (
+        "the others still hear the deaf node"
+    )
+    assert deliver(handle, python, "n2", "n1", "n2-speaks") == "<nothing>", (
+        "the deaf node hears no other broker"
+    )
+    assert deliver(handle, python, controller, "n1", "controller") == "controller", (
+        "the controller is still heard"
+    )
+    assert nemesis.apply(FaultStep("one-way-heal", ("n1",))).type == "ok"
+    assert deliver(handle, python, "n2", "n1", "healed") == "healed"
+    assert nemesis.apply(FaultStep("one-way", ("n1",))).type == "ok"
+    nemesis.heal_all()
+    assert rules() == before, "heal-all left no rule nor chain"
+    assert [op.f for op in ops if op.type == "ok"][:3] == ["one-way", "one-way-heal", "one-way"]
 
 
 def test_a_deaf_node_is_heard_but_does_not_hear_and_the_heal_restores_it(
     netns: NetnsCluster, recorded: tuple[Recorder, list[Op]]
 ) -> None:
-    recorder, ops = recorded
-    nemesis = Nemesis(
-        NemesisSpec(faults=("one-way",)), netns, recorder, NemesisConfig(leader_partitions=[("q", 0)])
-    )
-    before = {
-        node: netns.remote(node).exec(["iptables", "-w", "10", "-S"]).stdout_text for node in ("n1", "c")
-    }
-    assert deliver(netns, "n2", "n1", "before") == "before"
-    assert nemesis.apply(FaultStep("one-way", ("n1",))).type == "ok"
-    assert deliver(netns, "n1", "n2", "n1-speaks") == "n1-speaks", "the others still hear the deaf node"
-    assert deliver(netns, "n2", "n1", "n2-speaks") == "<nothing>", "the deaf node hears no other broker"
-    assert deliver(netns, "c", "n1", "controller") == "controller", "the controller is still heard"
-    assert nemesis.apply(FaultStep("one-way-heal", ("n1",))).type == "ok"
-    assert deliver(netns, "n2", "n1", "healed") == "healed"
-    assert nemesis.apply(FaultStep("one-way", ("n1",))).type == "ok"
-    nemesis.heal_all()
-    after = {
-        node: netns.remote(node).exec(["iptables", "-w", "10", "-S"]).stdout_text for node in ("n1", "c")
-    }
-    assert after == before, "heal-all left no rule nor chain"
-    assert [op.f for op in ops if op.type == "ok"][:3] == ["one-way", "one-way-heal", "one-way"]
+    show_one_way_heal_and_heal_all(netns, sys.executable, "c", recorded)
+
+
+@pytest.mark.docker
+def test_the_same_in_containers_of_the_node_image(
+    docker_client: Any, image: str, recorded: tuple[Recorder, list[Op]]
+) -> None:
+    from testbed.cluster.docker_cluster import DockerCluster
+
+    with DockerCluster(docker_client, image, brokers=3, fuse=False) as cluster:
+        handle = EchoBrokers(cluster)
+        show_one_way_heal_and_heal_all(handle, handle.python, "controller", recorded)
