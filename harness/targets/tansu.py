@@ -13,6 +13,7 @@ unasked).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -86,9 +87,10 @@ class TansuTarget(CrateTarget):
         return TANSU_IMAGE
 
     def docker_clusters(self) -> DockerClusters:
-        from testbed.cluster.tansu import tansu_on_docker
+        from testbed.cluster.shared_store import shared_store_on_docker
+        from testbed.cluster.tansu import TansuCluster
 
-        return tansu_on_docker
+        return functools.partial(shared_store_on_docker, cluster_class=TansuCluster)
 
 
 TANSU_TARGET = TansuTarget()

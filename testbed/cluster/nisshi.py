@@ -269,7 +269,7 @@ def nisshi_on_docker(
         with shared_store_on_docker(
             client,
             image,
-            NisshiCluster,
+            cluster_class=NisshiCluster,
             brokers=brokers,
             settings=settings,
             power_loss_filesystem=power_loss_filesystem,

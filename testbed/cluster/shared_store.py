@@ -266,8 +266,8 @@ class SharedStoreCluster:
 def shared_store_on_docker(
     client: docker.DockerClient,
     image: str,
-    cluster_class: type[SharedStoreCluster],
     *,
+    cluster_class: type[SharedStoreCluster],
     brokers: int,
     settings: Mapping[str, str],
     power_loss_filesystem: bool,

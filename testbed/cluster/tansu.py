@@ -9,18 +9,11 @@ PostgreSQL tables (:data:`testbed.cluster.postgres.SCHEMA_FILE`) before a broker
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-
-import docker
-
 from testbed.cluster.shared_store import (
     POSTGRES_NODE,
     REPLICA_EVIDENCE,
     BrokerProgram,
     SharedStoreCluster,
-    shared_store_on_docker,
     supervised,
 )
 from testbed.cluster.tansu_image import TANSU_IMAGE_PATH
@@ -37,28 +30,3 @@ class TansuCluster(SharedStoreCluster):
     """tansu brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node``."""
 
     program = TANSU
-
-
-@contextlib.contextmanager
-def tansu_on_docker(
-    client: docker.DockerClient,
-    image: str,
-    *,
-    brokers: int,
-    settings: Mapping[str, str],
-    power_loss_filesystem: bool,
-    transport: str = "docker",
-    work_dir: Path | None = None,
-) -> Iterator[tuple[SharedStoreCluster, list[str]]]:
-    """A :class:`TansuCluster` on Docker (:func:`~testbed.cluster.shared_store.shared_store_on_docker`)."""
-    with shared_store_on_docker(
-        client,
-        image,
-        TansuCluster,
-        brokers=brokers,
-        settings=settings,
-        power_loss_filesystem=power_loss_filesystem,
-        transport=transport,
-        work_dir=work_dir,
-    ) as started:
-        yield started
