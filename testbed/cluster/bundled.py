@@ -143,6 +143,14 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     return controller, brokers
 
 
+def data_dir_mount(remote: Remote, data_dir: str = DATA_DIR) -> LazyMount:
+    """The lazy filesystem over a broker node's data directory; the durable bytes live in
+    BACKING_DIR.  Every target whose broker keeps its files on its node mounts it this way."""
+    return LazyMount(
+        remote, python=PYTHON, backing=BACKING_DIR, mountpoint=data_dir, log_path=f"{LOG_DIR}/lazyfs.log"
+    )
+
+
 def stop_daemons(
     remotes: Mapping[str, Remote], nodes: Sequence[str], daemon: str, timeout: float, *, what: str
 ) -> None:
@@ -243,14 +251,7 @@ class BundledCluster:
     # ---- the lazy filesystem (power loss) ------------------------------------------------
 
     def _lazy_mount(self, node: str) -> LazyMount:
-        """The lazy filesystem over ``node``'s data dir; the durable bytes live in BACKING_DIR."""
-        return LazyMount(
-            self._remotes[node],
-            python=PYTHON,
-            backing=BACKING_DIR,
-            mountpoint=self.data_dir,
-            log_path=f"{LOG_DIR}/lazyfs.log",
-        )
+        return data_dir_mount(self._remotes[node], self.data_dir)
 
     def drop_unsynced(self, node: str) -> None:
         """Power loss of ``node``'s data directory (the broker must already be dead)."""

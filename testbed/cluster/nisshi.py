@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 
 from testbed.cluster import postgres
-from testbed.cluster.bundled import BACKING_DIR, DATA_DIR, KAFKA_PORT, LOG_DIR, PYTHON, stop_daemons
+from testbed.cluster.bundled import DATA_DIR, KAFKA_PORT, LOG_DIR, PYTHON, data_dir_mount, stop_daemons
 from testbed.cluster.docker_cluster import DockerCluster
 from testbed.cluster.kafka_admin import (
     PartitionInfo,
@@ -189,13 +189,7 @@ class NisshiSqliteCluster:
     # ---- the lazy filesystem (power loss, disk faults) -------------------------------------
 
     def _lazy_mount(self, node: str) -> LazyMount:
-        return LazyMount(
-            self._remotes[node],
-            python=PYTHON,
-            backing=BACKING_DIR,
-            mountpoint=DATA_DIR,
-            log_path=f"{LOG_DIR}/lazyfs.log",
-        )
+        return data_dir_mount(self._remotes[node])
 
     def drop_unsynced(self, node: str) -> None:
         """Power loss of the broker's disk (the broker must already be dead): SQLite's unsynced
