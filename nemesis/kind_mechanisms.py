@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from nemesis.broker_acts import NODE_ACTS
+from nemesis.fault_declaration import FaultKind
 from nemesis.fault_kinds import (
     CLOCK_OFFSET_S,
     CLOCK_SKEW,
@@ -38,7 +39,6 @@ from nemesis.fault_kinds import (
     SLOW_DISK_MS,
     SLOW_LINK,
     SLOW_LINK_RATE_KBIT,
-    FaultKind,
 )
 from nemesis.packet_loss import LOSS_PROBABILITY
 from nemesis.plan import Grudge, Layout

@@ -41,10 +41,9 @@ from typing import Any
 from nemesis import iptables
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS, BrokerActs
 from nemesis.consumer_churn import check_churn, run_churn
+from nemesis.fault_declaration import CONSUMER_GROUP, CONTROLLER_NODE, FaultKind
 from nemesis.fault_kinds import (
     CONSUMER_CHURN,
-    CONSUMER_GROUP,
-    CONTROLLER_NODE,
     HEALS,
     KILL,
     METADATA_DELAY,
@@ -55,7 +54,6 @@ from nemesis.fault_kinds import (
     REGISTRY,
     RESUME,
     START,
-    FaultKind,
     names_drawn_as,
 )
 from nemesis.kind_mechanisms import MECHANISMS

@@ -4,7 +4,7 @@
   :class:`~testbed.cluster.protocol.NodeControl`;
 * :class:`NemesisConfig` -- everything beyond the spec, cluster and recorder, in one object (the
   nemesis once took eleven parameters);
-* :func:`cluster_abilities` -- which abilities of :data:`nemesis.fault_kinds.ABILITIES` a cluster
+* :func:`cluster_abilities` -- which abilities of :data:`nemesis.fault_declaration.ABILITIES` a cluster
   offers, so a fault kind's ``needs`` can be checked before anything is recorded, and
   :data:`ABILITY_MISSING`, how a refusal names a missing one.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from nemesis.fault_kinds import (
+from nemesis.fault_declaration import (
     CONSUMER_GROUP,
     CONTROLLER_NODE,
     DISK_FAULTS_ABILITY,
@@ -82,7 +82,7 @@ ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
         FAKE_CLOCK: "a cluster whose brokers run under libfaketime (the bundled broker's)",
     }
 )
-"""Each ability of :data:`nemesis.fault_kinds.ABILITIES`, as a refusal says what is missing."""
+"""Each ability of :data:`nemesis.fault_declaration.ABILITIES`, as a refusal says what is missing."""
 
 
 ABILITY_PROTOCOLS: Final[Mapping[str, type]] = MappingProxyType(
@@ -100,7 +100,7 @@ kind's ``needs`` by name.  :data:`~nemesis.fault_kinds.CONTROLLER_NODE` is a fac
 
 
 def cluster_abilities(cluster: ClusterHandle) -> frozenset[str]:
-    """The target abilities of :data:`nemesis.fault_kinds.ABILITIES` that ``cluster`` offers."""
+    """The target abilities of :data:`nemesis.fault_declaration.ABILITIES` that ``cluster`` offers."""
     offered = {NODE_CONTROL}
     if isinstance(cluster, PowerLoss):
         offered.add(POWER_LOSS_ABILITY)

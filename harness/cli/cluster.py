@@ -97,7 +97,7 @@ def _up(client: docker.DockerClient, args: argparse.Namespace) -> int:
 
 
 def _list(client: docker.DockerClient) -> int:
-    from testbed.cluster.docker_cluster import list_runs
+    from testbed.cluster.docker_labels import list_runs
 
     runs = list_runs(client)
     if not runs:
@@ -108,7 +108,7 @@ def _list(client: docker.DockerClient) -> int:
 
 
 def _down(client: docker.DockerClient, args: argparse.Namespace) -> int:
-    from testbed.cluster.docker_cluster import ClusterError, remove_all, remove_run
+    from testbed.cluster.docker_labels import ClusterError, remove_all, remove_run
     from testbed.cluster.image_build import cache_directory
 
     try:

@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.report.timeline import Timeline
-from nemesis.fault_kinds import OTHER_COLOUR
+from nemesis.fault_declaration import OTHER_COLOUR
 from nemesis.fault_kinds import REGISTRY as FAULT_REGISTRY
 from testbed.record.faults import FaultWindow
 

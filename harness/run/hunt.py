@@ -11,7 +11,7 @@ A hunt survives its own failures.  Each run is a child process in a session of i
 (``python -m harness.run.hunt_worker``), so a run that hangs is stopped -- SIGTERM to its
 process group (its cluster tears itself down), SIGKILL after a grace period -- and recorded
 ``unknown``; and whatever cluster a dead run left behind is removed by its owner label before
-the next run starts (:func:`testbed.cluster.docker_cluster.remove_orphans`, which every cluster
+the next run starts (:func:`testbed.cluster.docker_labels.remove_orphans`, which every cluster
 start also calls).  The budget bounds when a run may *start*: a run that started in time
 finishes, so one run may end past the budget by up to the run timeout.
 
@@ -309,7 +309,7 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
 
 
 def _remove_orphans() -> None:
-    from testbed.cluster.docker_cluster import remove_orphans
+    from testbed.cluster.docker_labels import remove_orphans
 
     try:
         import docker

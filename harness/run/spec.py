@@ -22,7 +22,8 @@ from typing import Any
 
 from harness.targets.base import Target
 from harness.targets.registry import asked_target, find_target, target_of
-from nemesis.fault_kinds import POWER_LOSS_ABILITY, REGISTRY
+from nemesis.fault_declaration import POWER_LOSS_ABILITY
+from nemesis.fault_kinds import REGISTRY
 from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec

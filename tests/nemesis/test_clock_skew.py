@@ -13,7 +13,8 @@ import pytest
 
 from harness.report import plots
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS
-from nemesis.fault_kinds import CLOCK_OFFSET_S, CLOCK_OFFSETS_DRAWN, FAKE_CLOCK, kind_of
+from nemesis.fault_declaration import FAKE_CLOCK
+from nemesis.fault_kinds import CLOCK_OFFSET_S, CLOCK_OFFSETS_DRAWN, kind_of
 from nemesis.kind_mechanisms import MECHANISMS
 from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.nemesis_config import cluster_abilities

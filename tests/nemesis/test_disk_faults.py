@@ -14,7 +14,8 @@ from harness.report import plots
 from harness.run.spec import needs_lazy_filesystem
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS
 from nemesis.disk_faults import checked_delay, disk_error_command, slow_disk_command
-from nemesis.fault_kinds import DISK_FAULTS_ABILITY, POWER_LOSS_ABILITY, SLOW_DISK_MS_DRAWN, kind_of
+from nemesis.fault_declaration import DISK_FAULTS_ABILITY, POWER_LOSS_ABILITY
+from nemesis.fault_kinds import SLOW_DISK_MS_DRAWN, kind_of
 from nemesis.kind_mechanisms import MECHANISMS
 from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.nemesis_config import cluster_abilities

@@ -15,19 +15,8 @@ import pytest
 from harness.report import plots
 from nemesis import spec
 from nemesis.broker_acts import NODE_ACTS
-from nemesis.fault_kinds import (
-    ABILITIES,
-    HEAL_KINDS,
-    HEALS,
-    KINDS,
-    OTHER_COLOUR,
-    REGISTRY,
-    FaultKind,
-    NoHeal,
-    Param,
-    kind_of,
-    names_drawn_as,
-)
+from nemesis.fault_declaration import ABILITIES, OTHER_COLOUR, FaultKind, NoHeal, Param
+from nemesis.fault_kinds import HEAL_KINDS, HEALS, KINDS, REGISTRY, kind_of, names_drawn_as
 from nemesis.kind_mechanisms import MECHANISMS
 from nemesis.nemesis_config import ABILITY_PROTOCOLS
 from nemesis.scenario import FAULTS

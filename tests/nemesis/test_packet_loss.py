@@ -13,7 +13,8 @@ import pytest
 from harness.report import plots
 from nemesis import iptables
 from nemesis.broker_acts import NODE_ACTS
-from nemesis.fault_kinds import NODE_CONTROL, PACKET_LOSS_PROBABILITY, kind_of
+from nemesis.fault_declaration import NODE_CONTROL
+from nemesis.fault_kinds import PACKET_LOSS_PROBABILITY, kind_of
 from nemesis.kind_mechanisms import MECHANISMS
 from nemesis.mechanism import NETWORK_RESET_SCRIPT, Nemesis, NemesisConfig
 from nemesis.packet_loss import LOSS_PROBABILITY, PacketLoss

@@ -29,7 +29,7 @@ import pytest
 
 from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
-from testbed.cluster.docker_cluster import remove_orphans
+from testbed.cluster.docker_labels import remove_orphans
 from testbed.record.history import read_history
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -19,10 +19,8 @@ from testbed.cluster.docker_cluster import (
     ClusterError,
     DockerCluster,
     new_run_id,
-    owner_label,
-    remove_orphans,
-    remove_run,
 )
+from testbed.cluster.docker_labels import owner_label, remove_orphans, remove_run
 from testbed.cluster.image import IMAGE_PYTHON, source_root
 from tests.testbed.nodes.remote_contract import wait_until
 
