@@ -42,8 +42,12 @@ from nemesis.fault_kinds import (
     PACKET_LOSS_HEAL,
     PAUSE,
     POWER_LOSS,
+    REQUEST_DELAY,
+    REQUEST_DELAY_MS,
+    REQUEST_DUPLICATE,
     REQUEST_HOLD,
     REQUEST_RELEASE,
+    REQUEST_RESET,
     RESUME,
     SLOW_DISK,
     SLOW_DISK_MS,
@@ -228,6 +232,18 @@ class BrokerActs:
     def release_requests(self, node: str) -> None:
         self.requests.release(node)
 
+    def delay_requests(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """``request-delay`` of the milliseconds its op names (default :data:`REQUEST_DELAY_MS`)."""
+        self.requests.delay(node, int((value or {}).get("delay_ms") or REQUEST_DELAY_MS))
+
+    def duplicate_requests(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """``request-duplicate`` of the requests its op names (default :data:`HELD_REQUESTS`)."""
+        self.requests.duplicate(node, (value or {}).get("requests") or HELD_REQUESTS)
+
+    def reset_requests(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """``request-reset`` of the requests its op names (default :data:`HELD_REQUESTS`)."""
+        self.requests.reset(node, (value or {}).get("requests") or HELD_REQUESTS)
+
 
 NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxyType(
     {
@@ -250,6 +266,9 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         CLIENT_HEAL: BrokerActs.heal_client_cut,
         REQUEST_HOLD: BrokerActs.hold_requests,
         REQUEST_RELEASE: BrokerActs.release_requests,
+        REQUEST_DELAY: BrokerActs.delay_requests,
+        REQUEST_DUPLICATE: BrokerActs.duplicate_requests,
+        REQUEST_RESET: BrokerActs.reset_requests,
         DISK_ERROR: BrokerActs.break_disk,
         SLOW_DISK: BrokerActs.slow_disk,
         DISK_HEAL: BrokerActs.heal_disk,
@@ -260,6 +279,9 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
 VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], None]]] = MappingProxyType(
     {
         REQUEST_HOLD: BrokerActs.hold_named_requests,
+        REQUEST_DELAY: BrokerActs.delay_requests,
+        REQUEST_DUPLICATE: BrokerActs.duplicate_requests,
+        REQUEST_RESET: BrokerActs.reset_requests,
         SLOW_LINK: BrokerActs.slow_links_at,
         CLOCK_SKEW: BrokerActs.skew_clock,
         DISK_ERROR: BrokerActs.break_disk,

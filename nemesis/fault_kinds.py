@@ -76,13 +76,24 @@ CLIENT_HEAL: Final = "client-heal"
 CLOCK_HEAL: Final = "clock-heal"
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_RELEASE: Final = "request-release"
+REQUEST_DELAY: Final = "request-delay"
+REQUEST_DUPLICATE: Final = "request-duplicate"
+REQUEST_RESET: Final = "request-reset"
 DISK_ERROR: Final = "disk-error"
 SLOW_DISK: Final = "slow-disk"
 DISK_HEAL: Final = "disk-heal"
 ONE_WAY: Final = "one-way"
 ONE_WAY_HEAL: Final = "one-way-heal"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
-"""The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why these)."""
+"""The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why
+these); ``request-duplicate`` and ``request-reset`` take the same two."""
+REQUEST_DELAY_MS: Final = 200
+"""How long each client request waits in the proxy under ``request-delay`` unless a step says
+otherwise: a slow path, not a dead one (a producer's request timeout is seconds)."""
+REQUEST_DELAY_MS_DRAWN: Final[tuple[int, ...]] = (20, 200, 1000)
+"""The delays a schedule's ``request-delay`` draws from: a far data centre, a congested path, and
+one where pipelined requests queue past a client's request timeout (head-of-line: Kafka answers
+a connection's requests in order, so each waits behind the one before it)."""
 
 PACKET_LOSS_PROBABILITY: Final = 0.3
 """The chance each packet from a peer is dropped under ``packet-loss`` (why 0.3: :mod:`nemesis.packet_loss`)."""
@@ -161,6 +172,9 @@ DISK_KINDS: Final[tuple[FaultKind, ...]] = (
 )
 """The disk faults (:mod:`nemesis.disk_faults`), declared before :data:`KINDS` ends with them."""
 
+REQUESTS_PARAM = Param(
+    "requests", False, 'which requests it acts on: a list of "Produce" and "EndTxn" (default both)'
+)
 REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
         REQUEST_HOLD,
@@ -170,20 +184,58 @@ REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
         drawn_as="node-target",
         nodes="required",
         op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
-        params=(
-            Param(
-                "requests",
-                False,
-                'which requests to hold, one of each: a list of "Produce" and "EndTxn" (default both)',
-            ),
-        ),
+        params=(REQUESTS_PARAM,),
         colour="#2a9d8f",
+        needs=frozenset({REQUEST_PROXY}),
+    ),
+    FaultKind(
+        REQUEST_DELAY,
+        f"every request the broker receives waits delay_ms (default {REQUEST_DELAY_MS}) in its proxy,"
+        " the connection's later requests behind it (Kafka answers in order), until the heal: latency"
+        " on the broker's one listener -- its clients', its followers' Fetches, the coordinators'"
+        " markers -- which the kernel here cannot add (no netem)",
+        heal=REQUEST_RELEASE,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "delay_ms": {REQUEST_DELAY_MS})',
+        params=(
+            Param("delay_ms", False, f"milliseconds per request, 1..60000 (default {REQUEST_DELAY_MS})"),
+        ),
+        colour="#76c893",
+        needs=frozenset({REQUEST_PROXY}),
+        drawn=(("delay_ms", REQUEST_DELAY_MS_DRAWN),),
+    ),
+    FaultKind(
+        REQUEST_DUPLICATE,
+        "every Produce and EndTxn a client sends the broker reaches it twice, back to back on the same"
+        " connection (the second answer swallowed), until the heal: a retransmission the client never"
+        " made, which idempotence must absorb (nemesis.request_faults)",
+        heal=REQUEST_RELEASE,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
+        params=(REQUESTS_PARAM,),
+        colour="#168aad",
+        needs=frozenset({REQUEST_PROXY}),
+    ),
+    FaultKind(
+        REQUEST_RESET,
+        "the broker's proxy forwards the next Produce and the next EndTxn, then resets the client's"
+        " connection before the answer: the broker acts, the client retries on a new connection not"
+        " knowing whether the first attempt took (nemesis.request_faults)",
+        heal=REQUEST_RELEASE,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
+        params=(REQUESTS_PARAM,),
+        colour="#2b9348",
         needs=frozenset({REQUEST_PROXY}),
     ),
     FaultKind(
         REQUEST_RELEASE,
         "the proxy sends what it holds to the broker on a new connection, late, answers dropped,"
-        " and forgets its rules (heal of request-hold; no node: every broker)",
+        " and forgets its rules (heal of request-hold, -delay, -duplicate and -reset; no node: every"
+        " broker)",
         heal=IS_A_HEAL,
         drawn_as="never",
         nodes="optional",

@@ -8,7 +8,7 @@ there; a partition, its heal and consumer churn have mechanisms of their own, an
 the node mechanism with its probability added to the op's value (a slow link: its rate; a disk
 error or slow disk: its rule), and a request hold and
 release (:mod:`nemesis.request_faults`) the node mechanism and its heal with the requests held
-and the release mode added.  The nemesis is
+(duplicated, reset; a delay: its milliseconds) and the release mode added.  The nemesis is
 seen through :class:`FaultActions`, the few operations the mechanisms share, so this table does
 not import the nemesis that reads it.
 """
@@ -33,8 +33,12 @@ from nemesis.fault_kinds import (
     PARTITION,
     PARTITION_HEAL,
     REGISTRY,
+    REQUEST_DELAY,
+    REQUEST_DELAY_MS,
+    REQUEST_DUPLICATE,
     REQUEST_HOLD,
     REQUEST_RELEASE,
+    REQUEST_RESET,
     SLOW_DISK,
     SLOW_DISK_MS,
     SLOW_LINK,
@@ -109,9 +113,14 @@ def _slow_disks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]
     return _on_nodes(nemesis, step, {**extra, **rule})
 
 
-def _hold_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
-    """The node mechanism, the op naming the requests held (its act holds one of each)."""
+def _named_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op naming the requests acted on (held, duplicated or reset)."""
     return _on_nodes(nemesis, step, {**extra, "requests": list(step.requests or HELD_REQUESTS)})
+
+
+def _delay_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying how long each request waits (its act sets the rule)."""
+    return _on_nodes(nemesis, step, {**extra, "delay_ms": step.delay_ms or REQUEST_DELAY_MS})
 
 
 def _heal_on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
@@ -150,7 +159,10 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         PACKET_LOSS: _lose_packets,
         SLOW_LINK: _slow_links,
         CLOCK_SKEW: _skew_clocks,
-        REQUEST_HOLD: _hold_requests,
+        REQUEST_HOLD: _named_requests,
+        REQUEST_DUPLICATE: _named_requests,
+        REQUEST_RESET: _named_requests,
+        REQUEST_DELAY: _delay_requests,
         REQUEST_RELEASE: _release_requests,
         DISK_ERROR: _break_disks,
         SLOW_DISK: _slow_disks,

@@ -55,6 +55,11 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   controller, so it stays leader and shrinks the ISR to itself), in the other half the followers
   stop hearing the leader (their Fetches arrive, its answers do not: followers that ask and never
   advance);
+* ``retried-produce-leader-crash`` -- the client path of a partition's replicas turns slow and
+  duplicates every Produce and EndTxn, the leader resets the next one of each after acting on it
+  (the client retries not knowing), and then the leader is killed while the copies keep coming:
+  the new leader must know each producer's last sequences to answer a copy or a retry as a
+  duplicate instead of appending it again (needs request proxies);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -68,7 +73,7 @@ from nemesis.bug_packages import (
     stale_leader_lagging_joiner,
     zombie_fetch_across_epochs,
 )
-from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE
+from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE, REQUEST_DELAY_MS_DRAWN
 from nemesis.package_context import PackageContext as PackageContext
 from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
@@ -84,6 +89,7 @@ from nemesis.spec import (
     OVERLAPPING_FAULTS,
     POWER_LOSS_FOLLOWER_LEADER_CRASH,
     QUIET,
+    RETRIED_PRODUCE_LEADER_CRASH,
     ROLLING_RESTART,
     STALE_LEADER_LAGGING_JOINER,
     ZOMBIE_FETCH_ACROSS_EPOCHS,
@@ -329,6 +335,32 @@ def one_way_leader_crash(rng: random.Random, context: PackageContext) -> list[St
     ]
 
 
+def retried_produce_leader_crash(rng: random.Random, context: PackageContext) -> list[Step]:
+    p = partition_of(rng, context)
+    followers = [f"F{n}" for n in range(1, context.replication_factor)]
+    if not followers:
+        raise PackageError("retried-produce-leader-crash needs a replication factor of at least 2")
+    replicas = ["L", *followers]
+    return [
+        {
+            "bind": {
+                "L": f"leader-of:{p}",
+                **{name: f"follower-of:{p}#{n}" for n, name in enumerate(followers, 1)},
+            }
+        },
+        {"fault": "request-delay", "nodes": replicas, "delay_ms": rng.choice(REQUEST_DELAY_MS_DRAWN)},
+        {"fault": "request-duplicate", "nodes": replicas},
+        {"fault": "request-reset", "node": "L"},
+        sleep_step(
+            rng, 1.0, 4.0, "copies of every produce, and the retry of the one reset, reach the leader"
+        ),
+        {"fault": "kill", "node": "L"},
+        sleep_step(rng, 3.0, 6.0, "the new leader gets the copies: it must know the producers' sequences"),
+        {"fault": "request-release", "nodes": replicas},
+        {"fault": "start", "node": "L"},
+    ]
+
+
 def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
     mean = context.quiet_seconds
     return [sleep_step(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
@@ -347,6 +379,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     ZOMBIE_FETCH_ACROSS_EPOCHS: zombie_fetch_across_epochs,
     DISK_FAILURE_LEADER_MOVES: disk_failure_leader_moves,
     ONE_WAY_LEADER_CRASH: one_way_leader_crash,
+    RETRIED_PRODUCE_LEADER_CRASH: retried_produce_leader_crash,
     QUIET: quiet,
 }
 

@@ -1,4 +1,4 @@
-"""The ``request-hold`` fault: a broker's request proxy holds client requests until the heal.
+"""The request-level faults: a broker's request proxy holds, delays, duplicates or resets client requests.
 
 Each broker of a cluster with :class:`RequestProxies` is reached by its clients only through a
 Kafka-aware proxy (:mod:`testbed.cluster.request_proxy`).  ``request-hold`` on a node tells that
@@ -18,6 +18,16 @@ need, and the only client requests that change a log or a transaction by themsel
 Fetch or Metadata is harmless).  One of each, not all: holding every Produce is a partition of
 that broker for producers, which ``partition`` already is; one request is a late message.
 
+**The other three** act on the same path, each a client-path fault the kernel here cannot make
+(no netem) and a real network does: ``request-delay`` makes every request the broker receives
+wait its milliseconds (latency; Kafka answers a connection's requests in order, so they queue
+behind each other) -- its followers' Fetches too, since the proxy owns the broker's one listener; ``request-duplicate`` forwards every ``Produce`` and ``EndTxn`` twice on the same
+connection, the second answer swallowed (a retransmission the client never made: the broker must
+append the batch once and answer the copy as the original); ``request-reset`` forwards the next
+one of each and resets the client's connection before the answer (the broker acts; the client
+retries on a new connection not knowing whether the first attempt took -- the unknown outcome
+idempotence exists for).  All three are undone by ``request-release``.
+
 **Outcomes.**  An act that cannot reach the proxy's control channel, or whose line the proxy
 refuses, certainly changed nothing: :class:`~nemesis.outcomes.Refused`.  One that got no reply
 may have acted: its error passes through (the op completes ``info``).  A release on a broker
@@ -30,12 +40,14 @@ whose proxy holds nothing is a no-op, so the heal is idempotent (heal-all may re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from nemesis.fault_kinds import HELD_REQUESTS as HELD_REQUESTS
 from nemesis.outcomes import Refused
 from testbed.cluster.request_proxy.control import ProxyControl, ProxyRefused
+from testbed.cluster.request_proxy.rules import EVERY_REQUEST
 
 RELEASE_MODE: Final = "new-connection"
 """How ``request-release`` sends them: on a fresh connection, its answers dropped."""
@@ -66,15 +78,39 @@ class RequestFaults:
         :data:`HELD_REQUESTS`); the rules.  Refused when its control channel refuses or cannot be
         reached (no rule was added)."""
         proxy = self._proxy(node)
-        rules = []
-        for name in requests:
+        return self._rules(node, "holds", [functools.partial(proxy.hold, name, count=1) for name in requests])
+
+    def delay(self, node: str, delay_ms: int) -> list[dict[str, Any]]:
+        """Make ``node``'s proxy delay every request by ``delay_ms`` until the release; the rule."""
+        proxy = self._proxy(node)
+        return self._rules(node, "delays", [functools.partial(proxy.delay, EVERY_REQUEST, delay_ms)])
+
+    def duplicate(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
+        """Make ``node``'s proxy send every one of ``requests`` twice until the release; the rules."""
+        proxy = self._proxy(node)
+        return self._rules(
+            node, "duplications", [functools.partial(proxy.duplicate, name) for name in requests]
+        )
+
+    def reset(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
+        """Make ``node``'s proxy reset the client's connection after the next one of each of
+        ``requests``; the rules."""
+        proxy = self._proxy(node)
+        return self._rules(
+            node, "resets", [functools.partial(proxy.reset, name, count=1) for name in requests]
+        )
+
+    @staticmethod
+    def _rules(node: str, what: str, adds: Sequence[Callable[[], dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Add the rules in order; Refused when the first is refused (nothing was added), an
+        error saying how many were set when a later one is (the op's outcome is then unknown)."""
+        rules: list[dict[str, Any]] = []
+        for add in adds:
             try:
-                rules.append(proxy.hold(name, count=1))
+                rules.append(add())
             except ProxyRefused as error:
                 if rules:  # a rule was added: not "certainly nothing happened"
-                    raise RuntimeError(
-                        f"{node}: {len(rules)} of {len(requests)} holds set: {error}"
-                    ) from None
+                    raise RuntimeError(f"{node}: {len(rules)} of {len(adds)} {what} set: {error}") from None
                 raise Refused(str(error)) from None
         return rules
 

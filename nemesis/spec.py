@@ -53,6 +53,9 @@ from nemesis.fault_kinds import ONE_WAY as ONE_WAY
 from nemesis.fault_kinds import PARTITION as PARTITION
 from nemesis.fault_kinds import PAUSE as PAUSE
 from nemesis.fault_kinds import POWER_LOSS as POWER_LOSS
+from nemesis.fault_kinds import REQUEST_DELAY as REQUEST_DELAY
+from nemesis.fault_kinds import REQUEST_DUPLICATE as REQUEST_DUPLICATE
+from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
 from nemesis.fault_kinds import names_drawn_as
 
@@ -75,6 +78,7 @@ LAST_REPLICA_STANDING = "last-replica-standing"
 ZOMBIE_FETCH_ACROSS_EPOCHS = "zombie-fetch-across-epochs"
 DISK_FAILURE_LEADER_MOVES = "disk-failure-leader-moves"
 ONE_WAY_LEADER_CRASH = "one-way-leader-crash"
+RETRIED_PRODUCE_LEADER_CRASH = "retried-produce-leader-crash"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -89,6 +93,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     ZOMBIE_FETCH_ACROSS_EPOCHS,
     DISK_FAILURE_LEADER_MOVES,
     ONE_WAY_LEADER_CRASH,
+    RETRIED_PRODUCE_LEADER_CRASH,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -108,6 +113,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         ZOMBIE_FETCH_ACROSS_EPOCHS: frozenset({METADATA_DELAY, PARTITION, KILL}),
         DISK_FAILURE_LEADER_MOVES: frozenset({DISK_ERROR}),
         ONE_WAY_LEADER_CRASH: frozenset({ONE_WAY, KILL}),
+        RETRIED_PRODUCE_LEADER_CRASH: frozenset({REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET, KILL}),
         QUIET: frozenset(),
     }
 )

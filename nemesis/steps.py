@@ -27,7 +27,6 @@ from nemesis.fault_kinds import (
     HELD_REQUESTS,
     PARTITION,
     REGISTRY,
-    REQUEST_HOLD,
     SLOW_DISK,
     checked_rate,
 )
@@ -155,7 +154,7 @@ class FaultStep:
     stop: str = CHURN_STOPS[0]
     pick: int = 0
     requests: tuple[str, ...] = ()
-    """``request-hold``: the requests to hold (empty: the kind's default, every one it knows)."""
+    """``request-hold``, ``-duplicate``, ``-reset``: the requests acted on (empty: the kind's default, every one it knows)."""
     rate_kbit: int | None = None
     """``slow-link``: the rate of the node's links to its peers (None: the kind's default)."""
     offset_s: int | None = None
@@ -167,7 +166,7 @@ class FaultStep:
     files: str | None = None
     """``disk-error``, ``slow-disk``: the glob of the files hit (None: the kind's default)."""
     delay_ms: int | None = None
-    """``slow-disk``: how long each fsync waits (None: the kind's default)."""
+    """``slow-disk``: how long each fsync waits; ``request-delay``: each request (None: the kind's default)."""
 
     def with_drawn(self, params: Mapping[str, int]) -> FaultStep:
         """This step with the parameters a schedule drew for it (``FaultKind.drawn``: each names a
@@ -294,7 +293,8 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
     if "requests" in step:
         requests = step["requests"]
         if not kind.takes("requests"):
-            raise ScenarioError(f"{where}: requests = [...] is for {REQUEST_HOLD} only, not {kind.name}")
+            kinds = ", ".join(name for name, declared in REGISTRY.items() if declared.takes("requests"))
+            raise ScenarioError(f"{where}: requests = [...] is for {kinds} only, not {kind.name}")
         if not isinstance(requests, list) or not requests or not set(requests) <= set(HELD_REQUESTS):
             raise ScenarioError(
                 f"{where}: requests must be a non-empty list of {', '.join(map(repr, HELD_REQUESTS))}, not {requests!r}"

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.targets.base import ContainerTarget, Progress, SpecRefused, TargetSpec, collect_logs
+from nemesis.fault_declaration import REQUEST_PROXY
+from nemesis.fault_kinds import REGISTRY, kind_of
 from nemesis.packages import PackageContext
 from testbed.cluster import bundled
 from testbed.cluster.protocol import (
@@ -28,7 +30,7 @@ from testbed.cluster.protocol import (
     ReplicaDumps,
 )
 from testbed.cluster.targets import DEFAULT_TARGET
-from testbed.record.faults import CLOCK_SKEW, REQUEST_HOLD
+from testbed.record.faults import CLOCK_SKEW
 from testbed.record.replicas import EVIDENCE_DUMPS
 from testbed.record.rundir import RunDir
 
@@ -102,7 +104,7 @@ class BundledTarget(ContainerTarget):
             # A request proxy in front of each broker only when a request fault may act: it is a
             # hop every request pays for.
             faults = spec.nemesis.injected_faults() | spec.scenario_faults()
-            proxied = REQUEST_HOLD in faults
+            proxied = any(REQUEST_PROXY in kind_of(fault).needs for fault in faults if fault in REGISTRY)
             cluster = (ProxiedBundledCluster if proxied else BundledCluster)(
                 docker_cluster.remotes_via(spec.transport),
                 {n: docker_cluster.ip(n) for n in docker_cluster.node_names},

@@ -1,5 +1,6 @@
-"""``request-hold`` and its heal ``request-release``: the declarations, their mechanisms' op values,
-and the per-node acts against a real request proxy process (no broker: the acts only set rules).
+"""``request-hold``, ``-delay``, ``-duplicate``, ``-reset`` and their heal ``request-release``: the
+declarations, their mechanisms' op values, and the per-node acts against a real request proxy
+process (no broker: the acts only set rules).
 
 The kinds are :data:`nemesis.fault_kinds.REQUEST_KINDS`, registered with the others; the last
 test runs them through the nemesis on a cluster whose proxies are real processes."""
@@ -13,7 +14,18 @@ from typing import Any
 
 import pytest
 
-from nemesis.fault_kinds import KINDS, REQUEST_HOLD, REQUEST_KINDS, REQUEST_RELEASE, kind_of
+from nemesis.fault_kinds import (
+    KINDS,
+    REQUEST_DELAY,
+    REQUEST_DELAY_MS,
+    REQUEST_DELAY_MS_DRAWN,
+    REQUEST_DUPLICATE,
+    REQUEST_HOLD,
+    REQUEST_KINDS,
+    REQUEST_RELEASE,
+    REQUEST_RESET,
+    kind_of,
+)
 from nemesis.kind_mechanisms import MECHANISMS, mechanism_of
 from nemesis.mechanism import Nemesis, NemesisConfig
 from nemesis.outcomes import Refused
@@ -35,21 +47,20 @@ def test_the_declarations_are_whole_and_have_mechanisms() -> None:
     mechanisms = {kind.name: mechanism_of(kind) for kind in REQUEST_KINDS}
     assert None not in mechanisms.values()
     assert registry_problems(KINDS, MECHANISMS) == []
-    hold, release = REQUEST_KINDS
-    assert (hold.name, hold.heal, hold.drawn_as, hold.nodes) == (
-        REQUEST_HOLD,
-        REQUEST_RELEASE,
-        "node-target",
-        "required",
-    )
+    *faults, release = REQUEST_KINDS
+    assert [fault.name for fault in faults] == [REQUEST_HOLD, REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET]
+    for fault in faults:
+        assert (fault.heal, fault.drawn_as, fault.nodes) == (REQUEST_RELEASE, "node-target", "required")
+        assert fault.needs == {"request-proxy"} and kind_of(fault.name) is fault
     assert (release.name, release.heal_name, release.drawn_as, release.nodes) == (
         REQUEST_RELEASE,
         None,
         "never",
         "optional",
     )
-    assert hold.needs == release.needs == {"request-proxy"}
-    assert kind_of(REQUEST_HOLD) is hold and MECHANISMS[REQUEST_RELEASE] is mechanisms[REQUEST_RELEASE]
+    assert release.needs == {"request-proxy"}
+    assert kind_of(REQUEST_DELAY).drawn == (("delay_ms", REQUEST_DELAY_MS_DRAWN),)
+    assert MECHANISMS[REQUEST_RELEASE] is mechanisms[REQUEST_RELEASE]
 
 
 class RecordingActions:
@@ -73,14 +84,22 @@ class RecordingActions:
 
 
 def test_the_mechanisms_record_the_requests_held_and_how_they_are_released() -> None:
-    hold, release = (mechanism_of(kind) for kind in REQUEST_KINDS)
-    assert hold is not None and release is not None
+    hold, delay, duplicate, reset, release = (mechanism_of(kind) for kind in REQUEST_KINDS)
+    assert hold and delay and duplicate and reset and release
     actions = RecordingActions()
     hold(actions, FaultStep(REQUEST_HOLD, ("n2",)), {"target": "leader"})  # type: ignore[arg-type]
     release(actions, FaultStep(REQUEST_RELEASE, ()), {})  # type: ignore[arg-type]
+    delay(actions, FaultStep(REQUEST_DELAY, ("n1",)), {})  # type: ignore[arg-type]
+    delay(actions, FaultStep(REQUEST_DELAY, ("n1",), delay_ms=20), {})  # type: ignore[arg-type]
+    duplicate(actions, FaultStep(REQUEST_DUPLICATE, ("n3",), requests=("Produce",)), {})  # type: ignore[arg-type]
+    reset(actions, FaultStep(REQUEST_RESET, ("n3",)), {})  # type: ignore[arg-type]
     assert actions.calls == [
         ("inject", REQUEST_HOLD, ["n2"], {"target": "leader", "requests": ["Produce", "EndTxn"]}),
         ("heal", REQUEST_RELEASE, ["n1", "n2", "n3"], {"mode": "new-connection"}),  # no node: every broker
+        ("inject", REQUEST_DELAY, ["n1"], {"delay_ms": REQUEST_DELAY_MS}),
+        ("inject", REQUEST_DELAY, ["n1"], {"delay_ms": 20}),
+        ("inject", REQUEST_DUPLICATE, ["n3"], {"requests": ["Produce"]}),
+        ("inject", REQUEST_RESET, ["n3"], {"requests": ["Produce", "EndTxn"]}),
     ]
 
 
@@ -114,6 +133,20 @@ def test_hold_sets_one_rule_per_request_and_release_removes_them(proxy: ProxyPro
     reply = acts.release("n1")
     assert (reply["rules_removed"], reply["released"]) == (2, 0)
     assert acts.release("n1")["rules_removed"] == 0  # idempotent: heal-all may repeat it
+    assert proxy.control.status()["rules"] == []
+
+
+def test_delay_duplicate_and_reset_set_their_rules_and_release_removes_them(proxy: ProxyProcess) -> None:
+    acts = RequestFaults(ProxiedNodes(proxy))
+    rules = [*acts.delay("n1", 20), *acts.duplicate("n1"), *acts.reset("n1", ["EndTxn"])]
+    described = [(rule["op"], rule["api_keys"], rule["remaining"], rule.get("ms")) for rule in rules]
+    assert described == [
+        ("delay", "*", None, 20),  # every request, for the whole window
+        ("duplicate", [0], None, None),
+        ("duplicate", [26], None, None),
+        ("reset", [26], 1, None),  # the next one only: a reset is an event, not a state
+    ]
+    assert acts.release("n1")["rules_removed"] == 4
     assert proxy.control.status()["rules"] == []
 
 
@@ -212,10 +245,15 @@ def test_a_step_naming_requests_it_cannot_hold_is_refused(tmp_path: Path, extra:
         load_scenario(str(path))
 
 
-def test_only_request_hold_takes_requests(tmp_path: Path) -> None:
+def test_only_the_request_faults_take_requests(tmp_path: Path) -> None:
     from nemesis.scenario import ScenarioError, load_scenario
 
     path = tmp_path / "s.toml"
     path.write_text('name = "s"\n[[step]]\nfault = "kill"\nnode = "n1"\nrequests = ["EndTxn"]\n')
-    with pytest.raises(ScenarioError, match=re.escape("requests = [...] is for request-hold only, not kill")):
+    with pytest.raises(
+        ScenarioError,
+        match=re.escape(
+            "requests = [...] is for request-hold, request-duplicate, request-reset only, not kill"
+        ),
+    ):
         load_scenario(str(path))

@@ -112,6 +112,10 @@ class ProxyControl:
     ) -> dict[str, Any]:
         return self.send({"op": "duplicate", "api_key": _keys(api_key), "client": client, "count": count})
 
+    def reset(self, api_key: ApiKeys, client: str | None = None, count: int | None = None) -> dict[str, Any]:
+        """Forward the matching requests, then reset the client's connection before each answer."""
+        return self.send({"op": "reset", "api_key": _keys(api_key), "client": client, "count": count})
+
     def observe(
         self, api_key: ApiKeys, client: str | None = None, count: int | None = None
     ) -> dict[str, Any]:

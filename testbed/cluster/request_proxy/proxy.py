@@ -29,8 +29,14 @@ The actions (each written as one JSON line to the log: ``time``, ``conn``, ``rul
   (``original``, the answer reaches the client; a closed one falls back to a new connection).
 * ``drop`` -- the client's connection (and its upstream) is closed instead of forwarding: the
   client sees a disconnect and retries on a new connection.
-* ``delay`` -- forwarded after ``ms`` milliseconds (the connection's later requests wait too).
+* ``delay`` -- forwarded after ``ms`` milliseconds (the connection's later requests wait too);
+  delays add up and compose with the other actions (the rule book's latency).
 * ``duplicate`` -- forwarded twice; the first answer goes to the client, the second is swallowed.
+* ``reset`` -- forwarded, then the client's connection is reset (RST) before the answer: the
+  broker acts on the request, the client sees its connection fail with the request in flight and
+  retries on a new one, not knowing.  The upstream connection stays until the broker answered
+  (logged ``answered-after-reset``, then dropped) or :data:`ANSWER_TIMEOUT` passed, so the reset
+  never cuts the request itself short.
 * ``observe`` -- forwarded at once, and logged (API key and version: what the client speaks).
 
 Control lines and their replies are one JSON object per line; a bad line gets ``{"error":
@@ -97,6 +103,9 @@ class Link:
     duplicates: dict[int, bool] = dataclasses.field(default_factory=dict)
     """Correlation id of a duplicated request -> whether its first answer went to the client."""
     gone: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    reset_after: int | None = None
+    """The correlation id of the request after which the client's connection was reset."""
+    reset_answered: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
 
 
@@ -219,13 +228,18 @@ class RequestProxy:
                 await queue.put(await read_frame(reader))
         except (asyncio.IncompleteReadError, FrameError, OSError):
             await queue.put(None)
-            link.gone.set()
+            if link.reset_after is None:  # a reset link ends when the broker has answered
+                link.gone.set()
 
     async def _forward(self, link: Link, queue: asyncio.Queue[bytes | None]) -> None:
         """Requests to the broker, in order, each as its first matching rule says."""
         try:
             while (frame := await queue.get()) is not None:
                 header = parse_request_header(frame[4:])
+                delay_ms, delays = self.rules.latency(header)
+                if delays:  # the path's latency first, whatever else happens to the request
+                    self._log_request("delay", link, delays[0], header)
+                    await asyncio.sleep(delay_ms / 1000)
                 rule = self.rules.take(header)
                 if rule is None:
                     link.upstream.write(frame)
@@ -236,14 +250,13 @@ class RequestProxy:
                     self._log_request("drop", link, rule, header)
                     link.gone.set()
                     return
-                elif rule.action == "delay":
-                    self._log_request("delay", link, rule, header)
-                    await asyncio.sleep(rule.delay_ms / 1000)
-                    link.upstream.write(frame)
                 elif rule.action == "duplicate":
                     self._log_request("duplicate", link, rule, header)
                     link.duplicates[header.correlation_id] = False
                     link.upstream.write(frame + frame)
+                elif rule.action == "reset":
+                    await self._reset(link, rule, header, frame)
+                    return
                 elif not await self._hold(link, rule, header, frame):
                     return
                 await link.upstream.drain()
@@ -281,12 +294,33 @@ class RequestProxy:
             link.upstream.write(frame)
         return True
 
+    async def _reset(self, link: Link, rule: Rule, header: RequestHeader, frame: bytes) -> None:
+        """Forward ``frame``, reset the client's connection, and end the link once the broker
+        answered it (or after :data:`ANSWER_TIMEOUT`: an ``acks=0`` Produce has no answer)."""
+        self._log_request("reset", link, rule, header)
+        link.reset_after = header.correlation_id
+        link.upstream.write(frame)
+        await link.upstream.drain()
+        transport = link.client.transport
+        if isinstance(transport, asyncio.WriteTransport):
+            transport.abort()  # RST, not FIN: the connection failed, it was not closed politely
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ANSWER_TIMEOUT):
+                await link.reset_answered.wait()
+        link.gone.set()
+
     async def _answer(self, link: Link) -> None:
-        """Responses to the client untouched, but for the second answer of a duplicated request."""
+        """Responses to the client untouched, but for the second answer of a duplicated request
+        and every answer after a reset (the client is gone; they are logged and dropped)."""
         try:
             while True:
                 frame = await read_frame(link.upstream_reader)
                 correlation_id = response_correlation_id(frame[4:])
+                if link.reset_after is not None:
+                    self.log("answered-after-reset", conn=link.number, correlation_id=correlation_id)
+                    if correlation_id == link.reset_after:
+                        link.reset_answered.set()
+                    continue
                 if link.duplicates.get(correlation_id) is True:
                     del link.duplicates[correlation_id]
                     self.log("swallow", conn=link.number, correlation_id=correlation_id)

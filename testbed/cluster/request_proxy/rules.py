@@ -9,11 +9,16 @@ reads only that id (to swallow the answer of a duplicate).
 
 A :class:`Rule` says what the proxy does to matching requests: ``hold`` (keep them until
 released), ``drop`` (close the client's connection instead of forwarding), ``delay`` (forward
-after ``ms``), ``duplicate`` (forward twice, swallow the second answer) or ``observe`` (forward,
-and log it: which requests of which versions a client sends, for the run's events).  It matches by API key
-(a set; by number or name, :data:`API_NAMES`), optionally by a substring of the client id, and
+after ``ms``), ``duplicate`` (forward twice, swallow the second answer), ``reset`` (forward, then
+reset the client's connection before the answer: the broker acts, the client never learns) or
+``observe`` (forward, and log it: which requests of which versions a client sends, for the run's
+events).  It matches by API key (a set, by number or name, :data:`API_NAMES`; or ``"*"``, every
+request), optionally by a substring of the client id, and
 acts on at most ``count`` requests (None: every one) -- after that it is spent and removed.
-:class:`RuleBook` keeps the rules in the order they were added: the first live match wins.
+:class:`RuleBook` keeps the rules in the order they were added: the first live match wins --
+except that a ``delay`` is the path's latency, not a verdict on the request: every matching
+delay adds its milliseconds (:meth:`RuleBook.latency`) and the request then meets the other
+rules, so a slow path can also duplicate or reset.
 
 Control lines (:func:`parse_command`) are JSON objects, one per line, e.g.
 ``{"op": "hold", "api_key": "Produce", "client": "txn-1", "count": 1}``,
@@ -58,8 +63,10 @@ API_NAMES: Final[Mapping[str, int]] = MappingProxyType(
 )
 """The request names a rule may use instead of the API key number (Kafka's spelling)."""
 
-Action = Literal["hold", "drop", "delay", "duplicate", "observe"]
-ACTIONS: Final[tuple[Action, ...]] = ("hold", "drop", "delay", "duplicate", "observe")
+Action = Literal["hold", "drop", "delay", "duplicate", "reset", "observe"]
+ACTIONS: Final[tuple[Action, ...]] = ("hold", "drop", "delay", "duplicate", "reset", "observe")
+EVERY_REQUEST: Final = "*"
+"""The ``api_key`` of a rule that matches every request, whatever its key (a slow link for clients)."""
 ReleaseMode = Literal["new-connection", "original"]
 RELEASE_MODES: Final[tuple[ReleaseMode, ...]] = ("new-connection", "original")
 """``new-connection``: the held requests go upstream on a fresh connection whose answers go
@@ -130,7 +137,9 @@ def api_key_of(value: object) -> int:
         return value
     if isinstance(value, str) and value in API_NAMES:
         return API_NAMES[value]
-    raise ControlError(f"api_key {value!r}: expected a number or one of {', '.join(API_NAMES)}")
+    raise ControlError(
+        f"api_key {value!r}: expected a number or one of {', '.join(API_NAMES)} ({EVERY_REQUEST!r} alone: every request)"
+    )
 
 
 @dataclasses.dataclass
@@ -139,7 +148,8 @@ class Rule:
 
     rule_id: int
     action: Action
-    api_keys: frozenset[int]
+    api_keys: frozenset[int] | None
+    """None: every request (:data:`EVERY_REQUEST`)."""
     client: str | None = None
     remaining: int | None = None
     delay_ms: int = 0
@@ -147,7 +157,7 @@ class Rule:
     """hold only: close the client's connection too, so it retries elsewhere at once."""
 
     def matches(self, header: RequestHeader) -> bool:
-        if header.api_key not in self.api_keys or self.remaining == 0:
+        if (self.api_keys is not None and header.api_key not in self.api_keys) or self.remaining == 0:
             return False
         return self.client is None or (header.client_id is not None and self.client in header.client_id)
 
@@ -156,7 +166,7 @@ class Rule:
         return {
             "rule": self.rule_id,
             "op": self.action,
-            "api_keys": sorted(self.api_keys),
+            "api_keys": EVERY_REQUEST if self.api_keys is None else sorted(self.api_keys),
             "client": self.client,
             "remaining": self.remaining,
             **({"ms": self.delay_ms} if self.action == "delay" else {}),
@@ -174,7 +184,7 @@ class RuleBook:
     def add(
         self,
         action: Action,
-        api_keys: frozenset[int],
+        api_keys: frozenset[int] | None,
         client: str | None,
         count: int | None,
         delay_ms: int,
@@ -186,15 +196,26 @@ class RuleBook:
         return rule
 
     def take(self, header: RequestHeader) -> Rule | None:
-        """The first rule matching ``header``, charged one use; None when no rule matches."""
+        """The first rule but a delay matching ``header``, charged one use; None when none matches."""
         for rule in self.rules:
-            if rule.matches(header):
-                if rule.remaining is not None:
-                    rule.remaining -= 1
-                    if rule.remaining == 0:
-                        self.rules.remove(rule)
+            if rule.action != "delay" and rule.matches(header):
+                self._charge(rule)
                 return rule
         return None
+
+    def latency(self, header: RequestHeader) -> tuple[int, list[Rule]]:
+        """The milliseconds ``header`` waits -- the sum of every matching delay, each charged one
+        use -- and those delays."""
+        delays = [rule for rule in self.rules if rule.action == "delay" and rule.matches(header)]
+        for rule in delays:
+            self._charge(rule)
+        return sum(rule.delay_ms for rule in delays), delays
+
+    def _charge(self, rule: Rule) -> None:
+        if rule.remaining is not None:
+            rule.remaining -= 1
+            if rule.remaining == 0:
+                self.rules.remove(rule)
 
     def clear(self) -> int:
         """Remove every rule; returns how many there were."""
@@ -207,8 +228,9 @@ class RuleBook:
 class Command:
     """One parsed control line: ``op`` and its checked arguments."""
 
-    op: Literal["hold", "drop", "delay", "duplicate", "observe", "release", "clear", "status"]
-    api_keys: frozenset[int] = frozenset()
+    op: Literal["hold", "drop", "delay", "duplicate", "reset", "observe", "release", "clear", "status"]
+    api_keys: frozenset[int] | None = frozenset()
+    """None: every request."""
     client: str | None = None
     count: int | None = None
     delay_ms: int = 0
@@ -229,10 +251,14 @@ def _optional_int(fields: Mapping[str, Any], name: str, minimum: int) -> int | N
 def _rule_command(op: Action, fields: Mapping[str, Any]) -> Command:
     keys = fields.get("api_key")
     if keys is None:
-        raise ControlError(f"{op}: api_key is required (a number, a name or a list of them)")
-    api_keys = frozenset(api_key_of(key) for key in (keys if isinstance(keys, list) else [keys]))
-    if not api_keys:
-        raise ControlError(f"{op}: api_key is an empty list")
+        raise ControlError(
+            f"{op}: api_key is required (a number, a name, a list of them, or {EVERY_REQUEST!r})"
+        )
+    api_keys: frozenset[int] | None = None
+    if keys != EVERY_REQUEST:
+        api_keys = frozenset(api_key_of(key) for key in (keys if isinstance(keys, list) else [keys]))
+        if not api_keys:
+            raise ControlError(f"{op}: api_key is an empty list")
     client = fields.get("client")
     if client is not None and (not isinstance(client, str) or not client):
         raise ControlError(f"client {client!r}: expected a non-empty string (a substring of the client id)")

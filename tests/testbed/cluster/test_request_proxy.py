@@ -182,6 +182,42 @@ def test_duplicate_sends_twice_and_swallows_the_second_answer(tmp_path: Path) ->
     assert actions == ["rule-added", "duplicate", "swallow"]
 
 
+def test_reset_forwards_then_resets_the_client_and_the_broker_still_answers(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "reset", "api_key": "Produce", "count": 1}')
+        reader, writer = await connect(listen)
+        writer.write(request(3, 1))
+        assert await answer(reader) == (1, 1)
+        writer.write(request(0, 2) + request(3, 3))  # the Metadata behind it is lost with the connection
+        with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+            await asyncio.wait_for(read_frame(reader), 5)  # reset: no answer, the connection failed
+        await until(lambda: (1, 0, 2) in broker.seen)  # ... but the Produce reached the broker
+        await until(lambda: not proxy.links)  # the link ends once the broker answered it
+        reader, writer = await connect(listen)  # the retry passes: the rule is spent
+        writer.write(request(0, 4))
+        assert await answer(reader) == (4, 2)
+        writer.close()
+        assert [seen[2] for seen in broker.seen] == [1, 2, 4]
+
+    actions = [line["action"] for line in run(scenario, tmp_path)]
+    assert actions == ["rule-added", "reset", "answered-after-reset"]
+
+
+def test_a_rule_for_every_request_matches_any_api_key(tmp_path: Path) -> None:
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        added = await command(proxy, '{"op": "delay", "api_key": "*", "ms": 100}')
+        assert added["api_keys"] == "*"
+        reader, writer = await connect(listen)
+        started = time.monotonic()
+        writer.write(request(3, 1) + request(1, 2) + request(9999, 3))
+        assert [await answer(reader) for _ in range(3)] == [(1, 1), (2, 1), (3, 1)]
+        assert time.monotonic() - started >= 0.3  # each one waited, in order
+        writer.close()
+
+    actions = run(scenario, tmp_path)
+    assert [line["action"] for line in actions] == ["rule-added", "delay", "delay", "delay"]
+
+
 def test_a_held_request_released_on_a_new_connection_arrives_after_the_client_moved_on(
     tmp_path: Path,
 ) -> None:
@@ -261,7 +297,7 @@ def test_the_control_socket_answers_bad_lines_with_one_error_line(tmp_path: Path
         reader, writer = await asyncio.open_unix_connection(str(tmp_path / "control.sock"))
         writer.write(b'{"op": "hold"}\nnot json\n{"op": "status"}\n')
         replies = [json.loads(await reader.readline()) for _ in range(3)]
-        assert replies[0] == {"error": "hold: api_key is required (a number, a name or a list of them)"}
+        assert replies[0] == {"error": "hold: api_key is required (a number, a name, a list of them, or '*')"}
         assert replies[1]["error"].startswith("not JSON")
         assert replies[2] == {"ok": True, "rules": [], "held": [], "connections": 0}
         writer.close()

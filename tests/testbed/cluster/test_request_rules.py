@@ -74,14 +74,27 @@ def test_api_keys_by_number_or_name() -> None:
 def test_the_first_live_rule_wins_and_a_counted_rule_is_spent() -> None:
     book = RuleBook()
     held = book.add("hold", frozenset({0}), "txn", 1, 0)
-    delayed = book.add("delay", frozenset({0, 26}), None, None, 50)
+    duplicated = book.add("duplicate", frozenset({0, 26}), None, None, 0)
     produce = RequestHeader(0, 9, 1, "txn-producer-1")
     assert book.take(produce) is held
-    assert book.rules == [delayed]  # spent after one use
-    assert book.take(produce) is delayed
-    assert book.take(RequestHeader(26, 3, 2, None)) is delayed
-    assert delayed.remaining is None
+    assert book.rules == [duplicated]  # spent after one use
+    assert book.take(produce) is duplicated
+    assert book.take(RequestHeader(26, 3, 2, None)) is duplicated
+    assert duplicated.remaining is None
     assert book.take(RequestHeader(1, 12, 3, "txn")) is None  # Fetch: no rule names it
+
+
+def test_delays_add_up_and_leave_the_request_to_the_other_rules() -> None:
+    book = RuleBook()
+    slow = book.add("delay", None, None, None, 50)  # every request
+    slower = book.add("delay", frozenset({0}), None, 1, 200)
+    reset = book.add("reset", frozenset({0}), None, 1, 0)
+    produce = RequestHeader(0, 9, 1, "p")
+    assert book.latency(produce) == (250, [slow, slower])
+    assert book.take(produce) is reset  # a delayed request still meets the other rules
+    assert book.latency(produce) == (50, [slow])  # the counted delay is spent
+    assert book.take(produce) is None
+    assert book.latency(RequestHeader(1, 12, 2, None)) == (50, [slow])
 
 
 def test_a_client_rule_matches_a_substring_and_never_a_null_client_id() -> None:
