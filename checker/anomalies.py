@@ -7,7 +7,7 @@ columns ...) are derived from it; both engines declare the entries they implemen
 ``implements``, checked against :data:`ANOMALIES` by ``tests/checker/test_anomalies.py`` and
 refused by the driver when a check is asked of an engine that lacks it); the expectations
 (:mod:`checker.expectations`) permit an anomaly by the conditions its entry names; the names
-table of ``docs/anomalies.md`` is generated from it (:func:`names_table`, kept in step by
+table of ``docs/anomalies.md`` is generated from it (:func:`checker.anomaly_docs.names_table`, kept in step by
 ``tests/checker/test_docs.py``); and the reports, JUnit and ``tidemark check`` list the
 anomalies a run reported causes first (:mod:`checker.anomaly_order`, which reads ``implies``).
 The long definitions, with their tiny examples, stay prose: :attr:`Anomaly.definition` names
@@ -75,10 +75,13 @@ RETRIED_SENDS: Final = "a retried send may be written twice"
 UNVERIFIED_PRODUCE: Final = "a late transactional produce may open a transaction"
 """``transaction.partition.verification.enable=false`` (before KIP-890 part 1): a leader appends a
 transactional batch that arrives after its transaction ended."""
+UNCOMMITTED_READS: Final = "uncommitted records are read"
+"""Transactional runs whose consumers read ``read_uncommitted``: Kafka hands them every record,
+an aborted transaction's included."""
 # fmt: off
 CONDITIONS: Final[tuple[str, ...]] = (
     ACKED_LOSS, COMMITTED_LOSS, BROKER_LOSS, DIVERGENCE, MIN_ISR_OFF, RETRIED_SENDS,
-    UNVERIFIED_PRODUCE,
+    UNVERIFIED_PRODUCE, UNCOMMITTED_READS,
 )
 # fmt: on
 """What a configuration may make possible; :mod:`checker.expectations` maps its rules onto these."""
@@ -218,7 +221,11 @@ DUPLICATE: Final = Anomaly(
 )
 ABORTED_READ: Final = Anomaly("aborted-read", VALUE, "a read of a value whose send definitely failed", _READS)
 G1A: Final = Anomaly(
-    "G1a", VALUE, "a read of a value whose transaction aborted (or whose producer was fenced)", _READS
+    "G1a",
+    VALUE,
+    "a read of a value whose transaction aborted (or whose producer was fenced)",
+    _READS,
+    permitted_by=frozenset({UNCOMMITTED_READS}),
 )
 LOST_READ: Final = Anomaly(
     "lost-read",
@@ -451,20 +458,6 @@ def permitted_under(conditions: Iterable[str]) -> frozenset[str]:
     """The names of the anomalies that some of ``conditions`` permits (:attr:`Anomaly.permitted_by`)."""
     given = frozenset(conditions)
     return frozenset(anomaly.name for anomaly in ANOMALIES if anomaly.permitted_by & given)
-
-
-def names_table() -> list[str]:
-    """The rows of ``docs/anomalies.md``'s names table (``| anomaly | family | implies | in one line |``)."""
-    rows = []
-    for anomaly in ANOMALIES:
-        family = anomaly.family.label
-        if anomaly.error_when_strict:
-            family += " (warning; error with `--liveness strict`)"
-        elif anomaly.severity == WARNING:
-            family += " (warning)"
-        implies = ", ".join(anomaly.implies) or "-"
-        rows.append(f"| {anomaly.name} | {family} | {implies} | {anomaly.doc} |")
-    return rows
 
 
 def _check_registry() -> None:

@@ -24,6 +24,11 @@ back to the workload's own record for runs stored before ``broker_config`` held 
 ``idempotent=false`` (the workload's producers, any target)
     A producer without idempotence retries a send whose answer it did not get; if the first
     attempt was written, the retry writes the record again.  Permits duplicate, nothing else.
+``isolation=read_uncommitted`` (the workload's consumers under ``--txn``, any target)
+    A ``read_uncommitted`` consumer is handed every record below the high watermark, an open or
+    aborted transaction's included (Kafka's definition of the level).  Permits G1a, nothing
+    else: precommitted-read is not even checked at that level (``checker.txn``), and what a
+    consumer at either level may never see -- a record no one sent, one lost -- stays an error.
 ``unclean.leader.election.enable=true``
     An out-of-sync replica may become leader and the others truncate to it: committed data
     (already read by consumers) vanishes and consumers are reset; a producer's retry of a
@@ -135,7 +140,7 @@ loss rule's set includes.  int-send-skip, G0, G0-process and G0-realtime need no
 model allows them everywhere, so they are warnings (``checker.txn.registry``).
 
 Never permitted by any rule: precommitted-read (losing records shows no consumer an open
-transaction's), aborted-read and G1a (a definite failure that took effect),
+transaction's), aborted-read and -- but at ``isolation=read_uncommitted`` -- G1a (a definite failure that took effect),
 unexpected (a value nobody sent) and committed-beyond-read -- those are bugs in any
 configuration -- and stalled: every fault the nemesis injects is already outside the gaps it
 measures (``checker.definitions``, liveness), so no setting excuses a partition that stops
@@ -155,6 +160,7 @@ from checker.anomalies import (
     DIVERGENCE,
     MIN_ISR_OFF,
     RETRIED_SENDS,
+    UNCOMMITTED_READS,
     UNVERIFIED_PRODUCE,
     permitted_under,
 )
@@ -183,6 +189,8 @@ _RETRIES = permitted_under({RETRIED_SENDS})
 # A leader that does not verify a transactional produce appends one that arrives after its
 # transaction ended: it opens a transaction no coordinator will end (KAFKA-14402).
 _UNVERIFIED = permitted_under({UNVERIFIED_PRODUCE})
+# A read_uncommitted consumer reads what any transaction wrote, aborted or not.
+_UNCOMMITTED = permitted_under({UNCOMMITTED_READS})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -219,6 +227,8 @@ def applicable_rules(spec: Mapping[str, Any]) -> list[Rule]:
     acks = str(workload.get("acks", "all")).strip().lower()  # the workload owns acks
     if workload.get("idempotent") is False:  # a client's rule, whatever the target
         rules.append(Rule("idempotent=false", _RETRIES))
+    if workload.get("txn") is True and workload.get("isolation") == "read_uncommitted":  # a client's too
+        rules.append(Rule("isolation=read_uncommitted", _UNCOMMITTED))
     if _setting(config, _NISSHI_STORAGE) == "sqlite":
         if acks == "0":
             rules.append(Rule("acks=0", _ACKED_DATA_LOSS))

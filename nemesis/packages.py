@@ -60,6 +60,12 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   (the client retries not knowing), and then the leader is killed while the copies keep coming:
   the new leader must know each producer's last sequences to answer a copy or a retry as a
   duplicate instead of appending it again (needs request proxies);
+* ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches
+  survive) or powered off (their unsynced writes gone), in half of the power-off draws after their
+  disks failed their fsyncs for a while (a broker that obeys the error halts, one that ignores it
+  acknowledges writes no disk holds), then all restarted.  A durability bug needs every replica of
+  a record to lose it, and the random nemesis draws that rarely (a package needs power loss, i.e.
+  the lazy filesystem, for its power-off draws; without it every draw is a kill);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -92,6 +98,7 @@ from nemesis.spec import (
     RETRIED_PRODUCE_LEADER_CRASH,
     ROLLING_RESTART,
     STALE_LEADER_LAGGING_JOINER,
+    WHOLE_CLUSTER_CRASH,
     ZOMBIE_FETCH_ACROSS_EPOCHS,
 )
 from nemesis.steps import PARTITION_WAITS as PARTITION_WAITS
@@ -361,6 +368,29 @@ def retried_produce_leader_crash(rng: random.Random, context: PackageContext) ->
     ]
 
 
+def whole_cluster_crash(rng: random.Random, context: PackageContext) -> list[Step]:
+    brokers = list(context.brokers)
+    power_off = context.power_loss and rng.random() < 2 / 3
+    disks_fail = power_off and rng.random() < 0.5
+    steps: list[Step] = []
+    if disks_fail:
+        steps += [
+            {"fault": "disk-error", "nodes": brokers},
+            sleep_step(rng, 1.0, 4.0, "writes meet failing fsyncs: a broker must halt, not acknowledge them"),
+        ]
+    steps += [
+        {"fault": "power-loss" if power_off else "kill", "nodes": brokers},
+        sleep_step(rng, 0.5, 3.0, "the whole cluster is down"),
+    ]
+    if disks_fail:
+        steps.append({"fault": "disk-heal", "nodes": brokers})  # new disks: the rules cleared
+    steps += [
+        {"fault": "start", "nodes": brokers},
+        {"wait": "answers", "node": brokers[0], "timeout": 30},
+    ]
+    return steps
+
+
 def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
     mean = context.quiet_seconds
     return [sleep_step(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
@@ -380,6 +410,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     DISK_FAILURE_LEADER_MOVES: disk_failure_leader_moves,
     ONE_WAY_LEADER_CRASH: one_way_leader_crash,
     RETRIED_PRODUCE_LEADER_CRASH: retried_produce_leader_crash,
+    WHOLE_CLUSTER_CRASH: whole_cluster_crash,
     QUIET: quiet,
 }
 

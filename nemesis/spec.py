@@ -79,6 +79,7 @@ ZOMBIE_FETCH_ACROSS_EPOCHS = "zombie-fetch-across-epochs"
 DISK_FAILURE_LEADER_MOVES = "disk-failure-leader-moves"
 ONE_WAY_LEADER_CRASH = "one-way-leader-crash"
 RETRIED_PRODUCE_LEADER_CRASH = "retried-produce-leader-crash"
+WHOLE_CLUSTER_CRASH = "whole-cluster-crash"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -94,6 +95,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     DISK_FAILURE_LEADER_MOVES,
     ONE_WAY_LEADER_CRASH,
     RETRIED_PRODUCE_LEADER_CRASH,
+    WHOLE_CLUSTER_CRASH,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -114,6 +116,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         DISK_FAILURE_LEADER_MOVES: frozenset({DISK_ERROR}),
         ONE_WAY_LEADER_CRASH: frozenset({ONE_WAY, KILL}),
         RETRIED_PRODUCE_LEADER_CRASH: frozenset({REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET, KILL}),
+        WHOLE_CLUSTER_CRASH: frozenset({KILL, POWER_LOSS, DISK_ERROR}),
         QUIET: frozenset(),
     }
 )
@@ -142,7 +145,12 @@ A hunt draws only the packages its cluster can take (``harness.run.hunt.default_
 three-replica choreography on a topic of two).  ``bench/hunt.py`` measures this mix against every
 buggy setting of the catalogue (the figures are in ``docs/bugs.md``).
 """
-POWER_LOSS_MIX: tuple[str, ...] = (POWER_LOSS, POWER_LOSS_FOLLOWER_LEADER_CRASH, LAST_REPLICA_STANDING)
+POWER_LOSS_MIX: tuple[str, ...] = (
+    POWER_LOSS,
+    POWER_LOSS_FOLLOWER_LEADER_CRASH,
+    LAST_REPLICA_STANDING,
+    WHOLE_CLUSTER_CRASH,
+)
 """What a mix adds to :data:`HUNT_MIX` where power loss is under test (the lazy filesystem runs)."""
 
 PACKAGE_GRACE_SECONDS = 60.0

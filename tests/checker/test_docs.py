@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from checker.anomalies import names_table
+from checker.anomaly_docs import names_table
 from checker.definitions import ALL_CHECKS, ISR_DIVERGENCE, MIN_ISR_VIOLATION, REPLICA_DIVERGENCE
 from checker.expectations import applicable_rules
 
@@ -32,7 +32,7 @@ def test_the_page_names_every_anomaly_in_the_checkers_order() -> None:
 
 def test_the_names_table_is_generated_from_the_registry() -> None:
     """A doc line for every entry and no stray row; regenerate with
-    ``python -c 'from checker.anomalies import names_table; print(*names_table(), sep=chr(10))'``."""
+    ``python -c 'from checker.anomaly_docs import names_table; print(*names_table(), sep=chr(10))'``."""
     text = PAGE.read_text(encoding="utf-8")
     table = (
         "| anomaly | family | implies | in one line |\n|---|---|---|---|\n"

@@ -472,3 +472,35 @@ def test_leader_crash_storm_also_sends_the_leadership_back_and_forth_between_two
         steps = plan_package("leader-crash-storm", random.Random(seed), two_replicas)
         assert not any("produce" in step for step in steps)
         assert not any(step.get("nodes") == ["O2"] for step in steps)
+
+
+def test_whole_cluster_crash_takes_every_broker_down_at_once_in_each_of_its_three_forms() -> None:
+    forms = set()
+    for seed in range(60):
+        steps = plan_package("whole-cluster-crash", random.Random(seed), CONTEXTS[0])
+        faults = [(step["fault"], tuple(step["nodes"])) for step in steps if "fault" in step]
+        down = next(fault for fault, _ in faults if fault in ("kill", "power-loss"))
+        disks = faults[0][0] == "disk-error"
+        assert all(nodes == ("n1", "n2", "n3") for _, nodes in faults), faults  # every broker, each time
+        assert not disks or down == "power-loss", "failed fsyncs matter only if the page cache is lost"
+        forms.add((down, disks))
+    assert forms == {("kill", False), ("power-loss", False), ("power-loss", True)}
+    # Without the lazy filesystem: every draw is a kill of every broker.
+    for seed in range(20):
+        steps = plan_package("whole-cluster-crash", random.Random(seed), CONTEXTS[1])
+        assert [step["fault"] for step in steps if "fault" in step] == ["kill", "start"]
+
+
+def test_retried_produce_leader_crash_kills_the_leader_while_copies_keep_reaching_the_replicas() -> None:
+    for seed in range(30):
+        steps = plan_package("retried-produce-leader-crash", random.Random(seed), CONTEXTS[0])
+        faults = [(step["fault"], step.get("nodes") or [step["node"]]) for step in steps if "fault" in step]
+        assert faults == [
+            ("request-delay", ["L", "F1", "F2"]),
+            ("request-duplicate", ["L", "F1", "F2"]),
+            ("request-reset", ["L"]),
+            ("kill", ["L"]),
+            ("request-release", ["L", "F1", "F2"]),  # the new leader got copies while L was down
+            ("start", ["L"]),
+        ]
+        assert steps[1]["delay_ms"] in (20, 200, 1000)

@@ -56,6 +56,24 @@ def test_data_loss_permits_the_errors_it_explains_and_nothing_permits_precommitt
     assert {name for name in EXPECTED if expectation(name, rules)[0]} == permitted
 
 
+@pytest.mark.parametrize(
+    ("workload", "permitted"),
+    [
+        ({"txn": True, "isolation": "read_uncommitted"}, {"isolation=read_uncommitted"}),
+        ({"txn": True, "isolation": "read_committed"}, set()),
+        ({"txn": False, "isolation": "read_uncommitted"}, set()),  # no transactions: nothing is aborted
+    ],
+)
+def test_a_read_uncommitted_reader_may_read_aborted_values_and_nothing_else_follows(
+    workload: dict[str, object], permitted: set[str]
+) -> None:
+    rules = applicable_rules({"workload": {"acks": "all", **workload}, "broker_config": {}, "nemesis": {}})
+    assert {rule.name for rule in rules} == permitted
+    assert expectation("G1a", rules)[0] is bool(permitted)
+    for other in ("precommitted-read", "aborted-read", "lost-write", "unexpected", *EXPECTED):
+        assert not expectation(other, rules)[0], other
+
+
 def test_reports_fold_consequences_under_their_causes() -> None:
     placed = causes_first(
         ["G1c-realtime", "torn-transaction", "G1c-process", "lost-write", "G0"], warnings=["G0"]
