@@ -26,7 +26,10 @@ consuming in the background.  Each step has exactly one verb:
   ``follower-of:P#N`` (its N-th follower, 1-based, in replica-assignment order without the
   leader); ``controller`` names the controller node.  P is a partition of the workload's topic,
   or ``offsets``: the partition of ``__consumer_offsets`` that holds the workload's consumer
-  group (``--consume-via subscribe``), so ``leader-of:offsets`` is the group's coordinator;
+  group (``--consume-via subscribe``), so ``leader-of:offsets`` is the group's coordinator; or
+  ``transactions``: the partition of ``__transaction_state`` that holds the workload's first
+  producer's transactional id (``--txn``), so ``leader-of:transactions`` is its transaction
+  coordinator;
 * ``fault = KIND`` -- one fault or heal kind of :data:`nemesis.fault_kinds.REGISTRY` (kill and
   start, pause and resume, power-loss, partition and heal, metadata-delay and metadata-heal,
   consumer-churn), which declares what its step takes: ``node = "B"`` / ``nodes = [...]`` (a
@@ -39,7 +42,7 @@ consuming in the background.  Each step has exactly one verb:
   ``heal`` ends a partition only and leaves a metadata delay in place; ``metadata-heal``
   without nodes heals every broker;
 * ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
-  with ``node``, ``partition`` (default 0; ``offsets`` as in roles) and ``timeout`` seconds (default 30) -- a
+  with ``node``, ``partition`` (default 0; ``offsets`` and ``transactions`` as in roles) and ``timeout`` seconds (default 30) -- a
   condition polled until true (``leader-is-not``: the partition has a leader, another node);
   ``caught-up``: the ISR is every replica and, on a cluster whose replicas can be read while it
   runs, every replica holds the partition (metadata lists a new partition's followers in the
@@ -118,10 +121,10 @@ class Expectation:
         if self.valid == NOTHING_UNEXPECTED:  # loss the configuration permits may or may not happen
             if results.get("valid") not in (True, False):
                 problems.append(f"verdict {results.get('valid')!r}, expected a verdict")
-            problems += [
+            problems += [  # a warning never makes a run invalid: nothing needs to permit it
                 f"{name} reported, which the configuration does not permit"
                 for name, anomaly in results.get("anomalies", {}).items()
-                if not anomaly.get("expected")
+                if not anomaly.get("expected") and anomaly.get("severity") != "warning"
             ]
         elif results.get("valid") != self.valid:
             problems.append(f"verdict {results.get('valid')!r}, expected {self.valid!r}")

@@ -23,6 +23,7 @@ from nemesis.scenario import Scenario
 from nemesis.steps import (
     CONTROLLER,
     OFFSETS_PARTITION,
+    TRANSACTIONS_PARTITION,
     BindStep,
     FaultStep,
     ProduceStep,
@@ -36,11 +37,13 @@ from nemesis.steps import (
 )
 from testbed.cluster.kafka_admin import (
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     ClusterUnavailable,
     PartitionInfo,
     freshest_leader,
     freshest_partition_info,
     group_offsets_partition,
+    transaction_state_partition,
     wait_until,
 )
 from testbed.cluster.protocol import Cluster, LiveReplicas
@@ -80,6 +83,9 @@ class ScenarioContext:
     group: str | None = None
     """The workload's consumer group (None: it has none), whose ``__consumer_offsets`` partition
     the partition name ``offsets`` means."""
+    transactional_id: str | None = None
+    """The transactional id of the workload's first producer (None: it runs no transactions),
+    whose ``__transaction_state`` partition the partition name ``transactions`` means."""
 
 
 class ScenarioRun:
@@ -134,8 +140,11 @@ class ScenarioRun:
 
     def _where(self, partition: int | str) -> tuple[str, int]:
         """(topic, index) of a step's or role's partition: a number is the workload topic's;
-        ``offsets`` is the group's ``__consumer_offsets`` partition (waited for: the topic
-        appears with the group's first FindCoordinator)."""
+        ``offsets`` is the group's ``__consumer_offsets`` partition and ``transactions`` the first
+        producer's ``__transaction_state`` partition (each waited for: the topic appears with the
+        first FindCoordinator of its kind)."""
+        if partition == TRANSACTIONS_PARTITION:
+            return self._transactions_partition()
         if partition != OFFSETS_PARTITION:
             return self.context.topic, int(partition)
         group = self.context.group
@@ -151,6 +160,21 @@ class ScenarioRun:
             f"{OFFSETS_TOPIC} to exist (it holds group {group})",
         )
         return OFFSETS_TOPIC, found[0]
+
+    def _transactions_partition(self) -> tuple[str, int]:
+        transactional_id = self.context.transactional_id
+        if transactional_id is None:
+            raise ScenarioFailed(
+                f"partition {TRANSACTIONS_PARTITION!r} is the {TRANSACTION_STATE_TOPIC} partition of the "
+                "workload's first transactional producer, and this run's workload runs no transactions (--txn)"
+            )
+        bootstrap = self.context.cluster.bootstrap
+        found = wait_until(
+            lambda: _boxed(transaction_state_partition(bootstrap, transactional_id)),
+            30,
+            f"{TRANSACTION_STATE_TOPIC} to exist (it holds transactional id {transactional_id})",
+        )
+        return TRANSACTION_STATE_TOPIC, found[0]
 
     # ---- steps --------------------------------------------------------------------------
 

@@ -37,6 +37,12 @@ ROLES = ("leader-of", "follower-of")
 OFFSETS_PARTITION = "offsets"
 """The partition name, in roles and waits, of the ``__consumer_offsets`` partition that holds the
 workload's consumer group -- the partition its coordinator leads."""
+TRANSACTIONS_PARTITION = "transactions"
+"""The partition name, in roles and waits, of the ``__transaction_state`` partition that holds the
+transactional id of the workload's first producer (``--txn``) -- the partition its transaction
+coordinator leads."""
+NAMED_PARTITIONS = (OFFSETS_PARTITION, TRANSACTIONS_PARTITION)
+"""The partitions of internal topics a role or a wait may name instead of a number."""
 CONTROLLER = "controller"
 """The name that always means the cluster's controller node."""
 WAITS = (
@@ -75,7 +81,7 @@ class Role:
     """As written in the scenario (for messages)."""
     kind: str
     partition: int | str
-    """A partition of the workload's topic, or :data:`OFFSETS_PARTITION`."""
+    """A partition of the workload's topic, or one of :data:`NAMED_PARTITIONS`."""
     index: int = 1
     """follower-of only: which follower, 1-based, in replica-assignment order without the leader."""
 
@@ -90,9 +96,10 @@ def parse_role(name: str) -> Role:
     if kind not in ROLES:
         raise ValueError(f"role {name!r}: {kind!r} is not one of {', '.join(ROLES)}")
     partition_text, hash_sign, index_text = rest.partition("#")
-    if not _whole_number(partition_text) and partition_text != OFFSETS_PARTITION:
+    if not _whole_number(partition_text) and partition_text not in NAMED_PARTITIONS:
+        named = " or ".join(map(repr, NAMED_PARTITIONS))
         raise ValueError(
-            f"role {name!r}: the partition must be a whole number or {OFFSETS_PARTITION!r}, not {partition_text!r}"
+            f"role {name!r}: the partition must be a whole number, {named}, not {partition_text!r}"
         )
     partition: int | str = int(partition_text) if _whole_number(partition_text) else partition_text
     if not hash_sign:
@@ -382,12 +389,13 @@ def _check_step(step: Any, where: str) -> None:
 
 def _check_partition(partition: Any, where: str, *, offsets_allowed: bool) -> None:
     """A step's ``partition``: a partition number of the workload's topic, or (except where a
-    step writes to the workload's topic) :data:`OFFSETS_PARTITION`."""
+    step writes to the workload's topic) one of :data:`NAMED_PARTITIONS`."""
     if isinstance(partition, int) and not isinstance(partition, bool) and partition >= 0:
         return
-    if offsets_allowed and partition == OFFSETS_PARTITION:
+    if offsets_allowed and partition in NAMED_PARTITIONS:
         return
-    allowed = f"a partition number >= 0{f' or {OFFSETS_PARTITION!r}' if offsets_allowed else ''}"
+    named = "".join(f" or {name!r}" for name in NAMED_PARTITIONS)
+    allowed = f"a partition number >= 0{named if offsets_allowed else ''}"
     raise ScenarioError(f"{where}: partition must be {allowed}, not {partition!r}")
 
 

@@ -78,6 +78,12 @@ DEFAULT_MAX_OPS = 4
 :data:`MAX_MICRO_OPS`, ``testbed.record.txn_rows``'s)."""
 
 
+def transactional_id(topic: str, index: int) -> str:
+    """The ``transactional.id`` of producer thread ``index`` on ``topic`` (the module docstring says
+    why one per thread); a scenario's ``transactions`` partition is thread 0's coordinator's."""
+    return f"tidemark-{topic}-{index}"
+
+
 def txn_problems(
     txn: object, abort_p: object, txn_max_ops: object, consume_via: str, idempotent: bool, acks: str
 ) -> list[str]:
@@ -195,7 +201,7 @@ class TxnProducerLoop:
         self.settings = settings
         self.recorder = recorder
         self.process = index
-        self.transactional_id = f"tidemark-{settings.topic}-{index}"
+        self.transactional_id = transactional_id(settings.topic, index)
         self._fresh_id = fresh_id
         self._next_value = next_value
         self._rng = rng or random.Random()

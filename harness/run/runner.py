@@ -51,6 +51,7 @@ from testbed.record.history import HistoryFormatError
 from testbed.record.recorder import Recorder
 from testbed.record.rundir import RunDir, SpecFileError
 from workloads.queue import QueueWorkload
+from workloads.txn import transactional_id
 
 logger = logging.getLogger(__name__)
 
@@ -235,6 +236,7 @@ def _main_phase(
                     spec.topic,
                     lambda text: print(text, file=out),
                     group=spec.workload.group,
+                    transactional_id=transactional_id(spec.topic, 0) if spec.workload.txn else None,
                 )
                 ScenarioRun(scenario, context).run()
             else:

@@ -1,4 +1,5 @@
-"""Scenario steps about the workload's consumer group: the ``offsets`` partition and churn steps.
+"""Scenario steps about the workload's consumer group and transactions: the ``offsets`` and
+``transactions`` partitions, and churn steps.
 
 Fakes only (the cluster's answers and the nemesis are recorded, not acted on); the Docker
 scenarios that use these steps are run by ``tests/nemesis/test_scenarios.py``.
@@ -14,7 +15,8 @@ import nemesis.scenario_run as scenario_run_module
 from nemesis.scenario import ScenarioError, ScenarioFailed, parse_role, parse_scenario
 from nemesis.scenario_run import ScenarioContext, ScenarioRun
 from nemesis.steps import FaultStep
-from testbed.cluster.kafka_admin import OFFSETS_TOPIC, PartitionInfo
+from testbed.cluster.kafka_admin import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, PartitionInfo
+from workloads.txn import transactional_id
 
 SOURCE = "groups.toml"
 WORKLOAD_TOPIC = PartitionInfo(0, 1, 1, (1, 2, 3), (1, 2, 3))
@@ -152,11 +154,11 @@ def test_a_refused_churn_fails_the_step(monkeypatch: pytest.MonkeyPatch) -> None
         ),
         (
             {"wait": "caught-up", "partition": "offset"},
-            "partition must be a partition number >= 0 or 'offsets'",
+            "partition must be a partition number >= 0 or 'offsets' or 'transactions'",
         ),
         (
             {"wait": "caught-up", "partition": -2},
-            "partition must be a partition number >= 0 or 'offsets', not -2",
+            "partition must be a partition number >= 0 or 'offsets' or 'transactions', not -2",
         ),
         (
             {"produce": "marker", "partition": "offsets"},
@@ -175,3 +177,50 @@ def test_offsets_roles_parse_with_a_follower_number() -> None:
     assert (role.kind, role.partition, role.index) == ("follower-of", "offsets", 2)
     assert parse_role("leader-of:offsets").partition == "offsets"
     assert parse_role("leader-of:3").partition == 3
+
+
+TRANSACTIONS = PartitionInfo(11, 2, 5, (2, 3, 1), (2, 3, 1))
+"""The first producer's partition of __transaction_state: led by broker 2 (its coordinator)."""
+
+
+def test_transactions_names_the_first_producers_partition_of_transaction_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[str, int]] = []
+
+    def partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo:
+        asked.append((topic, partition))
+        return TRANSACTIONS if topic == TRANSACTION_STATE_TOPIC else WORKLOAD_TOPIC
+
+    monkeypatch.setattr(scenario_run_module, "_partition_info", partition_info)
+    monkeypatch.setattr(
+        scenario_run_module,
+        "transaction_state_partition",
+        lambda bootstrap, name: 11 if name == transactional_id("queue", 0) else None,
+    )
+    nemesis = FakeNemesis()
+    context = ScenarioContext(
+        FakeCluster(),  # type: ignore[arg-type]
+        nemesis,
+        None,  # type: ignore[arg-type]
+        "queue",
+        lambda line: None,
+        transactional_id=transactional_id("queue", 0),
+    )
+    steps = [
+        {"bind": {"C": "leader-of:transactions", "L": "leader-of:0"}},
+        {"fault": "kill", "nodes": ["C", "L"]},
+        {"wait": "leader-is", "node": "C", "partition": "transactions"},
+    ]
+    ScenarioRun(parse_scenario(steps_data(*steps), SOURCE), context).run()
+    assert nemesis.calls == [("kill", (["n2", "n1"],))]
+    assert (TRANSACTION_STATE_TOPIC, 11) in asked and ("queue", 0) in asked
+
+
+def test_transactions_without_transactions_fails_the_step_naming_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(
+        ScenarioFailed, match=r"step 1: partition 'transactions' .* no transactions \(--txn\)"
+    ):
+        run([{"bind": {"C": "leader-of:transactions"}}], monkeypatch)

@@ -134,8 +134,8 @@ def test_roles_parse(name: str, role: Role) -> None:
         ("follower-of:0#-1", "N in #N must be a whole number >= 1"),
         ("leader-of:0#1", "only follower-of takes #N"),
         ("follower:0", "'follower' is not one of leader-of, follower-of"),
-        ("leader-of:x", "the partition must be a whole number or 'offsets', not 'x'"),
-        ("leader-of:", "the partition must be a whole number or 'offsets', not ''"),
+        ("leader-of:x", "the partition must be a whole number, 'offsets' or 'transactions', not 'x'"),
+        ("leader-of:", "the partition must be a whole number, 'offsets' or 'transactions', not ''"),
     ],
 )
 def test_bad_roles_are_refused_when_the_file_is_read_naming_step_and_role(name: str, problem: str) -> None:
@@ -451,6 +451,8 @@ def test_nothing_unexpected_accepts_permitted_loss_or_none_but_nothing_else() ->
     ]
     divergence = {"replica-divergence": {"expected": True}}
     assert expectation.problems({"valid": False, "anomalies": divergence}) == ["replica-divergence reported"]
+    warned = {"G0": {"expected": False, "severity": "warning"}}  # never invalid: nothing need permit it
+    assert expectation.problems({"valid": True, "anomalies": warned}) == []
 
 
 def test_an_expectation_with_an_unknown_valid_is_refused() -> None:

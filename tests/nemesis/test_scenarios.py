@@ -18,11 +18,19 @@ from nemesis.scenario import library, load_scenario
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-RUN_ELSEWHERE = frozenset({"liveness-unannounced-pause", "group-churn-partitions", "clock-jumps"})
+RUN_ELSEWHERE = frozenset(
+    {
+        "liveness-unannounced-pause",
+        "group-churn-partitions",
+        "clock-jumps",
+        "txn-coordinator-and-leader-crash",
+    }
+)
 """Run elsewhere with the same expectation and more: the liveness scenario with its twin by
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
 ``tests/workloads/test_consumer_groups_docker.py``, the clock scenario with its event logs by
-``tests/testbed/cluster/test_fake_clock_docker.py``.  Scenarios of another target
+``tests/testbed/cluster/test_fake_clock_docker.py``, the transactional crash scenario at both
+isolation levels by ``tests/nemesis/test_txn_crash_scenario.py``.  Scenarios of another target
 (``target = "tansu"``) are run by ``tests/testbed/cluster/test_tansu_docker.py``."""
 NOT_YET_RELIABLE: frozenset[str] = frozenset()
 """Scenarios whose buggy setting shows its anomaly in too few runs to be a test yet (the file's
