@@ -143,38 +143,46 @@ class ScenarioRun:
         ``offsets`` is the group's ``__consumer_offsets`` partition and ``transactions`` the first
         producer's ``__transaction_state`` partition (each waited for: the topic appears with the
         first FindCoordinator of its kind)."""
+        if partition == OFFSETS_PARTITION:
+            return self._internal_partition(
+                partition,
+                OFFSETS_TOPIC,
+                group_offsets_partition,
+                self.context.group,
+                "group",
+                "no group (--consume-via subscribe)",
+            )
         if partition == TRANSACTIONS_PARTITION:
-            return self._transactions_partition()
-        if partition != OFFSETS_PARTITION:
-            return self.context.topic, int(partition)
-        group = self.context.group
-        if group is None:
-            raise ScenarioFailed(
-                f"partition {OFFSETS_PARTITION!r} is the workload's consumer group's partition of "
-                f"{OFFSETS_TOPIC}, and this run's workload has no group (--consume-via subscribe)"
+            return self._internal_partition(
+                partition,
+                TRANSACTION_STATE_TOPIC,
+                transaction_state_partition,
+                self.context.transactional_id,
+                "transactional id",
+                "no transactions (--txn)",
             )
-        bootstrap = self.context.cluster.bootstrap
-        found = wait_until(
-            lambda: _boxed(group_offsets_partition(bootstrap, group)),
-            30,
-            f"{OFFSETS_TOPIC} to exist (it holds group {group})",
-        )
-        return OFFSETS_TOPIC, found[0]
+        return self.context.topic, int(partition)
 
-    def _transactions_partition(self) -> tuple[str, int]:
-        transactional_id = self.context.transactional_id
-        if transactional_id is None:
+    def _internal_partition(
+        self,
+        name: str,
+        topic: str,
+        locate: Callable[[str, str], int | None],
+        key: str | None,
+        what: str,
+        missing: str,
+    ) -> tuple[str, int]:
+        """The partition of internal ``topic`` that holds the workload's ``key`` (its ``what``),
+        found by ``locate`` once the topic exists; ScenarioFailed saying ``missing`` without one."""
+        if key is None:
             raise ScenarioFailed(
-                f"partition {TRANSACTIONS_PARTITION!r} is the {TRANSACTION_STATE_TOPIC} partition of the "
-                "workload's first transactional producer, and this run's workload runs no transactions (--txn)"
+                f"partition {name!r} is the {topic} partition of the workload's {what}, and this run's workload has {missing}"
             )
         bootstrap = self.context.cluster.bootstrap
         found = wait_until(
-            lambda: _boxed(transaction_state_partition(bootstrap, transactional_id)),
-            30,
-            f"{TRANSACTION_STATE_TOPIC} to exist (it holds transactional id {transactional_id})",
+            lambda: _boxed(locate(bootstrap, key)), 30, f"{topic} to exist (it holds {what} {key})"
         )
-        return TRANSACTION_STATE_TOPIC, found[0]
+        return topic, found[0]
 
     # ---- steps --------------------------------------------------------------------------
 
