@@ -5,7 +5,8 @@ are stated -- above all that a failed fsync loses the file's unsynced writes for
 does since 4.13), so they need the data directories on it: the power-loss ability.
 
 * ``disk-error`` -- every ``op`` (``fsync`` by default; ``write``, ``read``) of the files matching
-  ``files`` fails with ``errno`` (``EIO`` by default; ``ENOSPC``) until the heal.  ``files``
+  ``files`` fails with ``errno`` (``EIO`` by default; ``ENOSPC``; ``EROFS``, a log directory gone
+  read-only) until the heal.  ``files``
   defaults to ``*``, every file of the data directory: with the harness's default flush policy
   (never) the broker's log segments are fsynced only when a segment rolls, but its HW checkpoint
   every 5 s, so the fault acts within seconds under any setting; ``*.log`` aims at the segments

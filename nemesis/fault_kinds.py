@@ -142,7 +142,7 @@ DISK_KINDS: Final[tuple[FaultKind, ...]] = (
         colour="#5b3a29",
         params=(
             Param("op", False, f"the call that fails: fsync, write or read (default {DISK_ERROR_OP})"),
-            Param("errno", False, f"the error: EIO or ENOSPC (default {DISK_ERROR_ERRNO})"),
+            Param("errno", False, f"the error: EIO, ENOSPC or EROFS (default {DISK_ERROR_ERRNO})"),
             DISK_FILES_PARAM,
         ),
         needs=DISK_NEEDS,

@@ -43,7 +43,7 @@ heuristics, so an application gets exactly what POSIX plus an ordered metadata j
    its in-flight writes may land after it.
 
 8. **Disk faults** (``fail OP ERRNO GLOB``, ``slow-fsync MS GLOB``, ``clear``; see ``faults``): a
-   write, fsync or read of matching files fails with EIO or ENOSPC, or an fsync is slow. A failed
+   write, fsync or read of matching files fails with EIO, ENOSPC or EROFS, or an fsync is slow. A failed
    fsync loses the file's unsynced changes for good, as Linux does since 4.13 ("fsyncgate"): the
    view still shows them, no later fsync or sync persists them, a power loss discards them.
 

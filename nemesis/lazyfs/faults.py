@@ -4,7 +4,7 @@ Control commands (``protocol``) set the rules; `FaultyModel` is `LazyModel` with
 
 - ``fail OP ERRNO GLOB [once|always]`` -- the next (``once``, the default) or every (``always``) call
   ``OP`` (``write``, ``fsync``, ``read``) on a file matching ``GLOB`` fails with ``ERRNO`` (``EIO``,
-  ``ENOSPC``);
+  ``ENOSPC``, ``EROFS``);
 - ``slow-fsync MS GLOB`` -- every fsync of a matching file first waits ``MS`` milliseconds;
 - ``clear`` -- forget every rule (a disk replaced); what earlier failures lost stays lost.
 
@@ -16,8 +16,9 @@ checkpoint and its temporary file.  A file unlinked while open is matched by its
 **What each failure does** -- what Linux does with ext4 or XFS, so that a program under test meets the
 behaviour it would meet on a failing disk:
 
-- ``write`` fails and writes nothing (``ENOSPC``: the disk is full; ``EIO``: a filesystem gone
-  read-only after an error).  The view is unchanged.
+- ``write`` fails and writes nothing (``ENOSPC``: the disk is full; ``EIO``: a failing disk;
+  ``EROFS``: a filesystem that went read-only after an error, as ext4's ``errors=remount-ro``
+  does -- Kafka's read-only log directory).  The view is unchanged.
 - ``read`` fails (an unreadable sector); nothing changes.
 - ``fsync`` commits the metadata journal as usual (the error is in this file's data writeback), then
   fails, and the file's unsynced changes are **lost**: since Linux 4.13 the kernel marks pages whose

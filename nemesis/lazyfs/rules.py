@@ -14,7 +14,7 @@ Operation = Literal["write", "fsync", "read"]
 #: The calls a ``fail`` rule can make fail.
 OPERATIONS: tuple[Operation, ...] = ("write", "fsync", "read")
 #: The errors a ``fail`` rule can return, by name.
-ERRNOS: dict[str, int] = {"EIO": errno.EIO, "ENOSPC": errno.ENOSPC}
+ERRNOS: dict[str, int] = {"EIO": errno.EIO, "ENOSPC": errno.ENOSPC, "EROFS": errno.EROFS}
 #: How often a ``fail`` rule fires: the next matching call, or every one until ``clear``.
 REPEATS = ("once", "always")
 #: The longest ``slow-fsync`` delay: longer is a hung disk, which a kill models better.

@@ -132,8 +132,20 @@ def _events(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def test_an_fsync_error_halts_the_broker_and_no_acknowledged_record_is_lost(
-    mounter: Callable[[Path], LazyMount], start_cluster: ClusterFactory, tmp_path: Path
+@pytest.mark.parametrize(
+    ("rule", "failure"),
+    [
+        ("fail fsync EIO *.log always", ("flush", "EIO")),
+        ("fail write EROFS *.log always", ("append", "EROFS")),  # the log directory gone read-only
+    ],
+    ids=["fsync-EIO", "write-EROFS"],
+)
+def test_a_storage_error_halts_the_broker_and_no_acknowledged_record_is_lost(
+    mounter: Callable[[Path], LazyMount],
+    start_cluster: ClusterFactory,
+    tmp_path: Path,
+    rule: str,
+    failure: tuple[str, str],
 ) -> None:
     backing = tmp_path / "backing"
     backing.mkdir()
@@ -144,7 +156,7 @@ def test_an_fsync_error_halts_the_broker_and_no_acknowledged_record_is_lost(
         [b"before-the-fault"] if produce_all(cluster.bootstrap(), TOPIC, [b"before-the-fault"]) else []
     )
     pid = cluster.pid("1")
-    disk.control("fail fsync EIO *.log always")
+    disk.control(rule)
     if _produce_one(cluster.bootstrap(), b"on-the-failing-disk"):
         acknowledged.append(b"on-the-failing-disk")
     exit_status = None if len(acknowledged) == 2 else _wait_for_exit(cluster, pid, HALT_TIMEOUT_SECONDS)
@@ -161,7 +173,7 @@ def test_an_fsync_error_halts_the_broker_and_no_acknowledged_record_is_lost(
     assert acknowledged == [b"before-the-fault"], "a produce was acknowledged after its fsync failed"
     assert exit_status == log_dir_failure.HALT_EXIT_CODE, f"the broker did not halt: {exit_status}"
     failures = [event for event in _events(cluster.events_path("1")) if event["kind"] == "log-dir-failure"]
-    assert [(event["operation"], event["errno"]) for event in failures] == [("flush", "EIO")]
+    assert [(event["operation"], event["errno"]) for event in failures] == [failure]
     assert (
         "Shutdown broker because all log dirs"
         in (Path(cluster.state["brokers"]["1"]["dir"]) / "process.log").read_text()

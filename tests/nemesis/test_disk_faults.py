@@ -71,7 +71,7 @@ def test_the_rules_are_the_lazy_filesystem_s_and_bad_values_say_which() -> None:
     assert slow_disk_command(50, "*checkpoint*") == "slow-fsync 50 *checkpoint*"
     for call, message in (
         (lambda: disk_error_command(op="sync"), "OP must be one of write, fsync, read, not 'sync'"),
-        (lambda: disk_error_command(errno="EPERM"), "ERRNO must be one of EIO, ENOSPC"),
+        (lambda: disk_error_command(errno="EPERM"), "ERRNO must be one of EIO, ENOSPC, EROFS"),
         (lambda: disk_error_command(files="a b"), "one glob without spaces"),
         (lambda: checked_delay(0), "delay_ms must be a whole number in 1..60000, not 0"),
         (lambda: checked_delay(2.5), "whole number"),
@@ -165,7 +165,7 @@ def test_a_schedule_draws_the_slow_disk_delay_from_the_seed(recorded: tuple[Reco
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"fault": "disk-error", "errno": "EPERM"}, "ERRNO must be one of EIO, ENOSPC"),
+        ({"fault": "disk-error", "errno": "EPERM"}, "ERRNO must be one of EIO, ENOSPC, EROFS"),
         ({"fault": "disk-error", "op": 3}, "op must be a string"),
         ({"fault": "disk-error", "files": "/abs/*.log"}, "relative to the mount"),
         ({"fault": "slow-disk", "op": "write"}, "op is for disk-error only, not slow-disk"),

@@ -176,7 +176,7 @@ def test_slow_fsync_delays_matching_fsyncs_only(tmp_path: Path) -> None:
     [
         ("fail fsync EIO", "'fail' takes OP ERRNO GLOB [once|always], got 2 arguments"),
         ("fail sync EIO *.log", "'fail' OP must be one of write, fsync, read, not 'sync'"),
-        ("fail fsync EPERM *.log", "'fail' ERRNO must be one of EIO, ENOSPC, not 'EPERM'"),
+        ("fail fsync EPERM *.log", "'fail' ERRNO must be one of EIO, ENOSPC, EROFS, not 'EPERM'"),
         ("fail fsync EIO *.log twice", "'fail' repeat must be one of once, always, not 'twice'"),
         ("fail fsync EIO /data/*.log", "relative to the mount"),
         ("slow-fsync fast *.log", "'slow-fsync' MS must be an integer, got 'fast'"),
