@@ -55,6 +55,7 @@ from nemesis.fault_kinds import PAUSE as PAUSE
 from nemesis.fault_kinds import POWER_LOSS as POWER_LOSS
 from nemesis.fault_kinds import REQUEST_DELAY as REQUEST_DELAY
 from nemesis.fault_kinds import REQUEST_DUPLICATE as REQUEST_DUPLICATE
+from nemesis.fault_kinds import REQUEST_HOLD as REQUEST_HOLD
 from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
 from nemesis.fault_kinds import names_drawn_as
@@ -145,6 +146,12 @@ A hunt draws only the packages its cluster can take (``harness.run.hunt.default_
 three-replica choreography on a topic of two).  ``bench/hunt.py`` measures this mix against every
 buggy setting of the catalogue (the figures are in ``docs/bugs.md``).
 """
+TXN_HUNT_MIX: tuple[str, ...] = (REQUEST_HOLD, KILL, PARTITION)
+"""The fault mix ``tidemark hunt --txn`` draws from when ``--nemesis`` is not given: a Produce and
+an EndTxn held past the client's timeout and released late on a new connection (what KAFKA-17754
+and KAFKA-14402 need), leader and coordinator crashes, partitions.  Measured against
+``transaction.version=1`` (KAFKA-17754; ``docs/bugs.md``); the nightly campaign's
+``transactions`` hunt draws the same."""
 POWER_LOSS_MIX: tuple[str, ...] = (
     POWER_LOSS,
     POWER_LOSS_FOLLOWER_LEADER_CRASH,

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 from harness.run.spec import TestSpec
 from nemesis.packages import applicable_packages
-from nemesis.spec import HUNT_MIX, PACKAGE_GRACE_SECONDS
+from nemesis.spec import HUNT_MIX, PACKAGE_GRACE_SECONDS, TXN_HUNT_MIX
 from testbed.record import store
 from testbed.record.rundir import RunDir
 
@@ -67,11 +67,14 @@ def parse_duration(text: str) -> float:
     return float(match[1]) * _UNIT_SECONDS[match[2]]
 
 
-def default_mix(spec: TestSpec, mix: tuple[str, ...] = HUNT_MIX) -> tuple[str, ...]:
-    """``mix`` (default :data:`nemesis.spec.HUNT_MIX`) without the fault packages that cannot
-    apply to ``spec``'s cluster -- e.g. the three-replica choreographies on a topic of two
-    replicas -- so that a default mix fits any cluster (a named package that cannot apply is
-    refused instead: ``harness.targets.registry.check_nemesis_packages``)."""
+def default_mix(spec: TestSpec, mix: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """``mix`` (default :data:`nemesis.spec.HUNT_MIX`, or :data:`nemesis.spec.TXN_HUNT_MIX` for a
+    transactional workload) without the fault packages that cannot apply to ``spec``'s cluster --
+    e.g. the three-replica choreographies on a topic of two replicas -- so that a default mix fits
+    any cluster (a named package that cannot apply is refused instead:
+    ``harness.targets.registry.check_nemesis_packages``)."""
+    if mix is None:
+        mix = TXN_HUNT_MIX if spec.workload.txn else HUNT_MIX
     context = spec.package_context()
     return mix if context is None else applicable_packages(mix, context)
 

@@ -11,7 +11,7 @@ import pytest
 from harness.cli import hunt as hunt_cli
 from harness.cli.main import main
 from harness.run.hunt import HuntResult
-from nemesis.spec import HUNT_MIX
+from nemesis.spec import HUNT_MIX, TXN_HUNT_MIX
 
 
 @pytest.fixture
@@ -31,6 +31,13 @@ def test_without_nemesis_a_hunt_draws_the_default_mix(calls: list[dict[str, Any]
     main(["hunt", "--budget", "2m", "--store", str(tmp_path)])
     assert calls[0]["spec"].nemesis.faults == HUNT_MIX
     assert calls[0]["budget"] == 120.0 and calls[0]["stop_on"] == frozenset()
+
+
+def test_without_nemesis_a_transactional_hunt_draws_the_transactional_mix(
+    calls: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    main(["hunt", "--budget", "2m", "--txn", "--store", str(tmp_path)])
+    assert calls[0]["spec"].nemesis.faults == TXN_HUNT_MIX == ("request-hold", "kill", "partition")
 
 
 def test_stop_on_and_an_explicit_mix_are_passed_on(calls: list[dict[str, Any]], tmp_path: Path) -> None:
