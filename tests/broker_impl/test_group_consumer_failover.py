@@ -88,23 +88,44 @@ class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             )
 
 
-def produce(bootstrap: str, journal: Journal, stop: threading.Event, paused: threading.Event) -> None:
+class Pause:
+    """Pausing the producer as a handshake: :meth:`hold` returns once no send is in flight and
+    none will start until :meth:`release` (setting a flag alone left a send in flight whose
+    acknowledgement came after the test had checked that everything acknowledged was read)."""
+
+    def __init__(self) -> None:
+        self.paused = threading.Event()
+        self.gate = threading.Lock()
+        """Held by the producer from its look at ``paused`` to the end of that send."""
+
+    def hold(self) -> None:
+        self.paused.set()
+        with self.gate:  # the send in flight, if any, has ended
+            pass
+
+    def release(self) -> None:
+        self.paused.clear()
+
+
+def produce(bootstrap: str, journal: Journal, stop: threading.Event, pause: Pause) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0, request_timeout_ms=5000)
     try:
         number = 0
         while not stop.is_set():
-            if paused.is_set():
-                stop.wait(0.05)
-                continue
-            value = f"v{number}".encode()
-            number += 1
-            try:
-                metadata = producer.send(TOPIC, value).get(timeout=10)
-            except KafkaError:  # not acknowledged: the record may or may not exist, and is not required
-                continue
-            with journal.lock:
-                journal.acked[value] = (metadata.partition, metadata.offset)
-            stop.wait(0.01)
+            with pause.gate:
+                if not pause.paused.is_set():
+                    value = f"v{number}".encode()
+                    number += 1
+                    try:
+                        metadata = producer.send(TOPIC, value).get(timeout=10)
+                    except (
+                        KafkaError
+                    ):  # not acknowledged: the record may or may not exist, and is not required
+                        pass
+                    else:
+                        with journal.lock:
+                            journal.acked[value] = (metadata.partition, metadata.offset)
+            stop.wait(0.05 if pause.paused.is_set() else 0.01)
     finally:
         producer.close(timeout=5)
 
@@ -190,9 +211,9 @@ def test_a_plain_group_consumer_reads_every_acked_record_and_redelivers_nothing_
     cluster = start_cluster(brokers=3, settings=SETTINGS)
     cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     journal = Journal()
-    producing, consuming, paused = threading.Event(), threading.Event(), threading.Event()
+    producing, consuming, pause = threading.Event(), threading.Event(), Pause()
     producer = threading.Thread(
-        target=produce, args=(cluster.bootstrap(), journal, producing, paused), daemon=True
+        target=produce, args=(cluster.bootstrap(), journal, producing, pause), daemon=True
     )
     members = [
         threading.Thread(target=consume, args=(cluster.bootstrap(), member, journal, consuming), daemon=True)
@@ -215,7 +236,7 @@ def test_a_plain_group_consumer_reads_every_acked_record_and_redelivers_nothing_
         # old coordinator acknowledged last are the group's positions -- nothing read after the
         # failover can commit over them before the group resumes from what the new coordinator
         # loaded.
-        paused.set()
+        pause.hold()
         wait_until(
             lambda: not undelivered(journal) and not uncommitted(journal), 60, "every acked record committed"
         )
@@ -247,7 +268,7 @@ def test_a_plain_group_consumer_reads_every_acked_record_and_redelivers_nothing_
             60,
             "the third member's assignment",
         )
-        paused.clear()
+        pause.release()
         wait_until(
             lambda: (
                 len({member for at, member, _ in list(journal.commits) if at > moved_at}) == MEMBERS + 1
@@ -261,11 +282,11 @@ def test_a_plain_group_consumer_reads_every_acked_record_and_redelivers_nothing_
         # read after the group's last rebalance, and the redelivery check below with nothing to
         # look at; then records flow again until the group reads after it, and the drain repeats.
         for _ in range(DRAINS):
-            paused.clear()
+            pause.release()
             wait_until(
                 lambda: read_since_last_rebalance(journal), 60, "records read after the last rebalance"
             )
-            paused.set()
+            pause.hold()
             wait_until(lambda: not undelivered(journal), 90, "every acked record delivered")
             if read_since_last_rebalance(journal):
                 break
