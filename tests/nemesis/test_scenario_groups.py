@@ -23,6 +23,8 @@ WORKLOAD_TOPIC = PartitionInfo(0, 1, 1, (1, 2, 3), (1, 2, 3))
 """Partition 0 of the workload's topic: led by broker 1."""
 OFFSETS = PartitionInfo(7, 3, 4, (3, 2, 1), (3, 2))
 """The group's partition of __consumer_offsets: led by broker 3, broker 1 out of the ISR."""
+TRANSACTIONS = PartitionInfo(11, 2, 5, (2, 3, 1), (2, 3, 1))
+"""The first producer's partition of __transaction_state: led by broker 2 (its coordinator)."""
 
 
 class FakeCluster:
@@ -51,20 +53,29 @@ def steps_data(*steps: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(
-    steps: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, group: str | None = "tidemark-g"
+    steps: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    group: str | None = "tidemark-g",
+    transactional: str | None = None,
 ) -> tuple[FakeNemesis, list[tuple[str, int]]]:
     """Run ``steps`` on fakes; the nemesis calls, and every (topic, partition) a wait or role asked about."""
     asked: list[tuple[str, int]] = []
+    answers = {OFFSETS_TOPIC: OFFSETS, TRANSACTION_STATE_TOPIC: TRANSACTIONS}
 
     def partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo:
         asked.append((topic, partition))
-        return OFFSETS if topic == OFFSETS_TOPIC else WORKLOAD_TOPIC
+        return answers.get(topic, WORKLOAD_TOPIC)
 
     monkeypatch.setattr(scenario_run_module, "_partition_info", partition_info)
     monkeypatch.setattr(
         scenario_run_module,
         "group_offsets_partition",
         lambda bootstrap, name: 7 if name == "tidemark-g" else None,
+    )
+    monkeypatch.setattr(
+        scenario_run_module,
+        "transaction_state_partition",
+        lambda bootstrap, name: 11 if name == transactional_id("queue", 0) else None,
     )
     nemesis = FakeNemesis()
     context = ScenarioContext(
@@ -74,6 +85,7 @@ def run(
         "queue",
         lambda line: None,
         group=group,
+        transactional_id=transactional,
     )
     ScenarioRun(parse_scenario(steps_data(*steps), SOURCE), context).run()
     return nemesis, asked
@@ -179,40 +191,15 @@ def test_offsets_roles_parse_with_a_follower_number() -> None:
     assert parse_role("leader-of:3").partition == 3
 
 
-TRANSACTIONS = PartitionInfo(11, 2, 5, (2, 3, 1), (2, 3, 1))
-"""The first producer's partition of __transaction_state: led by broker 2 (its coordinator)."""
-
-
 def test_transactions_names_the_first_producers_partition_of_transaction_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    asked: list[tuple[str, int]] = []
-
-    def partition_info(bootstrap: str, topic: str, partition: int) -> PartitionInfo:
-        asked.append((topic, partition))
-        return TRANSACTIONS if topic == TRANSACTION_STATE_TOPIC else WORKLOAD_TOPIC
-
-    monkeypatch.setattr(scenario_run_module, "_partition_info", partition_info)
-    monkeypatch.setattr(
-        scenario_run_module,
-        "transaction_state_partition",
-        lambda bootstrap, name: 11 if name == transactional_id("queue", 0) else None,
-    )
-    nemesis = FakeNemesis()
-    context = ScenarioContext(
-        FakeCluster(),  # type: ignore[arg-type]
-        nemesis,
-        None,  # type: ignore[arg-type]
-        "queue",
-        lambda line: None,
-        transactional_id=transactional_id("queue", 0),
-    )
     steps = [
         {"bind": {"C": "leader-of:transactions", "L": "leader-of:0"}},
         {"fault": "kill", "nodes": ["C", "L"]},
         {"wait": "leader-is", "node": "C", "partition": "transactions"},
     ]
-    ScenarioRun(parse_scenario(steps_data(*steps), SOURCE), context).run()
+    nemesis, asked = run(steps, monkeypatch, transactional=transactional_id("queue", 0))
     assert nemesis.calls == [("kill", (["n2", "n1"],))]
     assert (TRANSACTION_STATE_TOPIC, 11) in asked and ("queue", 0) in asked
 
