@@ -7,7 +7,8 @@ the engines' answers against it (and against what was planted).
 
 * **DuckDB** -- one connection, two threads, the runs in chunks (bounded memory): the value
   family's lost-write and G1a per (partition, value); precommitted-read, int-send-skip,
-  int-nonmonotonic-send and torn-transaction per transaction; and the edges of the two graphs
+  int-nonmonotonic-send and torn-transaction per transaction; consumed-twice and consumed-skipped
+  per (group, partition, offset) from the send-offsets rows (``f`` 9); and the edges of the two graphs
   each run's cycles are searched in, as integer node ids:
 
   - the *transaction graph* (the G0 family): a node per committed transaction (its completion
@@ -40,6 +41,8 @@ import networkx as nx  # type: ignore[import-untyped]  # a dev dependency of the
 import numpy as np
 
 from checker.definitions import (
+    CONSUMED_SKIPPED,
+    CONSUMED_TWICE,
     G0,
     G0_PROCESS,
     G0_REALTIME,
@@ -79,7 +82,7 @@ _TABLES: Final = """
 CREATE OR REPLACE TEMP TABLE r AS
   SELECT run_id, "index" AS idx, time, process, type, f, item, partition,
          coalesce("offset", -1) AS off, value, coalesce(complete, false) AS complete
-  FROM read_parquet({files}) WHERE f = 5 OR (f IN (0, 1, 2, 6, 7, 8) AND value IS NOT NULL);
+  FROM read_parquet({files}) WHERE f = 5 OR (f IN (0, 1, 2, 6, 7, 8, 9) AND value IS NOT NULL);
 CREATE OR REPLACE TEMP TABLE txns AS
   WITH heads AS (
     SELECT run_id, idx, time, process, type, lag(type) OVER w AS prev_type,
@@ -101,6 +104,14 @@ CREATE OR REPLACE TEMP TABLE committed AS
                 SEMI JOIN reads x ON x.run_id = s.run_id AND x.partition = s.partition AND x.value = s.value)
   SELECT t.* FROM txns t LEFT JOIN seen USING (run_id, txn)
   WHERE t.type = 1 OR (t.type = 3 AND seen.txn IS NOT NULL);
+CREATE OR REPLACE TEMP TABLE sent_offsets AS
+  SELECT o.run_id, o.idx AS txn, o.partition, o.off, o.value AS grp, t.type, c.txn IS NOT NULL AS must_commit
+  FROM r o JOIN txns t ON t.run_id = o.run_id AND t.txn = o.idx
+  LEFT JOIN committed c ON c.run_id = o.run_id AND c.txn = o.idx WHERE o.f = 9;
+CREATE OR REPLACE TEMP TABLE processed AS
+  SELECT DISTINCT x.run_id, x.idx AS txn, x.partition, x.off, s.grp, s.type, s.must_commit
+  FROM reads x JOIN sent_offsets s ON s.run_id = x.run_id AND s.txn = x.idx AND s.partition = x.partition
+  WHERE x.f = 7 AND x.off >= 0;
 CREATE OR REPLACE TEMP TABLE csends AS
   SELECT s.* FROM sends s SEMI JOIN committed c ON c.run_id = s.run_id AND c.txn = s.txn;
 CREATE OR REPLACE TEMP TABLE sitem AS
@@ -153,12 +164,29 @@ torn AS (
     SELECT s.run_id, s.txn, bool_or(d.value IS NOT NULL) AS any_kept, bool_and(d.value IS NOT NULL) AS all_kept
     FROM csends s JOIN complete USING (run_id, partition)
     LEFT JOIN (SELECT DISTINCT run_id, partition, value FROM r WHERE f = 2) d USING (run_id, partition, value)
-    GROUP BY ALL) WHERE any_kept AND NOT all_kept GROUP BY run_id)
+    GROUP BY ALL) WHERE any_kept AND NOT all_kept GROUP BY run_id),
+twice AS (
+  SELECT run_id, count(*) AS n FROM (SELECT run_id FROM processed WHERE must_commit
+    GROUP BY run_id, grp, partition, off HAVING count(DISTINCT txn) > 1) GROUP BY run_id),
+frontier AS (SELECT run_id, grp, partition, max(off) AS top FROM sent_offsets WHERE must_commit GROUP BY ALL),
+records AS (
+  SELECT DISTINCT x.run_id, x.partition, x.off, x.value FROM reads x
+  LEFT JOIN writers w USING (run_id, partition, value)
+  LEFT JOIN committed c ON c.run_id = x.run_id AND c.txn = w.writer
+  WHERE x.off >= 0 AND (w.writer IS NULL OR c.txn IS NOT NULL)),
+skipped AS (
+  SELECT e.run_id, count(*) AS n FROM records e JOIN frontier f USING (run_id, partition)
+  WHERE e.off < f.top AND NOT EXISTS (
+    SELECT 1 FROM processed p WHERE p.run_id = e.run_id AND p.grp = f.grp AND p.partition = e.partition
+      AND p.off = e.off AND p.type IN (1, 3))
+  GROUP BY e.run_id)
 SELECT run_id, coalesce(lost, 0) AS "{LOST_WRITE}", coalesce(g1a, 0) AS "{G1A}",
        coalesce(early.n, 0) AS "{PRECOMMITTED_READ}", coalesce(skip, 0) AS "{INT_SEND_SKIP}",
-       coalesce(back, 0) AS "{INT_NONMONOTONIC_SEND}", coalesce(torn.n, 0) AS "{TORN_TRANSACTION}"
+       coalesce(back, 0) AS "{INT_NONMONOTONIC_SEND}", coalesce(torn.n, 0) AS "{TORN_TRANSACTION}",
+       coalesce(twice.n, 0) AS "{CONSUMED_TWICE}", coalesce(skipped.n, 0) AS "{CONSUMED_SKIPPED}"
 FROM settings LEFT JOIN values_found USING (run_id) LEFT JOIN early USING (run_id)
-LEFT JOIN steps USING (run_id) LEFT JOIN torn USING (run_id) ORDER BY run_id
+LEFT JOIN steps USING (run_id) LEFT JOIN torn USING (run_id) LEFT JOIN twice USING (run_id)
+LEFT JOIN skipped USING (run_id) ORDER BY run_id
 """
 
 _POINTS: Final = """

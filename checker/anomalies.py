@@ -397,8 +397,7 @@ DIVERGENT_TAIL: Final = Anomaly(
 def _txn(entries: Iterable[txn_registry.Entry]) -> tuple[Anomaly, ...]:
     """The transactional family's entries (:mod:`checker.txn.registry`) as registry entries."""
     return tuple(
-        Anomaly(e.name, TXN, e.doc, e.evidence, e.implies, e.severity, permitted_by=frozenset(e.permitted_by))
-        for e in entries
+        Anomaly(e.name, TXN, *e[1:5], False, frozenset(e.permitted_by), e.definition) for e in entries
     )
 
 

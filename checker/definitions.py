@@ -378,6 +378,8 @@ G1C_PROCESS: Final = registry.BY_NAME["G1c-process"].name
 G0_REALTIME: Final = registry.BY_NAME["G0-realtime"].name
 G1C_REALTIME: Final = registry.BY_NAME["G1c-realtime"].name
 TORN_TRANSACTION: Final = registry.BY_NAME["torn-transaction"].name
+CONSUMED_TWICE: Final = registry.BY_NAME["consumed-twice"].name
+CONSUMED_SKIPPED: Final = registry.BY_NAME["consumed-skipped"].name
 
 ALL_CHECKS: Final[tuple[str, ...]] = registry.names()
 """Every anomaly the checker knows, in the order ``results.json``, the summary and ``--checks`` list them."""
@@ -495,5 +497,4 @@ ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"
 PARTITION_KEY_PATTERN: Final = "^(0|[1-9][0-9]{0,8})$"
 """A commit's ``offsets`` key that names a partition: a plain decimal number (others are ignored)."""
 
-# Integer codes shared with testbed.record.history (kept here as plain ints for engine expressions).
-TYPE_INVOKE, TYPE_OK, TYPE_FAIL, TYPE_INFO = 0, 1, 2, 3
+TYPE_INVOKE, TYPE_OK, TYPE_FAIL, TYPE_INFO = 0, 1, 2, 3  # testbed.record.history's, as plain ints

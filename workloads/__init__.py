@@ -13,6 +13,10 @@ Modules:
   of sends and polls, every client read and write a ``txn`` op;
 * ``txn_clients`` -- both libraries' transactional producers behind one interface, their errors as
   "abort it" or "the producer is done";
+* ``txn_input`` -- what a transactional producer thread's polls read: every partition, or
+  (``--txn-ctp``, consume-transform-produce) its partitions as a consumer group from the group's
+  committed offsets, rewound after every transaction that did not commit;
+* ``txn_drain`` -- the ``--txn`` drain's wait until no transaction is open;
 * ``group_events`` -- group consumers (``--consume-via subscribe``) behind one interface: what a
   poll returned (records, rebalances, commit answers) in order, and the commit-outcome rule;
 * ``group_kafka_python``, ``group_confluent`` -- that interface on each client library;

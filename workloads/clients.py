@@ -154,12 +154,14 @@ class KafkaPythonProducer:
 
 
 class KafkaPythonConsumer:
-    def __init__(self, bootstrap: str, isolation: str) -> None:
+    def __init__(self, bootstrap: str, isolation: str, group: str | None = None) -> None:
+        """``group``: the consumer group whose committed offsets :meth:`committed` reads and a
+        transaction's offsets go to (consume-transform-produce); partitions are still assigned."""
         from kafka import KafkaConsumer
 
         self._consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
-            group_id=None,
+            group_id=group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             isolation_level=isolation,
@@ -194,6 +196,22 @@ class KafkaPythonConsumer:
 
         position = self._consumer.position(TopicPartition(topic, partition))
         return -1 if position is None else int(position)
+
+    def committed(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
+        """The group's committed offsets of ``partitions`` (a partition without one is absent)."""
+        from kafka import TopicPartition
+
+        found = {}
+        for partition in partitions:
+            offset = self._consumer.committed(
+                TopicPartition(topic, partition), timeout_ms=int(timeout * 1000)
+            )
+            if offset is not None and offset >= 0:
+                found[partition] = int(offset)
+        return found
+
+    def group_metadata(self) -> Any:
+        return self._consumer.group_metadata()
 
     def close(self) -> None:
         self._consumer.close(autocommit=False)
@@ -263,14 +281,15 @@ class ConfluentProducer:
 
 
 class ConfluentConsumer:
-    def __init__(self, bootstrap: str, isolation: str) -> None:
+    def __init__(self, bootstrap: str, isolation: str, group: str | None = None) -> None:
+        """``group``: as :class:`KafkaPythonConsumer`'s."""
         from confluent_kafka import Consumer
 
-        # librdkafka insists on a group id even for assign(); nothing is committed.
+        # librdkafka insists on a group id even for assign(); without ``group`` nothing is committed.
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": "tidemark",
+                "group.id": group or "tidemark",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest",
@@ -318,6 +337,17 @@ class ConfluentConsumer:
         offset = self._consumer.position([TopicPartition(topic, partition)])[0].offset
         return max(-1, int(offset))  # librdkafka's OFFSET_INVALID (-1001): nothing consumed yet
 
+    def committed(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
+        """As :meth:`KafkaPythonConsumer.committed` (librdkafka asks with ``require_stable`` when
+        reading ``read_committed``, KIP-447: a pending transactional commit is waited for)."""
+        from confluent_kafka import TopicPartition
+
+        answers = self._consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
+        return {answer.partition: int(answer.offset) for answer in answers if answer.offset >= 0}
+
+    def group_metadata(self) -> Any:
+        return self._consumer.consumer_group_metadata()
+
     def close(self) -> None:
         self._consumer.close()
 
@@ -332,9 +362,9 @@ def make_producer(
     raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")
 
 
-def make_consumer(client: str, bootstrap: str, isolation: str) -> ConsumerClient:
+def make_consumer(client: str, bootstrap: str, isolation: str, group: str | None = None) -> ConsumerClient:
     if client in KAFKA_PYTHON:
-        return KafkaPythonConsumer(bootstrap, isolation)
+        return KafkaPythonConsumer(bootstrap, isolation, group)
     if client == "confluent-kafka":
-        return ConfluentConsumer(bootstrap, isolation)
+        return ConfluentConsumer(bootstrap, isolation, group)
     raise ValueError(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}")

@@ -61,10 +61,11 @@ from .txn import (
     Pacer,
     TxnProducerLoop,
     TxnSettings,
-    open_transactions,
     record_read,
     txn_problems,
 )
+from .txn_drain import open_transactions
+from .txn_input import ctp_problems
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,10 @@ class QueueSpec:
     txn_max_ops: int = DEFAULT_MAX_OPS
     """``txn`` only: micro-ops per transaction are drawn from 1..this (at most the history
     format's ``testbed.record.txn_rows.MAX_MICRO_OPS``)."""
+    txn_ctp: bool = False
+    """``txn`` only: consume-transform-produce -- producer thread ``i`` reads its partitions
+    (``p % producers == i``) as one consumer group and commits the group's offsets in each
+    transaction (:mod:`workloads.txn_input`).  Needs ``isolation=read_committed``."""
 
     def __post_init__(self) -> None:
         problems = self._group_problems()
@@ -127,6 +132,7 @@ class QueueSpec:
         problems += txn_problems(
             self.txn, self.abort_p, self.txn_max_ops, self.consume_via, self.idempotent, self.acks
         )
+        problems += ctp_problems(self.txn, self.txn_ctp, self.isolation)
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -320,6 +326,8 @@ class QueueWorkload:
             spec.request_timeout,
             spec.abort_p,
             spec.txn_max_ops,
+            spec.txn_ctp,
+            max(1, spec.producers),
         )
         loop = TxnProducerLoop(
             settings, self.recorder, index, self._fresh_ids.next, self._next_value, random.Random()
@@ -404,7 +412,7 @@ class QueueWorkload:
         Returns ``{partition: complete}``.  Waits on progress, not on time: it stops
         when every partition reached its end offset, or at ``deadline`` (monotonic).  With
         ``txn`` under ``read_committed`` it first waits for open transactions to end
-        (:func:`workloads.txn.open_transactions`); a partition one still holds back is drained
+        (:func:`workloads.txn_drain.open_transactions`); a partition one still holds back is drained
         to its last stable offset but never complete.
         """
         spec = self.spec

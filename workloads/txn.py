@@ -35,12 +35,14 @@ abandoned transaction would hold the last stable offset -- and so every ``read_c
 reader, the final drain included -- until ``transaction.timeout.ms``.  For the same reason a
 thread that ends with its producer dropped makes one more, to settle the id before the drain.
 
-Before the final drain reads ``read_committed``, :func:`open_transactions` waits until no
-transaction is open on any partition (a dropped producer's that its thread could not settle ends
-by the coordinator's timeout): the drain's end offset is then the last stable offset, and a
-transaction still open would hide every later commit from it.  A partition still held back at the
-deadline gets a drain that does not claim to be complete (verdict at best unknown; a hanging
-transaction), rather than a complete one that makes the commits above it look lost.
+Before the final drain reads ``read_committed`` it waits until no transaction is open
+(:func:`workloads.txn_drain.open_transactions`).
+
+Under ``--txn-ctp`` (consume-transform-produce) a thread's polls read its share of the partitions
+as a consumer group from the group's committed offsets, and every transaction ends its micro-ops
+with a ``send-offsets`` one: the group's next offsets, sent with ``send_offsets_to_transaction``;
+after a transaction that did not certainly commit the input rewinds to the committed offsets
+(:mod:`workloads.txn_input` says why, and what the checks then verify).
 
 ``rate`` counts ops (transactions and read-only draws), not micro-ops, over all producers.
 """
@@ -55,12 +57,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from testbed.record.ops import Op
+from testbed.record.ops import Op, OpType
 from testbed.record.recorder import Recorder
 from testbed.record.txn_rows import MAX_MICRO_OPS as MAX_MICRO_OPS
+from testbed.record.txn_rows import SEND_OFFSETS
 
-from .clients import ConsumerClient, Received, make_consumer
-from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer, transaction_timeout_ms
+from .clients import Received
+from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer
+from .txn_input import GroupInput, ReaderInput, owned_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +135,29 @@ class TxnSettings:
     request_timeout: float
     abort_p: float
     max_ops: int
+    ctp: bool = False
+    """Consume-transform-produce (``--txn-ctp``): polls read the thread's partitions as a consumer
+    group and each transaction sends its offsets (:mod:`workloads.txn_input`)."""
+    threads: int = 1
+    """Producer threads: under ``ctp`` thread ``i`` owns the partitions ``p % threads == i``."""
+
+
+def make_input(settings: TxnSettings, index: int, name: str) -> ReaderInput:
+    """Producer thread ``index``'s input: a :class:`GroupInput` under ``ctp``, else a reader of
+    every partition."""
+    if settings.ctp:
+        owned = owned_partitions(index, settings.threads, settings.partitions)
+        return GroupInput(
+            settings.client, settings.bootstrap, settings.isolation, settings.topic, owned, name
+        )
+    return ReaderInput(
+        settings.client,
+        settings.bootstrap,
+        settings.isolation,
+        settings.topic,
+        list(range(settings.partitions)),
+        name,
+    )
 
 
 class Pacer:
@@ -206,8 +233,11 @@ class TxnProducerLoop:
         self._next_value = next_value
         self._rng = rng or random.Random()
         self._producer: TxnProducerClient | None = None
-        self._consumer: ConsumerClient | None = None
-        self._positions = dict.fromkeys(range(settings.partitions), 0)
+        self.input = make_input(settings, index, self.transactional_id)
+        self._made_at_begin = 0
+        """The input's :attr:`~workloads.txn_input.ReaderInput.made` when the transaction began."""
+        self._last_outcome = ""
+        """The type of the last transaction's completion (``ok``: committed)."""
         self._unsettled = False
         """A producer was dropped and no producer of the same id has fenced it since."""
 
@@ -222,24 +252,24 @@ class TxnProducerLoop:
                         stop,
                     )
         finally:
-            if self._consumer is not None:
-                self._consumer.close()
+            self.input.close()
             self._settle()
 
     def _now(self) -> int:
         return time.monotonic_ns() - self.recorder.started_ns
 
     def ready(self, stop: threading.Event) -> bool:
-        """Make the producer and the consumer where missing; False (after a short wait) when either
-        could not be made."""
-        if not self._consumer_ready():
-            stop.wait(RETRY_WAIT)
-            return False
+        """Make the producer, then the input's consumer, where missing; False (after a short wait)
+        when either could not be made.  The producer first: a new one fences a dropped one and ends
+        its open transaction, which a group input's committed offsets may be waiting for."""
         if self._producer is None:
             self._producer = self._new_producer("no producer yet")
             if self._producer is None:
                 stop.wait(RETRY_WAIT)
                 return False
+        if not self.input.ready():
+            stop.wait(RETRY_WAIT)
+            return False
         return True
 
     def _new_producer(self, failed: str) -> TxnProducerClient | None:
@@ -257,20 +287,6 @@ class TxnProducerLoop:
             return None
         self._unsettled = False
         return producer
-
-    def _consumer_ready(self) -> bool:
-        """Make the consumer if missing, at the positions reached; False when it could not be made."""
-        if self._consumer is None:
-            try:
-                consumer = make_consumer(
-                    self.settings.client, self.settings.bootstrap, self.settings.isolation
-                )
-                consumer.assign(self.settings.topic, self._positions)
-            except Exception as error:
-                logger.info("%s: no consumer yet: %s: %s", self.transactional_id, type(error).__name__, error)
-                return False
-            self._consumer = consumer
-        return True
 
     def _drop_producer(self) -> None:
         """Close the producer (a new one of the same id is made before the next op) and continue
@@ -296,19 +312,35 @@ class TxnProducerLoop:
             logger.warning("%s: a transaction of a dropped producer may stay open", self.transactional_id)
 
     def transaction(self, micro_ops: list[dict[str, Any]], stop: threading.Event) -> None:
-        """One op of ``micro_ops`` (the producer and consumer ready), recorded."""
+        """One op of ``micro_ops`` (the producer and consumer ready), recorded.  Under ``ctp`` a
+        send-offsets micro-op ends every transaction, a draw of polls only included; and after one
+        that did not certainly commit the input rewinds to the group's committed offsets."""
         producer = self._producer
         assert producer is not None
+        if isinstance(self.input, GroupInput):
+            micro_ops = [*micro_ops, {"f": SEND_OFFSETS, "group": self.input.group}]
+            self._made_at_begin = self.input.made
+            self.transaction_op(producer, micro_ops, stop)
+            if self._last_outcome != "ok":
+                self.input.rewind()
+            return
         if all(micro_op["f"] == "poll" for micro_op in micro_ops):
             polls = [self._poll() for _ in micro_ops]
             if any(polls):
                 record_read(self.recorder, self.process, polls)
             return
+        self.transaction_op(producer, micro_ops, stop)
+
+    def transaction_op(
+        self, producer: TxnProducerClient, micro_ops: list[dict[str, Any]], stop: threading.Event
+    ) -> None:
+        """The transaction of ``micro_ops``, recorded as one ``txn`` op (its outcome also in
+        ``_last_outcome``)."""
         invocation = self.recorder.invoke(self.process, "txn", micro_ops)
         try:
             producer.begin()
         except TxnFatal as failure:
-            self.recorder.complete(invocation, "fail", not_run(micro_ops), error=str(failure))
+            self._complete(invocation, "fail", not_run(micro_ops), error=str(failure))
             self._drop_producer()
             return
         completed, why = self._run_micro_ops(producer, micro_ops, stop)
@@ -329,6 +361,12 @@ class TxnProducerLoop:
             if micro_op["f"] == "poll":
                 completed.append(poll_micro_op(self._poll()))
                 continue
+            if micro_op["f"] == SEND_OFFSETS:
+                sent, why = self._send_offsets(producer, micro_op)
+                if why is not None:
+                    return completed + not_run(micro_ops[position:]), why
+                completed.append(sent)
+                continue
             try:
                 offset = producer.send(
                     self.settings.topic,
@@ -343,22 +381,35 @@ class TxnProducerLoop:
         return completed, None
 
     def _poll(self) -> list[Received]:
-        """One poll of the thread's consumer.  A consumer that fails is replaced (at the positions
-        reached) and the poll counts as having read nothing: what it dropped is read again."""
-        if not self._consumer_ready():
-            return []
-        assert self._consumer is not None
+        return self.input.poll(POLL_TIMEOUT)
+
+    def _complete(
+        self, invocation: Op, outcome: OpType, value: list[dict[str, Any]], error: str | None = None
+    ) -> None:
+        self._last_outcome = outcome
+        self.recorder.complete(invocation, outcome, value, error=error)
+
+    def _send_offsets(
+        self, producer: TxnProducerClient, micro_op: dict[str, Any]
+    ) -> tuple[dict[str, Any], str | None]:
+        """The group input's next offsets sent into the open transaction: the completed micro-op,
+        or why it could not be (then the transaction aborts).  A consumer replaced since the
+        transaction began read from the committed offsets again, so its positions no longer
+        follow this transaction's reads: that transaction must abort, not commit them."""
+        group_input = self.input
+        assert isinstance(group_input, GroupInput)
+        if group_input.made != self._made_at_begin:
+            return micro_op, "abort: the input consumer was replaced during the transaction"
+        metadata = group_input.group_metadata()
+        if metadata is None:
+            return micro_op, "abort: no input consumer"
+        offsets = group_input.offsets()
         try:
-            received = self._consumer.poll(POLL_TIMEOUT)
-        except Exception as error:
-            logger.info("%s: consumer replaced: %s: %s", self.transactional_id, type(error).__name__, error)
-            self._consumer.close()
-            self._consumer = None
-            return []
-        for record in received:
-            if record.partition in self._positions:
-                self._positions[record.partition] = max(self._positions[record.partition], record.offset + 1)
-        return received
+            producer.send_offsets(self.settings.topic, offsets, metadata, self.settings.request_timeout)
+        except (TxnAbortable, TxnFatal) as error:
+            return micro_op, f"send_offsets: {error}"
+        entries = [{"partition": p, "offset": o} for p, o in sorted(offsets.items())]
+        return {**micro_op, "offsets": entries}, None
 
     def _commit(self, producer: TxnProducerClient, invocation: Op, completed: list[dict[str, Any]]) -> None:
         called = self._now()
@@ -367,12 +418,12 @@ class TxnProducerLoop:
         except TxnAbortable as error:
             self._abort(producer, invocation, completed, f"commit refused: {error}", committing=True)
         except TxnFatal as error:
-            self.recorder.complete(
+            self._complete(
                 invocation, "info", [*completed, {"f": "commit", "time": called}], error=f"commit: {error}"
             )
             self._drop_producer()
         else:
-            self.recorder.complete(invocation, "ok", [*completed, {"f": "commit", "time": called}])
+            self._complete(invocation, "ok", [*completed, {"f": "commit", "time": called}])
 
     def _abort(
         self,
@@ -389,7 +440,7 @@ class TxnProducerLoop:
         try:
             producer.abort(self.settings.request_timeout * 2)
         except TxnFatal as failure:
-            self.recorder.complete(
+            self._complete(
                 invocation,
                 "info" if committing else "fail",
                 [*completed, {"f": "abort", "time": called}],
@@ -397,46 +448,4 @@ class TxnProducerLoop:
             )
             self._drop_producer()
         else:
-            self.recorder.complete(
-                invocation, "fail", [*completed, {"f": "abort", "time": called}], error=error
-            )
-
-
-def open_transactions(
-    client: str, bootstrap: str, topic: str, partitions: list[int], request_timeout: float, deadline: float
-) -> list[int]:
-    """Wait until no partition of ``topic`` holds an open transaction -- its last stable offset (the
-    end ``read_committed`` reads to) has reached its high watermark -- for at most as long as an
-    abandoned transaction takes to time out, and for half the time left until ``deadline``
-    (monotonic) at most, leaving the drain the other half; the partitions still held back (every
-    one when the offsets could not be read)."""
-    now = time.monotonic()
-    until = min(now + (deadline - now) / 2, now + transaction_timeout_ms(request_timeout) / 1000 + 15)
-    readers: list[ConsumerClient] = []
-    try:
-        readers = [
-            make_consumer(client, bootstrap, isolation)
-            for isolation in ("read_committed", "read_uncommitted")
-        ]
-        while True:
-            held = _held(readers, topic, partitions)
-            if not held or time.monotonic() >= until:
-                return held
-            time.sleep(0.2)  # a condition on the brokers: asked again until it holds
-    except Exception as error:
-        logger.info("open transactions of %s unknown: %s: %s", topic, type(error).__name__, error)
-        return list(partitions)
-    finally:
-        for reader in readers:
-            reader.close()
-
-
-def _held(readers: list[ConsumerClient], topic: str, partitions: list[int]) -> list[int]:
-    """The partitions whose last stable offset (``readers[0]``'s end) is below the high watermark
-    (``readers[1]``'s); every one when either cannot be read."""
-    try:
-        stable, high = (reader.end_offsets(topic, partitions, 5.0) for reader in readers)
-    except Exception as error:
-        logger.info("end offsets of %s unavailable: %s: %s", topic, type(error).__name__, error)
-        return list(partitions)
-    return [p for p in partitions if stable[p] < high[p]]
+            self._complete(invocation, "fail", [*completed, {"f": "abort", "time": called}], error=error)

@@ -25,11 +25,15 @@ is a reason to abort in a transaction (no send is ever committed without its tra
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import threading
+from typing import Any, Final, Protocol
 
 from .clients import CLIENTS, ConfluentProducer, KafkaPythonProducer
 from .txn_kip890 import enable_kip890
 
+SEND_OFFSETS_GRACE: Final = 5.0
+"""Seconds a confluent-kafka ``send_offsets_to_transaction`` may overrun its timeout before the
+producer counts as stuck (:meth:`ConfluentTxnProducer.send_offsets`)."""
 KIP890_CLIENT = "kafka-python-kip890"
 """kafka-python with :mod:`workloads.txn_kip890`: EndTxn v5 (KIP-890 part 2) and EndTxn retries."""
 
@@ -47,6 +51,11 @@ class TxnProducerClient(Protocol):
 
     def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
         """Send one message in the open transaction and wait for its acknowledgement; its offset."""
+        ...
+
+    def send_offsets(self, topic: str, offsets: dict[int, int], group_metadata: Any, timeout: float) -> None:
+        """``send_offsets_to_transaction``: the consumer group's next offsets of ``topic``
+        (partition -> offset), committed with the open transaction (consume-transform-produce)."""
         ...
 
     def commit(self, timeout: float) -> None: ...
@@ -128,6 +137,22 @@ class KafkaPythonTxnProducer(_Transactional):
             return TxnFatal(_text(error))
         return TxnAbortable(_text(error))
 
+    def send_offsets(self, topic: str, offsets: dict[int, int], group_metadata: Any, timeout: float) -> None:
+        """As ``send_offsets_to_transaction``, waiting at most ``timeout`` (kafka-python's waits
+        without one); a failure is abortable unless the producer's state became fatal."""
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        manager = self._producer._transaction_manager
+        wanted = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+        try:
+            result = manager.send_offsets_to_transaction(wanted, group_metadata)
+            self._producer._sender.wakeup()
+            done = result.wait(timeout_ms=timeout * 1000)
+        except Exception as error:
+            raise self._classify(error) from None
+        if not done:
+            raise TxnFatal(f"send_offsets_to_transaction did not end within {timeout:g} s")
+
     def commit(self, timeout: float) -> None:
         self._finish(True, timeout)
 
@@ -180,14 +205,47 @@ class ConfluentTxnProducer(_Transactional):
     def _init(self, timeout: float) -> None:
         self._producer.init_transactions(timeout)
 
+    def send_offsets(self, topic: str, offsets: dict[int, int], group_metadata: Any, timeout: float) -> None:
+        """``send_offsets_to_transaction``, on a helper thread: librdkafka's call ignores its
+        timeout while the group's coordinator is down (confluentinc/librdkafka#5456, open; seen
+        here: every producer thread blocked past a killed broker's restart).  A call still running
+        after ``timeout`` plus :data:`SEND_OFFSETS_GRACE` is TxnFatal: the producer is dropped and
+        its successor fences it, which ends the call (the helper is a daemon thread)."""
+        from confluent_kafka import TopicPartition
+
+        positions = [TopicPartition(topic, p, o) for p, o in sorted(offsets.items())]
+        outcome: list[BaseException | None] = []
+
+        def call() -> None:
+            try:
+                self._producer.send_offsets_to_transaction(positions, group_metadata, timeout)
+            except BaseException as error:  # handed to the caller's thread
+                outcome.append(error)
+            else:
+                outcome.append(None)
+
+        helper = threading.Thread(target=call, name="send-offsets", daemon=True)
+        helper.start()
+        helper.join(timeout + SEND_OFFSETS_GRACE)
+        if not outcome:
+            raise TxnFatal(
+                f"send_offsets_to_transaction did not return within {timeout:g} s (librdkafka#5456)"
+            )
+        if isinstance(outcome[0], Exception):
+            raise self._requires_abort(outcome[0]) from None
+
+    def _requires_abort(self, error: Exception) -> Exception:
+        """TxnAbortable when librdkafka says the transaction must be aborted, else TxnFatal."""
+        kafka_error: Any = error.args[0] if error.args else None
+        if hasattr(kafka_error, "txn_requires_abort") and kafka_error.txn_requires_abort():
+            return TxnAbortable(_text(error))
+        return TxnFatal(_text(error))
+
     def commit(self, timeout: float) -> None:
         try:
             self._producer.commit_transaction(timeout)
         except Exception as error:
-            kafka_error: Any = error.args[0] if error.args else None
-            if hasattr(kafka_error, "txn_requires_abort") and kafka_error.txn_requires_abort():
-                raise TxnAbortable(_text(error)) from None
-            raise TxnFatal(_text(error)) from None
+            raise self._requires_abort(error) from None
 
     def abort(self, timeout: float) -> None:
         try:

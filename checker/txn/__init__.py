@@ -7,6 +7,8 @@ only, so Spark Connect serves it too).  What each module does:
 * :mod:`checker.txn.tables` -- one run's transactions, sends, reads and drained values;
 * :mod:`checker.txn.checks` -- precommitted-read, int-send-skip, int-nonmonotonic-send,
   torn-transaction;
+* :mod:`checker.txn.offsets` -- consumed-twice and consumed-skipped: exactly-once processing of
+  consume-transform-produce transactions, from the offsets they sent;
 * :mod:`checker.txn.cycles` -- the dependency graph (ww, wr, process, realtime edges) and the
   G0 / G1c families on it, by :mod:`checker.txn.graph` (strongly connected components, then a
   short cycle in each);
@@ -16,6 +18,7 @@ only, so Spark Connect serves it too).  What each module does:
 * :mod:`checker.txn.white_box` -- hanging-transaction, on the brokers' event logs (a white-box
   check of the invariant family, run per run the same way).
 
-The definitions are prose in :mod:`checker.definitions`; the registry entries in
+The definitions are prose in :mod:`checker.definitions` (the exactly-once pair's in
+:mod:`checker.txn.offsets`); the registry entries in
 :mod:`checker.anomalies` (family ``transaction``).
 """

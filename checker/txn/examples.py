@@ -7,7 +7,9 @@ run's tables, the same in both engines), so the driver puts it in ``results.json
   ``type`` (ok, fail, info), ``end`` (``{"f": "commit"|"abort", "time": ns}``, null without an end
   micro-op), ``sends`` (every send micro-op: ``item``, ``partition``, ``value``, ``offset`` -- null
   when unknown) and ``reads`` (only the records the finding is about: ``item``, ``partition``,
-  ``offset``, ``value``) with ``records_read`` (how many its polls returned in all);
+  ``offset``, ``value``) with ``records_read`` (how many its polls returned in all); and, for a
+  consume-transform-produce transaction, ``offsets_sent`` (its send-offsets micro-op: ``item``,
+  ``partition``, ``offset``, one per partition);
 * an edge (:func:`edge`): ``kind`` (ww, wr, process, realtime), ``from`` and ``to`` (transaction
   indexes) and why -- ww: the partition, the earlier transaction's value and offset and the later
   one's (``next_value``, ``next_offset``), consecutive among the known positions of the log; wr:
@@ -43,6 +45,8 @@ class Views:
         self._sends = tables.sends  # sorted by (txn, item)
         self._reads = tables.reads[tables.reads["f"] == F_TXN_POLL]  # in history order: by index
         self._send_txn = self._sends["txn"].to_numpy()
+        self._offsets = tables.offsets  # sorted by (txn, partition)
+        self._offset_txn = self._offsets["txn"].to_numpy()
         self._read_txn = self._reads["index"].to_numpy()
 
     def txn(self, txn: int, shown: Iterable[Position] = ()) -> dict[str, Any]:
@@ -56,7 +60,9 @@ class Views:
         end = None
         if int(row["end_time"]) != MISSING:
             end = {"f": "commit" if bool(row["committed_end"]) else "abort", "time": int(row["end_time"])}
-        return {
+        low, high = np.searchsorted(self._offset_txn, [txn, txn + 1])
+        sent = self._offsets.iloc[low:high]
+        view: dict[str, Any] = {
             "index": int(txn),
             "invoke_index": int(row["invoke_index"]),
             "process": int(row["process"]),
@@ -77,6 +83,12 @@ class Views:
             ],
             "records_read": len(reads),
         }
+        if len(sent):
+            view["offsets_sent"] = [
+                {"item": int(i), "partition": int(p), "offset": int(o)}
+                for i, p, o in zip(sent["item"], sent["partition"], sent["offset"], strict=True)
+            ]
+        return view
 
 
 def edge(kind: str, source: int, target: int, **why: Any) -> dict[str, Any]:

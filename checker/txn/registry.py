@@ -20,6 +20,9 @@ permitted where (the registry's tools):
   every loss rule permits): offsets handed out again put a later write below an earlier one, and a
   committed transaction that loses some records is torn.  ``G1c-process`` implies
   ``G1c-realtime``: a process's transactions follow each other in real time.
+* **consumed-twice** and **consumed-skipped** (exactly-once processing, :mod:`checker.txn.offsets`)
+  are errors that data loss explains: offsets handed out again put a new record where a processed
+  one was, below the group's committed offset.
 * **precommitted-read** is an error nothing permits: losing data does not make uncommitted
   records visible to a ``read_committed`` consumer.
 """
@@ -31,6 +34,7 @@ from typing import Final, NamedTuple
 _READS = ("history",)
 _DRAINED = ("history", "final drain")
 _LOSS = ("acknowledged data may vanish",)
+_OFFSETS = "checker.txn.offsets"
 
 
 class Entry(NamedTuple):
@@ -42,6 +46,8 @@ class Entry(NamedTuple):
     implies: tuple[str, ...] = ()
     severity: str = "error"
     permitted_by: tuple[str, ...] = ()
+    definition: str = "checker.definitions"
+    """The module whose docstring holds the long definition (a ``* **name** --`` bullet)."""
 
 
 ERRORS: Final[tuple[Entry, ...]] = (
@@ -70,6 +76,20 @@ ERRORS: Final[tuple[Entry, ...]] = (
         "G1c-realtime",
         "a cycle of wr, ww and realtime edges holding a wr and a realtime edge (event graph: see G1c)",
         permitted_by=_LOSS,
+    ),
+    Entry(
+        "consumed-twice",
+        "a record read by two committed transactions of one consumer group that each sent the group's"
+        " offsets (consume-transform-produce processed it twice)",
+        permitted_by=_LOSS,
+        definition=_OFFSETS,
+    ),
+    Entry(
+        "consumed-skipped",
+        "a committed record below a consumer group's committed offset that no transaction of the group"
+        " that may have committed read (consume-transform-produce never processed it)",
+        permitted_by=_LOSS,
+        definition=_OFFSETS,
     ),
     Entry(
         "torn-transaction",

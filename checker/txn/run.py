@@ -32,6 +32,7 @@ from checker.evidence import RunInput
 from checker.txn import checks as single
 from checker.txn.cycles import cycle_findings
 from checker.txn.examples import Views
+from checker.txn.offsets import offset_findings
 from checker.txn.tables import INPUT_FS, MISSING, build, normalized
 from testbed.record.history import F_TXN
 
@@ -102,6 +103,7 @@ def run_anomalies(
         findings += [f for f in single.int_sends(tables, views) if f.kind in checks]
     if TORN_TRANSACTION in checks:
         findings += single.torn_transactions(tables, views, settings.complete)
+    findings += offset_findings(tables, views, checks)
     findings += cycle_findings(tables, views, checks, settings.read_committed)
     return _answer(run_id, findings, limit)
 

@@ -3,7 +3,7 @@
 The input is the rows of one run that the transactional checks read (:data:`INPUT_FS`,
 columns :data:`INPUT_COLUMNS`; ``docs/history.md``, the ``txn`` op): each ``txn`` op's head rows
 (invoke and completion: who, when, outcome), its completion's micro-op rows (``F_TXN_SEND``,
-``F_TXN_POLL``, ``F_TXN_END``) and the records of plain polls and drains.  Both engines hand the
+``F_TXN_POLL``, ``F_TXN_OFFSETS``, ``F_TXN_END``) and the records of plain polls and drains.  Both engines hand the
 same rows with the same null fills (:func:`normalized`), so what is built here is the same too.
 
 A transaction is named by its completion's op ``index`` (its micro-op rows carry it); an
@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from checker.definitions import TYPE_INFO, TYPE_INVOKE, TYPE_OK
-from testbed.record.history import F_DRAIN, F_POLL, F_TXN, F_TXN_END, F_TXN_POLL, F_TXN_SEND
+from testbed.record.history import F_DRAIN, F_POLL, F_TXN, F_TXN_END, F_TXN_OFFSETS, F_TXN_POLL, F_TXN_SEND
 
-INPUT_FS: Final[tuple[int, ...]] = (F_POLL, F_DRAIN, F_TXN, F_TXN_SEND, F_TXN_POLL, F_TXN_END)
+INPUT_FS: Final[tuple[int, ...]] = (F_POLL, F_DRAIN, F_TXN, F_TXN_SEND, F_TXN_POLL, F_TXN_OFFSETS, F_TXN_END)
 """The ``f`` codes of the rows the checks read (plain sends take no part: they belong to no transaction)."""
 INPUT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id",
@@ -66,6 +66,9 @@ class RunTables:
     (``F_TXN_POLL``, ``index`` the reading txn), a plain poll or a drain returned, in history order."""
     drained: frozenset[tuple[int, int]]
     """The (partition, value) pairs the final drain returned."""
+    offsets: pd.DataFrame
+    """``txn, item, partition, offset, group`` (the group's code, ``value``): the offsets each
+    send-offsets micro-op sent, by (txn, partition)."""
 
 
 def _paired_heads(rows: pd.DataFrame) -> pd.DataFrame:
@@ -131,4 +134,14 @@ def build(rows: pd.DataFrame) -> RunTables:
         | ((kinds == TYPE_INFO) & np.isin(txns["txn"].to_numpy(), list(seen_writers))),
     )
     txns = txns.sort_values("txn", kind="stable", ignore_index=True)
-    return RunTables(txns=txns, sends=sends, reads=reads, drained=drained)
+    sent = rows[rows["f"] == F_TXN_OFFSETS]
+    offsets = pd.DataFrame(
+        {
+            "txn": sent["index"],
+            "item": sent["item"],
+            "partition": sent["partition"],
+            "offset": sent["offset"],
+            "group": sent["value"],
+        }
+    ).sort_values(["txn", "partition"], kind="stable", ignore_index=True)
+    return RunTables(txns=txns, sends=sends, reads=reads, drained=drained, offsets=offsets)

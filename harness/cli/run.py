@@ -150,6 +150,13 @@ def add_txn_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"with --txn: micro-ops per transaction drawn from 1..N (N <= {MAX_MICRO_OPS}; default {DEFAULT_MAX_OPS})",
     )
+    parser.add_argument(
+        "--txn-ctp",
+        action="store_true",
+        help="with --txn: consume-transform-produce -- each producer reads its share of the "
+        "partitions as one consumer group and commits the group's offsets in every transaction "
+        "(send_offsets_to_transaction); checked for records processed twice or skipped",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -216,6 +223,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             txn=args.txn,
             abort_p=args.abort_p,
             txn_max_ops=args.txn_max_ops,
+            txn_ctp=args.txn_ctp,
         )
         nemesis = NemesisSpec(
             faults=faults,

@@ -47,6 +47,9 @@ ROLES: Final[dict[str, str]] = {
     "txn": "",
     "read": "reader",
     "reader": "reader",
+    "first": "processed it first",
+    "second": "processed it again",
+    "committed_past": "committed the group's offset past it",
 }
 """An example's field holding a transaction -> the role shown beside it, in the order shown."""
 OUTCOMES: Final[dict[str, str]] = {"ok": "committed", "fail": "aborted", "info": "info (unknown)"}
@@ -116,6 +119,10 @@ def from_view(txn: Mapping[str, Any]) -> Txn:
     reads = _dicts(txn.get("reads"))
     rows += [
         MicroOp(r.get("item"), "poll", r.get("partition"), r.get("offset"), r.get("value")) for r in reads
+    ]
+    rows += [
+        MicroOp(o.get("item"), "send-offsets", o.get("partition"), o.get("offset"))
+        for o in _dicts(txn.get("offsets_sent"))
     ]
     rows.sort(key=lambda row: (_int(row.item) is None, _int(row.item) or 0))
     end = txn.get("end")

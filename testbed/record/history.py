@@ -65,6 +65,7 @@ from testbed.record.parquet_files import read_metadata as read_metadata
 from testbed.record.parquet_files import write_parquet as write_parquet
 from testbed.record.txn_rows import F_TXN as F_TXN
 from testbed.record.txn_rows import F_TXN_END as F_TXN_END
+from testbed.record.txn_rows import F_TXN_OFFSETS as F_TXN_OFFSETS
 from testbed.record.txn_rows import F_TXN_POLL as F_TXN_POLL
 from testbed.record.txn_rows import F_TXN_SEND as F_TXN_SEND
 from testbed.record.txn_rows import SHAPE_TXN_ITEM as SHAPE_TXN_ITEM
@@ -76,7 +77,7 @@ F_SEND, F_POLL, F_DRAIN, F_OTHER, F_NEMESIS = 0, 1, 2, 3, 4
 F_CODES: dict[str, int] = {"send": F_SEND, "poll": F_POLL, "drain": F_DRAIN, "txn": F_TXN}
 """The ``f`` codes of the client ops the checker reads; any other client op is ``F_OTHER``, a
 nemesis op ``F_NEMESIS``.  A ``txn`` op's micro-ops have codes of their own (``F_TXN_SEND``,
-``F_TXN_POLL``, ``F_TXN_END``: :mod:`testbed.record.txn_rows`)."""
+``F_TXN_POLL``, ``F_TXN_OFFSETS``, ``F_TXN_END``: :mod:`testbed.record.txn_rows`)."""
 SEND_CODES: tuple[int, ...] = (F_SEND, F_TXN_SEND)
 """The rows that are one send: a ``send`` op's, and a ``txn`` op's send micro-op's (with the
 transaction's outcome as type).  The value and offset checks read both alike."""

@@ -1,9 +1,11 @@
 """The ``txn`` op: a transaction of micro-ops, validated and spread over ``history.parquet`` rows.
 
 A ``txn`` op (``docs/history.md``, "The transactional workload's values") carries a list of
-micro-ops: ``{"f": "send", "partition", "key", "value"[, "offset"]}`` and ``{"f": "poll"[,
-"records": [...]]}``, and in a completion at most one end micro-op, last: ``{"f": "commit" |
-"abort", "time": ns}``, when the client called ``commit_transaction()`` / ``abort_transaction()``.
+micro-ops: ``{"f": "send", "partition", "key", "value"[, "offset"]}``, ``{"f": "poll"[,
+"records": [...]]}`` and (consume-transform-produce) ``{"f": "send-offsets", "group"[, "offsets":
+[{"partition", "offset"}, ...]]}``, and in a completion at most one end micro-op, last: ``{"f":
+"commit" | "abort", "time": ns}``, when the client called ``commit_transaction()`` /
+``abort_transaction()``.
 The op's type is the transaction's outcome: ``ok`` committed, ``fail`` certainly not committed,
 ``info`` unknown.
 
@@ -18,6 +20,10 @@ and reads:
   completion carried no value and the send was taken from the invoke;
 * :data:`F_TXN_POLL` -- one per record a poll micro-op read: ``item`` the micro-op's position,
   ``partition``, ``offset``, ``key``, ``value`` / ``value_text``;
+* :data:`F_TXN_OFFSETS` -- one per partition a send-offsets micro-op sent
+  (``send_offsets_to_transaction``): ``item`` its position, ``partition``, ``offset`` (the
+  group's next offset to read, as Kafka commits it), ``key`` the consumer group, ``value``
+  :func:`group_code` of it (the checks group by integers);
 * :data:`F_TXN_END` -- the end micro-op: ``item`` its position, ``value`` the time (ns) it was
   called, ``complete`` true for a commit, false for an abort.
 
@@ -28,6 +34,7 @@ of it; and an ``ok`` transaction that says it aborted is a contradiction no chec
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Final
 
 from testbed.record.history_lines import is_json_int
@@ -38,12 +45,14 @@ F_TXN: Final = 5
 F_TXN_SEND: Final = 6
 F_TXN_POLL: Final = 7
 F_TXN_END: Final = 8
+F_TXN_OFFSETS: Final = 9
 SHAPE_TXN_ITEM: Final = 5
 """A row derived from one micro-op of a ``txn`` completion (the op itself is its head row)."""
 
 MAX_MICRO_OPS: Final = 64
 """More micro-ops than any workload draws: a longer list is a broken history, not a transaction."""
 END_FS: Final = ("commit", "abort")
+SEND_OFFSETS: Final = "send-offsets"
 
 Row = tuple[int, dict[str, Any]]
 """A derived row: its ``f`` code and its column values."""
@@ -53,9 +62,65 @@ def _micro_f(micro: Any, where: str) -> str:
     if not isinstance(micro, dict) or not isinstance(micro.get("f"), str):
         raise ValueError(f"{where} must be an object with a string 'f', got {micro!r}")
     f: str = micro["f"]
-    if f not in ("send", "poll", *END_FS):
-        raise ValueError(f"{where} has unknown f {f!r} (send, poll, commit or abort)")
+    if f not in ("send", "poll", SEND_OFFSETS, *END_FS):
+        raise ValueError(f"{where} has unknown f {f!r} (send, poll, {SEND_OFFSETS}, commit or abort)")
     return f
+
+
+def group_code(group: str) -> int:
+    """The integer a consumer group's offset rows carry in ``value``: the CRC-32 of its name
+    (two groups of one run colliding is a 1 in 4 billion chance; the name is in ``key``)."""
+    return zlib.crc32(group.encode())
+
+
+def _group(micro: dict[str, Any], where: str) -> str:
+    group = micro.get("group")
+    if not isinstance(group, str) or not group:
+        raise ValueError(
+            f"{where}: a {SEND_OFFSETS} micro-op needs a non-empty string 'group', got {micro!r}"
+        )
+    return group
+
+
+def _offset_rows(micro: dict[str, Any], position: int, where: str) -> list[Row]:
+    """A completed send-offsets micro-op's rows: one per partition of its ``offsets`` (none when
+    it never ran)."""
+    if set(micro) - {"f", "group", "offsets"}:
+        raise ValueError(f"{where}: a {SEND_OFFSETS} completion is {{f, group[, offsets]}}, got {micro!r}")
+    group = _group(micro, where)
+    offsets = micro.get("offsets", [])
+    if not isinstance(offsets, list):
+        raise ValueError(f"{where}: offsets must be a list of {{partition, offset}}, got {offsets!r}")
+    rows: list[Row] = []
+    seen: set[int] = set()
+    for entry in offsets:
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"partition", "offset"}
+            or not is_json_int(entry["partition"])
+            or not is_json_int(entry["offset"])
+            or entry["partition"] < 0
+            or entry["offset"] < 0
+            or entry["partition"] in seen
+        ):
+            raise ValueError(
+                f"{where}: an offsets entry is {{partition, offset}}, non-negative integers, one per "
+                f"partition; got {entry!r}"
+            )
+        seen.add(entry["partition"])
+        rows.append(
+            (
+                F_TXN_OFFSETS,
+                {
+                    "item": position,
+                    "partition": entry["partition"],
+                    "offset": entry["offset"],
+                    "key": group,
+                    "value": group_code(group),
+                },
+            )
+        )
+    return rows
 
 
 def check_invoke(value: Any) -> None:
@@ -72,6 +137,10 @@ def check_invoke(value: Any) -> None:
         elif f == "poll":
             if set(micro) != {"f"}:
                 raise ValueError(f"{where}: a poll invoke is {{'f': 'poll'}}, got {micro!r}")
+        elif f == SEND_OFFSETS:
+            if set(micro) != {"f", "group"}:
+                raise ValueError(f"{where}: a {SEND_OFFSETS} invoke is {{f, group}}, got {micro!r}")
+            _group(micro, where)
         else:
             raise ValueError(f"{where}: an invoke has no {f!r} micro-op (it ends a completion)")
 
@@ -96,6 +165,10 @@ def _completed_rows(micro: Any, planned: dict[str, Any], position: int) -> list[
         }:
             raise ValueError(f"{where}: the send {micro!r} is not the invoke's {planned!r}")
         return [(F_TXN_SEND, {"item": position, **fields})]
+    if f == SEND_OFFSETS:
+        if micro.get("group") != planned["group"]:
+            raise ValueError(f"{where}: the {SEND_OFFSETS} {micro!r} is not the invoke's {planned!r}")
+        return _offset_rows(micro, position, where)
     if set(micro) - {"f", "records"}:
         raise ValueError(f"{where}: a poll completion is {{f[, records]}}, got {micro!r}")
     records = micro.get("records", [])
@@ -119,7 +192,7 @@ def completion_rows(value: Any, invoke_value: Any, op_type: str) -> list[Row]:
         body, end = value[:-1], value[-1]
     if len(body) != len(invoke_value):
         raise ValueError(
-            f"a txn completion has {len(body)} send/poll micro-op(s), its invoke {len(invoke_value)}"
+            f"a txn completion has {len(body)} micro-op(s) before its end, its invoke {len(invoke_value)}"
         )
     rows = [row for i, m in enumerate(body) for row in _completed_rows(m, invoke_value[i], i)]
     if end is not None:

@@ -5,6 +5,7 @@ brokers: ``test_txn_workload_cluster.py``."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import threading
@@ -22,6 +23,8 @@ from tests.harness.cli.commands import spec_of
 from tests.workloads.txn_history import txn_pairs, workload_problems
 from workloads import queue as queue_module
 from workloads import txn as txn_module
+from workloads import txn_drain as txn_drain_module
+from workloads import txn_input as txn_input_module
 from workloads.clients import Received
 from workloads.queue import QueueSpec, QueueWorkload
 from workloads.txn import SEND_P, TxnProducerLoop, TxnSettings, draw_micro_ops
@@ -156,7 +159,7 @@ class Harness:
             return self.producers[-1]
 
         monkeypatch.setattr(txn_module, "make_txn_producer", make_producer)
-        monkeypatch.setattr(txn_module, "make_consumer", lambda *_: FakeConsumer(self.batches))
+        monkeypatch.setattr(txn_input_module, "make_consumer", lambda *_: FakeConsumer(self.batches))
         settings = TxnSettings("kafka-python", "b:1", "t", 2, "read_committed", 1.0, abort_p, 4)
         self.loop = TxnProducerLoop(
             settings, self.recorder, 3, itertools.count(100).__next__, itertools.count(1).__next__
@@ -344,7 +347,7 @@ def test_the_drain_waits_for_open_transactions_and_is_never_complete_below_one(
     that never ends: the drain reads what is stable and does not claim the partition complete."""
     log = FakeLog(stable=3, high=5, queries_to_settle=queries_to_settle)
     monkeypatch.setattr(
-        txn_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
+        txn_drain_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
     )
     monkeypatch.setattr(
         queue_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
@@ -357,3 +360,163 @@ def test_the_drain_waits_for_open_transactions_and_is_never_complete_below_one(
     [drain] = [op for op in ops if op.f == "drain" and op.type == "ok"]
     assert drain.value["complete"] is complete
     assert [record["offset"] for record in drain.value["records"]] == list(range(5 if complete else 3))
+
+
+# ---- consume-transform-produce (``txn_ctp``) --------------------------------------------------
+
+
+class GroupLog:
+    """One partition's records and the group's committed offset, shared by the fakes: a producer's
+    ``send_offsets`` holds offsets pending until its commit applies them (an abort drops them)."""
+
+    def __init__(self, records: int) -> None:
+        self.records = [Received(0, offset, "k0", str(1000 + offset)) for offset in range(records)]
+        self.committed: dict[int, int] = {}
+        self.pending: dict[int, int] = {}
+        self.consumers_made = 0
+
+
+class CtpProducer(FakeProducer):
+    def __init__(self, transactional_id: str, fail: dict[str, Exception], log: GroupLog) -> None:
+        super().__init__(transactional_id, fail)
+        self.log = log
+
+    def send_offsets(self, topic: str, offsets: dict[int, int], group_metadata: Any, timeout: float) -> None:
+        self._call("send_offsets")
+        assert group_metadata == "metadata"
+        self.log.pending = dict(offsets)
+
+    def commit(self, timeout: float) -> None:
+        super().commit(timeout)
+        self.log.committed.update(self.log.pending)
+        self.log.pending = {}
+
+    def abort(self, timeout: float) -> None:
+        super().abort(timeout)
+        self.log.pending = {}
+
+
+class GroupConsumer:
+    """Reads the log from the offset assigned, two records a poll."""
+
+    def __init__(self, log: GroupLog, group: str | None) -> None:
+        assert group == "tidemark-t-ctp"
+        self.log, self.next = log, 0
+        log.consumers_made += 1
+
+    def assign(self, topic: str, start_offsets: dict[int, int]) -> None:
+        assert list(start_offsets) == [0]
+        self.next = start_offsets[0]
+
+    def committed(self, topic: str, partitions: list[int], timeout: float) -> dict[int, int]:
+        return {p: o for p, o in self.log.committed.items() if p in partitions}
+
+    def group_metadata(self) -> str:
+        return "metadata"
+
+    def poll(self, timeout: float) -> list[Received]:
+        taken = self.log.records[self.next : self.next + 2]
+        self.next += len(taken)
+        return taken
+
+    def position(self, topic: str, partition: int) -> int:
+        return self.next
+
+    def close(self) -> None:
+        pass
+
+
+class CtpHarness(Harness):
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__(tmp_path, monkeypatch)
+        self.log = GroupLog(20)
+
+        def make_producer(client: str, bootstrap: str, transactional_id: str, timeout: float) -> CtpProducer:
+            self.producers.append(CtpProducer(transactional_id, self.fail, self.log))
+            return self.producers[-1]
+
+        def make_consumer(
+            client: str, bootstrap: str, isolation: str, group: str | None = None
+        ) -> GroupConsumer:
+            return GroupConsumer(self.log, group)
+
+        monkeypatch.setattr(txn_module, "make_txn_producer", make_producer)
+        monkeypatch.setattr(txn_input_module, "make_consumer", make_consumer)
+        settings = TxnSettings("kafka-python", "b:1", "t", 2, "read_committed", 1.0, 0.0, 4, True, 2)
+        self.loop = TxnProducerLoop(
+            settings, self.recorder, 0, itertools.count(100).__next__, itertools.count(1).__next__
+        )
+
+
+def offsets_sent(completion: Any) -> list[dict[str, int]] | None:
+    [micro] = [m for m in completion.value if m["f"] == "send-offsets"]
+    return micro.get("offsets")
+
+
+def read_offsets(completion: Any) -> list[int]:
+    return [r["offset"] for m in completion.value if m["f"] == "poll" for r in m["records"]]
+
+
+def test_ctp_thread_owns_its_partitions_and_commits_the_next_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thread 0 of 2 owns partition 0 of 2; a transaction of a send and a poll ends with a
+    send-offsets micro-op of the group's next offset, and the group's offset moves only at the
+    commit."""
+    harness = CtpHarness(tmp_path, monkeypatch)
+    harness.run(SEND0, POLL)
+    harness.run(POLL)  # a draw of polls only is a transaction too: it commits what it read
+    [(invoke, first), (_, second)] = harness.ops()
+    assert invoke.value[-1] == {"f": "send-offsets", "group": "tidemark-t-ctp"}
+    assert (first.type, read_offsets(first), offsets_sent(first)) == (
+        "ok",
+        [0, 1],
+        [{"partition": 0, "offset": 2}],
+    )
+    assert (second.type, read_offsets(second), offsets_sent(second)) == (
+        "ok",
+        [2, 3],
+        [{"partition": 0, "offset": 4}],
+    )
+    assert harness.producers[0].calls == ["begin", "send", "send_offsets", "commit"] * 1 + [
+        "begin",
+        "send_offsets",
+        "commit",
+    ]
+    assert harness.log.committed == {0: 4}
+
+
+def test_ctp_after_an_abort_reads_again_from_the_committed_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an aborted transaction read is read again by the next one -- the planted bug of the
+    checker's ``consumed-skipped`` is a workload that does not rewind here."""
+    harness = CtpHarness(tmp_path, monkeypatch)
+    harness.run(POLL)
+    harness.loop.settings = dataclasses.replace(harness.loop.settings, abort_p=1.0)
+    harness.run(POLL)
+    harness.loop.settings = dataclasses.replace(harness.loop.settings, abort_p=0.0)
+    harness.run(POLL)
+    [(_, first), (_, aborted), (_, third)] = harness.ops()
+    assert (first.type, read_offsets(first)) == ("ok", [0, 1])
+    assert (aborted.type, aborted.error, read_offsets(aborted)) == ("fail", "abort", [2, 3])
+    assert (third.type, read_offsets(third), offsets_sent(third)) == (
+        "ok",
+        [2, 3],
+        [{"partition": 0, "offset": 4}],
+    )
+
+
+def test_ctp_a_transaction_whose_consumer_was_replaced_aborts_without_sending_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer replaced mid-transaction resumed at the committed offsets, so its position no
+    longer follows the transaction's reads: committing it could skip or repeat records."""
+    harness = CtpHarness(tmp_path, monkeypatch)
+    assert harness.loop.ready(harness.stop)
+    harness.loop.input.close()  # as a failed poll does
+    harness.loop.transaction([POLL], harness.stop)
+    [(_, completion)] = harness.ops()
+    assert completion.type == "fail" and "replaced" in str(completion.error)
+    assert offsets_sent(completion) is None
+    assert "send_offsets" not in harness.producers[0].calls

@@ -26,11 +26,11 @@ import pytest
 from broker_impl.localcluster import LocalCluster
 from testbed.record.history import read_history
 from testbed.record.ops import Op
-from testbed.record.recorder import Recorder
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
 from tests.workloads.txn_history import txn_pairs, workload_problems
+from tests.workloads.txn_runner import run_then_drain
 from workloads.clients import CLIENTS, make_consumer
-from workloads.queue import QueueSpec, QueueWorkload
+from workloads.queue import QueueSpec
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -99,27 +99,15 @@ def run_workload(cluster: LocalCluster, client: str, history: Path, faults: Faul
         abort_p=0.3,
         request_timeout=3.0,
     )
-    recorder = Recorder(history)
     progress = Progress()
-    recorder.listeners.append(progress)
-    workload = QueueWorkload(spec, recorder, cluster.bootstrap(), topic)
-    stop = threading.Event()
-    thread = threading.Thread(target=workload.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+
+    def main_phase() -> None:
         if faults is not None:
             faults(cluster, topic, progress)
         enough = progress.more(ok=COMMITTED, fail=ABORTED, read=READS)
         assert progress.wait_for(enough, 90), f"the workload did not get far enough: {progress.counts}"
-    finally:
-        stop.set()
-        thread.join(60)
-    assert not thread.is_alive() and workload.errors == []
-    cluster.wait_for_leaders(topic)
-    try:
-        assert all(workload.drain(time.monotonic() + 60).values()), "a partition's drain is incomplete"
-    finally:
-        recorder.close()
+
+    run_then_drain(cluster, spec, topic, history, progress, main_phase)
     return topic
 
 

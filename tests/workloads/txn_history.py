@@ -4,7 +4,8 @@ contract (``docs/history.md``, "The transactional workload's values").
 Two layers: the record's own parser (:func:`testbed.record.history.convert_history`: every line an
 op, micro-ops matching their invoke, process rules) and, on top, what the workload promises beyond
 the format -- an ``ok`` transaction with sends ends in a commit and knows every send's offset, a
-read-only op is ``ok`` of polls with no end micro-op, an end micro-op's time lies between its
+read-only op is ``ok`` of polls with no end micro-op, a committed send-offsets micro-op holds the
+offsets it sent, an end micro-op's time lies between its
 invoke and its completion, a ``fail`` never ends in a commit.
 """
 
@@ -45,7 +46,7 @@ def workload_problems(invoke: Op, completion: Op) -> list[str]:
     body = value[:-1] if end is not None else value
     sends = [micro for micro in body if micro["f"] == "send"]
     problems = []
-    if not any(micro["f"] == "send" for micro in planned):
+    if not any(micro["f"] in ("send", "send-offsets") for micro in planned):
         if completion.type != "ok" or end is not None:
             problems.append(f"{where}: a read-only op must be ok without an end micro-op")
         if not any(micro.get("records") for micro in body):
@@ -55,6 +56,8 @@ def workload_problems(invoke: Op, completion: Op) -> list[str]:
         problems.append(f"{where}: committed without a commit micro-op")
     if completion.type == "ok" and any("offset" not in send for send in sends):
         problems.append(f"{where}: a committed send without its offset")
+    if completion.type == "ok" and any(m["f"] == "send-offsets" and "offsets" not in m for m in body):
+        problems.append(f"{where}: committed without the offsets it sent")
     if completion.type == "fail" and end is not None and end["f"] == "commit":
         problems.append(f"{where}: a fail that ends in a commit")
     if end is not None and not invoke.time <= end["time"] <= completion.time:

@@ -38,10 +38,21 @@ def poll(*records: tuple[int, int, int]) -> dict[str, Any]:
     }
 
 
+def offsets(*entries: tuple[int, int], group: str = "g") -> dict[str, Any]:
+    """A send-offsets micro-op that sent ``(partition, offset)`` entries for ``group``."""
+    return {
+        "f": "send-offsets",
+        "group": group,
+        "offsets": [{"partition": p, "offset": o} for p, o in entries],
+    }
+
+
 def _planned(micro: dict[str, Any]) -> dict[str, Any]:
     """The invoke's form of a completed micro-op (no offset, no records)."""
     if micro["f"] == "poll":
         return {"f": "poll"}
+    if micro["f"] == "send-offsets":
+        return {"f": "send-offsets", "group": micro["group"]}
     return {k: micro[k] for k in ("f", "partition", "key", "value")}
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from checker.definitions import DEFAULT_EXAMPLE_LIMIT, TXN_CHECKS
 from checker.evidence import RunInput, load_run
 from testbed.record.history import HistoryWriter
-from tests.checker.txn.histories import History, poll, send
+from tests.checker.txn.histories import History, offsets, poll, send
 
 PARTITIONS = 3
 
@@ -78,6 +78,19 @@ def _clean() -> History:
     return history
 
 
+def _offsets() -> History:
+    """Consume-transform-produce: a record processed by two committed transactions of a group,
+    two below the group's offset that only an aborted one read."""
+    history = History()
+    history.txn(0, [send(0, value, value) for value in range(5)])
+    history.txn(1, [poll((0, 0, 0), (0, 1, 1)), offsets((0, 2))])
+    history.txn(1, [poll((0, 1, 1)), offsets((0, 2))])
+    history.txn(1, [poll((0, 2, 2), (0, 3, 3)), offsets((0, 4))], kind="fail", end="abort")
+    history.txn(1, [poll((0, 4, 4)), offsets((0, 5))])
+    history.drain(0, [(value, value) for value in range(5)])
+    return history
+
+
 CASES: dict[str, tuple[Callable[[], History], dict[str, int]]] = {
     "g0": (_g0, {"G0": 1}),
     "g1c-process": (
@@ -89,6 +102,7 @@ CASES: dict[str, tuple[Callable[[], History], dict[str, int]]] = {
         {"precommitted-read": 2, "int-send-skip": 1, "int-nonmonotonic-send": 1, "torn-transaction": 1},
     ),
     "clean": (_clean, {}),
+    "offsets": (_offsets, {"consumed-twice": 1, "consumed-skipped": 2}),
 }
 
 

@@ -19,6 +19,8 @@ EXPECTED = (
     "G1c",
     "G1c-process",
     "G1c-realtime",
+    "consumed-twice",
+    "consumed-skipped",
     "torn-transaction",
     "int-send-skip",
     "G0",
@@ -29,7 +31,7 @@ ALLOWED = {"int-send-skip", "G0", "G0-process", "G0-realtime"}
 """What Kafka's model allows in every configuration (Jepsen's ``allowed-error-types``): warnings."""
 
 
-def test_the_family_is_its_ten_entries_errors_before_warnings() -> None:
+def test_the_family_is_its_twelve_entries_errors_before_warnings() -> None:
     assert TXN_CHECKS == EXPECTED
     assert {BY_NAME[name].family for name in EXPECTED} == {TXN}
     assert ALLOWED <= WARNINGS

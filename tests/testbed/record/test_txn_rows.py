@@ -12,6 +12,7 @@ import pytest
 from testbed.record.history import (
     F_TXN,
     F_TXN_END,
+    F_TXN_OFFSETS,
     F_TXN_POLL,
     F_TXN_SEND,
     SHAPE_TXN_ITEM,
@@ -24,6 +25,7 @@ from testbed.record.history import (
     table_to_ops,
 )
 from testbed.record.ops import Op
+from testbed.record.txn_rows import group_code
 
 SEND = {"f": "send", "partition": 0, "key": "k0", "value": 17}
 POLL = {"f": "poll"}
@@ -62,6 +64,32 @@ def test_committed_txn_gives_head_rows_and_item_rows_of_its_outcome() -> None:
     assert (read["item"], read["partition"], read["offset"], read["value"]) == (1, 1, 3, 12)
     (end,) = rows(table, F_TXN_END)
     assert (end["item"], end["value"], end["complete"], end["shape"]) == (2, 7, True, SHAPE_TXN_ITEM)
+
+
+OFFSETS = {"f": "send-offsets", "group": "g"}
+
+
+def test_a_send_offsets_micro_op_is_a_row_per_partition_with_the_group() -> None:
+    ops = [
+        txn(0, 0, "invoke", [POLL, OFFSETS]),
+        txn(
+            1,
+            0,
+            "ok",
+            [
+                {"f": "poll", "records": []},
+                {**OFFSETS, "offsets": [{"partition": 0, "offset": 4}, {"partition": 2, "offset": 9}]},
+                {"f": "commit", "time": 5},
+            ],
+        ),
+    ]
+    table = ops_to_table(ops, run_id=1)
+    sent = rows(table, F_TXN_OFFSETS)
+    assert [(r["item"], r["partition"], r["offset"], r["key"], r["value"]) for r in sent] == [
+        (1, 0, 4, "g", group_code("g")),
+        (1, 2, 9, "g", group_code("g")),
+    ]
+    assert table_to_ops(table) == ops
 
 
 def test_table_to_ops_restores_txn_ops_from_their_head_rows() -> None:
@@ -118,7 +146,19 @@ def test_an_invoke_never_completed_gives_info_items() -> None:
         ([{"f": "commit", "time": 1}], None, "ok", "an invoke has no 'commit' micro-op"),
         ([SEND], [SEND, {"f": "abort", "time": 1}], "ok", "an ok (committed) txn cannot end in 'abort'"),
         ([SEND], [{**SEND, "value": 18}], "ok", "is not the invoke's"),
-        ([SEND, POLL], [SEND], "ok", "has 1 send/poll micro-op(s), its invoke 2"),
+        ([SEND, POLL], [SEND], "ok", "has 1 micro-op(s) before its end, its invoke 2"),
+        ([{"f": "send-offsets", "group": ""}], None, "ok", "needs a non-empty string 'group'"),
+        ([{**OFFSETS, "offsets": []}], None, "ok", "a send-offsets invoke is {f, group}"),
+        ([OFFSETS], [{**OFFSETS, "group": "h"}], "ok", "is not the invoke's"),
+        ([OFFSETS], [{**OFFSETS, "offsets": {"0": 3}}], "ok", "offsets must be a list"),
+        ([OFFSETS], [{**OFFSETS, "offsets": [{"partition": 0}]}], "ok", "an offsets entry is"),
+        ([OFFSETS], [{**OFFSETS, "offsets": [{"partition": 0, "offset": -2}]}], "ok", "non-negative"),
+        (
+            [OFFSETS],
+            [{**OFFSETS, "offsets": [{"partition": 0, "offset": 2}, {"partition": 0, "offset": 3}]}],
+            "ok",
+            "one per partition",
+        ),
         ([POLL], [SEND], "ok", "is 'send' but the invoke's was 'poll'"),
         ([POLL], [{"f": "poll", "records": [{"offset": 1}]}], "ok", "a record must have exactly"),
         ([SEND], [SEND, {"f": "commit"}], "ok", "an end micro-op is {f, time}"),
