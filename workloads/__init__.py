@@ -16,6 +16,8 @@ Modules:
 * ``txn_input`` -- what a transactional producer thread's polls read: every partition, or
   (``--txn-ctp``, consume-transform-produce) its partitions as a consumer group from the group's
   committed offsets, rewound after every transaction that did not commit;
+* ``txn_subscribed`` -- consume-transform-produce by subscribe: the producers as the group's
+  members, partitions moving at rebalances, offsets sent with the member's generation (KIP-447);
 * ``txn_drain`` -- the ``--txn`` drain's wait until no transaction is open;
 * ``group_events`` -- group consumers (``--consume-via subscribe``) behind one interface: what a
   poll returned (records, rebalances, commit answers) in order, and the commit-outcome rule;

@@ -110,6 +110,10 @@ class QueueSpec:
     """``txn`` only: consume-transform-produce -- producer thread ``i`` reads its partitions
     (``p % producers == i``) as one consumer group and commits the group's offsets in each
     transaction (:mod:`workloads.txn_input`).  Needs ``isolation=read_committed``."""
+    txn_ctp_via: str = "assign"
+    """``txn_ctp`` only: ``assign`` (each thread its fixed partitions, zombies fenced by
+    ``transactional.id``) or ``subscribe`` (the threads are members of the group; partitions move
+    at rebalances, zombies fenced by generation, KIP-447: :mod:`workloads.txn_subscribed`)."""
 
     def __post_init__(self) -> None:
         problems = self._group_problems()
@@ -132,7 +136,7 @@ class QueueSpec:
         problems += txn_problems(
             self.txn, self.abort_p, self.txn_max_ops, self.consume_via, self.idempotent, self.acks
         )
-        problems += ctp_problems(self.txn, self.txn_ctp, self.isolation)
+        problems += ctp_problems(self.txn, self.txn_ctp, self.isolation, self.txn_ctp_via)
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -328,6 +332,7 @@ class QueueWorkload:
             spec.txn_max_ops,
             spec.txn_ctp,
             max(1, spec.producers),
+            spec.txn_ctp_via,
         )
         loop = TxnProducerLoop(
             settings, self.recorder, index, self._fresh_ids.next, self._next_value, random.Random()

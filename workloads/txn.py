@@ -65,6 +65,7 @@ from testbed.record.txn_rows import SEND_OFFSETS
 from .clients import Received
 from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer
 from .txn_input import GroupInput, ReaderInput, owned_partitions
+from .txn_subscribed import SubscribedInput
 
 logger = logging.getLogger(__name__)
 
@@ -139,12 +140,24 @@ class TxnSettings:
     """Consume-transform-produce (``--txn-ctp``): polls read the thread's partitions as a consumer
     group and each transaction sends its offsets (:mod:`workloads.txn_input`)."""
     threads: int = 1
-    """Producer threads: under ``ctp`` thread ``i`` owns the partitions ``p % threads == i``."""
+    """Producer threads: under ``ctp`` by assign, thread ``i`` owns the partitions ``p % threads == i``."""
+    ctp_via: str = "assign"
+    """How ``ctp`` threads share the partitions: ``assign`` (statically, above) or ``subscribe``
+    (the group's coordinator; :mod:`workloads.txn_subscribed`)."""
 
 
 def make_input(settings: TxnSettings, index: int, name: str) -> ReaderInput:
     """Producer thread ``index``'s input: a :class:`GroupInput` under ``ctp``, else a reader of
     every partition."""
+    if settings.ctp and settings.ctp_via == "subscribe":
+        return SubscribedInput(
+            settings.client,
+            settings.bootstrap,
+            settings.isolation,
+            settings.topic,
+            name,
+            settings.request_timeout,
+        )
     if settings.ctp:
         owned = owned_partitions(index, settings.threads, settings.partitions)
         return GroupInput(
@@ -399,7 +412,7 @@ class TxnProducerLoop:
         group_input = self.input
         assert isinstance(group_input, GroupInput)
         if group_input.made != self._made_at_begin:
-            return micro_op, "abort: the input consumer was replaced during the transaction"
+            return micro_op, "abort: the input's consumer or assignment changed during the transaction"
         metadata = group_input.group_metadata()
         if metadata is None:
             return micro_op, "abort: no input consumer"

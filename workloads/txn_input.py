@@ -41,10 +41,18 @@ def ctp_group(topic: str) -> str:
     return f"tidemark-{topic}-ctp"
 
 
-def ctp_problems(txn: bool, txn_ctp: object, isolation: str) -> list[str]:
-    """What is wrong with the queue spec's ``txn_ctp`` setting."""
+CTP_VIA = ("assign", "subscribe")
+"""How consume-transform-produce threads share the partitions (``--txn-ctp-via``)."""
+
+
+def ctp_problems(txn: bool, txn_ctp: object, isolation: str, via: object = "assign") -> list[str]:
+    """What is wrong with the queue spec's ``txn_ctp`` settings."""
     if not isinstance(txn_ctp, bool):
         return [f"txn_ctp (--txn-ctp) must be true or false, not {txn_ctp!r}"]
+    if via not in CTP_VIA:
+        return [f"txn_ctp_via (--txn-ctp-via) must be one of {', '.join(CTP_VIA)}, not {via!r}"]
+    if via != "assign" and not txn_ctp:
+        return ["txn_ctp_via (--txn-ctp-via) needs txn_ctp (--txn-ctp)"]
     if txn_ctp and not txn:
         return ["txn_ctp (--txn-ctp) needs txn (--txn)"]
     if txn_ctp and isolation != "read_committed":

@@ -44,6 +44,7 @@ from testbed.record.rundir import RunDir
 from workloads.clients import CLIENTS
 from workloads.queue import QueueSpec
 from workloads.txn import DEFAULT_ABORT_P, DEFAULT_MAX_OPS, MAX_MICRO_OPS
+from workloads.txn_input import CTP_VIA
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -157,6 +158,14 @@ def add_txn_arguments(parser: argparse.ArgumentParser) -> None:
         "partitions as one consumer group and commits the group's offsets in every transaction "
         "(send_offsets_to_transaction); checked for records processed twice or skipped",
     )
+    parser.add_argument(
+        "--txn-ctp-via",
+        choices=CTP_VIA,
+        default="assign",
+        help="with --txn-ctp: each producer's fixed partitions (assign, fenced by transactional.id; "
+        "the default) or the group's assignment, moving at rebalances (subscribe, fenced by "
+        "generation: KIP-447)",
+    )
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,6 +233,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             abort_p=args.abort_p,
             txn_max_ops=args.txn_max_ops,
             txn_ctp=args.txn_ctp,
+            txn_ctp_via=args.txn_ctp_via,
         )
         nemesis = NemesisSpec(
             faults=faults,

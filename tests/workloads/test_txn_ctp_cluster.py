@@ -6,8 +6,9 @@ committed offsets, writes fresh values, and commits the group's next offsets in 
 (``send_offsets_to_transaction``, TxnOffsetCommit at the broker); aborted transactions -- a third
 by choice, more by the faults -- are read again.  From the recorded history the transactional
 checks (:mod:`checker.txn.offsets`) find no record processed twice and none skipped, the group's
-committed offsets the brokers hold at the end are the last ones a committed transaction sent, and
-the committed transactions processed most of what was written.  The planted bug: a workload that
+committed offsets the brokers hold at the end are the last ones a committed transaction sent, on
+every partition -- by assign and by subscribe
+(:mod:`workloads.txn_subscribed`).  The planted bug: a workload that
 does not rewind after an abort moves the group's offset past what the aborted transaction read,
 and ``consumed-skipped`` finds it.
 """
@@ -30,7 +31,7 @@ from testbed.record.ops import Op
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
 from tests.workloads.txn_history import txn_pairs, workload_problems
 from tests.workloads.txn_runner import run_then_drain
-from workloads.clients import CLIENTS, make_consumer
+from workloads.clients import make_consumer
 from workloads.queue import QueueSpec
 from workloads.txn_input import GroupInput, ctp_group
 
@@ -42,7 +43,7 @@ SETTINGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 PARTITIONS = 3
-PROCESSED, ABORTED = 60, 15
+PROCESSED, ABORTED = 40, 10
 """What the main phase waits for: committed and aborted transactions that read input."""
 
 
@@ -92,7 +93,9 @@ def pause_then_kill(cluster: LocalCluster, topic: str, processing: Processing) -
             undo(node)
 
 
-def run_ctp(cluster: LocalCluster, client: str, history: Path, faults: Faults | None = None) -> str:
+def run_ctp(
+    cluster: LocalCluster, client: str, history: Path, faults: Faults | None = None, via: str = "assign"
+) -> str:
     """The ctp workload until enough input was processed and aborted (``faults`` done), then the
     drain; the topic."""
     topic = f"ctp-{client}-{history.parent.name}"
@@ -106,6 +109,7 @@ def run_ctp(cluster: LocalCluster, client: str, history: Path, faults: Faults | 
         client=client,
         txn=True,
         txn_ctp=True,
+        txn_ctp_via=via,
         abort_p=0.3,
         request_timeout=3.0,
     )
@@ -152,12 +156,17 @@ def committed_at_the_brokers(cluster: LocalCluster, client: str, topic: str) -> 
         consumer.close()
 
 
-@pytest.mark.parametrize("client", CLIENTS[:2])
+@pytest.mark.parametrize(
+    ("client", "via"),
+    [("kafka-python", "assign"), ("confluent-kafka", "assign"), ("confluent-kafka", "subscribe")],
+)
 def test_every_record_is_processed_once_through_a_paused_and_a_killed_broker(
-    cluster: LocalCluster, tmp_path: Path, client: str
+    cluster: LocalCluster, tmp_path: Path, client: str, via: str
 ) -> None:
+    """By assign (each thread its partitions) and by subscribe (the group's members, partitions
+    moving at the rebalances of the members' joins and of the faults; KIP-447 fencing)."""
     history = tmp_path / "history.jsonl"
-    topic = run_ctp(cluster, client, history, pause_then_kill)
+    topic = run_ctp(cluster, client, history, pause_then_kill, via)
     pairs = txn_pairs(history)
     assert [problem for pair in pairs for problem in workload_problems(*pair)] == []
     assert offset_anomalies(history) == {}

@@ -432,8 +432,9 @@ class CtpHarness(Harness):
         self.log = GroupLog(20)
 
         def make_producer(client: str, bootstrap: str, transactional_id: str, timeout: float) -> CtpProducer:
-            self.producers.append(CtpProducer(transactional_id, self.fail, self.log))
-            return self.producers[-1]
+            producer = CtpProducer(transactional_id, self.fail, self.log)
+            self.producers.append(producer)
+            return producer
 
         def make_consumer(
             client: str, bootstrap: str, isolation: str, group: str | None = None
@@ -450,7 +451,8 @@ class CtpHarness(Harness):
 
 def offsets_sent(completion: Any) -> list[dict[str, int]] | None:
     [micro] = [m for m in completion.value if m["f"] == "send-offsets"]
-    return micro.get("offsets")
+    sent: list[dict[str, int]] | None = micro.get("offsets")
+    return sent
 
 
 def read_offsets(completion: Any) -> list[int]:
