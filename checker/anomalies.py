@@ -361,6 +361,13 @@ HANGING_TRANSACTION: Final = Anomaly(
     (EVENT_LOGS,),
     permitted_by=frozenset({UNVERIFIED_PRODUCE}),
 )
+UNMARKED_TRANSACTION: Final = Anomaly(
+    "unmarked-transaction",
+    INVARIANT,
+    "a transaction its coordinator completed while one of its partitions lacks its marker",
+    (EVENT_LOGS,),
+    definition="checker.txn.markers",
+)
 ISR_DIVERGENCE: Final = Anomaly(
     "isr-divergence",
     INVARIANT,
@@ -428,6 +435,7 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     MIN_ISR_VIOLATION,
     ISR_DIVERGENCE,
     HANGING_TRANSACTION,
+    UNMARKED_TRANSACTION,
     *_txn(txn_registry.ERRORS),
     STALLED,
     UNSEEN,

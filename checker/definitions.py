@@ -367,6 +367,7 @@ HW_REGRESSION: Final = registry.HW_REGRESSION.name
 MIN_ISR_VIOLATION: Final = registry.MIN_ISR_VIOLATION.name
 ISR_DIVERGENCE: Final = registry.ISR_DIVERGENCE.name
 HANGING_TRANSACTION: Final = registry.HANGING_TRANSACTION.name
+UNMARKED_TRANSACTION: Final = registry.UNMARKED_TRANSACTION.name
 STALLED: Final = registry.STALLED.name
 PRECOMMITTED_READ: Final = registry.BY_NAME["precommitted-read"].name
 INT_SEND_SKIP: Final = registry.BY_NAME["int-send-skip"].name
@@ -492,8 +493,7 @@ was compared with (the exposure; for isr-divergence the controller event that se
 ISR); ``peer``: the leader (isr-divergence)."""
 INVARIANT_ORDER: Final[tuple[str, ...]] = registry.INVARIANT.example_order
 
-ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"
-"""The ``f`` of the group ops the group checks read (``docs/consumer-groups.md``)."""
+ASSIGN, REVOKE, COMMIT = "assign", "revoke", "commit"  # the group ops' f (docs/consumer-groups.md)
 PARTITION_KEY_PATTERN: Final = "^(0|[1-9][0-9]{0,8})$"
 """A commit's ``offsets`` key that names a partition: a plain decimal number (others are ignored)."""
 

@@ -38,6 +38,7 @@ from checker.definitions import (
     INCOMPLETE_LEADER,
     ISR_DIVERGENCE,
     TRUNCATED_COMMITTED,
+    UNMARKED_TRANSACTION,
 )
 from checker.run_reads import read_run_table
 from testbed.record.packed import RowSlice
@@ -84,6 +85,8 @@ def _event(
     event = events.get((run_id, str(node), int(seq)))
     if event is None or not isinstance(event.get("partitions"), list):
         return event
+    if not all(isinstance(entry, dict) for entry in event["partitions"]):
+        return event  # a coordinator's [topic, partition] pairs: the transaction's, all shown
     shown = [
         entry
         for entry in event["partitions"]
@@ -119,6 +122,15 @@ def invariant_example(
     example: dict[str, Any] = {"partition": partition, "node": row["node"]}
     if kind == HANGING_TRANSACTION:
         example.update(first_offset=value, lso=bound, held=positions, opened=own, coordinator_last=other)
+    elif kind == UNMARKED_TRANSACTION:
+        example.update(
+            transactional_id=row["peer"],
+            producer_id=value,
+            producer_epoch=bound,
+            missing_markers=positions,
+            completed=own,
+            prepared=other,
+        )
     elif kind == TRUNCATED_COMMITTED:
         example.update(
             new_leo=value, committed_hw=bound, committed_cut=positions, truncate=own, exposed_by=other

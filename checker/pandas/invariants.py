@@ -35,7 +35,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checker.definitions import (
-    HANGING_TRANSACTION,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_EXAMPLE_COLUMNS,
@@ -76,7 +75,7 @@ EVENT_COLUMNS = (
 OUTPUT = ["run_id", "kind", "total", *INVARIANT_EXAMPLE_COLUMNS]
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
     {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
-    | {HANGING_TRANSACTION}
+    | white_box.CHECKS
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags."""
 PARTITION_STATE_KINDS = ("topic-created", "election", "isr-change")
@@ -388,8 +387,8 @@ def pass_anomalies(runs: Sequence[RunInput], checks: frozenset[str], limit: int)
     )
     topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
     found = [event_anomalies(events, topics, checks)]
-    if HANGING_TRANSACTION in checks:
-        found.append(white_box.pass_anomalies(runs))
+    if checks & white_box.CHECKS:
+        found.append(white_box.pass_anomalies(runs, checks & white_box.CHECKS))
     if ISR_DIVERGENCE in checks:
         pairs = isr_pairs(runs, final_isr(events, of_topics(events, topics)))
         records = []

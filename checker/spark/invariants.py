@@ -34,7 +34,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checker.definitions import (
-    HANGING_TRANSACTION,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_ORDER,
@@ -50,7 +49,7 @@ from checker.txn import white_box
 
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
     {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
-    | {HANGING_TRANSACTION}
+    | white_box.CHECKS
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags."""
 _NONE = -1
@@ -370,15 +369,17 @@ def top(found: DataFrame, limit: int) -> DataFrame:
     )
 
 
-def hanging_transaction(spark: SparkSession, runs: list[RunInput]) -> DataFrame:
-    """hanging-transaction per run with ``applyInPandas`` over the run's transaction and ``hw``
-    events (with their ``line``): :mod:`checker.txn.white_box`, the one implementation; ``runs``
-    are its transactional runs."""
+def transaction_invariants(spark: SparkSession, runs: list[RunInput], checks: frozenset[str]) -> DataFrame:
+    """hanging-transaction and unmarked-transaction (those of ``checks``) per run with
+    ``applyInPandas`` over the run's transaction and ``hw`` events (with their ``line``):
+    :mod:`checker.txn.white_box`, the one implementation; ``runs`` are its transactional runs."""
     topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
     paths = list(dict.fromkeys(str(run.events_path.resolve()) for run in runs if run.events_path is not None))
     events = spark.read.schema(white_box.INPUT_DDL).parquet(*paths)
     events = events.where(F.col("kind").isin(*white_box.EVENT_KINDS) & F.col("run_id").isin(list(topics)))
-    return events.groupBy("run_id").applyInPandas(white_box.spark_function(topics), white_box.OUTPUT_DDL)
+    return events.groupBy("run_id").applyInPandas(
+        white_box.spark_function(topics, checks), white_box.OUTPUT_DDL
+    )
 
 
 def pass_anomalies(
@@ -411,8 +412,8 @@ def pass_anomalies(
     if MIN_ISR_VIOLATION in checks:
         parts.append(min_isr_violation(shown))
     transactional = white_box.transactional_runs(runs)
-    if HANGING_TRANSACTION in checks and transactional:
-        parts.append(hanging_transaction(spark, transactional))
+    if checks & white_box.CHECKS and transactional:
+        parts.append(transaction_invariants(spark, transactional, checks & white_box.CHECKS))
     if ISR_DIVERGENCE in checks and replicas is not None:
         found = isr_divergence(spark, final_isr(events, rows), replicas, runs)
         if found is not None:

@@ -1,4 +1,5 @@
-"""The transactions' white-box check on the brokers' event logs: hanging-transaction (KAFKA-14402).
+"""The transactions' white-box checks on the brokers' event logs: hanging-transaction (KAFKA-14402)
+and unmarked-transaction (:mod:`checker.txn.markers`).
 
 One implementation over one run's events (pandas), run by both engines -- the pandas engine per
 run, the Spark engine per ``run_id`` group with ``applyInPandas``, as :mod:`checker.txn.run` is.
@@ -36,10 +37,11 @@ from typing import Any, Final
 
 import pandas as pd
 
-from checker.definitions import HANGING_TRANSACTION, INVARIANT_EXAMPLE_COLUMNS
+from checker.definitions import HANGING_TRANSACTION, INVARIANT_EXAMPLE_COLUMNS, UNMARKED_TRANSACTION
 from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.run_reads import read_runs
+from checker.txn.markers import unmarked_transactions
 
 EVENT_KINDS: Final[tuple[str, ...]] = ("txn-open", "txn-marker", "txn-state", "hw")
 """The events this check reads (``hw`` only of leaders, for the LSO)."""
@@ -64,9 +66,11 @@ OUTPUT_DDL: Final = (
     " positions long, prev_node string, prev_seq long, peer string"
 )
 IN_PROGRESS: Final = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
+CHECKS: Final = frozenset({HANGING_TRANSACTION, UNMARKED_TRANSACTION})
+"""The white-box checks of transactions, both answered here."""
 
 
-def _decoded(rows: pd.DataFrame) -> list[dict[str, Any]]:
+def decoded(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """Each row's event (its ``line``) with the row's node name; lines that do not decode are
     skipped (the event table's reader already accepted them: a damaged one is its business)."""
     events = []
@@ -84,14 +88,27 @@ def _last(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(events, key=lambda e: (e["_ts"], e["_node"], e["_seq"]), default=None)
 
 
-def hanging_transactions(events: pd.DataFrame, topic: str) -> pd.DataFrame:
-    """The hanging-transaction rows (:data:`OUTPUT_COLUMNS`) of one run's ``events`` (at least
-    :data:`INPUT_COLUMNS`, any order) on ``topic``."""
+def transaction_invariants(events: pd.DataFrame, topic: str, checks: frozenset[str] = CHECKS) -> pd.DataFrame:
+    """The rows (:data:`OUTPUT_COLUMNS`) of the checks among ``checks`` of :data:`CHECKS` in one
+    run's ``events`` (at least :data:`INPUT_COLUMNS`, any order) on ``topic``."""
     rows = events[events["kind"].isin(EVENT_KINDS)]
-    decoded = _decoded(rows[(rows["kind"] == "txn-state") | (rows["topic"] == topic)])
+    if rows.empty:
+        return pd.DataFrame(columns=list(OUTPUT_COLUMNS))
+    events_read = decoded(rows[(rows["kind"] == "txn-state") | (rows["topic"] == topic)])
+    run_id = int(rows["run_id"].iloc[0])
+    found = []
+    if HANGING_TRANSACTION in checks:
+        found += _hanging(events_read, topic, run_id)
+    if UNMARKED_TRANSACTION in checks:
+        found += unmarked_transactions(events_read, topic, run_id)
+    return pd.DataFrame(found, columns=list(OUTPUT_COLUMNS))
+
+
+def _hanging(decoded: list[dict[str, Any]], topic: str, run_id: int) -> list[dict[str, Any]]:
+    """The hanging-transaction rows (module docstring)."""
     opens = [e for e in decoded if e.get("kind") == "txn-open"]
     if not opens:
-        return pd.DataFrame(columns=list(OUTPUT_COLUMNS))
+        return []
     marks: dict[tuple[int, int], list[int]] = {}
     for e in decoded:
         if e.get("kind") == "txn-marker" and isinstance(e.get("offset"), int) and e["offset"] >= 0:
@@ -103,7 +120,6 @@ def hanging_transactions(events: pd.DataFrame, topic: str) -> pd.DataFrame:
             states.setdefault(e["producer_id"], []).append(e)
         elif e.get("kind") == "hw" and e.get("role") == "leader" and isinstance(e.get("lso"), int):
             leader_hws.setdefault(e["partition"], []).append(e)
-    run_id = int(events["run_id"].iloc[0])
     found = []
     for opened in opens:
         partition, producer, first = opened["partition"], opened["producer_id"], opened["first_offset"]
@@ -135,7 +151,7 @@ def hanging_transactions(events: pd.DataFrame, topic: str) -> pd.DataFrame:
                 "peer": None,
             }
         )
-    return pd.DataFrame(found, columns=list(OUTPUT_COLUMNS))
+    return found
 
 
 def transactional_runs(runs: Sequence[RunInput]) -> list[RunInput]:
@@ -152,7 +168,7 @@ def transactional_runs(runs: Sequence[RunInput]) -> list[RunInput]:
     ]
 
 
-def pass_anomalies(runs: Sequence[RunInput]) -> pd.DataFrame:
+def pass_anomalies(runs: Sequence[RunInput], checks: frozenset[str] = CHECKS) -> pd.DataFrame:
     """The pandas engine's answer for a pass: every transactional run, one run at a time."""
     located = transactional_runs(runs)
     if not located:
@@ -161,7 +177,7 @@ def pass_anomalies(runs: Sequence[RunInput]) -> pd.DataFrame:
     events = to_pandas(read_runs(sources, INPUT_COLUMNS, ()))
     events = events[events["kind"].isin(EVENT_KINDS)]
     found = [
-        hanging_transactions(of_run, run.topic)
+        transaction_invariants(of_run, run.topic, checks)
         for run in located
         if not (of_run := events[events["run_id"] == run.events_run_id]).empty
     ]
@@ -169,12 +185,14 @@ def pass_anomalies(runs: Sequence[RunInput]) -> pd.DataFrame:
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=list(OUTPUT_COLUMNS))
 
 
-def spark_function(topics: Mapping[int, str]) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def spark_function(
+    topics: Mapping[int, str], checks: frozenset[str] = CHECKS
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """What the Spark engine's ``groupBy("run_id").applyInPandas`` runs per run (``topics``: run id ->
-    the run's topic): :func:`hanging_transactions`, as the pandas engine runs it."""
+    the run's topic): :func:`transaction_invariants`, as the pandas engine runs it."""
 
     def per_run(events: pd.DataFrame) -> pd.DataFrame:
-        answer = hanging_transactions(events, topics[int(events["run_id"].iloc[0])])
+        answer = transaction_invariants(events, topics[int(events["run_id"].iloc[0])], checks)
         return answer.astype({"partition": "int32", "seq": "int64", "prev_seq": "Int64"})
 
     return per_run

@@ -1,5 +1,6 @@
 """hanging-transaction (:mod:`checker.txn.white_box`) from hand-written event logs: planted and
-absent, each condition of the definition taken away in turn."""
+absent, each condition of the definition taken away in turn (unmarked-transaction:
+``test_markers.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pandas as pd
 import pytest
 
 from checker.definitions import HANGING_TRANSACTION
-from checker.txn.white_box import INPUT_COLUMNS, hanging_transactions
+from checker.txn.white_box import INPUT_COLUMNS, transaction_invariants
 
 TOPIC = "t"
+HANGING = frozenset({HANGING_TRANSACTION})
 
 
 def event(node: str, seq: int, ts: int, kind: str, **fields: Any) -> dict[str, Any]:
@@ -70,7 +72,7 @@ def marker(offset: int) -> dict[str, Any]:
 
 def test_a_late_batch_after_its_transaction_ended_holds_the_lso_for_good() -> None:
     """KAFKA-14402: the coordinator completed the abort, then the late batch opened a transaction."""
-    found = hanging_transactions(frame([state("CompleteAbort"), opened(), hw(lso=12)]), TOPIC)
+    found = transaction_invariants(frame([state("CompleteAbort"), opened(), hw(lso=12)]), TOPIC, HANGING)
     assert found[
         ["kind", "partition", "node", "seq", "value", "bound", "positions", "prev_node", "prev_seq"]
     ].to_dict("records") == [
@@ -89,7 +91,7 @@ def test_a_late_batch_after_its_transaction_ended_holds_the_lso_for_good() -> No
 
 
 def test_a_producer_no_coordinator_ever_recorded_hangs_too() -> None:
-    found = hanging_transactions(frame([opened(), hw(lso=12)]), TOPIC)
+    found = transaction_invariants(frame([opened(), hw(lso=12)]), TOPIC, HANGING)
     assert found["prev_node"].tolist() == [None]
 
 
@@ -107,20 +109,20 @@ def test_a_producer_no_coordinator_ever_recorded_hangs_too() -> None:
     ],
 )
 def test_no_hanging_transaction_when_a_condition_fails(events: list[dict[str, Any]]) -> None:
-    assert hanging_transactions(frame(events), TOPIC).empty
+    assert transaction_invariants(frame(events), TOPIC, HANGING).empty
 
 
 def test_an_ongoing_transaction_that_does_not_hold_the_partition_ends_nothing_there() -> None:
     """The coordinator's transaction of the producer is on another partition: no marker comes to p0."""
     events = [state("Ongoing", [[TOPIC, 1]], ts=150), opened(), hw(lso=12)]
-    assert len(hanging_transactions(frame(events), TOPIC)) == 1
+    assert len(transaction_invariants(frame(events), TOPIC, HANGING)) == 1
 
 
 def test_a_marker_below_the_open_batch_does_not_close_it() -> None:
     events = [state("CompleteAbort"), marker(5), opened(), hw(lso=12)]
-    assert len(hanging_transactions(frame(events), TOPIC)) == 1
+    assert len(transaction_invariants(frame(events), TOPIC, HANGING)) == 1
 
 
 def test_another_topics_transaction_is_not_this_runs() -> None:
     other = {**opened(), "topic": "other"}
-    assert hanging_transactions(frame([state("CompleteAbort"), other, hw(lso=12)]), TOPIC).empty
+    assert transaction_invariants(frame([state("CompleteAbort"), other, hw(lso=12)]), TOPIC, HANGING).empty
