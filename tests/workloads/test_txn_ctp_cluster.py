@@ -157,16 +157,21 @@ def committed_at_the_brokers(cluster: LocalCluster, client: str, topic: str) -> 
 
 
 @pytest.mark.parametrize(
-    ("client", "via"),
-    [("kafka-python", "assign"), ("confluent-kafka", "assign"), ("confluent-kafka", "subscribe")],
+    ("client", "via", "faults"),
+    [
+        ("confluent-kafka", "assign", pause_then_kill),
+        ("confluent-kafka", "subscribe", pause_then_kill),
+        ("kafka-python", "assign", None),  # its send_offsets; its fault handling: test_txn_workload_cluster
+    ],
+    ids=["confluent-kafka-assign", "confluent-kafka-subscribe", "kafka-python-assign"],
 )
 def test_every_record_is_processed_once_through_a_paused_and_a_killed_broker(
-    cluster: LocalCluster, tmp_path: Path, client: str, via: str
+    cluster: LocalCluster, tmp_path: Path, client: str, via: str, faults: Faults | None
 ) -> None:
     """By assign (each thread its partitions) and by subscribe (the group's members, partitions
     moving at the rebalances of the members' joins and of the faults; KIP-447 fencing)."""
     history = tmp_path / "history.jsonl"
-    topic = run_ctp(cluster, client, history, pause_then_kill, via)
+    topic = run_ctp(cluster, client, history, faults, via)
     pairs = txn_pairs(history)
     assert [problem for pair in pairs for problem in workload_problems(*pair)] == []
     assert offset_anomalies(history) == {}
