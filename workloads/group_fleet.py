@@ -99,7 +99,10 @@ class ConsumerFleet:
         new_client: ClientFactory,
         commit: CommitMode,
         request_timeout: float,
+        reads_as_txn: bool = False,
     ) -> None:
+        self.reads_as_txn = reads_as_txn
+        """Members record their polls as read-only ``txn`` ops (``GroupMember``'s)."""
         self.recorder = recorder
         self.fresh_process = fresh_process
         self.new_client = new_client
@@ -125,11 +128,12 @@ class ConsumerFleet:
         commit: CommitMode,
         request_timeout: float,
         isolation: str,
+        reads_as_txn: bool = False,
     ) -> ConsumerFleet:
         def new_client() -> GroupConsumerClient:
             return make_group_consumer(client, bootstrap, topic, group, commit, request_timeout, isolation)
 
-        return cls(recorder, fresh_process, new_client, commit, request_timeout)
+        return cls(recorder, fresh_process, new_client, commit, request_timeout, reads_as_txn)
 
     # ---- the run ----------------------------------------------------------------------------
 
@@ -189,6 +193,7 @@ class ConsumerFleet:
                 process,
                 self.commit,
                 self.request_timeout,
+                self.reads_as_txn,
             )
             slot.member = member
             failed = self._poll_until_stopped(member, slot)

@@ -82,7 +82,12 @@ class GroupMember:
         process: int,
         commit: CommitMode,
         commit_timeout: float,
+        reads_as_txn: bool = False,
     ) -> None:
+        """``reads_as_txn``: record each poll as a read-only ``txn`` op (``--txn``: the poll order
+        checks must not read the offset gaps of transaction markers as skips; the group checks read
+        both kinds)."""
+        self.reads_as_txn = reads_as_txn
         self.number = number
         self.client = client
         self.recorder = recorder
@@ -144,8 +149,13 @@ class GroupMember:
     def _record_poll(self, batch: list[Received]) -> bool:
         if not batch:
             return False
-        invocation = self.recorder.invoke(self.process, "poll", None)
-        self.recorder.complete(invocation, "ok", [record_value(record) for record in batch])
+        if self.reads_as_txn:
+            invocation = self.recorder.invoke(self.process, "txn", [{"f": "poll"}])
+            records = [record_value(record) for record in batch]
+            self.recorder.complete(invocation, "ok", [{"f": "poll", "records": records}])
+        else:
+            invocation = self.recorder.invoke(self.process, "poll", None)
+            self.recorder.complete(invocation, "ok", [record_value(record) for record in batch])
         for record in batch:
             self.positions[record.partition] = record.offset + 1
         return True

@@ -98,9 +98,9 @@ class QueueSpec:
     unless given, and kept in ``test.json``, so a re-run joins a group of the same name."""
     txn: bool = False
     """Producers run Kafka transactions (:mod:`workloads.txn`).  Needs ``idempotent`` and
-    ``acks=all`` (a transactional producer is idempotent and writes with acks=all), and
-    ``consume_via=assign`` for now: group members record ``poll`` ops, whose order checks would
-    call the offset gaps that transaction markers leave skips."""
+    ``acks=all`` (a transactional producer is idempotent and writes with acks=all).  Consumers
+    then record their reads as read-only ``txn`` ops, by assign or as group members (``poll`` ops'
+    order checks would call the offset gaps that transaction markers leave skips)."""
     abort_p: float = DEFAULT_ABORT_P
     """``txn`` only: the probability that a transaction is deliberately aborted."""
     txn_max_ops: int = DEFAULT_MAX_OPS
@@ -133,9 +133,7 @@ class QueueSpec:
             problems.append(f"client must be one of {', '.join(CLIENTS)}, not {self.client!r}")
         if self.request_timeout <= 0:
             problems.append("request_timeout must be > 0")
-        problems += txn_problems(
-            self.txn, self.abort_p, self.txn_max_ops, self.consume_via, self.idempotent, self.acks
-        )
+        problems += txn_problems(self.txn, self.abort_p, self.txn_max_ops, self.idempotent, self.acks)
         problems += ctp_problems(self.txn, self.txn_ctp, self.isolation, self.txn_ctp_via)
         if problems:
             raise ValueError("; ".join(problems))
@@ -239,6 +237,7 @@ class QueueWorkload:
             cast(CommitMode, spec.commit),
             spec.request_timeout,
             spec.isolation,
+            spec.txn,
         )
         self._fleet = fleet
         try:

@@ -89,9 +89,7 @@ def transactional_id(topic: str, index: int) -> str:
     return f"tidemark-{topic}-{index}"
 
 
-def txn_problems(
-    txn: object, abort_p: object, txn_max_ops: object, consume_via: str, idempotent: bool, acks: str
-) -> list[str]:
+def txn_problems(txn: object, abort_p: object, txn_max_ops: object, idempotent: bool, acks: str) -> list[str]:
     """What is wrong with the queue spec's transaction settings (``QueueSpec.__post_init__``)."""
     problems = []
     if not isinstance(txn, bool):
@@ -110,11 +108,6 @@ def txn_problems(
         if (abort_p, txn_max_ops) != (DEFAULT_ABORT_P, DEFAULT_MAX_OPS) and not problems:
             problems.append("abort_p (--abort-p) and txn_max_ops (--txn-max-ops) need txn (--txn)")
         return problems
-    if consume_via != "assign":
-        problems.append(
-            "txn (--txn) needs --consume-via assign: group consumers record poll ops, whose order "
-            "checks would call the offset gaps of transaction markers skips"
-        )
     if not idempotent:
         problems.append("txn (--txn) needs idempotent producers: transactions imply idempotence")
     if acks != "all":

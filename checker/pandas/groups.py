@@ -48,7 +48,7 @@ from checker.definitions import (
     TYPE_OK,
 )
 from checker.pandas.candidates import Columns
-from testbed.record.history import F_OTHER, F_POLL, F_SEND
+from testbed.record.history import F_OTHER, POLL_CODES, SEND_CODES
 
 GROUP_OPS = (ASSIGN, REVOKE, COMMIT)
 OP_COLUMNS = ["run_id", "process", "index", "type", "f_name", "payload"]
@@ -428,6 +428,7 @@ def pass_anomalies(columns: Columns, rows: Rows, checks: frozenset[str]) -> pd.D
         return _found(pd.DataFrame(), GROUP_SKIP)
     f, ok = columns.ints("f"), columns.ints("type") == TYPE_OK
     placed = columns.valid("item") & columns.valid("partition") & columns.valid("offset")
-    reads = rows((f == F_POLL) & ok & placed & columns.valid("process"), READ_COLUMNS)
-    acked = rows((f == F_SEND) & ok & (columns.ints("offset") >= 0) & columns.valid("partition"), ACK_COLUMNS)
+    reads = rows(np.isin(f, POLL_CODES) & ok & placed & columns.valid("process"), READ_COLUMNS)
+    sent = np.isin(f, SEND_CODES) & ok
+    acked = rows(sent & (columns.ints("offset") >= 0) & columns.valid("partition"), ACK_COLUMNS)
     return group_anomalies(ops, reads, acked, checks)

@@ -52,7 +52,7 @@ from checker.definitions import (
     TYPE_INVOKE,
     TYPE_OK,
 )
-from testbed.record.history import F_OTHER, F_POLL, F_SEND
+from testbed.record.history import F_OTHER, POLL_CODES, SEND_CODES
 
 VALUE_SCHEMA = StructType(
     [
@@ -157,7 +157,7 @@ def with_chain(rows: DataFrame, chained: DataFrame) -> DataFrame:
 def _reads(history: DataFrame) -> DataFrame:
     placed = F.col("item").isNotNull() & F.col("partition").isNotNull() & F.col("offset").isNotNull()
     return history.where(
-        (F.col("f") == F_POLL) & (F.col("type") == TYPE_OK) & placed & F.col("process").isNotNull()
+        F.col("f").isin(*POLL_CODES) & (F.col("type") == TYPE_OK) & placed & F.col("process").isNotNull()
     ).select("run_id", "process", "partition", "index", "item", "offset")
 
 
@@ -231,7 +231,7 @@ def _skips(history: DataFrame, member_reads: DataFrame, known: DataFrame) -> Dat
     )
     acked = (
         history.where(
-            (F.col("f") == F_SEND)
+            F.col("f").isin(*SEND_CODES)
             & (F.col("type") == TYPE_OK)
             & (F.col("offset") >= 0)
             & F.col("partition").isNotNull()

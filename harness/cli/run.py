@@ -135,7 +135,7 @@ def add_txn_arguments(parser: argparse.ArgumentParser) -> None:
         "--txn",
         action="store_true",
         help="producers run Kafka transactions of a few sends and polls each, committed or aborted; "
-        "consumers record read-only txn ops (needs --consume-via assign and --acks all)",
+        "consumers (assigned or group members) record read-only txn ops (needs --acks all)",
     )
     parser.add_argument(
         "--abort-p",

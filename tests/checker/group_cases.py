@@ -73,6 +73,28 @@ def acks(partition: int, count: int) -> list[Step]:
     return steps
 
 
+def txn_send(process: int, kind: str, *offsets: int) -> list[Step]:
+    """A transaction of sends to p0 at ``offsets`` (values as :func:`reads` reads them), ``ok``
+    (committed) or ``fail`` (aborted)."""
+    planned = [{"f": "send", "partition": 0, "key": "k0", "value": 1000 + o} for o in offsets]
+    done = [{**micro, "offset": o} for micro, o in zip(planned, offsets, strict=True)]
+    end = {"f": "commit" if kind == "ok" else "abort", "time": 1}
+    return [(process, "invoke", "txn", planned), (process, kind, "txn", [*done, end])]
+
+
+def txn_reads(process: int, *offsets: int) -> list[Step]:
+    """A member's read under ``--txn``: a read-only txn op of one poll of p0 at ``offsets``."""
+    records = [{"partition": 0, "offset": o, "key": "k0", "value": 1000 + o} for o in offsets]
+    return [
+        (process, "invoke", "txn", [{"f": "poll"}]),
+        (process, "ok", "txn", [{"f": "poll", "records": records}]),
+    ]
+
+
+TXN_LOG = [*txn_send(1, "ok", 0, 1), *txn_send(2, "fail", 3), *txn_send(3, "ok", 5, 6)]
+"""p0 under transactions: committed 0, 1 (marker 2), aborted 3 (marker 4), committed 5, 6 (marker 7)."""
+
+
 def first_member(first: int = 0, last: int = 2, committed: int = 3, outcome: str = "ok") -> list[Step]:
     """Process 10 of consumer 1, generation 1: reads p0 ``first..last``, commits ``committed``,
     revokes (after an ``info`` commit, as the takeover process 11 that continued it)."""
@@ -378,5 +400,15 @@ CASES = [
             *reads(20, 0, 1, 3),
         ],
         {},
+    ),
+    Case(
+        "under --txn: reads as txn ops over markers and an aborted record are no skip",
+        [*TXN_LOG, *assign(10, 1, 1), *txn_reads(10, 0, 1, 5, 6), *commit(10, {0: 7}, 1)],
+        {},
+    ),
+    Case(
+        "under --txn: a committed transaction's record below the commit that no member read",
+        [*TXN_LOG, *assign(10, 1, 1), *txn_reads(10, 0, 1), *commit(10, {0: 7}, 1)],
+        {GROUP_SKIP: 2, COMMITTED_BEYOND_READ: 1},
     ),
 ]

@@ -54,6 +54,7 @@ from testbed.record.recorder import Recorder
 from testbed.record.rundir import RunDir
 from tests.local_cluster import ClusterFactory, start_cluster  # noqa: F401 -- the fixture
 from workloads.queue import QueueSpec, QueueWorkload
+from workloads.txn import DEFAULT_ABORT_P
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -103,8 +104,18 @@ def settled(ops: list[Op], after: int = -1, member: str | None = None) -> int | 
     return None
 
 
+def records_read(op: Op) -> list[dict[str, Any]]:
+    """The records an ``ok`` read returned: a ``poll`` op's, or (``--txn``) a read-only ``txn``
+    op's poll micro-ops'."""
+    if op.type != "ok" or op.f not in ("poll", "txn"):
+        return []
+    if op.f == "poll":
+        return list(op.value)
+    return [record for micro in op.value if micro["f"] == "poll" for record in micro.get("records", [])]
+
+
 def polled_records(ops: list[Op], process: int) -> int:
-    return sum(len(op.value) for op in ops if op.process == process and op.f == "poll" and op.type == "ok")
+    return sum(len(records_read(op)) for op in ops if op.process == process)
 
 
 def ok_commits(ops: list[Op]) -> int:
@@ -117,8 +128,11 @@ def all_read(ops: list[Op], generation: int) -> bool:
     return all(polled_records(ops, op.process) for op in assigns if op.value["generation"] == generation)
 
 
-def run_group_workload(cluster: LocalCluster, client: str, stop_way: str, run_dir: Path) -> list[Op]:
-    """Produce and consume with churn in the middle; the run directory of it, checkable."""
+def run_group_workload(
+    cluster: LocalCluster, client: str, stop_way: str, run_dir: Path, txn: bool = False
+) -> list[Op]:
+    """Produce and consume with churn in the middle; the run directory of it, checkable.  ``txn``:
+    the producers run transactions (half aborted) and the members read ``read_committed``."""
     topic = f"group-{client}-{stop_way}"
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
     workload_spec = QueueSpec(
@@ -128,6 +142,8 @@ def run_group_workload(cluster: LocalCluster, client: str, stop_way: str, run_di
         rate=100,
         client=client,
         consume_via="subscribe",
+        txn=txn,
+        abort_p=0.5 if txn else DEFAULT_ABORT_P,
     )
     spec = TestSpec(
         topic=topic,
@@ -211,7 +227,7 @@ def assert_well_formed_group_history(ops: list[Op], churn_way: str) -> None:
     for process, completions in by_process.items():
         kinds = [op.f for op in completions]
         if "poll" not in kinds and "assign" not in kinds:
-            continue  # a producer or a drain
+            continue  # a producer (its txn ops too) or a drain
         if "drain" in kinds:
             continue
         assert kinds[0] == "assign", f"process {process} does not start with its assignment: {kinds[:5]}"
@@ -220,8 +236,8 @@ def assert_well_formed_group_history(ops: list[Op], churn_way: str) -> None:
         assigned[process] = completions[0]
         highest: dict[int, int] = {}
         for op in completions[1:]:
-            if op.f == "poll" and op.type == "ok":
-                for record in op.value:
+            if op.f in ("poll", "txn") and op.type == "ok":
+                for record in records_read(op):
                     assert record["partition"] in assignment["partitions"], (process, record)
                     highest[record["partition"]] = max(highest.get(record["partition"], -1), record["offset"])
             elif op.f == "commit":
@@ -282,3 +298,37 @@ def test_a_group_with_churn_records_well_formed_rebalances_and_commits(
     plain = check(without_group_ops(run_dir, tmp_path / "plain"))
     assert results["valid"] is True, results
     assert (results["valid"], results["anomalies"]) == (plain["valid"], plain["anomalies"])
+
+
+def test_members_under_txn_record_reads_as_transactions_and_the_group_checks_read_them(
+    start_cluster: ClusterFactory,  # noqa: F811 -- the fixture
+    tmp_path: Path,
+) -> None:
+    """``--txn --consume-via subscribe``: the members read ``read_committed`` and record each poll
+        as a read-only ``txn`` op (no ``poll`` op: the offset gaps of markers and aborted records are
+        no skips), the group checks read those reads and the committed transactions' sends, and the run
+        is valid.  Planted: without some member reads below a committed position, group-skip.  (Spark
+    reads them alike: the ``--txn`` cases of ``tests/checker/group_cases.py``.)"""
+    cluster = start_cluster(3, SETTINGS)
+    run_dir = tmp_path / "run"
+    ops = run_group_workload(cluster, "confluent-kafka", "leave", run_dir, txn=True)
+    assert_well_formed_group_history(ops, "leave")
+    members = {op.process for op in ops if op.f == "assign"}
+    assert not [op for op in ops if op.f == "poll"], "a member recorded a poll op under --txn"
+    member_reads = [op for op in ops if op.process in members and records_read(op)]
+    assert len(member_reads) > 10
+    assert any(op.f == "txn" and op.type == "fail" for op in ops), "no transaction aborted"
+    results = check(run_dir)
+    assert results["valid"] is True, results["anomalies"]
+
+    planted = tmp_path / "planted"
+    shutil.copytree(run_dir, planted, ignore=shutil.ignore_patterns("history.parquet", "results.json"))
+    dropped = set()
+    for read in member_reads[:5]:  # each completion and its invoke (the process's op before it)
+        invoke = max(op.index for op in ops if op.process == read.process and op.index < read.index)
+        dropped |= {read.index, invoke}
+    lines = RunDir(run_dir).history_jsonl.read_text().splitlines()
+    kept = [line for line in lines if json.loads(line).get("index") not in dropped]
+    RunDir(planted).history_jsonl.write_text("\n".join(kept) + "\n")
+    found = check(planted)["anomalies"]
+    assert "group-skip" in found, found

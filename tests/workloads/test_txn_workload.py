@@ -43,7 +43,16 @@ from workloads.txn_clients import TxnAbortable, TxnFatal
         ({"txn": True, "txn_max_ops": 65}, "txn_max_ops (--txn-max-ops) must be an integer in 1..64, not 65"),
         ({"txn": True, "txn_max_ops": 2.0}, "txn_max_ops (--txn-max-ops) must be an integer"),
         ({"txn": "yes"}, "txn (--txn) must be true or false, not 'yes'"),
-        ({"txn": True, "consume_via": "subscribe"}, "txn (--txn) needs --consume-via assign"),
+        ({"txn_ctp": True}, "txn_ctp (--txn-ctp) needs txn (--txn)"),
+        (
+            {"txn": True, "txn_ctp": True, "isolation": "read_uncommitted"},
+            "txn_ctp (--txn-ctp) needs --isolation read_committed",
+        ),
+        (
+            {"txn": True, "txn_ctp": True, "txn_ctp_via": "both"},
+            "txn_ctp_via (--txn-ctp-via) must be one of assign, subscribe",
+        ),
+        ({"txn": True, "txn_ctp_via": "subscribe"}, "txn_ctp_via (--txn-ctp-via) needs txn_ctp (--txn-ctp)"),
         ({"txn": True, "idempotent": False}, "txn (--txn) needs idempotent producers"),
         ({"txn": True, "acks": "1"}, "txn (--txn) needs --acks all"),
         ({"abort_p": 0.5}, "abort_p (--abort-p) and txn_max_ops (--txn-max-ops) need txn (--txn)"),
@@ -68,8 +77,11 @@ def test_the_cli_flags_reach_the_spec_and_its_refusals_are_usage_errors() -> Non
     workload = spec_of("--txn", "--abort-p", "0.3", "--txn-max-ops", "3", "--rate", "50").workload
     assert (workload.txn, workload.abort_p, workload.txn_max_ops, workload.rate) == (True, 0.3, 3, 50)
     assert not spec_of().workload.txn
-    with pytest.raises(UsageError, match=r"txn \(--txn\) needs --consume-via assign"):
-        spec_of("--txn", "--consume-via", "subscribe")
+    subscribed = spec_of("--txn", "--consume-via", "subscribe").workload  # members read as txn ops
+    assert (subscribed.txn, subscribed.consume_via) == (True, "subscribe")
+    ctp = spec_of("--txn", "--txn-ctp", "--txn-ctp-via", "subscribe").workload
+    assert (ctp.txn_ctp, ctp.txn_ctp_via) == (True, "subscribe")
+    assert QueueSpec.from_dict(ctp.to_dict()) == ctp
     with pytest.raises(UsageError, match=r"abort_p \(--abort-p\) must be in \[0, 1\]"):
         spec_of("--txn", "--abort-p", "2")
 
