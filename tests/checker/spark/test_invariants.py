@@ -23,6 +23,7 @@ from checker.definitions import (
     INCOMPLETE_LEADER,
     INVARIANT_CHECKS,
     TRUNCATED_COMMITTED,
+    UNMARKED_TRANSACTION,
 )
 from checker.driver import check_pass
 from checker.evidence import load_run, split_passes
@@ -109,9 +110,11 @@ def test_odd_evidence_in_one_pass(tmp_path: Path, spark: Any) -> None:
     for name, (from_spark, from_pandas) in zip(names, pairs, strict=True):
         assert canonical(from_spark) == canonical(from_pandas), name
     results = dict(zip(names, (spark_result for spark_result, _ in pairs), strict=True))
-    # hanging-transaction needs transactions, which these runs have none of: planted in
-    # tests/checker/txn/test_white_box.py and tests/checker/spark/test_txn_white_box.py.
-    assert set(INVARIANT_CHECKS) - {HANGING_TRANSACTION} <= set(results["planted"]["anomalies"])
+    # hanging-transaction and unmarked-transaction need transactions, which these runs have none
+    # of: planted in tests/checker/txn/test_white_box.py, test_markers.py and
+    # tests/checker/spark/test_txn_white_box.py.
+    transactional = {HANGING_TRANSACTION, UNMARKED_TRANSACTION}
+    assert set(INVARIANT_CHECKS) - transactional <= set(results["planted"]["anomalies"])
     assert (
         results["missing"]["valid"] == "unknown"
         and TRUNCATED_COMMITTED not in results["missing"]["anomalies"]
