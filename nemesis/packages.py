@@ -61,7 +61,7 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   the new leader must know each producer's last sequences to answer a copy or a retry as a
   duplicate instead of appending it again (needs request proxies);
 * ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches
-  survive) or powered off (their unsynced writes gone), in half of the power-off draws after their
+  survive) or powered off (their unsynced writes gone), in three power-off draws of four after their
   disks failed their fsyncs for a while (a broker that obeys the error halts, one that ignores it
   acknowledges writes no disk holds), then all restarted.  A durability bug needs every replica of
   a record to lose it, and the random nemesis draws that rarely (a package needs power loss, i.e.
@@ -368,10 +368,17 @@ def retried_produce_leader_crash(rng: random.Random, context: PackageContext) ->
     ]
 
 
+DISK_FAILURE_SHARE = 0.75
+"""The share of whole-cluster-crash's power-off draws whose disks fail their fsyncs first: the one
+form that reaches an ignored fsync error (mutant 11), which single power-loss faults and the other
+power-loss packages never draw (half of them until 2026-11-30: mutant 11 then went unfound in a
+10-minute nightly hunt, the form drawn about once in 45 fault draws)."""
+
+
 def whole_cluster_crash(rng: random.Random, context: PackageContext) -> list[Step]:
     brokers = list(context.brokers)
     power_off = context.power_loss and rng.random() < 2 / 3
-    disks_fail = power_off and rng.random() < 0.5
+    disks_fail = power_off and rng.random() < DISK_FAILURE_SHARE
     steps: list[Step] = []
     if disks_fail:
         steps += [
