@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from checker.definitions import CONSUMED_SKIPPED, CONSUMED_TWICE
@@ -65,14 +66,15 @@ def _record(group: int, position: tuple[int, int, int]) -> dict[str, int]:
 
 def _twice(committed: pd.DataFrame, views: Views) -> list[Finding]:
     """A finding per (group, partition, offset) that two committed transactions read; its index
-    the second's (the example shows the first two)."""
+    the second's (the example shows the first two).  ``committed`` holds one row per (txn,
+    partition, offset): the keys read more than once are picked in one pass, and only they are
+    visited."""
+    keys = ["group", "partition", "offset"]
+    twice = committed[committed.groupby(keys)["txn"].transform("size").to_numpy() >= 2]
     findings = []
-    for (group, partition, offset), readers in committed.groupby(["group", "partition", "offset"], sort=True):
-        txn_ids = sorted(int(t) for t in readers["txn"].unique())
-        if len(txn_ids) < 2:
-            continue
-        value = int(readers["value"].iloc[0])
-        position = (int(partition), int(offset), value)
+    for (group, partition, offset), readers in twice.groupby(keys, sort=True):
+        txn_ids = sorted(int(t) for t in readers["txn"])
+        position = (int(partition), int(offset), int(readers["value"].iloc[0]))
 
         def example(
             txn_ids: list[int] = txn_ids, position: tuple[int, int, int] = position, group: int = int(group)
@@ -86,6 +88,20 @@ def _twice(committed: pd.DataFrame, views: Views) -> list[Finding]:
 
         findings.append(Finding(CONSUMED_TWICE, txn_ids[1], int(partition), example))
     return findings
+
+
+def _first_past(committed_sent: pd.DataFrame, missed: pd.DataFrame) -> np.ndarray[Any, Any]:
+    """For each row of ``missed`` (in its order), the first committed transaction of its group
+    that sent an offset past it on its partition: per (group, partition), the running highest
+    offset in transaction order first exceeds the record's offset there."""
+    first = np.empty(len(missed), dtype=np.int64)
+    by_key = {key: rows for key, rows in committed_sent.sort_values("txn").groupby(["group", "partition"])}
+    for key, rows in missed.groupby(["group", "partition"]):
+        sent = by_key[key]
+        reached = np.maximum.accumulate(sent["offset"].to_numpy())
+        at = np.searchsorted(reached, rows["offset"].to_numpy(), side="right")
+        first[missed.index.get_indexer(rows.index)] = sent["txn"].to_numpy()[at]
+    return first
 
 
 def _skipped(tables: RunTables, processed: pd.DataFrame, sent: pd.DataFrame, views: Views) -> list[Finding]:
@@ -108,30 +124,25 @@ def _skipped(tables: RunTables, processed: pd.DataFrame, sent: pd.DataFrame, vie
     ].drop_duplicates()
     missed = candidates.merge(maybe, on=["group", "partition", "offset"], how="left", indicator=True)
     missed = missed[missed["_merge"] == "left_only"].sort_values(["group", "partition", "offset"])
-    findings = []
+    missed = missed.reset_index(drop=True)
+    jumpers = _first_past(committed_sent, missed)
     readers = tables.reads[tables.reads["f"] == F_TXN_POLL]
-    for row in missed.itertuples(index=False):
+    findings = []
+    for row, jumper in zip(missed.itertuples(index=False), jumpers.tolist(), strict=True):
         group, partition, offset, value = int(row.group), int(row.partition), int(row.offset), int(row.value)
-        past = committed_sent[
-            (committed_sent["group"] == group)
-            & (committed_sent["partition"] == partition)
-            & (committed_sent["offset"] > offset)
-        ]
-        jumper = int(past["txn"].min())
-        position = (partition, offset, value)
-        read_by = sorted(
-            int(t)
-            for t in readers[(readers["partition"] == partition) & (readers["offset"] == offset)][
-                "index"
-            ].unique()
-        )
 
         def example(
             jumper: int = jumper,
-            read_by: list[int] = read_by,
-            position: tuple[int, int, int] = position,
+            position: tuple[int, int, int] = (partition, offset, value),
             group: int = group,
         ) -> dict[str, Any]:
+            partition, offset, _ = position
+            read_by = sorted(
+                int(t)
+                for t in readers[(readers["partition"] == partition) & (readers["offset"] == offset)][
+                    "index"
+                ].unique()
+            )
             return {
                 **_record(group, position),
                 "committed_past": views.txn(jumper),
