@@ -153,6 +153,21 @@ class KafkaPythonProducer:
                 self._producer._closed = True
 
 
+def kafka_python_committed(
+    consumer: Any, topic: str, partitions: Sequence[int], timeout: float
+) -> dict[int, int]:
+    """A kafka-python ``KafkaConsumer``'s group's committed offsets of ``partitions`` (a partition
+    without one is absent); also read on the group members' consumers (``workloads.txn_subscribed``)."""
+    from kafka import TopicPartition
+
+    found = {}
+    for partition in partitions:
+        offset = consumer.committed(TopicPartition(topic, partition), timeout_ms=int(timeout * 1000))
+        if offset is not None and offset >= 0:
+            found[partition] = int(offset)
+    return found
+
+
 class KafkaPythonConsumer:
     def __init__(self, bootstrap: str, isolation: str, group: str | None = None) -> None:
         """``group``: the consumer group whose committed offsets :meth:`committed` reads and a
@@ -199,16 +214,7 @@ class KafkaPythonConsumer:
 
     def committed(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
         """The group's committed offsets of ``partitions`` (a partition without one is absent)."""
-        from kafka import TopicPartition
-
-        found = {}
-        for partition in partitions:
-            offset = self._consumer.committed(
-                TopicPartition(topic, partition), timeout_ms=int(timeout * 1000)
-            )
-            if offset is not None and offset >= 0:
-                found[partition] = int(offset)
-        return found
+        return kafka_python_committed(self._consumer, topic, partitions, timeout)
 
     def group_metadata(self) -> Any:
         return self._consumer.group_metadata()
@@ -280,6 +286,17 @@ class ConfluentProducer:
             self._producer.flush(2)
 
 
+def confluent_committed(
+    consumer: Any, topic: str, partitions: Sequence[int], timeout: float
+) -> dict[int, int]:
+    """A confluent-kafka ``Consumer``'s group's committed offsets of ``partitions`` (as
+    :func:`kafka_python_committed`)."""
+    from confluent_kafka import TopicPartition
+
+    answers = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
+    return {answer.partition: int(answer.offset) for answer in answers if answer.offset >= 0}
+
+
 class ConfluentConsumer:
     def __init__(self, bootstrap: str, isolation: str, group: str | None = None) -> None:
         """``group``: as :class:`KafkaPythonConsumer`'s."""
@@ -340,10 +357,7 @@ class ConfluentConsumer:
     def committed(self, topic: str, partitions: Sequence[int], timeout: float) -> dict[int, int]:
         """As :meth:`KafkaPythonConsumer.committed` (librdkafka asks with ``require_stable`` when
         reading ``read_committed``, KIP-447: a pending transactional commit is waited for)."""
-        from confluent_kafka import TopicPartition
-
-        answers = self._consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
-        return {answer.partition: int(answer.offset) for answer in answers if answer.offset >= 0}
+        return confluent_committed(self._consumer, topic, partitions, timeout)
 
     def group_metadata(self) -> Any:
         return self._consumer.consumer_group_metadata()

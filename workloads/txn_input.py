@@ -16,11 +16,13 @@ Two kinds, one interface (``ready``, ``poll``, ``close``; :mod:`workloads.txn` d
   again.  That is exactly-once processing, and the checks ``consumed-twice`` and
   ``consumed-skipped`` (:mod:`checker.txn.offsets`) verify it from the history alone.
 
-Why assign and not subscribe for the group: partition ownership is then static (thread ``i`` of
-``n`` owns the partitions ``p % n == i``), so a zombie -- a dropped producer whose transaction is
-still open -- is fenced by its successor's ``transactional.id`` (the pre-KIP-447 rule), and the
-group's offsets of a partition are written by one thread's transactions only: a record read twice
-or skipped is the broker's fault (or the client's), never two owners racing.
+Why :class:`GroupInput` assigns (``--txn-ctp-via assign``, the default): partition ownership is
+then static (thread ``i`` of ``n`` owns the partitions ``p % n == i``), so a zombie -- a dropped
+producer whose transaction is still open -- is fenced by its successor's ``transactional.id`` (the
+pre-KIP-447 rule), and the group's offsets of a partition are written by one thread's transactions
+only: a record read twice or skipped is the broker's fault (or the client's), never two owners
+racing.  The subscribed form, partitions moving at rebalances and zombies fenced by generation, is
+:class:`workloads.txn_subscribed.SubscribedInput`.
 """
 
 from __future__ import annotations

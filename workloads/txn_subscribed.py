@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .clients import KAFKA_PYTHON, Received
+from .clients import KAFKA_PYTHON, Received, confluent_committed, kafka_python_committed
 from .group_events import Assigned, GroupConsumerClient, Revoked
 from .group_fleet import make_group_consumer
 from .txn_input import COMMITTED_TIMEOUT, GroupInput
@@ -61,14 +61,8 @@ class _Library:
         return {a.partition: int(a.offset) for a in answers if a.offset >= 0}
 
     def committed(self, consumer: Any, partitions: tuple[int, ...]) -> dict[int, int]:
-        if self.kafka_python:
-            found = {
-                p: consumer.committed(self._tp(p), timeout_ms=int(COMMITTED_TIMEOUT * 1000))
-                for p in partitions
-            }
-            return {p: int(o) for p, o in found.items() if o is not None and o >= 0}
-        answers = consumer.committed([self._tp(p) for p in partitions], timeout=COMMITTED_TIMEOUT)
-        return {a.partition: int(a.offset) for a in answers if a.offset >= 0}
+        read = kafka_python_committed if self.kafka_python else confluent_committed
+        return read(consumer, self.topic, partitions, COMMITTED_TIMEOUT)
 
     def seek(self, consumer: Any, offsets: dict[int, int]) -> None:
         for partition, offset in offsets.items():
