@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import records, wire
@@ -50,6 +50,7 @@ from .group_state import Group, GroupSettings
 from .leader_append import append_and_wait
 
 if TYPE_CHECKING:
+    from .log import IndexedBatch, PartitionLog
     from .partition import Partition
 
 _Outcome = TypeVar("_Outcome", JoinOutcome, SyncOutcome)
@@ -135,7 +136,7 @@ class GroupCoordinator:
         started = time.monotonic()
         log = partition.log
         skipped = 0
-        for number, batch in enumerate(log.batches(), start=1):
+        for number, batch in enumerate(_to_the_moving_end(log), start=1):
             if not self._owns(state, partition):
                 return
             if batch.header.is_control:  # a transaction's marker: its offsets count, or not
@@ -450,3 +451,19 @@ class GroupCoordinator:
         if state is None:
             return error, None
         return wire.NONE, state.group(group_id)
+
+
+def _to_the_moving_end(log: PartitionLog) -> Iterator[IndexedBatch]:
+    """Every batch of a leader's ``log`` in order, to its end *as it moves*: the load yields, and
+    what is appended meanwhile -- above all a transaction's marker, which the transaction
+    coordinator retries on the new leader at once -- is replayed too, so the loader alone owns the
+    state until it is loaded (live marker handling skips a partition still loading, see
+    :meth:`broker_impl.txn_offsets.TxnOffsets.marker_written`).  A leader only appends; should the
+    replica stop leading, the caller stops at its next ownership check."""
+    done = 0
+    while True:
+        batches = log.batches()[done:]
+        if not batches:
+            return
+        done += len(batches)
+        yield from batches

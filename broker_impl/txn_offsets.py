@@ -90,7 +90,11 @@ class TxnOffsets:
 
     def marker_written(self, index: int, leader_epoch: int, marker: Marker) -> None:
         """A marker was appended to ``__consumer_offsets-<index>`` in ``leader_epoch``: the
-        pending commits of its producer are applied or dropped."""
+        pending commits of its producer are applied or dropped.  Not while the partition loads:
+        the loader may not have replayed the transaction's offsets yet (it would then find them
+        pending for good -- every read_committed offset fetch of the group answered
+        UNSTABLE_OFFSET_COMMIT), and it replays this marker itself, reading the log to its end as
+        it moves."""
         state = self.coordinator.partitions.get(index)
-        if state is not None and state.leader_epoch == leader_epoch:
+        if state is not None and state.loaded and state.leader_epoch == leader_epoch:
             state.complete_transaction(marker.producer_id, marker.committed)

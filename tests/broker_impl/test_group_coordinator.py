@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_impl import config, records, wire
+from broker_impl.control_records import Marker, build_marker_batch, build_transactional_batch
 from broker_impl.group_coordinator import LOAD_BATCHES_PER_STEP, GroupCoordinator
 from broker_impl.group_members import JoinOutcome, SyncOutcome
 from broker_impl.group_records import OFFSETS_TOPIC, CommittedOffset, OffsetKey, encode_key, encode_value
@@ -23,6 +24,7 @@ from broker_impl.group_state import GroupState
 from broker_impl.log import FlushPolicy
 from broker_impl.partition import Partition
 from broker_impl.rules import SAFE_RULES, ReplicationRules
+from broker_impl.txn_offsets import TxnOffsets
 
 GROUP = "hello"  # partition 2 of 5 (Java: "hello".hashCode() = 99162322)
 INDEX = 2
@@ -212,5 +214,39 @@ def test_a_commit_without_the_isr_needed_is_refused(tmp_path: Path) -> None:
         value = CommittedOffset(1, -1, "", 0)
         assert await coordinator.commit(GROUP, "", -1, [("t", 0, value)]) == [wire.COORDINATOR_NOT_AVAILABLE]
         assert partition.log_end_offset == 0
+
+    run(scenario)
+
+
+def test_a_marker_written_while_the_partition_loads_completes_the_transaction(tmp_path: Path) -> None:
+    """The race behind a stuck read_committed offset fetch: a new coordinator starts loading; the
+    transaction coordinator's retried marker lands on the partition mid-load, before the replay
+    reached the transaction's offsets.  The marker must still complete them (the loader reads to
+    the log end as it moves), or they stay pending and every require_stable fetch answers
+    UNSTABLE_OFFSET_COMMIT until the next leader change."""
+
+    async def scenario() -> None:
+        broker = StandInBroker(tmp_path)
+        partition = broker.open_offsets_partition()
+        key = encode_key(OffsetKey(GROUP, "t", 0))
+
+        def append(batch: bytearray) -> None:
+            partition.log.append_as_leader(batch, records.parse_header(batch), 0)
+
+        for number in range(2 * LOAD_BATCHES_PER_STEP):  # replayed in two steps, the load yields after each
+            append(records.build_batch([(key, encode_value(CommittedOffset(number, -1, "", 0)))], 0))
+        pending = CommittedOffset(1000, -1, "", 0)
+        append(build_transactional_batch([(key, encode_value(pending))], (77, 0), 0))
+        coordinator = GroupCoordinator(broker)  # type: ignore[arg-type]
+        lead(broker, coordinator, epoch=1)
+        await asyncio.sleep(0)  # one step replayed: the transactional commit not yet
+        assert coordinator.owner(GROUP)[0] == wire.COORDINATOR_LOAD_IN_PROGRESS
+        commit = Marker(77, 0, True, 0)
+        append(build_marker_batch(commit, 0))
+        TxnOffsets(coordinator).marker_written(INDEX, 1, commit)
+        await loaded(coordinator)
+        _, state = coordinator.owner(GROUP)
+        assert state is not None and state.pending_transactions == {}
+        assert coordinator.fetch_offsets(GROUP, [("t", 0)]) == (wire.NONE, {("t", 0): pending})
 
     run(scenario)
