@@ -424,7 +424,7 @@ def schedule(
 ) -> Iterator[PlannedStep]:
     """The run's faults in time order, forever (stop consuming when the run ends).
 
-    Each step: wait ``interval_seconds`` (jittered), draw a fault from the mix, its target or
+    Each step: wait ``interval_seconds`` (jittered), draw a fault from the mix (by its ``weights``), its target or
     shape, and, for leader-dependent ones, which of ``leader_partitions`` to follow; the heal
     comes ``fault_seconds`` (jittered) later and the next quiet period starts after it.  A drawn
     fault package is planned whole (:func:`nemesis.packages.plan_package`, from this schedule's
@@ -438,10 +438,11 @@ def schedule(
     rng = random.Random(spec.seed)
     targets = applicable_targets(spec, layout) if any(f in NODE_FAULT_KINDS for f in spec.faults) else ()
     kinds = applicable_partitions(spec, layout) if PARTITION in spec.faults else ()
+    weights = spec.fault_weights()
     now = 0.0
     while True:
         now += _jittered(spec.interval_seconds, spec.jitter, rng)
-        fault = rng.choice(spec.faults)
+        fault = rng.choice(spec.faults) if weights is None else rng.choices(spec.faults, weights)[0]
         if fault in PACKAGE_KINDS:
             assert packages is not None  # check_plan refused the spec otherwise
             yield PlannedStep(now, now, fault, "package", steps=plan_package(fault, rng, packages))

@@ -33,6 +33,12 @@ Fields:
 * ``partition_scope`` -- ``brokers``: only broker<->broker traffic is cut (every broker still
   reaches the controller, as with an external metadata quorum); ``all``: the controller is one of
   the nodes being partitioned.
+* ``weights`` -- how much more often than the others some names of ``faults`` are drawn: pairs
+  (name, weight), weight an integer >= 1, every name one of ``faults``; a name not listed weighs 1.
+  Written ``name*N`` in a comma list (``--nemesis kill,partition,whole-cluster-crash*4``; a
+  campaign's ``nemesis = "..."``).  Empty (the default): the uniform draw, exactly the schedule a
+  seed gave before weights existed.  Why: a package that alone reaches a class of bug (the
+  whole-cluster crash for every durability bug) was drawn once a 10-minute hunt among fifteen.
 * ``seed`` -- the schedule's random seed.
 """
 
@@ -190,9 +196,11 @@ class NemesisSpec:
     partitions: tuple[str, ...] | None = None
     partition_scope: PartitionScope = "brokers"
     seed: int = 0
+    weights: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         _check_names(self.faults, NEMESIS_CHOICES, "nemesis.faults", allow_empty=True)
+        _check_weights(self.weights, self.faults)
         _check_positive(self.interval_seconds, "nemesis.interval_seconds")
         if self.fault_seconds is not None:
             _check_positive(self.fault_seconds, "nemesis.fault_seconds")
@@ -218,6 +226,14 @@ class NemesisSpec:
         """How long a fault lasts on average (``fault_seconds``, else the interval)."""
         return self.fault_seconds if self.fault_seconds is not None else self.interval_seconds
 
+    def fault_weights(self) -> list[int] | None:
+        """Each of ``faults``' draw weight, in order; None when every name weighs 1 (the uniform
+        draw, which consumes the random stream as it always did)."""
+        weight = dict(self.weights)
+        if all(value == 1 for value in weight.values()):
+            return None
+        return [weight.get(name, 1) for name in self.faults]
+
     def injected_faults(self) -> frozenset[str]:
         """The single faults this mix may inject: its faults, with packages expanded."""
         return frozenset(
@@ -235,6 +251,7 @@ class NemesisSpec:
             "partitions": None if self.partitions is None else list(self.partitions),
             "partition_scope": self.partition_scope,
             "seed": self.seed,
+            "weights": {name: weight for name, weight in self.weights},
         }
 
     @classmethod
@@ -255,6 +272,8 @@ class NemesisSpec:
         for name in ("faults", "targets", "partitions"):
             if name in data:
                 values[name] = _name_tuple(data[name], f"{where}.{name}", nullable=name != "faults")
+        if "weights" in data:
+            values["weights"] = _weight_pairs(data["weights"], f"{where}.weights")
         for name in ("interval_seconds", "fault_seconds", "jitter"):
             if name in data:
                 values[name] = _number(data[name], f"{where}.{name}", nullable=name == "fault_seconds")
@@ -277,6 +296,58 @@ def parse_name_list(text: str, known: Sequence[str], what: str) -> tuple[str, ..
     names = tuple(part.strip() for part in text.split(","))
     _check_names(names, known, what, allow_empty=False)
     return names
+
+
+def parse_weighted_list(
+    text: str, known: Sequence[str], what: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+    """Split a comma-separated mix whose names may carry a draw weight (``"kill,whole-cluster-crash*4"``):
+    (names, weights), the weights only of the names written with one.  ``what`` names the flag or
+    key in the error, with the item's position (``--nemesis[1]: ...``)."""
+    if text.strip() in ("", "none"):
+        return (), ()
+    names: list[str] = []
+    weights: list[tuple[str, int]] = []
+    for position, part in enumerate(text.split(",")):
+        name, star, weight = part.strip().partition("*")
+        name = name.strip()
+        names.append(name)
+        if star:
+            weight = weight.strip()
+            if not weight.isdigit() or int(weight) < 1:
+                raise NemesisSpecError(
+                    f"{what}[{position}]: the weight of {name!r} must be an integer >= 1, not {weight!r}"
+                )
+            weights.append((name, int(weight)))
+    _check_names(tuple(names), known, what, allow_empty=False)
+    return tuple(names), tuple(weights)
+
+
+def _check_weights(weights: object, faults: tuple[str, ...]) -> None:
+    if not isinstance(weights, tuple):
+        raise NemesisSpecError(f"nemesis.weights: must be (name, weight) pairs, not {weights!r}")
+    seen: set[str] = set()
+    for pair in weights:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise NemesisSpecError(f"nemesis.weights: must be (name, weight) pairs, not {pair!r}")
+        name, weight = pair
+        if name not in faults:
+            raise NemesisSpecError(
+                f"nemesis.weights: {name!r} is not one of the faults ({', '.join(faults)})"
+            )
+        if name in seen:
+            raise NemesisSpecError(f"nemesis.weights: {name!r} is weighted twice")
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            raise NemesisSpecError(
+                f"nemesis.weights: the weight of {name!r} must be an integer >= 1, not {weight!r}"
+            )
+        seen.add(name)
+
+
+def _weight_pairs(value: object, what: str) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, Mapping):
+        raise NemesisSpecError(f"{what}: must be an object of name: weight, not {value!r}")
+    return tuple((str(name), weight) for name, weight in value.items())
 
 
 def _check_names(names: object, known: Sequence[str], what: str, *, allow_empty: bool) -> None:

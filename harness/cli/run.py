@@ -58,7 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--nodes", type=int, default=3, help="brokers (plus one controller)")
     parser.add_argument(
-        "--nemesis", default="", metavar="FAULTS", help="comma-separated: " + ",".join(NEMESIS_CHOICES)
+        "--nemesis",
+        default="",
+        metavar="FAULTS",
+        help="comma-separated, a name*N drawn N times as often: " + ",".join(NEMESIS_CHOICES),
     )
     parser.add_argument("--nemesis-interval", type=float, default=10.0, metavar="SECONDS")
     parser.add_argument(
@@ -207,13 +210,15 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 
 def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
-    from nemesis.spec import NEMESIS_CHOICES, NemesisSpecError, parse_name_list
+    from nemesis.spec import NEMESIS_CHOICES, NemesisSpecError, parse_weighted_list
 
     if args.nodes < 1:
         raise UsageError(f"--nodes {args.nodes}: a cluster needs at least 1 broker")
 
     try:
-        faults = parse_name_list(args.nemesis, NEMESIS_CHOICES, "--nemesis") if args.nemesis else ()
+        faults, weights = (
+            parse_weighted_list(args.nemesis, NEMESIS_CHOICES, "--nemesis") if args.nemesis else ((), ())
+        )
     except NemesisSpecError as error:
         raise UsageError(str(error)) from None
     targets = tuple(t for t in args.nemesis_targets.split(",") if t) if args.nemesis_targets else None
@@ -237,6 +242,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
         )
         nemesis = NemesisSpec(
             faults=faults,
+            weights=weights,
             interval_seconds=args.nemesis_interval,
             targets=targets,
             partition_scope=args.partition_scope,

@@ -63,7 +63,7 @@ from harness.run.spec import DEFAULT_TARGET, TARGETS, SpecError, TestSpec, scena
 from harness.targets.base import SpecRefused, docker_unreachable
 from harness.targets.registry import check_ready, check_spec
 from nemesis.scenario import ScenarioError, read_toml
-from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_name_list
+from nemesis.spec import NEMESIS_CHOICES, NemesisSpec, NemesisSpecError, parse_weighted_list
 from testbed.cluster.bundled import SettingsError
 from testbed.record.rundir import RunDir
 from workloads.queue import QueueSpec
@@ -245,7 +245,8 @@ def _plan_hunt(
         budget = parse_duration(entry.get("budget", ""))
         settings = {**base_settings, **{str(k): _text(v) for k, v in entry.get("settings", {}).items()}}
         nemesis = dict(base_nemesis)
-        nemesis["faults"] = list(parse_name_list(str(entry.get("nemesis", "")), NEMESIS_CHOICES, "nemesis"))
+        faults, weights = parse_weighted_list(str(entry.get("nemesis", "")), NEMESIS_CHOICES, "nemesis")
+        nemesis["faults"], nemesis["weights"] = list(faults), dict(weights)
         if not nemesis["faults"]:
             raise ValueError("nemesis: a hunt needs faults to draw")
         spec = TestSpec(
@@ -291,7 +292,8 @@ def _spec_for(
         elif axis == "target":
             target = value
         elif axis == "nemesis":
-            nemesis["faults"] = list(parse_name_list(value, NEMESIS_CHOICES, "matrix.nemesis"))
+            faults, weights = parse_weighted_list(value, NEMESIS_CHOICES, "matrix.nemesis")
+            nemesis["faults"], nemesis["weights"] = list(faults), dict(weights)
         elif axis in WORKLOAD_AXES:
             workload[axis] = (
                 value if axis in ("acks", "client") else float(value) if axis == "rate" else int(value)

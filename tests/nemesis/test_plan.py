@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections import Counter
@@ -371,3 +372,13 @@ def test_metadata_delay_needs_a_controller_node() -> None:
     with pytest.raises(PlanError, match="no controller node"):
         next(schedule(NemesisSpec(faults=("kill", "metadata-delay")), external, TOPIC))
     assert next(schedule(NemesisSpec(faults=("kill",)), external, TOPIC)).fault == "kill"
+
+
+def test_a_weighted_name_is_drawn_as_often_as_its_weight_says_and_weights_of_one_change_nothing() -> None:
+    weighted = NemesisSpec(faults=("kill", "partition"), weights=(("kill", 4),), seed=3)
+    drawn = Counter(step.fault for step in first(weighted, count=2000))
+    assert 0.75 <= drawn["kill"] / 2000 <= 0.85, drawn  # 4/5 expected
+    uniform = NemesisSpec(faults=("kill", "partition"), seed=3)
+    assert first(dataclasses.replace(uniform, weights=(("kill", 1),))) == first(uniform), (
+        "a mix whose weights are all 1 keeps the seed's schedule of a mix without weights"
+    )

@@ -12,10 +12,12 @@ from nemesis.spec import (
     FAULT_KINDS,
     HEALS,
     METADATA_DELAY,
+    NEMESIS_CHOICES,
     NODE_FAULT_KINDS,
     NemesisSpec,
     NemesisSpecError,
     parse_name_list,
+    parse_weighted_list,
 )
 
 
@@ -118,3 +120,47 @@ def test_bad_metadata_delay_names_name_the_field(data: Any, message: str) -> Non
     assert str(caught.value).startswith(message), str(caught.value)
     with pytest.raises(NemesisSpecError, match=r"--nemesis\[0\]: unknown name 'metadata'"):
         parse_name_list("metadata", FAULT_KINDS, "--nemesis")
+
+
+def test_weighted_cli_lists_and_their_round_trip() -> None:
+    names, weights = parse_weighted_list("kill, whole-cluster-crash*4", NEMESIS_CHOICES, "--nemesis")
+    assert names == ("kill", "whole-cluster-crash") and weights == (("whole-cluster-crash", 4),)
+    spec = NemesisSpec(faults=names, weights=weights)
+    assert spec.fault_weights() == [1, 4]
+    assert NemesisSpec.from_dict(spec.to_dict()) == spec
+    assert NemesisSpec.from_dict({"faults": ["kill"]}).weights == (), "a test.json from before weights reads"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kill,partition*x", "--nemesis[1]: the weight of 'partition' must be an integer >= 1, not 'x'"),
+        ("kill*0", "--nemesis[0]: the weight of 'kill' must be an integer >= 1, not '0'"),
+        ("kill,crash*2", "--nemesis[1]: unknown name 'crash'"),
+        ("kill*2,kill", "--nemesis[1]: 'kill' is listed twice"),
+    ],
+)
+def test_bad_weights_on_the_command_line_name_the_item(text: str, message: str) -> None:
+    with pytest.raises(NemesisSpecError) as caught:
+        parse_weighted_list(text, NEMESIS_CHOICES, "--nemesis")
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"faults": ["kill"], "weights": {"pause": 2}},
+            "run.json: nemesis.weights: 'pause' is not one of the faults",
+        ),
+        (
+            {"faults": ["kill"], "weights": {"kill": 0}},
+            "run.json: nemesis.weights: the weight of 'kill' must be",
+        ),
+        ({"faults": ["kill"], "weights": [["kill", 2]]}, "run.json: nemesis.weights: must be an object"),
+    ],
+)
+def test_bad_stored_weights_name_the_field(data: Any, message: str) -> None:
+    with pytest.raises(NemesisSpecError) as caught:
+        NemesisSpec.from_dict(data, where="run.json: nemesis")
+    assert str(caught.value).startswith(message), str(caught.value)
