@@ -158,7 +158,10 @@ def discover(directory: Path = MUTANT_DIRECTORY) -> list[Mutant]:
 def select(mutants: Sequence[Mutant], only: str) -> list[Mutant]:
     """The mutants ``--only`` names (comma-separated; each a file name without ``.patch``, its
     ``NN`` number, or its name without the number), in their file order; all when ``only`` is
-    empty.  An unknown name is an error listing the known ones."""
+    empty; none for ``none`` (the baseline alone).  An unknown name is an error listing the known
+    ones."""
+    if only.strip() == "none":
+        return []
     wanted = [name.strip() for name in only.split(",") if name.strip()]
     if not wanted:
         return list(mutants)
@@ -334,7 +337,10 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--budget", default="10m", help="hunting time per mutant and for the baseline (10m)")
     parser.add_argument(
-        "--only", default="", metavar="NAME[,NAME]", help="these mutants only (file, NN or name)"
+        "--only",
+        default="",
+        metavar="NAME[,NAME]",
+        help="these mutants only (file, NN or name); none: the baseline alone",
     )
     parser.add_argument("--skip-baseline", action="store_true", help="do not hunt on the unmutated broker")
     parser.add_argument(

@@ -145,6 +145,7 @@ def test_select_by_file_name_number_or_name() -> None:
         bench.Mutant(name, Path(f"{name}.patch"), name) for name in ("01-hw-rule", "02-isr", "03-fsync")
     ]
     assert bench.select(mutants, "") == mutants
+    assert bench.select(mutants, "none") == []  # the baseline alone
     assert [m.name for m in bench.select(mutants, "03-fsync, 01")] == ["01-hw-rule", "03-fsync"]
     assert [m.name for m in bench.select(mutants, "isr")] == ["02-isr"]
     with pytest.raises(bench.BenchError, match=r"no mutant 04, nope .*known: 01-hw-rule, 02-isr, 03-fsync"):
