@@ -37,12 +37,12 @@ import logging
 import random
 import secrets
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
 from testbed.record.recorder import Recorder
 
+from .client_host import ClientHost
 from .clients import (
     CLIENTS,
     ISOLATION_LEVELS,
@@ -51,10 +51,10 @@ from .clients import (
     ProducerClient,
     make_consumer,
     make_producer,
-    parse_value,
 )
 from .group_events import COMMIT_MODES, CONSUME_VIA, CommitMode
 from .group_fleet import STOP_WAYS, ConsumerFleet
+from .queue_drain import QueueDrain
 from .txn import (
     DEFAULT_ABORT_P,
     DEFAULT_MAX_OPS,
@@ -64,12 +64,9 @@ from .txn import (
     record_read,
     txn_problems,
 )
-from .txn_drain import open_transactions
 from .txn_input import ctp_problems
 
 logger = logging.getLogger(__name__)
-
-DRAIN_CHUNK = 5000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +111,11 @@ class QueueSpec:
     """``txn_ctp`` only: ``assign`` (each thread its fixed partitions, zombies fenced by
     ``transactional.id``) or ``subscribe`` (the threads are members of the group; partitions move
     at rebalances, zombies fenced by generation, KIP-447: :mod:`workloads.txn_subscribed`)."""
+    client_processes: bool = False
+    """The producers (plain and transactional) each run in a child process the nemesis's
+    ``client-crash`` can SIGKILL (:mod:`workloads.client_host`); consumers stay threads.  Set by
+    the run's spec when its nemesis may crash clients.  Not with ``txn_ctp`` (a consumer's group
+    metadata cannot cross the pipe)."""
 
     def __post_init__(self) -> None:
         problems = self._group_problems()
@@ -135,6 +137,12 @@ class QueueSpec:
             problems.append("request_timeout must be > 0")
         problems += txn_problems(self.txn, self.abort_p, self.txn_max_ops, self.idempotent, self.acks)
         problems += ctp_problems(self.txn, self.txn_ctp, self.isolation, self.txn_ctp_via)
+        if not isinstance(self.client_processes, bool):
+            problems.append(f"client_processes must be true or false, not {self.client_processes!r}")
+        elif self.client_processes and self.txn_ctp:
+            problems.append(
+                "--client-processes cannot host --txn-ctp producers (group metadata stays in-process)"
+            )
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -195,6 +203,8 @@ class QueueWorkload:
         self._fresh_ids = _ProcessIds(spec.producers + spec.consumers)
         self.errors: list[str] = []
         self._fleet: ConsumerFleet | None = None
+        self._host = ClientHost() if spec.client_processes else None
+        """The producers' processes under ``client_processes`` (None: they are threads' clients)."""
 
     def _next_value(self) -> int:
         with self._values_lock:
@@ -218,10 +228,14 @@ class QueueWorkload:
                 )
                 for i in range(self.spec.consumers)
             ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            if self._host is not None:
+                self._host.shutdown()
 
     def _run_group(self, stop: threading.Event) -> None:
         """The ``subscribe`` consumers: one group, its members recorded (``workloads.group_fleet``)."""
@@ -269,6 +283,24 @@ class QueueWorkload:
             raise LookupError("the workload's consumers are not running")
         return fleet.churn(stop, pick)
 
+    # ---- client crashes (the nemesis's ``client-crash``: nemesis.client_crash.ClientCrash) ----
+
+    def crash_unavailable(self) -> str | None:
+        """Why this workload cannot crash a client (None: it can)."""
+        if self._host is None:
+            return "client crashes need clients in processes: run with --client-processes"
+        if self.spec.producers < 1:
+            return "client crashes need a producer, and this run has none (--producers 0)"
+        return None
+
+    def crash_client(self, pick: int) -> dict[str, Any]:
+        """SIGKILL running client process ``pick`` (modulo their count) mid-operation; what
+        happened (:meth:`workloads.client_host.ClientHost.crash`).  LookupError: nothing killed."""
+        problem = self.crash_unavailable()
+        if problem is not None or self._host is None:
+            raise LookupError(problem)
+        return self._host.crash(pick)
+
     def _guard(
         self, body: Callable[[int, threading.Event], None], index: int, stop: threading.Event
     ) -> Callable[[], None]:
@@ -289,11 +321,11 @@ class QueueWorkload:
         spec = self.spec
         process = index
         pacer = Pacer(spec.rate, spec.producers)
-        producer: ProducerClient | None = self._new_producer()
+        producer: ProducerClient | None = self._new_producer(process)
         try:
             while pacer.wait(stop):
                 if producer is None:
-                    producer = self._reopened_producer()
+                    producer = self._reopened_producer(process)
                     if producer is None:
                         continue  # no broker answers yet: again at the next tick
                 value = self._next_value()
@@ -305,14 +337,16 @@ class QueueWorkload:
             if producer is not None:
                 producer.close()
 
-    def _new_producer(self) -> ProducerClient:
+    def _new_producer(self, process: int) -> ProducerClient:
+        """Process ``process``'s producer: in a process of its own under ``client_processes``."""
         spec = self.spec
-        return make_producer(spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+        args = (spec.client, self.bootstrap, spec.acks, spec.idempotent, spec.request_timeout)
+        return make_producer(*args) if self._host is None else self._host.producer(process, *args)
 
-    def _reopened_producer(self) -> ProducerClient | None:
+    def _reopened_producer(self, process: int) -> ProducerClient | None:
         """A fresh process's client, or None when it cannot be made now (every broker down)."""
         try:
-            return self._new_producer()
+            return self._new_producer(process)
         except Exception as error:
             logger.info("producer not reopened yet: %s: %s", type(error).__name__, error)
             return None
@@ -334,7 +368,13 @@ class QueueWorkload:
             spec.txn_ctp_via,
         )
         loop = TxnProducerLoop(
-            settings, self.recorder, index, self._fresh_ids.next, self._next_value, random.Random()
+            settings,
+            self.recorder,
+            index,
+            self._fresh_ids.next,
+            self._next_value,
+            random.Random(),
+            self._host,
         )
         loop.run(stop, Pacer(spec.rate, spec.producers))
 
@@ -411,83 +451,16 @@ class QueueWorkload:
     # ---- final drain ------------------------------------------------------------------------
 
     def drain(self, deadline: float) -> dict[int, bool]:
-        """Read every partition from its start to its end with fresh processes.
-
-        Returns ``{partition: complete}``.  Waits on progress, not on time: it stops
-        when every partition reached its end offset, or at ``deadline`` (monotonic).  With
-        ``txn`` under ``read_committed`` it first waits for open transactions to end
-        (:func:`workloads.txn_drain.open_transactions`); a partition one still holds back is drained
-        to its last stable offset but never complete.
-        """
+        """Read every partition from its start to its end with fresh processes
+        (:func:`workloads.queue_drain.drain`: what it records, and when it stops)."""
         spec = self.spec
-        partitions = list(range(spec.partitions))
-        held: list[int] = []
-        if spec.txn and spec.isolation == "read_committed":
-            held = open_transactions(
-                spec.client, self.bootstrap, self.topic, partitions, spec.request_timeout, deadline
-            )
-            for partition in held:
-                logger.warning("drain: a transaction is still open on partition %d", partition)
-        return {p: self._drain_partition(p, deadline, final=p not in held) for p in partitions}
-
-    def _drain_partition(self, partition: int, deadline: float, final: bool = True) -> bool:
-        """One partition's drain ops; ``final``: its end offset is the end of everything written."""
-        process = self._fresh_ids.next()
-        invocation = self.recorder.invoke(process, "drain", {"partition": partition})
-        consumer = None
-        records: list[dict[str, Any]] = []
-        end_offset = -1
-        try:
-            consumer = make_consumer(self.spec.client, self.bootstrap, self.spec.isolation)
-            while end_offset < 0 and time.monotonic() < deadline:
-                try:
-                    end_offset = consumer.end_offsets(self.topic, [partition], 5.0)[partition]
-                except Exception as error:
-                    logger.info("drain: end offset of %d unavailable: %s", partition, error)
-                    time.sleep(0.2)
-            if end_offset < 0:
-                raise TimeoutError("end offset unavailable before the deadline")
-            consumer.assign(self.topic, {partition: 0})
-            position = 0
-            while position < end_offset and time.monotonic() < deadline:
-                for record in consumer.poll(0.5):
-                    if record.partition != partition or record.offset >= end_offset:
-                        continue
-                    records.append(
-                        {"offset": record.offset, "key": record.key, "value": parse_value(record.value)}
-                    )
-                    position = record.offset + 1
-                    if len(records) >= DRAIN_CHUNK:
-                        self.recorder.complete(
-                            invocation,
-                            "ok",
-                            {
-                                "partition": partition,
-                                "records": records,
-                                "end_offset": end_offset,
-                                "complete": False,
-                            },
-                        )
-                        records = []
-                        invocation = self.recorder.invoke(process, "drain", {"partition": partition})
-                # past what the consumer skips without returning it: transaction markers, and
-                # aborted transactions' records under read_committed
-                position = max(position, consumer.position(self.topic, partition))
-            done = position >= end_offset and final
-            self.recorder.complete(
-                invocation,
-                "ok",
-                {"partition": partition, "records": records, "end_offset": end_offset, "complete": done},
-            )
-            return done
-        except Exception as error:
-            self.recorder.complete(
-                invocation,
-                "info",
-                {"partition": partition, "records": records, "end_offset": end_offset, "complete": False},
-                error=f"{type(error).__name__}: {error}",
-            )
-            return False
-        finally:
-            if consumer is not None:
-                consumer.close()
+        reader = QueueDrain(
+            self.recorder,
+            spec.client,
+            spec.isolation,
+            self.bootstrap,
+            self.topic,
+            spec.request_timeout,
+            self._fresh_ids.next,
+        )
+        return reader.drain(spec.partitions, spec.txn, deadline)

@@ -62,6 +62,7 @@ from testbed.record.recorder import Recorder
 from testbed.record.txn_rows import MAX_MICRO_OPS as MAX_MICRO_OPS
 from testbed.record.txn_rows import SEND_OFFSETS
 
+from .client_host import ClientHost
 from .clients import Received
 from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer
 from .txn_input import GroupInput, ReaderInput, owned_partitions
@@ -230,8 +231,11 @@ class TxnProducerLoop:
         fresh_id: Callable[[], int],
         next_value: Callable[[], int],
         rng: random.Random | None = None,
+        host: ClientHost | None = None,
     ) -> None:
+        """``host``: where the producers run, each in a process of its own (None: in this one)."""
         self.settings = settings
+        self._host = host
         self.recorder = recorder
         self.process = index
         self.transactional_id = transactional_id(settings.topic, index)
@@ -281,13 +285,17 @@ class TxnProducerLoop:
     def _new_producer(self, failed: str) -> TxnProducerClient | None:
         """A producer of the thread's transactional id (it fences every earlier one, which settles
         a dropped one); None, logged as ``failed``, when none could be made."""
+        args = (
+            self.settings.client,
+            self.settings.bootstrap,
+            self.transactional_id,
+            self.settings.request_timeout,
+        )
         try:
-            producer = make_txn_producer(
-                self.settings.client,
-                self.settings.bootstrap,
-                self.transactional_id,
-                self.settings.request_timeout,
-            )
+            if self._host is None:
+                producer: TxnProducerClient = make_txn_producer(*args)
+            else:
+                producer = self._host.txn_producer(self.process, *args)
         except TxnFatal as error:
             logger.info("%s: %s: %s", self.transactional_id, failed, error)
             return None

@@ -21,7 +21,7 @@ from testbed.record.history import read_history
 from testbed.record.recorder import Recorder
 from tests.harness.cli.commands import spec_of
 from tests.workloads.txn_history import txn_pairs, workload_problems
-from workloads import queue as queue_module
+from workloads import queue_drain as queue_drain_module
 from workloads import txn as txn_module
 from workloads import txn_drain as txn_drain_module
 from workloads import txn_input as txn_input_module
@@ -362,7 +362,7 @@ def test_the_drain_waits_for_open_transactions_and_is_never_complete_below_one(
         txn_drain_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
     )
     monkeypatch.setattr(
-        queue_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
+        queue_drain_module, "make_consumer", lambda client, bootstrap, isolation: FakeReader(log, isolation)
     )
     recorder = Recorder(tmp_path / "history.jsonl")
     workload = QueueWorkload(QueueSpec(partitions=1, txn=True), recorder, "b:1", "t")
