@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+from nemesis.client_crash_plan import CLIENT_CRASH as CLIENT_CRASH
+from nemesis.client_crash_plan import CLIENT_CRASH_KIND
 from nemesis.fault_declaration import (
     ANNOUNCE,
     CONSUMER_GROUP,
@@ -447,6 +449,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         ),
         needs=frozenset({CONSUMER_GROUP}),
     ),
+    CLIENT_CRASH_KIND,
     *REQUEST_KINDS,
     *DISK_KINDS,
 )

@@ -4,7 +4,7 @@
 kinds (kill, pause, power loss, metadata delay and their heals) share one mechanism -- track the
 fault on its nodes, record the op, run the kind's per-node act
 (:data:`nemesis.broker_acts.NODE_ACTS`) on each node -- so a new node fault needs only its act
-there; a partition, its heal and consumer churn have mechanisms of their own, and packet loss
+there; a partition, its heal, consumer churn and client crashes have mechanisms of their own, and packet loss
 the node mechanism with its probability added to the op's value (a slow link: its rate; a disk
 error or slow disk: its rule), and a request hold and
 release (:mod:`nemesis.request_faults`) the node mechanism and its heal with the requests held
@@ -20,8 +20,10 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from nemesis.broker_acts import NODE_ACTS
+from nemesis.client_crash import run_crash
 from nemesis.fault_declaration import FaultKind
 from nemesis.fault_kinds import (
+    CLIENT_CRASH,
     CLOCK_OFFSET_S,
     CLOCK_SKEW,
     CONSUMER_CHURN,
@@ -44,12 +46,14 @@ from nemesis.fault_kinds import (
     SLOW_LINK,
     SLOW_LINK_RATE_KBIT,
 )
+from nemesis.nemesis_config import NemesisConfig
 from nemesis.packet_loss import LOSS_PROBABILITY
 from nemesis.plan import Grudge, Layout
 from nemesis.request_faults import HELD_REQUESTS, RELEASE_MODE
 from nemesis.steps import FaultStep
 from testbed.record.faults import ANNOUNCED
 from testbed.record.ops import Op
+from testbed.record.recorder import Recorder
 
 
 class FaultActions(Protocol):
@@ -57,6 +61,10 @@ class FaultActions(Protocol):
 
     @property
     def layout(self) -> Layout: ...
+
+    recorder: Recorder
+    config: NemesisConfig
+    """Its workload (``config.workload``) is the one a ``client-crash`` asks (:mod:`nemesis.client_crash`)."""
 
     def inject_on_nodes(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op: ...
 
@@ -150,12 +158,18 @@ def _consumer_churn(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, 
     return nemesis.consumer_churn(step.stop, step.pick)
 
 
+def _client_crash(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """No lock, as churn: the crash may wait seconds for its victim to be mid-call."""
+    return run_crash(nemesis.recorder, nemesis.config.workload, step.pick)
+
+
 def mechanism_of(kind: FaultKind) -> Mechanism | None:
     """A kind's own mechanism, else the shared one of node-shaped kinds (those with a per-node act)."""
     own: dict[str, Mechanism] = {
         PARTITION: _partition,
         PARTITION_HEAL: _heal_partition,
         CONSUMER_CHURN: _consumer_churn,
+        CLIENT_CRASH: _client_crash,
         PACKET_LOSS: _lose_packets,
         SLOW_LINK: _slow_links,
         CLOCK_SKEW: _skew_clocks,

@@ -40,6 +40,7 @@ from typing import Any
 
 from nemesis import iptables
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS, BrokerActs
+from nemesis.client_crash import check_workload_faults, crash_ability
 from nemesis.consumer_churn import check_churn, run_churn
 from nemesis.fault_declaration import CONSUMER_GROUP, CONTROLLER_NODE, FaultKind
 from nemesis.fault_kinds import (
@@ -121,13 +122,14 @@ class Nemesis:
                 metadata_delay=cluster.controller is not None,
                 quiet_seconds=spec.interval_seconds,
                 markers=isinstance(workload, MarkerSender),
+                client_crash=crash_ability(workload) is not None,
                 isr_lag_seconds=config.isr_lag_seconds,
             )
             if config.package_cluster is not None and self.leader_partitions
             else None
         )
         check_plan(spec, self.layout, self.leader_partitions, self.packages)
-        self.churn = check_churn(spec.faults, workload)  # the workload's optional ability, if needed
+        self.churn = check_workload_faults(spec.faults, workload)  # the churn ability, if needed
         self._workload = workload
         self.markers = workload if isinstance(workload, MarkerSender) else None
         """The workload's marker sends, for packages' ``produce`` steps (None: it has none)."""

@@ -36,6 +36,9 @@ class PackageContext:
     isr_lag_seconds: float | None = None
     """How long a follower may lag before its leader drops it from the ISR
     (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
+    client_crash: bool = False
+    """The workload's clients run in processes the nemesis may kill (``client-crash`` steps,
+    :mod:`nemesis.client_crash`)."""
 
 
 def sleep_step(rng: random.Random, low: float, high: float, why: str) -> Step:

@@ -66,6 +66,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   acknowledges writes no disk holds), then all restarted.  A durability bug needs every replica of
   a record to lose it, and the random nemesis draws that rarely (a package needs power loss, i.e.
   the lazy filesystem, for its power-off draws; without it every draw is a kill);
+* ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader
+  (:mod:`nemesis.client_crash_plan`; needs the workload's client processes);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -79,6 +81,7 @@ from nemesis.bug_packages import (
     stale_leader_lagging_joiner,
     zombie_fetch_across_epochs,
 )
+from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH, client_crash_leader_crash
 from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE, REQUEST_DELAY_MS_DRAWN
 from nemesis.package_context import PackageContext as PackageContext
 from nemesis.package_context import PackageError as PackageError
@@ -418,6 +421,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     ONE_WAY_LEADER_CRASH: one_way_leader_crash,
     RETRIED_PRODUCE_LEADER_CRASH: retried_produce_leader_crash,
     WHOLE_CLUSTER_CRASH: whole_cluster_crash,
+    CLIENT_CRASH_LEADER_CRASH: client_crash_leader_crash,
     QUIET: quiet,
 }
 

@@ -48,7 +48,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from nemesis.fault_kinds import CHURN_STOPS as CHURN_STOPS
-from nemesis.fault_kinds import REGISTRY
+from nemesis.fault_kinds import CLIENT_CRASH, REGISTRY
 from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
     CONSUMER_CHURN,
@@ -358,8 +358,8 @@ class PlannedStep:
     def heal_f(self) -> str:
         """The ``f`` of the nemesis op that heals this step's fault (``start``, ``metadata-heal``, ...).
 
-        A package has none of its own: its steps heal what they inject; nor has consumer churn."""
-        if self.is_package or self.churn is not None:
+        A package has none of its own: its steps heal what they inject; nor has a workload fault."""
+        if self.is_package or self.fault not in HEALS:
             raise ValueError(f"{self.fault} heals itself; it has no heal op")
         return HEALS[self.fault]
 
@@ -430,7 +430,8 @@ def schedule(
     fault package is planned whole (:func:`nemesis.packages.plan_package`, from this schedule's
     random stream) and carries its own heals: its step has ``heal_at_seconds == at_seconds``,
     and the next quiet period starts once it has run; so has a ``consumer-churn`` step
-    (:func:`nemesis.consumer_churn.plan_churn`: how the victim stops, and which).
+    (:func:`nemesis.consumer_churn.plan_churn`: how the victim stops, and which) and a
+    ``client-crash`` step (its drawn ``pick``: :mod:`nemesis.client_crash`).
     """
     check_plan(spec, layout, leader_partitions, packages)
     if not spec.faults:
@@ -450,6 +451,9 @@ def schedule(
         if fault == CONSUMER_CHURN:
             churn = plan_churn(rng)
             yield PlannedStep(now, now, fault, churn.stop, churn=churn)
+            continue
+        if fault == CLIENT_CRASH:  # its victim drawn; the workload starts the successor itself
+            yield PlannedStep(now, now, fault, "client", params=_drawn_params(fault, rng))
             continue
         duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng)
         target = rng.choice(kinds if fault == PARTITION else targets)

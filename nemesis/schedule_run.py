@@ -7,7 +7,8 @@ each step's time, carries it out by its kind:
 * a fault package -- its planned steps through the scenario runner (:mod:`nemesis.package_run`);
   it heals itself;
 * consumer churn -- one op through the workload's ability (:mod:`nemesis.consumer_churn`); the
-  op leaves nothing to heal;
+  op leaves nothing to heal; so does a client crash (:mod:`nemesis.client_crash`), the workload
+  being the config's;
 * a single fault -- :meth:`Nemesis.execute_step`, then at the step's heal time
   :meth:`Nemesis.heal_step` (a fault that certainly did nothing is not healed).
 
@@ -27,7 +28,10 @@ import time
 from collections.abc import Iterator
 from typing import Protocol
 
+from nemesis.client_crash import run_crash
+from nemesis.client_crash_plan import CLIENT_CRASH
 from nemesis.consumer_churn import ConsumerChurn, run_churn
+from nemesis.nemesis_config import NemesisConfig
 from nemesis.package_run import PackageNemesis, run_package
 from nemesis.plan import PlannedStep, TopicPartition
 from testbed.cluster.protocol import Cluster
@@ -46,6 +50,8 @@ class ScheduledNemesis(PackageNemesis, Protocol):
 
     @property
     def churn(self) -> ConsumerChurn | None: ...
+
+    config: NemesisConfig
 
     def plan(self) -> Iterator[PlannedStep]: ...
 
@@ -72,6 +78,9 @@ def follow_schedule(
         if step.churn is not None:
             assert nemesis.churn is not None  # check_churn refused the spec otherwise
             run_churn(nemesis.recorder, nemesis.churn, step.churn)
+            continue
+        if step.fault == CLIENT_CRASH:  # no action lock, as churn: it may wait for a busy victim
+            run_crash(nemesis.recorder, nemesis.config.workload, step.params.get("pick", 0))
             continue
         completion, resolved = nemesis.execute_step(step, from_schedule=True)
         if completion is None:

@@ -24,8 +24,10 @@ of the cause; only then does it try the units inside that window one at a time, 
 A unit whose removal was seen to lose the anomaly at a window's edge is not tried again.  The
 oracle is noisy, so a search is a heuristic, not a proof: what is written is re-measured.
 
-:func:`units_of` is the grouping: a fault opens a unit on its nodes; the heal that names one of
-them (``start`` after ``kill`` or ``power-loss``, ``resume`` after ``pause``, ``heal`` after
+:func:`units_of` is the grouping: a fault opens a unit on its nodes (a fault of the workload's
+clients, ``consumer-churn`` or ``client-crash``, is a unit of its own, nodeless, healed by
+none); the heal that names one of them
+(``start`` after ``kill`` or ``power-loss``, ``resume`` after ``pause``, ``heal`` after
 ``partition``, ``metadata-heal`` after ``metadata-delay``) joins that unit; a heal of several
 open units merges them (one step cannot be split).  A wait on a node joins that node's latest
 unit, except a wait for an election's outcome (``leader-is``, ``leader-is-not``), which joins the
@@ -39,7 +41,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from nemesis.fault_kinds import HEALS, PARTITION, REGISTRY
+from nemesis.fault_kinds import HEALS, PARTITION, REGISTRY, names_drawn_as
 from nemesis.package_run import PACKAGE_OP
 from nemesis.steps import NODE_KEYS
 from testbed.record.ops import NEMESIS_PROCESS, Op
@@ -51,6 +53,9 @@ OPENERS = {fault: heal for fault, heal in HEALS.items() if fault != PARTITION}
 PARTITION_HEAL = HEALS[PARTITION]
 PACKAGE = PACKAGE_OP
 HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}
+SELF_HEALING = frozenset(names_drawn_as("workload"))
+"""Faults of the workload's clients (``consumer-churn``, ``client-crash``): one step each, a unit of
+its own with no node and no heal (the op did the whole change)."""
 MIN_SLEEP_SECONDS = 0.25
 RENAMED_KEYS = (*NODE_KEYS, "nodes")
 """The step keys whose values name nodes (besides ``bind`` and ``grudge``): a package's aliases in
@@ -98,6 +103,8 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
             steps.append({"fault": PARTITION, "grudge": grudge, "kind": str(value.get("kind", "recorded"))})
         elif op.f == PARTITION_HEAL:
             steps.append({"fault": PARTITION_HEAL})
+        elif op.f in SELF_HEALING:
+            steps.append({"fault": op.f, **_recorded_params(op.f, value)})
         elif op.f in OPENERS and value.get("target") == "leader" and "leader_of" in value and len(nodes) == 1:
             aliases += 1
             alias = alias_of_node[nodes[0]] = f"U{aliases}"
@@ -112,9 +119,10 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
     return steps
 
 
-RECORDED_PARAMS = ("rate_kbit", "requests", "offset_s", "op", "errno", "files", "delay_ms")
+RECORDED_PARAMS = ("rate_kbit", "requests", "offset_s", "op", "errno", "files", "delay_ms", "stop", "pick")
 """Step parameters a fault's op records in its value, kept in its step so a replay injects the
-same fault (a slow link's rate, the requests a hold held, a clock's offset, a disk fault's rule)."""
+same fault (a slow link's rate, the requests a hold held, a clock's offset, a disk fault's rule,
+a churn's or a client crash's victim)."""
 
 
 def _recorded_params(f: str, value: dict[str, Any]) -> Step:
@@ -196,6 +204,9 @@ def units_of(steps: Sequence[Step]) -> list[int | None]:
                 open_units[(heal, node)] = unit
                 last_unit_of_node[node] = unit
             labels.append(unit)
+        elif fault in SELF_HEALING:
+            labels.append(next_unit)
+            next_unit += 1
         elif fault in HEAL_STEPS:
             closed = [
                 open_units.pop((str(fault), node)) for node in nodes if (str(fault), node) in open_units
@@ -221,7 +232,7 @@ def units_of(steps: Sequence[Step]) -> list[int | None]:
 
 def fault_count(steps: Sequence[Step]) -> int:
     """How many steps inject a fault (heals not counted)."""
-    return sum(1 for step in steps if step.get("fault") in OPENERS or step.get("fault") == PARTITION)
+    return sum(1 for step in steps if step.get("fault") in {*OPENERS, PARTITION, *SELF_HEALING})
 
 
 def without_units(steps: Sequence[Step], units: set[int]) -> list[Step]:

@@ -50,6 +50,8 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
 
+from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH as CLIENT_CRASH_LEADER_CRASH
+from nemesis.fault_kinds import CLIENT_CRASH as CLIENT_CRASH
 from nemesis.fault_kinds import CONSUMER_CHURN as CONSUMER_CHURN
 from nemesis.fault_kinds import DISK_ERROR as DISK_ERROR
 from nemesis.fault_kinds import HEALS as HEALS
@@ -103,6 +105,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     ONE_WAY_LEADER_CRASH,
     RETRIED_PRODUCE_LEADER_CRASH,
     WHOLE_CLUSTER_CRASH,
+    CLIENT_CRASH_LEADER_CRASH,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -124,6 +127,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         ONE_WAY_LEADER_CRASH: frozenset({ONE_WAY, KILL}),
         RETRIED_PRODUCE_LEADER_CRASH: frozenset({REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET, KILL}),
         WHOLE_CLUSTER_CRASH: frozenset({KILL, POWER_LOSS, DISK_ERROR}),
+        CLIENT_CRASH_LEADER_CRASH: frozenset({CLIENT_CRASH, KILL}),
         QUIET: frozenset(),
     }
 )

@@ -23,7 +23,6 @@ from typing import Any
 from nemesis.disk_faults import checked_delay, disk_error_command, slow_disk_command
 from nemesis.fault_kinds import (
     CHURN_STOPS,
-    CONSUMER_CHURN,
     HELD_REQUESTS,
     PARTITION,
     REGISTRY,
@@ -359,8 +358,10 @@ def _check_step(step: Any, where: str) -> None:
     verb = verbs[0]
     if verb == "fault":
         _check_fault(step, where)
-    if ("stop" in step or "pick" in step) and not _takes(step.get("fault"), "stop"):
-        raise ScenarioError(f"{where}: stop and pick are for fault = {CONSUMER_CHURN!r} only")
+    for param in ("stop", "pick"):
+        if param in step and not _takes(step.get("fault"), param):
+            takers = " or ".join(repr(name) for name, kind in REGISTRY.items() if kind.takes(param))
+            raise ScenarioError(f"{where}: {param} is for fault = {takers} only")
     if step.get("stop", CHURN_STOPS[0]) not in CHURN_STOPS:
         raise ScenarioError(f"{where}: stop must be one of {', '.join(CHURN_STOPS)}, not {step['stop']!r}")
     pick = step.get("pick", 0)

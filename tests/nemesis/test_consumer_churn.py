@@ -8,7 +8,6 @@ No container and no broker: the plan is seeded data, the workload is a fake with
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +20,7 @@ from nemesis.spec import CONSUMER_CHURN, NEMESIS_CHOICES, NemesisSpec, parse_nam
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder
 
-from .test_mechanism import FakeCluster, wait_for_ops
+from .test_mechanism import FakeCluster, run_schedule_briefly
 
 LAYOUT = Layout(("n1", "n2", "n3"), "c")
 
@@ -169,13 +168,7 @@ def test_the_running_schedule_churns_through_the_workload_and_heal_all_has_nothi
     spec = NemesisSpec(faults=(CONSUMER_CHURN,), interval_seconds=0.02, seed=9)
     cluster = FakeCluster()
     nemesis = Nemesis(spec, cluster, recorded[0], NemesisConfig(workload=workload))
-    stop = threading.Event()
-    thread = threading.Thread(target=nemesis.run, args=(stop,), daemon=True)
-    thread.start()
-    wait_for_ops(recorded[1], 6)
-    stop.set()
-    thread.join(5)
-    assert not thread.is_alive()
+    run_schedule_briefly(nemesis, recorded[1], 6)
     planned = [step.churn for step, _ in zip(nemesis.plan(), range(3), strict=False)]
     assert workload.calls[:3] == [(plan.stop, plan.pick) for plan in planned if plan is not None]
     assert {op.f for op in recorded[1]} == {CONSUMER_CHURN}

@@ -466,6 +466,17 @@ def wait_for_ops(ops: list[Op], count: int, timeout: float = 10) -> None:
     assert len(ops) >= count, f"only {len(ops)} ops after {timeout} s"
 
 
+def run_schedule_briefly(nemesis: Nemesis, ops: list[Op], count: int) -> None:
+    """Follow ``nemesis``'s schedule in a thread until ``count`` ops were recorded, then stop it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=nemesis.run, args=(stop,), daemon=True)
+    thread.start()
+    wait_for_ops(ops, count)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
 def test_run_follows_the_seeded_schedule_with_each_fault_followed_by_its_heal(
     recorded: tuple[Recorder, list[Op]], tmp_path: Path
 ) -> None:

@@ -162,7 +162,7 @@ def test_a_refused_churn_fails_the_step(monkeypatch: pytest.MonkeyPatch) -> None
         ({"fault": "consumer-churn", "pick": "first"}, "pick must be a whole number >= 0, not 'first'"),
         (
             {"fault": "kill", "node": "n1", "stop": "leave"},
-            "stop and pick are for fault = 'consumer-churn' only",
+            "stop is for fault = 'consumer-churn' only",
         ),
         (
             {"wait": "caught-up", "partition": "offset"},

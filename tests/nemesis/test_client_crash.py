@@ -1,0 +1,197 @@
+"""Client crashes on the nemesis side: the seeded plan, the ability check, the op, the schedule,
+the package and the shrinker.
+
+No container and no broker: the workload is a fake with the
+:class:`nemesis.client_crash.ClientCrash` ability, the cluster the fake of ``test_mechanism``.
+The workload's side (real client processes killed mid-call) is ``tests/workloads/test_client_host.py``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from nemesis.client_crash import ClientCrash, check_crash, run_crash
+from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH, CRASH_PICKS, client_crash_leader_crash
+from nemesis.fault_kinds import CLIENT_CRASH, REGISTRY
+from nemesis.mechanism import Nemesis, NemesisConfig
+from nemesis.package_context import PackageContext
+from nemesis.plan import Layout, PlanError, schedule
+from nemesis.scenario import ScenarioError, parse_scenario
+from nemesis.shrink import Step, fault_count, shrink, timeline_steps, units_of
+from nemesis.spec import NEMESIS_CHOICES, PACKAGE_FAULTS, NemesisSpec
+from nemesis.steps import FaultStep
+from testbed.record.ops import NEMESIS_PROCESS, Op
+from testbed.record.recorder import Recorder
+
+from .test_mechanism import FakeCluster, run_schedule_briefly
+
+LAYOUT = Layout(("n1", "n2", "n3"), "c")
+KILLED = {"process": 9, "pid": 4242, "client": "txn-producer", "in_flight": "commit", "interrupted": True}
+
+
+class FakeWorkload:
+    """A workload with the crash ability; what each crash returns or raises is scripted."""
+
+    def __init__(self, unavailable: str | None = None) -> None:
+        self.unavailable = unavailable
+        self.picks: list[int] = []
+        self.answer: Mapping[str, Any] | BaseException = dict(KILLED)
+
+    def crash_unavailable(self) -> str | None:
+        return self.unavailable
+
+    def crash_client(self, pick: int) -> Mapping[str, Any]:
+        self.picks.append(pick)
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+
+
+def test_the_schedule_draws_seeded_victims_and_nothing_to_heal() -> None:
+    spec = NemesisSpec(faults=(CLIENT_CRASH,), interval_seconds=5, seed=3)
+    steps = [step for step, _ in zip(schedule(spec, LAYOUT), range(200), strict=False)]
+    again = [step for step, _ in zip(schedule(spec, LAYOUT), range(200), strict=False)]
+    assert steps == again
+    assert {step.fault for step in steps} == {CLIENT_CRASH}
+    assert all(step.heal_at_seconds == step.at_seconds and not step.nodes for step in steps)
+    picks = [step.params["pick"] for step in steps]
+    assert set(picks) <= set(CRASH_PICKS) and len(set(picks)) > 40
+    with pytest.raises(ValueError, match="heals itself"):
+        _ = steps[0].heal_f
+
+
+def test_client_crash_is_a_nemesis_choice_with_no_heal_and_a_colour_of_its_own() -> None:
+    kind = REGISTRY[CLIENT_CRASH]
+    assert CLIENT_CRASH in NEMESIS_CHOICES and kind.heal_name is None and kind.drawn_as == "workload"
+    assert kind.colour != "#6e7781" and kind.takes("pick") and not kind.takes("stop")
+
+
+# ---- the ability --------------------------------------------------------------------------------
+
+
+def test_the_check_and_the_nemesis_name_the_flag_when_the_workload_cannot_crash_clients(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    with pytest.raises(PlanError, match="--client-processes"):
+        check_crash((CLIENT_CRASH,), object())
+    with pytest.raises(PlanError, match="--nemesis client-crash: run with --client-processes"):
+        check_crash((CLIENT_CRASH,), FakeWorkload("run with --client-processes"))
+    check_crash(("kill",), object())  # no crash asked for: nothing needed
+    assert isinstance(FakeWorkload(), ClientCrash)
+    spec = NemesisSpec(faults=(CLIENT_CRASH,))
+    with pytest.raises(PlanError, match="--client-processes"):
+        Nemesis(spec, FakeCluster(), recorded[0])
+    Nemesis(spec, FakeCluster(), recorded[0], NemesisConfig(workload=FakeWorkload()))
+
+
+# ---- the op -------------------------------------------------------------------------------------
+
+
+def outcome(ops: list[Op]) -> tuple[str, Any, str | None]:
+    invoke, completion = ops[-2:]
+    assert (invoke.type, invoke.f, invoke.process, invoke.value) == (
+        "invoke",
+        CLIENT_CRASH,
+        "nemesis",
+        {"pick": 12},
+    )
+    return completion.type, completion.value, completion.error
+
+
+def test_a_crash_is_ok_with_its_victim_info_when_unseen_and_fail_when_nothing_died(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    recorder, ops = recorded
+    workload = FakeWorkload()
+    run_crash(recorder, workload, 12)
+    assert outcome(ops) == ("ok", {"pick": 12, "killed": KILLED}, None)
+    workload.answer = {**KILLED, "error": "the thread did not see the crash"}
+    run_crash(recorder, workload, 12)
+    assert outcome(ops) == ("info", {"pick": 12, "killed": KILLED}, "the thread did not see the crash")
+    workload.answer = RuntimeError("host bug")
+    run_crash(recorder, workload, 12)
+    assert outcome(ops)[0::2] == ("info", "RuntimeError: host bug")
+    workload.answer = LookupError("no client process is running")
+    run_crash(recorder, workload, 12)
+    assert outcome(ops) == ("fail", {"pick": 12}, "no client process is running")
+    run_crash(recorder, FakeWorkload("run with --client-processes"), 12)
+    assert outcome(ops) == ("fail", {"pick": 12}, "run with --client-processes")
+    assert workload.picks == [12, 12, 12, 12]
+
+
+def test_the_running_schedule_crashes_through_the_workload_and_heal_all_has_nothing_to_undo(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    workload = FakeWorkload()
+    spec = NemesisSpec(faults=(CLIENT_CRASH,), interval_seconds=0.02, seed=9)
+    cluster = FakeCluster()
+    nemesis = Nemesis(spec, cluster, recorded[0], NemesisConfig(workload=workload))
+    run_schedule_briefly(nemesis, recorded[1], 6)
+    planned = [step.params["pick"] for step, _ in zip(nemesis.plan(), range(3), strict=False)]
+    assert workload.picks[:3] == planned
+    assert {op.f for op in recorded[1]} == {CLIENT_CRASH}
+    assert nemesis.heal_all() == [] and cluster.calls() == 0  # no node was touched
+
+
+def test_a_scenario_step_crashes_through_the_same_op(recorded: tuple[Recorder, list[Op]]) -> None:
+    workload = FakeWorkload()
+    nemesis = Nemesis(NemesisSpec(), FakeCluster(), recorded[0], NemesisConfig(workload=workload))
+    completion = nemesis.apply(FaultStep(CLIENT_CRASH, pick=12))
+    assert (completion.type, workload.picks) == ("ok", [12])
+    parse_scenario({"name": "s", "step": [{"fault": CLIENT_CRASH, "pick": 3}]}, "s")
+    with pytest.raises(ScenarioError, match="stop is for fault = 'consumer-churn' only"):
+        parse_scenario({"name": "s", "step": [{"fault": CLIENT_CRASH, "stop": "leave"}]}, "s")
+
+
+# ---- the package --------------------------------------------------------------------------------
+
+
+def test_the_package_crashes_a_client_then_the_leader_and_restarts_it() -> None:
+    context = PackageContext(("n1", "n2", "n3"), 3, 3, client_crash=True)
+    seconds = set()
+    for seed in range(40):
+        steps = client_crash_leader_crash(random.Random(seed), context)
+        faults = [step["fault"] for step in steps if "fault" in step]
+        assert faults[:2] == [CLIENT_CRASH, "kill"] and faults[-1] == "start"
+        assert set(faults) <= PACKAGE_FAULTS[CLIENT_CRASH_LEADER_CRASH] | {"start"}
+        seconds.add(steps[2]["sleep"])
+        parse_scenario({"name": CLIENT_CRASH_LEADER_CRASH, "step": steps}, "package")
+    assert all(0.0 <= second <= 2.0 for second in seconds) and len(seconds) > 30
+
+
+# ---- the shrinker -------------------------------------------------------------------------------
+
+
+def test_a_crash_becomes_a_step_and_a_unit_of_its_own_the_shrinker_can_drop() -> None:
+    second = 1_000_000_000
+    ops = []
+    for at, f, value, kind in (
+        (1, CLIENT_CRASH, {"pick": 7}, "ok"),
+        (3, "kill", {"nodes": ["n1"]}, "ok"),
+        (5, "start", {"nodes": ["n1"]}, "ok"),
+        (7, CLIENT_CRASH, {"pick": 4}, "fail"),  # did nothing: left out
+    ):
+        ops += [
+            Op(len(ops), at * second, NEMESIS_PROCESS, "invoke", f, value),
+            Op(len(ops) + 1, at * second + second // 10, NEMESIS_PROCESS, kind, f, value),  # type: ignore[arg-type]
+        ]
+    steps = timeline_steps(ops)
+    assert [step for step in steps if step.get("fault") == CLIENT_CRASH] == [
+        {"fault": CLIENT_CRASH, "pick": 7}
+    ]
+    labels = units_of(steps)
+    crash_unit = labels[[step.get("fault") for step in steps].index(CLIENT_CRASH)]
+    assert crash_unit is not None and fault_count(steps) == 2
+
+    def reproduces(candidate: list[Step]) -> bool:
+        return any(step.get("fault") == "kill" for step in candidate)
+
+    result = shrink(steps, reproduces)
+    assert [step.get("fault") for step in result.steps if "fault" in step] == ["kill", "start"]
