@@ -25,7 +25,9 @@ KAFKA-7128's ISR join, KIP-966's strict min ISR); the defaults are the safe rule
 Every decision above is also recorded in the broker's event log (:mod:`broker_impl.events`,
 ``docs/events.md``) at the moment it is made: ``replica-opened``, ``become-leader``,
 ``become-follower``, ``hw`` (every HW change, each with the HW last recorded as ``old_hw``),
-``isr-proposal``, ``isr-proposal-failed``, ``isr-change`` and ``truncate``.
+``isr-proposal``, ``isr-proposal-failed``, ``isr-change`` and ``truncate``; a leader's
+transactions and LSO in ``txn-open``, ``txn-close``, ``hw`` and ``become-leader``
+(:mod:`broker_impl.txn_events`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import txn_events
 from .events import NO_EVENTS, EventLog
 from .log import FlushPolicy, PartitionLog
 from .records import BatchHeader
@@ -137,18 +140,13 @@ class Partition:
         return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
     def append_as_leader(self, batch: bytearray, header: BatchHeader) -> tuple[int, int]:
-        """Append a batch as the leader in its current epoch: (first, last) offset.  A data batch
-        that opens a transaction is recorded (``txn-open``): until its marker the LSO stops there,
-        and the white-box checks hold every later LSO against it."""
+        """Append a batch as the leader in its current epoch: (first, last) offset.  A batch that
+        opens a transaction (``txn-open``) or a marker that closes one (``txn-close``, with the LSO
+        it leaves) is recorded: the white-box checks hold every LSO against the open transactions."""
+        closing = txn_events.was_open(self.log.transactions, header)
         first, last = self.log.append_as_leader(batch, header, self.leader_epoch)
-        opened = header.is_transactional and not header.is_control
-        if opened and self.events.enabled and self.log.transactions.open.get(header.producer_id) == first:
-            self._emit(
-                "txn-open",
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                first_offset=first,
-            )
+        if self.events.enabled and header.is_transactional:
+            txn_events.record_leader_append(self, header, first, closing)
         return first, last
 
     # ---- role changes -------------------------------------------------------------------
@@ -190,6 +188,8 @@ class Partition:
             epoch_start=self._recorded_epoch_start(),
             previous_role=previous_role,
             previous_epoch=previous_epoch,
+            lso=self.last_stable_offset,
+            open_transactions=txn_events.open_transactions(self.log.transactions),
         )
         self._recorded_high_watermark = self.high_watermark
         self.maybe_increment_high_watermark()
