@@ -129,6 +129,12 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --consume-via subscribe: commit after each poll and wait (sync, the default), "
         "without waiting (async), or leave it to the client's auto-commit (auto)",
     )
+    parser.add_argument(
+        "--client-processes",
+        action="store_true",
+        help="run each producer in a child process of its own (implied by --nemesis client-crash, "
+        "which SIGKILLs them mid-operation; workloads/client_host.py)",
+    )
     add_txn_arguments(parser)
 
 
@@ -239,6 +245,7 @@ def spec_from_arguments(args: argparse.Namespace) -> TestSpec:
             txn_max_ops=args.txn_max_ops,
             txn_ctp=args.txn_ctp,
             txn_ctp_via=args.txn_ctp_via,
+            client_processes=args.client_processes,
         )
         nemesis = NemesisSpec(
             faults=faults,

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from harness.cli.errors import UsageError
+from harness.run.spec import TestSpec
 from nemesis.client_crash import ClientCrash, check_crash, run_crash
 from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH, CRASH_PICKS, client_crash_leader_crash
 from nemesis.fault_kinds import CLIENT_CRASH, REGISTRY
@@ -26,6 +28,7 @@ from nemesis.spec import NEMESIS_CHOICES, PACKAGE_FAULTS, NemesisSpec
 from nemesis.steps import FaultStep
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
+from tests.harness.cli.commands import spec_of
 
 from .test_mechanism import FakeCluster, run_schedule_briefly
 
@@ -195,3 +198,17 @@ def test_a_crash_becomes_a_step_and_a_unit_of_its_own_the_shrinker_can_drop() ->
 
     result = shrink(steps, reproduces)
     assert [step.get("fault") for step in result.steps if "fault" in step] == ["kill", "start"]
+
+
+# ---- the run's spec -----------------------------------------------------------------------------
+
+
+def test_a_run_that_may_crash_clients_hosts_them_in_processes_and_says_so_in_its_spec() -> None:
+    assert spec_of().workload.client_processes is False
+    assert spec_of("--client-processes").workload.client_processes is True
+    for mix in (CLIENT_CRASH, f"kill,{CLIENT_CRASH_LEADER_CRASH}"):
+        spec = spec_of("--nemesis", mix, "--txn")
+        assert spec.workload.client_processes is True
+        assert TestSpec.from_dict(spec.to_dict()).workload.client_processes is True
+    with pytest.raises(UsageError, match="cannot host --txn-ctp"):
+        spec_of("--client-processes", "--txn", "--txn-ctp")
