@@ -401,10 +401,10 @@ DIVERGENT_TAIL: Final = Anomaly(
 )
 
 
-def _txn(entries: Iterable[txn_registry.Entry]) -> tuple[Anomaly, ...]:
-    """The transactional family's entries (:mod:`checker.txn.registry`) as registry entries."""
+def _txn(entries: Iterable[txn_registry.Entry], family: Family = TXN) -> tuple[Anomaly, ...]:
+    """The entries of :mod:`checker.txn.registry` (of ``family``) as registry entries."""
     return tuple(
-        Anomaly(e.name, TXN, *e[1:5], False, frozenset(e.permitted_by), e.definition) for e in entries
+        Anomaly(e.name, family, *e[1:5], False, frozenset(e.permitted_by), e.definition) for e in entries
     )
 
 
@@ -436,14 +436,14 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     ISR_DIVERGENCE,
     HANGING_TRANSACTION,
     UNMARKED_TRANSACTION,
+    *_txn(txn_registry.WHITE_BOX, INVARIANT),
     *_txn(txn_registry.ERRORS),
     STALLED,
     UNSEEN,
     DIVERGENT_TAIL,
     *_txn(txn_registry.WARNINGS),
 )
-"""Every anomaly, in the order ``results.json``, the summary and ``--checks`` list them: the
-errors by family, the warnings last."""
+"""Every anomaly, in the order ``results.json``, the summary and ``--checks`` list them: the errors by family, the warnings last."""
 BY_NAME: Final[dict[str, Anomaly]] = {anomaly.name: anomaly for anomaly in ANOMALIES}
 
 

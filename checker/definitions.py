@@ -368,6 +368,7 @@ MIN_ISR_VIOLATION: Final = registry.MIN_ISR_VIOLATION.name
 ISR_DIVERGENCE: Final = registry.ISR_DIVERGENCE.name
 HANGING_TRANSACTION: Final = registry.HANGING_TRANSACTION.name
 UNMARKED_TRANSACTION: Final = registry.UNMARKED_TRANSACTION.name
+LSO_PAST_OPEN_TRANSACTION: Final = registry.BY_NAME["lso-past-open-transaction"].name
 STALLED: Final = registry.STALLED.name
 PRECOMMITTED_READ: Final = registry.BY_NAME["precommitted-read"].name
 INT_SEND_SKIP: Final = registry.BY_NAME["int-send-skip"].name
@@ -450,8 +451,7 @@ REPLICA_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.REPLICA)
 GROUP_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.GROUP)
 """Answered together by one engine question (``Engine.group_anomalies``): the consumer-group checks."""
 INVARIANT_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.INVARIANT)
-"""Answered together by one engine question (``Engine.invariant_anomalies``): the white-box checks
-on the brokers' event logs."""
+"""Answered together by one engine question (``Engine.invariant_anomalies``): the white-box checks on the brokers' event logs."""
 
 TXN_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.TXN)
 """Answered together by one engine question (``Engine.txn_anomalies``), by :mod:`checker.txn` in both engines."""

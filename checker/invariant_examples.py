@@ -15,6 +15,9 @@ event shown whole, as its broker or controller wrote it (``ts``, ``node``, ``seq
 * hw-regression: the regressed exposure (``exposure``) and the earlier, higher one
   (``previous``), ``hw``, ``previous_hw``, ``regressed_by``;
 * min-isr-violation: the ``hw`` event, ``isr_size``, ``min_isr``, ``advanced_by``;
+* lso-past-open-transaction: the event that recorded the LSO (``lso_event``) and the one that opened
+  the transaction or handed it to the new leader (``opened``), ``lso``, ``first_offset``,
+  ``passed_by``, ``outcome`` (``commit``, ``abort`` or null: never closed);
 * isr-divergence: ``member``, ``leader``, the first divergent ``offset``, ``positions``,
   ``leader_hw``, the controller event that published the final ISR (``isr_from``) and both
   records (``replicas``: node -> record, null where the node has none).
@@ -37,6 +40,7 @@ from checker.definitions import (
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     ISR_DIVERGENCE,
+    LSO_PAST_OPEN_TRANSACTION,
     TRUNCATED_COMMITTED,
     UNMARKED_TRANSACTION,
 )
@@ -130,6 +134,15 @@ def invariant_example(
             missing_markers=positions,
             completed=own,
             prepared=other,
+        )
+    elif kind == LSO_PAST_OPEN_TRANSACTION:
+        example.update(
+            lso=value,
+            first_offset=bound,
+            passed_by=positions,
+            outcome=row["peer"],
+            lso_event=own,
+            opened=other,
         )
     elif kind == TRUNCATED_COMMITTED:
         example.update(

@@ -370,8 +370,8 @@ def top(found: DataFrame, limit: int) -> DataFrame:
 
 
 def transaction_invariants(spark: SparkSession, runs: list[RunInput], checks: frozenset[str]) -> DataFrame:
-    """hanging-transaction and unmarked-transaction (those of ``checks``) per run with
-    ``applyInPandas`` over the run's transaction and ``hw`` events (with their ``line``):
+    """The transactional white-box checks (those of ``checks``) per run with ``applyInPandas``
+    over the run's transaction, ``hw`` and role events (with their ``line``):
     :mod:`checker.txn.white_box`, the one implementation; ``runs`` are its transactional runs."""
     topics = {int(run.events_run_id): run.topic for run in runs if run.events_run_id is not None}
     paths = list(dict.fromkeys(str(run.events_path.resolve()) for run in runs if run.events_path is not None))

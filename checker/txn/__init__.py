@@ -16,7 +16,8 @@ only, so Spark Connect serves it too).  What each module does:
 * :mod:`checker.txn.run` -- the per-run entry point and its answer's columns;
 * :mod:`checker.txn.registry` -- the family's registry entries, as data;
 * :mod:`checker.txn.white_box` -- hanging-transaction, on the brokers' event logs (a white-box
-  check of the invariant family, run per run the same way).
+  check of the invariant family, run per run the same way), with unmarked-transaction
+  (:mod:`checker.txn.markers`) and lso-past-open-transaction (:mod:`checker.txn.lso`).
 
 The definitions are prose in :mod:`checker.definitions` (the exactly-once pair's in
 :mod:`checker.txn.offsets`); the registry entries in

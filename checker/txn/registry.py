@@ -25,6 +25,11 @@ permitted where (the registry's tools):
   one was, below the group's committed offset.
 * **precommitted-read** is an error nothing permits: losing data does not make uncommitted
   records visible to a ``read_committed`` consumer.
+* **lso-past-open-transaction** (:data:`WHITE_BOX`, family ``invariant``: the brokers' event logs)
+  is an error nothing permits: each leader tenure is judged on its own log, which lost data, a
+  restart or a leader change leave consistent.  It implies G1a and precommitted-read: a
+  ``read_committed`` fetch up to such an LSO returns the open transaction's records with no aborted
+  range, before its outcome is decided.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ _READS = ("history",)
 _DRAINED = ("history", "final drain")
 _LOSS = ("acknowledged data may vanish",)
 _OFFSETS = "checker.txn.offsets"
+LSO_PAST_OPEN_TRANSACTION: Final = "lso-past-open-transaction"
 
 
 class Entry(NamedTuple):
@@ -118,3 +124,14 @@ WARNINGS: Final[tuple[Entry, ...]] = (
     ),
 )
 """The warnings, listed after every error."""
+WHITE_BOX: Final[tuple[Entry, ...]] = (
+    Entry(
+        LSO_PAST_OPEN_TRANSACTION,
+        "a partition leader served an LSO past the first offset of a transaction it held open",
+        ("event logs",),
+        implies=("G1a", "precommitted-read"),
+        definition="checker.txn.lso",
+    ),
+)
+"""The transactional white-box checks whose entries live here (family ``invariant``, after
+unmarked-transaction)."""

@@ -1,12 +1,12 @@
-"""The transactions' white-box checks on the brokers' event logs: hanging-transaction (KAFKA-14402)
-and unmarked-transaction (:mod:`checker.txn.markers`).
+"""The transactions' white-box checks on the brokers' event logs: hanging-transaction (KAFKA-14402),
+unmarked-transaction (:mod:`checker.txn.markers`) and lso-past-open-transaction (:mod:`checker.txn.lso`).
 
 One implementation over one run's events (pandas), run by both engines -- the pandas engine per
 run, the Spark engine per ``run_id`` group with ``applyInPandas``, as :mod:`checker.txn.run` is.
-It reads the few transaction events and the leaders' ``hw`` events of the run's topic
-(``docs/events.md``): the fields it needs (``producer_id``, ``first_offset``, ``lso``, a
-marker's ``offset``, a coordinator state's ``partitions``) are not projected into
-``events.parquet``'s columns, so it decodes each such event's ``line``.
+It reads the few transaction events, the leaders' ``hw`` events and the role changes of the run's
+topic (``docs/events.md``): the fields it needs (``producer_id``, ``first_offset``, ``lso``, a
+marker's ``offset``, a coordinator state's ``partitions``, a new leader's ``open_transactions``) are
+not projected into ``events.parquet``'s columns, so it decodes each such event's ``line``.
 
 **hanging-transaction.**  A partition leader recorded that a batch of producer id *X* opened a
 transaction at offset *F* of partition *P* (``txn-open``); by the end of the run
@@ -37,14 +37,23 @@ from typing import Any, Final
 
 import pandas as pd
 
-from checker.definitions import HANGING_TRANSACTION, INVARIANT_EXAMPLE_COLUMNS, UNMARKED_TRANSACTION
+from checker.definitions import (
+    HANGING_TRANSACTION,
+    INVARIANT_EXAMPLE_COLUMNS,
+    LSO_PAST_OPEN_TRANSACTION,
+    UNMARKED_TRANSACTION,
+)
 from checker.engine import to_pandas
 from checker.evidence import RunInput
 from checker.run_reads import read_runs
+from checker.txn import lso
 from checker.txn.markers import unmarked_transactions
 
-EVENT_KINDS: Final[tuple[str, ...]] = ("txn-open", "txn-marker", "txn-state", "hw")
-"""The events this check reads (``hw`` only of leaders, for the LSO)."""
+EVENT_KINDS: Final[tuple[str, ...]] = tuple(
+    dict.fromkeys(("txn-open", "txn-marker", "txn-state", "hw", *lso.EVENT_KINDS))
+)
+"""The events these checks read (``hw`` only of leaders, for the LSO; the role changes for the
+leader tenures of lso-past-open-transaction)."""
 INPUT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id",
     "node_name",
@@ -66,8 +75,8 @@ OUTPUT_DDL: Final = (
     " positions long, prev_node string, prev_seq long, peer string"
 )
 IN_PROGRESS: Final = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
-CHECKS: Final = frozenset({HANGING_TRANSACTION, UNMARKED_TRANSACTION})
-"""The white-box checks of transactions, both answered here."""
+CHECKS: Final = frozenset({HANGING_TRANSACTION, UNMARKED_TRANSACTION, LSO_PAST_OPEN_TRANSACTION})
+"""The white-box checks of transactions, all answered here."""
 
 
 def decoded(rows: pd.DataFrame) -> list[dict[str, Any]]:
@@ -101,6 +110,8 @@ def transaction_invariants(events: pd.DataFrame, topic: str, checks: frozenset[s
         found += _hanging(events_read, topic, run_id)
     if UNMARKED_TRANSACTION in checks:
         found += unmarked_transactions(events_read, topic, run_id)
+    if LSO_PAST_OPEN_TRANSACTION in checks:
+        found += lso.lso_past_open_transactions(events_read, topic, run_id)
     return pd.DataFrame(found, columns=list(OUTPUT_COLUMNS))
 
 

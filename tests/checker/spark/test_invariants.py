@@ -22,6 +22,7 @@ from checker.definitions import (
     HANGING_TRANSACTION,
     INCOMPLETE_LEADER,
     INVARIANT_CHECKS,
+    LSO_PAST_OPEN_TRANSACTION,
     TRUNCATED_COMMITTED,
     UNMARKED_TRANSACTION,
 )
@@ -110,10 +111,10 @@ def test_odd_evidence_in_one_pass(tmp_path: Path, spark: Any) -> None:
     for name, (from_spark, from_pandas) in zip(names, pairs, strict=True):
         assert canonical(from_spark) == canonical(from_pandas), name
     results = dict(zip(names, (spark_result for spark_result, _ in pairs), strict=True))
-    # hanging-transaction and unmarked-transaction need transactions, which these runs have none
-    # of: planted in tests/checker/txn/test_white_box.py, test_markers.py and
-    # tests/checker/spark/test_txn_white_box.py.
-    transactional = {HANGING_TRANSACTION, UNMARKED_TRANSACTION}
+    # hanging-transaction, unmarked-transaction and lso-past-open-transaction need transactions,
+    # which these runs have none of: planted in tests/checker/txn/test_white_box.py, test_markers.py,
+    # test_lso.py and tests/checker/spark/test_txn_white_box.py, test_txn_lso.py.
+    transactional = {HANGING_TRANSACTION, UNMARKED_TRANSACTION, LSO_PAST_OPEN_TRANSACTION}
     assert set(INVARIANT_CHECKS) - transactional <= set(results["planted"]["anomalies"])
     assert (
         results["missing"]["valid"] == "unknown"
