@@ -250,6 +250,20 @@ BROKER_KEYS: tuple[Key, ...] = (
         "how often the coordinator aborts (and fences) transactions older than their timeout",
     ),
     Key(
+        "transactional.id.expiration.ms",
+        _positive,
+        604800000,
+        "a transactional id with no transaction open or prepared and no state change for this long is "
+        "removed (its state becomes Dead, a tombstone in __transaction_state); its next InitProducerId "
+        "gets a new producer id at epoch 0 (Kafka's default: 7 days)",
+    ),
+    Key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        _positive,
+        3600000,
+        "how often the coordinator removes expired transactional ids (Kafka's default: 1 hour)",
+    ),
+    Key(
         "group.initial.rebalance.delay.ms",
         _non_negative,
         3000,

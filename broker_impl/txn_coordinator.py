@@ -17,7 +17,8 @@ and the client answered.  While a write (or a prepared transaction's markers) is
 is *pending* and other requests for it get CONCURRENT_TRANSACTIONS, as in Kafka.  A prepared
 transaction's markers go out through :class:`broker_impl.txn_markers.MarkerSender`; when every
 partition has its marker, CompleteCommit / CompleteAbort is written.  A clock aborts every
-transaction older than its timeout (fencing its producer).
+transaction older than its timeout (fencing its producer); another removes the transactional ids
+idle past ``transactional.id.expiration.ms`` (a tombstone, the Dead state).
 
 Each state change is a ``txn-state`` event in the broker's event log.
 """
@@ -28,6 +29,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import records, wire
@@ -51,6 +53,7 @@ from .txn_state import (
     complete,
     plan_add_partitions,
     plan_end,
+    plan_expire,
     plan_init,
     plan_timeout,
     verify_partition,
@@ -107,6 +110,10 @@ class TransactionCoordinator:
         self.max_timeout_ms: int = broker.settings["transaction.max.timeout.ms"]
         self.check_interval = (
             broker.settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+        )
+        self.expiration_ms: int = broker.settings["transactional.id.expiration.ms"]
+        self.expiry_interval = (
+            broker.settings["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
         )
         self.partitions: dict[int, TxnPartition] = {}
         self.markers = MarkerSender(broker, node_id)
@@ -319,16 +326,19 @@ class TransactionCoordinator:
         partition = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, state.index))
         if partition is None or not self._owns(state):
             return wire.NOT_COORDINATOR
-        batch = records.build_batch(
-            [(encode_key(metadata.transactional_id), encode_value(metadata))], _now_ms()
-        )
+        dead = metadata.state is TxnState.DEAD
+        value = None if dead else encode_value(metadata)  # the Dead state is stored as a tombstone
+        batch = records.build_batch([(encode_key(metadata.transactional_id), value)], _now_ms())
         error, _ = await append_and_wait(partition, batch, WRITE_TIMEOUT_SECONDS, state.leader_epoch)
         if error:
             return _APPEND_ERRORS.get(error, error)
         if not self._owns(state):
             return wire.NOT_COORDINATOR
         previous = state.transactions.get(metadata.transactional_id)
-        state.transactions[metadata.transactional_id] = metadata
+        if dead:
+            state.transactions.pop(metadata.transactional_id, None)
+        else:
+            state.transactions[metadata.transactional_id] = metadata
         partition.events.emit(
             "txn-state",
             topic=TRANSACTION_STATE_TOPIC,
@@ -367,27 +377,51 @@ class TransactionCoordinator:
 
     async def abort_timed_out(self) -> None:
         """Abort (fencing the producer) every loaded transaction older than its timeout."""
+        fence_step = self.rules.fence_step
+        await self._sweep(
+            lambda metadata, now: plan_timeout(metadata, now, fence_step), "timed out: aborting"
+        )
+
+    async def remove_expired(self) -> None:
+        """Remove (a tombstone each) every loaded transactional id idle past the expiration."""
+        expiration = self.expiration_ms
+        await self._sweep(lambda metadata, now: plan_expire(metadata, now, expiration), "idle: expired")
+
+    async def _sweep(self, plan_of: Callable[[TxnMetadata, int], Plan | None], what: str) -> None:
+        """Carry out ``plan_of``'s plan for every loaded id it has one for, now (an id with a write
+        or markers in flight is left to the next round)."""
         now = _now_ms()
         for state in list(self.partitions.values()):
             if not state.loaded:
                 continue
             for transactional_id, metadata in list(state.transactions.items()):
-                plan = plan_timeout(metadata, now, self.rules.fence_step)
+                plan = plan_of(metadata, now)
                 if plan is not None and transactional_id not in state.pending:
                     logger.info(
-                        "%s: transaction timed out after %d ms: aborting",
+                        "%s (%s, last change %d ms): %s",
                         transactional_id,
-                        metadata.timeout_ms,
+                        metadata.state.label,
+                        metadata.last_update_ms,
+                        what,
                     )
                     await self._execute(state, transactional_id, plan)
 
     async def tick_forever(self) -> None:
+        """The coordinator's two clocks: timed-out transactions every ``check_interval``, expired
+        transactional ids every ``expiry_interval``; a failure of one round is logged, never ends it."""
+        next_expiry = time.monotonic() + self.expiry_interval
         while True:
-            await asyncio.sleep(self.check_interval)
+            await asyncio.sleep(min(self.check_interval, max(0.0, next_expiry - time.monotonic())))
             try:
                 await self.abort_timed_out()
             except Exception:
                 logger.exception("transaction timeout check failed")
+            if time.monotonic() >= next_expiry:
+                next_expiry = time.monotonic() + self.expiry_interval
+                try:
+                    await self.remove_expired()
+                except Exception:
+                    logger.exception("transactional id expiry failed")
 
 
 def _now_ms() -> int:

@@ -17,7 +17,8 @@ which checks it against :data:`VALID_PREVIOUS` -- the one table of legal transit
     CompleteAbort    <- PrepareAbort
     PrepareEpochFence<- Ongoing                                      (InitProducerId of a newer
                                                                       producer, or a timeout)
-    Dead             <- Empty, CompleteCommit, CompleteAbort          (expiry; not used yet)
+    Dead             <- Empty, CompleteCommit, CompleteAbort          (expiry: idle past
+                                                                      transactional.id.expiration.ms)
 
 Fencing: the epoch only grows.  InitProducerId bumps it (the older producer is fenced: its
 requests carry an older epoch and get PRODUCER_FENCED); an InitProducerId or a timeout that finds
@@ -351,6 +352,18 @@ def plan_timeout(current: TxnMetadata, now_ms: int, fence_step: int = 1) -> Plan
     if current.state is not S.ONGOING or now_ms - current.txn_start_ms <= current.timeout_ms:
         return None
     return plan_fence_and_abort(current, now_ms, fence_step)
+
+
+def plan_expire(current: TxnMetadata, now_ms: int, expiration_ms: int) -> Plan | None:
+    """The removal of a transactional id idle for ``expiration_ms`` (Kafka's
+    ``transactional.id.expiration.ms``): only between transactions (Empty, CompleteCommit,
+    CompleteAbort -- an open or prepared transaction is never dropped: its markers would be lost),
+    and counted from the id's last state change.  The write is a tombstone; once stored the id is
+    forgotten, and its next InitProducerId starts over with a new producer id at epoch 0, which
+    fences whatever still holds the old one (INVALID_PRODUCER_ID_MAPPING at the coordinator)."""
+    if current.state not in COMPLETED or now_ms - current.last_update_ms < expiration_ms:
+        return None
+    return Plan(write=transition(current, S.DEAD, now_ms))
 
 
 def complete(current: TxnMetadata, now_ms: int) -> TxnMetadata:

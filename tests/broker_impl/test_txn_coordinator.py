@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from broker_impl import records, wire
+from broker_impl import records, txn_coordinator, wire
 from broker_impl.control_records import Marker, read_marker
 from broker_impl.events import EventLog
 from broker_impl.log import FlushPolicy
@@ -25,13 +25,20 @@ from broker_impl.rules import ReplicationRules
 from broker_impl.txn_coordinator import TransactionCoordinator
 from broker_impl.txn_markers import write_marker
 from broker_impl.txn_records import TRANSACTION_STATE_TOPIC
-from broker_impl.txn_state import CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, TxnState
+from broker_impl.txn_state import (
+    CONCURRENT_TRANSACTIONS,
+    INVALID_PRODUCER_ID_MAPPING,
+    PRODUCER_FENCED,
+    TxnState,
+)
 
 NEVER = 2**63 - 1
 DATA = frozenset({("t", 0), ("t", 1)})
 SETTINGS = {
     "transaction.max.timeout.ms": 900000,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 100,
+    "transactional.id.expiration.ms": 604800000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
     "transaction.state.log.num.partitions": 1,
     "transaction.state.log.replication.factor": 1,
     "offsets.topic.num.partitions": 1,
@@ -229,5 +236,46 @@ def test_state_records_are_acks_all_appends_to_the_state_partition(tmp_path: Pat
         ]
         assert len(values) == 2  # Empty, then Ongoing
         assert (await loaded.init_producer_id("e", 0, None))[0] == 50  # INVALID_TRANSACTION_TIMEOUT
+
+    asyncio.run(scenario())
+
+
+def test_an_idle_transactional_id_expires_to_a_tombstone_and_starts_over_with_a_new_producer_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``transactional.id.expiration.ms`` (the Dead state): an id between transactions and idle
+    past it is removed with a tombstone a new coordinator replays too; one with a transaction open
+    is never removed; the next InitProducerId gets a new producer id at epoch 0, and the old
+    producer id is no longer the id's (INVALID_PRODUCER_ID_MAPPING)."""
+
+    async def scenario() -> None:
+        broker = OneNodeBroker(tmp_path)
+        broker.settings["transactional.id.expiration.ms"] = 60000
+        loaded = await coordinator(broker)
+        await loaded.init_producer_id("idle", 60000, None)
+        await loaded.add_partitions("idle", 1001, 0, DATA)
+        await loaded.end("idle", 1001, 0, True)
+        await settle(loaded)
+        await loaded.init_producer_id("open", 600000, None)
+        await loaded.add_partitions("open", 1002, 0, DATA)
+        now = txn_coordinator._now_ms()
+        monkeypatch.setattr(txn_coordinator, "_now_ms", lambda: now + 59000)
+        await loaded.remove_expired()
+        assert set(loaded.partitions[0].transactions) == {"idle", "open"}  # not yet
+        monkeypatch.setattr(txn_coordinator, "_now_ms", lambda: now + 61000)
+        await loaded.remove_expired()
+        assert set(loaded.partitions[0].transactions) == {"open"}
+        log = broker.partitions[(TRANSACTION_STATE_TOPIC, 0)].log
+        last = records.decode_records(log.read_batch(log.batches()[-1]))[-1]
+        assert last.value is None  # the tombstone
+        assert await loaded.add_partitions("idle", 1001, 1, DATA) == INVALID_PRODUCER_ID_MAPPING
+
+        state_partition = broker.partitions[(TRANSACTION_STATE_TOPIC, 0)]
+        state_partition.become_follower(2, 2, 0, [1, 2], [1, 2])
+        loaded.partition_changed(state_partition)
+        state_partition.become_leader(3, 0, [1], [1])
+        successor = await coordinator(broker)
+        assert set(successor.partitions[0].transactions) == {"open"}
+        assert await successor.init_producer_id("idle", 60000, None) == (0, 1003, 0)
 
     asyncio.run(scenario())
