@@ -38,7 +38,7 @@ from testbed.record.ops import Op
 
 RUN_END = "the run ended before the package did"
 """The reason :func:`nemesis.package_run.run_package` gives a package cut by the run's end."""
-REASON_WORDS = 8
+REASON_WORDS = 10
 """How many words of a stop's reason make its tally key (the rest names nodes and offsets)."""
 
 
@@ -61,9 +61,11 @@ class Tally:
 
 
 def reason_key(error: object) -> str:
-    """The first :data:`REASON_WORDS` words of a stop's reason, digits folded (``20 s`` stays)."""
-    words = str(error).split()
-    return re.sub(r"\b[nN]\d+\b", "<node>", " ".join(words[:REASON_WORDS]))
+    """The first :data:`REASON_WORDS` words of a stop's reason after the ``fault package NAME:``
+    prefix the scenario runner puts first (``step 6: timed out after 20 s waiting for ...``),
+    node names folded."""
+    text = re.sub(r"^fault package [\w-]+: ", "", str(error))
+    return re.sub(r"\b[nN]\d+\b", "<node>", " ".join(text.split()[:REASON_WORDS]))
 
 
 def tally_history(ops: Iterable[Op], tallies: dict[str, Tally]) -> None:

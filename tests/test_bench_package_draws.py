@@ -38,7 +38,7 @@ def write_history(path: Path, ops: list[tuple[str, str, str | None]]) -> None:
 
 
 def test_draws_completions_stops_and_cuts_per_package(tmp_path: Path) -> None:
-    stuck = "timed out after 20 s waiting for leader-is n2 of partition 0"
+    stuck = "fault package stale-leader-lagging-joiner: step 4: timed out after 20 s waiting for leader-is n2 of partition 0"
     write_history(
         tmp_path / "a" / "history.jsonl",
         [
@@ -62,7 +62,7 @@ def test_draws_completions_stops_and_cuts_per_package(tmp_path: Path) -> None:
     assert read == 2 and problems == []
     joiner = tallies["stale-leader-lagging-joiner"]
     assert (joiner.draws, joiner.completed, joiner.stopped, joiner.cut_by_run_end) == (3, 0, 2, 1)
-    assert joiner.reasons == {"timed out after 20 s waiting for leader-is": 2}
+    assert joiner.reasons == {"step 4: timed out after 20 s waiting for leader-is": 2}
     assert joiner.completion_share == 0.0
     assert tallies["rolling-restart"].completion_share == 1.0
     assert (tallies["whole-cluster-crash"].draws, tallies["whole-cluster-crash"].open) == (1, 1)
