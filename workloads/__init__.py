@@ -23,7 +23,10 @@ Modules:
   poll returned (records, rebalances, commit answers) in order, and the commit-outcome rule;
 * ``group_kafka_python``, ``group_confluent`` -- that interface on each client library;
 * ``group_member`` -- one group member's ops (``assign``, ``poll``, ``commit``, ``revoke``);
-* ``group_fleet`` -- the group's members as threads, consumer churn, and the choice of library.
+* ``group_fleet`` -- the group's members as threads, consumer churn, and the choice of library;
+* ``queue_drain`` -- the queue workload's final drain;
+* ``client_host``, ``client_child`` -- producers in child processes (``--client-processes``), the
+  parent's side and the child's, and the crash of one (the nemesis's ``client-crash``).
 
 May import: rooms of a lower rank (``testbed.record`` is all it needs), never ``checker`` or
 ``nemesis``.  Used by: ``harness.run`` (spec and runner) and ``harness.cli`` (``run``).
