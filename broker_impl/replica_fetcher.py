@@ -20,6 +20,15 @@ appends what it gets and sets its HW to ``min(leader HW, own LEO)``.  With epoch
 ListOffsets carries the follower's ``current_leader_epoch``, so a leader of another
 epoch refuses it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) instead of serving a
 replica whose metadata is stale; without it they carry -1.
+
+A fetcher serves one (leader, epoch) only: it applies an answer -- records, HW, a truncation
+point -- only while its partition still follows the leader of the epoch it was started for,
+and ends when it does not.  The broker cancels it on every change, but a cancellation can be
+lost (``asyncio.wait_for`` before Python 3.12 returns the inner call's result when that call
+had finished by the time the cancelled task resumes, CPython gh-86296); a new leader would then
+append the deposed leader's records behind its own epoch start and keep fetching from it.
+Kafka's AbstractFetcherThread likewise drops a response for a partition no longer in its fetch
+states or fetched under another leader epoch.
 """
 
 from __future__ import annotations
@@ -83,6 +92,10 @@ def truncation_step(
     return min(own_end, answer_end_offset, log_end_offset), True
 
 
+class _NotFollowing(Exception):
+    """The partition no longer follows the leader and epoch this fetcher serves."""
+
+
 class ReplicaFetcher:
     def __init__(
         self, partition: Partition, node_id: int, leader_address: tuple[str, int], settings: dict[str, Any]
@@ -99,11 +112,23 @@ class ReplicaFetcher:
             *leader_address, client_id=f"replica-fetcher-{node_id}", timeout=timeout
         )
         self.epoch = partition.leader_epoch
+        self.leader = partition.leader
+
+    def _check_following(self) -> None:
+        """Raise :class:`_NotFollowing` unless the partition still follows this fetcher's leader
+        in its epoch; called after every answer, before anything of it is applied."""
+        partition = self.partition
+        if partition.role != "follower" or (partition.leader, partition.leader_epoch) != (
+            self.leader,
+            self.epoch,
+        ):
+            raise _NotFollowing
 
     async def run(self) -> None:
         truncated = not self.epoch_mode  # high-watermark mode truncated before we started
         try:
             while True:
+                self._check_following()
                 try:
                     if not truncated:
                         truncated = await self._truncate_by_leader_epoch()
@@ -123,6 +148,13 @@ class ReplicaFetcher:
                 except CorruptBatch as error:
                     logger.error("%s: bad batch from leader: %s; refetching", self.partition.name, error)
                     await asyncio.sleep(self.backoff)
+        except _NotFollowing:
+            logger.info(
+                "%s: no longer following %d in epoch %d; fetcher stops",
+                self.partition.name,
+                self.leader,
+                self.epoch,
+            )
         finally:
             self.connection.close()
 
@@ -162,6 +194,7 @@ class ReplicaFetcher:
         response = await self.connection.call(
             request, wire.APIS[23].response, OFFSET_FOR_LEADER_EPOCH_VERSION
         )
+        self._check_following()
         answer = response.topics[0].partitions[0]
         if answer.error_code != wire.NONE:
             logger.info("%s: OffsetsForLeaderEpoch error %d", self.partition.name, answer.error_code)
@@ -231,6 +264,7 @@ class ReplicaFetcher:
         response = await self.connection.call(request, wire.APIS[1].response, FETCH_VERSION, timeout=timeout)
         if response.error_code != wire.NONE:
             raise ConnectionError(f"fetch error {response.error_code}")
+        self._check_following()
         data = response.responses[0].partitions[0]
         if partition.log_end_offset != fetch_offset:
             return  # truncated meanwhile (cannot happen with one task, but never append out of place)
@@ -273,6 +307,7 @@ class ReplicaFetcher:
             ],
         )
         response = await self.connection.call(request, wire.APIS[2].response, LIST_OFFSETS_VERSION)
+        self._check_following()
         answer = response.topics[0].partitions[0]
         if answer.error_code == wire.NONE and answer.offset < self.partition.log_end_offset:
             logger.warning(
