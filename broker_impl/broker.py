@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import sys
 import time
@@ -43,15 +42,18 @@ from typing import Any
 
 from . import config as configuration
 from . import wire
+from .admin_handlers import AdminHandlers
 from .checkpoints import HighWatermarkCheckpoint, fsync_directory, write_atomically
 from .events import BROKER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
 from .group_coordinator import GroupCoordinator
 from .group_handlers import GroupHandlers
 from .group_records import OFFSETS_TOPIC
 from .handlers import Handlers
+from .listener import serve_requests
 from .log import FlushPolicy
 from .log_dir_failure import install as install_log_dir_failure
 from .partition import Partition
+from .replica_dirs import delete_replica, partition_directories, unassigned
 from .replica_fetcher import ReplicaFetcher
 from .rpc import RpcClient, RpcError
 from .rules import ReplicationRules
@@ -61,7 +63,6 @@ from .txn_offsets import TxnOffsets
 
 logger = logging.getLogger("broker_impl.broker")
 
-PARTITION_DIRECTORY = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 """The clean-shutdown marker in ``log.dirs``: present only between a clean shutdown and
 the next start-up (Kafka's name)."""
@@ -128,7 +129,7 @@ class Broker:
         try:
             marker.unlink()
         except FileNotFoundError:
-            clean = not self._partition_directories()
+            clean = not partition_directories(self.log_dir)
         else:
             fsync_directory(self.log_dir)
             clean = True
@@ -140,18 +141,9 @@ class Broker:
 
     # ---- partitions ---------------------------------------------------------------------
 
-    def _partition_directories(self) -> list[tuple[str, int]]:
-        """The (topic, partition) of every partition directory in ``log.dirs``, sorted."""
-        found = []
-        for directory in sorted(self.log_dir.iterdir()):
-            match = PARTITION_DIRECTORY.match(directory.name)
-            if directory.is_dir() and match:
-                found.append((match["topic"], int(match["partition"])))
-        return found
-
     def _open_existing_partitions(self) -> None:
         checkpointed = self.hw_checkpoint.read()
-        for key in self._partition_directories():
+        for key in partition_directories(self.log_dir):
             self.partitions[key] = self._new_partition(key, checkpointed.get(key, 0))
 
     def _new_partition(self, key: tuple[str, int], high_watermark: int) -> Partition:
@@ -179,9 +171,10 @@ class Broker:
         }
 
     def apply_metadata(self, metadata: dict[str, Any]) -> None:
-        """Follow a newer metadata version.  A partition that cannot be applied (its
-        directory cannot be made, say) is logged and skipped, never allowed to stop the
-        broker from following the rest."""
+        """Follow a newer metadata version: create the replicas newly assigned here, follow
+        the others' leadership, drop those no longer assigned (reassigned away).  A partition
+        that cannot be applied (its directory cannot be made, say) is logged and skipped,
+        never allowed to stop the broker from following the rest."""
         if metadata["version"] <= self.metadata["version"]:
             return
         self.metadata = metadata
@@ -194,6 +187,11 @@ class Broker:
                         logger.error(
                             "%s-%d: cannot follow metadata v%d: %s", name, index, metadata["version"], error
                         )
+        for key in unassigned(list(self.partitions), metadata["topics"], self.node_id):
+            try:
+                self._drop_replica(key, metadata["topics"][key[0]]["partitions"][key[1]])
+            except OSError as error:
+                logger.error("%s-%d: cannot delete the replica: %s", key[0], key[1], error)
 
     def _apply_partition_state(self, key: tuple[str, int], state: dict[str, Any]) -> None:
         partition = self.partitions.get(key)
@@ -223,6 +221,19 @@ class Broker:
         if state["leader"] >= 0 and leader is not None:
             fetcher = ReplicaFetcher(partition, self.node_id, (leader["host"], leader["port"]), self.settings)
             self.fetchers[key] = asyncio.create_task(fetcher.run(), name=f"fetcher-{key[0]}-{key[1]}")
+
+    def _drop_replica(self, key: tuple[str, int], state: dict[str, Any]) -> None:
+        """No longer a replica: stop fetching, step down (a follower of the new leader, so
+        produce requests waiting here fail), close the log and delete it (Kafka's StopReplica
+        with delete, :mod:`broker_impl.replica_dirs`)."""
+        self._stop_fetcher(key)
+        partition = self.partitions.pop(key)
+        epochs = (state["leader_epoch"], state["partition_epoch"], state["replicas"], state["isr"])
+        partition.become_follower(state["leader"], *epochs)
+        self.coordinator.partition_changed(partition)
+        self.txn_coordinator.partition_changed(partition)
+        partition.log.close()
+        delete_replica(self.log_dir, key)
 
     def _stop_fetcher(self, key: tuple[str, int]) -> None:
         task = self.fetchers.pop(key, None)
@@ -423,6 +434,7 @@ class Broker:
     # ---- client connections -------------------------------------------------------------
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client connection, answered by the handlers of every API the broker serves."""
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
         plain, transactions = Handlers(self, self.txn_coordinator.verifier), self.txn_coordinator
@@ -432,24 +444,9 @@ class Broker:
             **TxnHandlers(
                 transactions, self.partitions, plain.init_producer_id, TxnOffsets(self.coordinator)
             ).table(),
+            **AdminHandlers(self.controller.call).table(),
         }
-        try:
-            while True:
-                payload = await wire.read_frame(reader)
-                request = wire.decode_request(payload)
-                body = await handlers[request.api.key](request)
-                if body is None:
-                    continue  # acks=0: Kafka sends no response
-                writer.write(wire.encode_response(request, body))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except wire.ProtocolError as error:
-            logger.info("closing connection from %s: %s", peer, error)
-        except Exception:
-            logger.exception("closing connection from %s after an internal error", peer)
-        finally:
-            writer.close()
+        await serve_requests(handlers, reader, writer)
 
 
 async def run(settings: dict[str, Any]) -> None:

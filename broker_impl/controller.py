@@ -56,6 +56,10 @@ its shutdown -- as a fast bounce inside the ZooKeeper session did not reach the 
 controller.  That is the window the KIP-101 scenarios and the "last replica standing"
 loss need, and it existed in real clusters.
 
+Replica-set changes on request -- partition reassignment (KIP-455) and preferred-leader
+election -- follow Kafka's rules, kept in :mod:`broker_impl.reassignment`: the new replicas
+join the ISR before the old ones leave.
+
 Every commit is also recorded in the controller's event log (``event.log.enable``; the
 events and how they are derived: :mod:`broker_impl.controller_events`, ``docs/events.md``).
 """
@@ -78,6 +82,7 @@ from . import config as configuration
 from .checkpoints import write_atomically
 from .controller_events import ControllerEvents
 from .events import CONTROLLER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
+from .reassignment import ADDING, REMOVING, Reassignments
 from .rpc import RpcError, serve
 
 logger = logging.getLogger("broker_impl.controller")
@@ -130,6 +135,8 @@ class Controller:
             settings={name: settings[name] for name in RECORDED_SETTINGS},
         )
         self.events = ControllerEvents(log, self.metadata)
+        self.reassignments = Reassignments(self)
+        self.reassignments.complete_ready()  # one left running by the previous process resumes
 
     def _load(self) -> dict[str, Any]:
         """The persisted metadata, or an empty cluster.  Partition states written before
@@ -372,6 +379,7 @@ class Controller:
             return {"error": "ineligible replica", "state": state, "version": self.metadata["version"]}
         if not self._set_isr(state, new_isr):
             state["partition_epoch"] += 1  # every accepted AlterPartition is a new partition epoch
+        self.reassignments.complete_if_ready((params["topic"], int(params["partition"])), state)
         self._commit(
             f"{params['topic']}-{params['partition']} ISR -> {new_isr}, ELR {state['elr']}",
             "alter-partition",
@@ -406,6 +414,8 @@ class Controller:
                     "elr": [],
                     "last_known_leader": replicas[0],
                     "partition_epoch": 0,
+                    ADDING: [],
+                    REMOVING: [],
                 }
                 for replicas in assignment
             ],
@@ -454,6 +464,9 @@ async def run(settings: dict[str, Any]) -> None:
             "create_topic": controller.create_topic,
             "allocate_producer_ids": controller.allocate_producer_ids,
             "describe": controller.describe,
+            "alter_reassignments": controller.reassignments.alter,
+            "list_reassignments": controller.reassignments.list_ongoing,
+            "elect_leaders": controller.reassignments.elect_leaders,
         },
     )
     logger.info("controller listening on %s:%d", host, port)

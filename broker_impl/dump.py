@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import records
-from .broker import PARTITION_DIRECTORY
 from .checkpoints import HighWatermarkCheckpoint, LeaderEpochCache
 from .control_records import MarkerFormatError, read_marker
 from .log import SEGMENT_SUFFIX
+from .replica_dirs import PARTITION_DIRECTORY
 from .txn_index import TransactionIndex
 
 

@@ -19,12 +19,18 @@ import struct
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -97,12 +103,16 @@ UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 KAFKA_STORAGE_ERROR = 56
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 MEMBER_ID_REQUIRED = 79
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
 INVALID_RECORD = 87
 
 MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -170,6 +180,11 @@ APIS: dict[int, Api] = {
         Api(26, EndTxnRequest, EndTxnResponse, 0, 5, tv1_max_version=3),
         Api(27, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
         Api(28, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        # Membership changes, forwarded to the controller (broker_impl.admin_handlers).
+        # AlterPartitionReassignments 1 adds AllowReplicationFactorChange, not offered.
+        Api(43, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+        Api(45, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 0),
+        Api(46, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
     )
 }
 """Every API a broker serves and advertises in ApiVersions, by key."""
