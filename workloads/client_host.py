@@ -88,7 +88,7 @@ class HostedClient:
         self.in_flight: str | None = None
         """The call waiting for its answer now (None: idle)."""
         self.died_in: str | None = None
-        """The call that found the process gone (None: none did)."""
+        """The first call that found the process gone (None: none did)."""
 
     @property
     def pid(self) -> int:
@@ -107,7 +107,7 @@ class HostedClient:
                 self._write({"call": name, **args} if name == "open" else {"call": name, "args": args})
                 answer = json.loads(self._read_line(time.monotonic() + timeout))
             except ClientGone:
-                self.died_in = name
+                self.died_in = self.died_in or name  # the first call to find it dead: later ones only echo
                 raise
             finally:
                 self._set_in_flight(None)

@@ -141,7 +141,8 @@ class QueueSpec:
             problems.append(f"client_processes must be true or false, not {self.client_processes!r}")
         elif self.client_processes and self.txn_ctp:
             problems.append(
-                "--client-processes cannot host --txn-ctp producers (group metadata stays in-process)"
+                "--client-processes (implied by --nemesis client-crash) cannot host --txn-ctp producers:"
+                " a consumer's group metadata cannot cross the pipe"
             )
         if problems:
             raise ValueError("; ".join(problems))

@@ -99,6 +99,7 @@ def test_a_transactional_producer_crashed_mid_call_is_fatal() -> None:
     assert isinstance(outcome.get("error"), TxnFatal) and "crashed mid-send" in str(outcome["error"])
     with pytest.raises(TxnFatal, match="crashed mid-commit"):
         txn.commit(TIMEOUT)  # the process is gone: every later call is fatal too
+    assert hosted.died_in == "send"  # the call the crash interrupted, not the later ones
     txn.close()
 
 
