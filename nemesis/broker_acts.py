@@ -56,13 +56,15 @@ from nemesis.fault_kinds import (
     SLOW_LINK_RATE_KBIT,
     START,
 )
+from nemesis.membership import Membership
+from nemesis.membership_kinds import DECOMMISSION, RECOMMISSION
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.one_way import OneWay
 from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
 from nemesis.slow_link import SlowLink
-from testbed.cluster.protocol import ClockControl, DiskFaults, NodeControl, PowerLoss
+from testbed.cluster.protocol import ClockControl, Cluster, DiskFaults, NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
 BROKER_DAEMON = "broker"
@@ -86,6 +88,7 @@ class BrokerActs:
         self.slow_link = SlowLink(metadata.layout, cluster.ip, self._run)
         self.client_cut = ClientCut(metadata.layout, cluster.ip, self._run)
         self.requests = RequestFaults(cluster)
+        self._membership: Membership | None = None
 
     def _run(self, node: str, script: str) -> None:
         self.cluster.remote(node).exec(script, timeout=self.remote_timeout)
@@ -244,6 +247,21 @@ class BrokerActs:
         """``request-reset`` of the requests its op names (default :data:`HELD_REQUESTS`)."""
         self.requests.reset(node, (value or {}).get("requests") or HELD_REQUESTS)
 
+    def decommission(self, node: str) -> None:
+        """``decommission``: reassign the broker's replicas away (:mod:`nemesis.membership`)."""
+        self._members().decommission(node)
+
+    def recommission(self, node: str) -> None:
+        self._members().recommission(node)
+
+    def _members(self) -> Membership:
+        cluster = self.cluster
+        if not isinstance(cluster, Cluster):  # Nemesis refuses first without a controller node
+            raise Refused("this cluster offers no Kafka bootstrap to reassign through")
+        if self._membership is None:
+            self._membership = Membership(cluster, self.remote_timeout, self.settle_timeout * 3)
+        return self._membership
+
 
 NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxyType(
     {
@@ -272,6 +290,8 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         DISK_ERROR: BrokerActs.break_disk,
         SLOW_DISK: BrokerActs.slow_disk,
         DISK_HEAL: BrokerActs.heal_disk,
+        DECOMMISSION: BrokerActs.decommission,
+        RECOMMISSION: BrokerActs.recommission,
     }
 )
 """Node-shaped fault or heal kind -> what it does to one broker node."""

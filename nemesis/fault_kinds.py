@@ -57,6 +57,7 @@ from nemesis.fault_declaration import (
     Param,
     every_broker_heal,
 )
+from nemesis.membership_kinds import MEMBERSHIP_KINDS
 
 KILL: Final = "kill"
 PAUSE: Final = "pause"
@@ -452,6 +453,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     CLIENT_CRASH_KIND,
     *REQUEST_KINDS,
     *DISK_KINDS,
+    *MEMBERSHIP_KINDS,
 )
 """Every kind, each fault followed by its heal, in the order scenario messages list them."""
 

@@ -1,0 +1,118 @@
+"""The ``decommission`` / ``recommission`` plans (:mod:`nemesis.membership`), without a cluster.
+
+:func:`moved_away` is the pure plan of one partition's move.  The :class:`Membership` tests drive
+the fault and its heal against a recording stand-in for kafka-python's admin client (the real one
+is exercised by ``tests/nemesis/test_membership_real.py`` on a Docker cluster and by
+``tests/broker_impl/test_reassignment_cluster.py`` on a local one): which targets are sent, that
+the heal sends the original replica sets back, waits for the moves and elects preferred leaders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from kafka import TopicPartition
+
+from nemesis.membership import Membership, moved_away
+
+
+def test_a_replica_is_replaced_in_place_by_a_broker_outside_the_set() -> None:
+    assert moved_away([1, 2, 3], 1, [1, 2, 3, 4]) == [4, 2, 3]
+    assert moved_away([1, 2], 2, [1, 2, 3]) == [1, 3]
+
+
+def test_without_a_spare_broker_the_replica_is_dropped() -> None:
+    assert moved_away([1, 2, 3], 2, [1, 2, 3]) == [1, 3]
+
+
+def test_a_partition_without_the_broker_or_with_it_alone_is_not_moved() -> None:
+    assert moved_away([1, 2, 3], 4, [1, 2, 3, 4]) is None
+    assert moved_away([2], 2, [2]) is None  # alone and nowhere to go
+    assert moved_away([2], 2, [1, 2]) == [1]
+
+
+class FakeAdmin:
+    """Records the calls; reassignments complete after ``pending_polls`` list calls."""
+
+    def __init__(self, assignments: dict[str, list[list[int]]], pending_polls: int = 2) -> None:
+        self.assignments = assignments
+        self.altered: list[dict[tuple[str, int], list[int]]] = []
+        self.elected: list[Mapping[str, list[int]]] = []
+        self.polls = 0
+        self.pending_polls = pending_polls
+        self.closed = 0
+
+    def list_topics(self) -> list[str]:
+        return [*self.assignments, "__consumer_offsets"]
+
+    def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
+        assert "__consumer_offsets" not in names  # internal topics are never moved
+        return [
+            {
+                "topic": name,
+                "partitions": [
+                    {"partition_index": index, "replica_nodes": replicas}
+                    for index, replicas in enumerate(self.assignments[name])
+                ],
+            }
+            for name in names
+        ]
+
+    def alter_partition_reassignments(
+        self, moves: Mapping[TopicPartition, list[int]]
+    ) -> dict[TopicPartition, None]:
+        self.altered.append({(tp.topic, tp.partition): list(t) for tp, t in moves.items()})
+        return dict.fromkeys(moves)
+
+    def list_partition_reassignments(self, wanted: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        self.polls += 1
+        return {} if self.polls > self.pending_polls else {tp: {} for tp in wanted}
+
+    def elect_leaders(
+        self, election_type: int, partitions: Mapping[str, list[int]], raise_errors: bool
+    ) -> None:
+        assert election_type == 0 and not raise_errors
+        self.elected.append(partitions)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class FakeCluster:
+    bootstrap = "unused:9092"
+    node_ids: Mapping[str, int] = {"n1": 1, "n2": 2, "n3": 3, "n4": 4}
+
+
+@pytest.fixture
+def admin(monkeypatch: pytest.MonkeyPatch) -> FakeAdmin:
+    fake = FakeAdmin({"t": [[1, 2, 3], [2, 3, 4], [3, 4, 1]]})
+    monkeypatch.setattr(Membership, "_admin", lambda self: fake)
+    return fake
+
+
+def test_decommission_moves_every_replica_of_the_node_and_recommission_moves_them_back(
+    admin: FakeAdmin,
+) -> None:
+    members = Membership(FakeCluster(), timeout=1.0, settle_timeout=5.0)  # type: ignore[arg-type]
+    moved = members.decommission("n1")
+    assert moved == {"t-0": [4, 2, 3], "t-2": [3, 4, 2]}
+    assert admin.altered == [{("t", 0): [4, 2, 3], ("t", 2): [3, 4, 2]}]
+    members.recommission("n1")
+    assert admin.altered[-1] == {("t", 0): [1, 2, 3], ("t", 2): [3, 4, 1]}
+    assert admin.polls == 3  # waited until no move of them was left
+    assert admin.elected == [{"t": [0, 2]}]
+    assert admin.closed == 2
+    members.recommission("n1")  # nothing left to move back: no call at all
+    assert (len(admin.altered), admin.closed) == (2, 2)
+
+
+def test_recommission_of_a_node_never_decommissioned_does_nothing(admin: FakeAdmin) -> None:
+    Membership(FakeCluster(), timeout=1.0).recommission("n2")  # type: ignore[arg-type]
+    assert admin.altered == [] and admin.elected == []
+
+
+def test_an_unknown_node_is_refused(admin: FakeAdmin) -> None:
+    with pytest.raises(ValueError, match="n9 is not a broker"):
+        Membership(FakeCluster(), timeout=1.0).decommission("n9")  # type: ignore[arg-type]
