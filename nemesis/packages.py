@@ -68,6 +68,9 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   the lazy filesystem, for its power-off draws; without it every draw is a kill);
 * ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader
   (:mod:`nemesis.client_crash_plan`; needs the workload's client processes);
+* ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader
+  killed in half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a
+  controller node);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -83,11 +86,13 @@ from nemesis.bug_packages import (
 )
 from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH, client_crash_leader_crash
 from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE, REQUEST_DELAY_MS_DRAWN
+from nemesis.membership_plan import decommission_leader_crash
 from nemesis.package_context import PackageContext as PackageContext
 from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
 from nemesis.package_context import partition_of, sleep_step
 from nemesis.spec import (
+    DECOMMISSION_LEADER_CRASH,
     DISK_FAILURE_LEADER_MOVES,
     FOLLOWER_RESTART_LEADER_CRASH,
     ISOLATE_FOLLOWERS_LOSE_LEADER,
@@ -422,6 +427,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     RETRIED_PRODUCE_LEADER_CRASH: retried_produce_leader_crash,
     WHOLE_CLUSTER_CRASH: whole_cluster_crash,
     CLIENT_CRASH_LEADER_CRASH: client_crash_leader_crash,
+    DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
     QUIET: quiet,
 }
 

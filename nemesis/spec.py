@@ -67,6 +67,7 @@ from nemesis.fault_kinds import REQUEST_HOLD as REQUEST_HOLD
 from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
 from nemesis.fault_kinds import names_drawn_as
+from nemesis.membership_kinds import DECOMMISSION
 
 NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
 """Faults that act on a set of brokers chosen by a target (:mod:`nemesis.fault_kinds` declares them)."""
@@ -89,6 +90,7 @@ DISK_FAILURE_LEADER_MOVES = "disk-failure-leader-moves"
 ONE_WAY_LEADER_CRASH = "one-way-leader-crash"
 RETRIED_PRODUCE_LEADER_CRASH = "retried-produce-leader-crash"
 WHOLE_CLUSTER_CRASH = "whole-cluster-crash"
+DECOMMISSION_LEADER_CRASH = "decommission-leader-crash"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -106,6 +108,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     RETRIED_PRODUCE_LEADER_CRASH,
     WHOLE_CLUSTER_CRASH,
     CLIENT_CRASH_LEADER_CRASH,
+    DECOMMISSION_LEADER_CRASH,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -128,6 +131,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         RETRIED_PRODUCE_LEADER_CRASH: frozenset({REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET, KILL}),
         WHOLE_CLUSTER_CRASH: frozenset({KILL, POWER_LOSS, DISK_ERROR}),
         CLIENT_CRASH_LEADER_CRASH: frozenset({CLIENT_CRASH, KILL}),
+        DECOMMISSION_LEADER_CRASH: frozenset({DECOMMISSION, KILL}),
         QUIET: frozenset(),
     }
 )

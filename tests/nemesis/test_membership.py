@@ -9,6 +9,7 @@ the heal sends the original replica sets back, waits for the moves and elects pr
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from kafka import TopicPartition
 
 from nemesis.membership import Membership, moved_away
+from nemesis.packages import PackageContext, PackageError, plan_package
 
 
 def test_a_replica_is_replaced_in_place_by_a_broker_outside_the_set() -> None:
@@ -116,3 +118,20 @@ def test_recommission_of_a_node_never_decommissioned_does_nothing(admin: FakeAdm
 def test_an_unknown_node_is_refused(admin: FakeAdmin) -> None:
     with pytest.raises(ValueError, match="n9 is not a broker"):
         Membership(FakeCluster(), timeout=1.0).decommission("n9")  # type: ignore[arg-type]
+
+
+def test_the_package_decommissions_the_leader_crashes_the_new_one_in_half_the_draws_and_moves_back() -> None:
+    context = PackageContext(("n1", "n2", "n3", "n4"), 1, 3, metadata_delay=True)
+    plans = [plan_package("decommission-leader-crash", random.Random(seed), context) for seed in range(40)]
+    for steps in plans:
+        faults = [step["fault"] for step in steps if "fault" in step]
+        assert faults[0] == "decommission" and faults[-1] == "recommission"
+        assert steps[-1] == {"wait": "in-isr", "node": "L", "partition": 0, "timeout": 60}
+    crashed = [any(step.get("fault") == "kill" for step in steps) for steps in plans]
+    assert 0 < sum(crashed) < len(plans)
+
+
+def test_the_package_needs_a_controller_node() -> None:
+    context = PackageContext(("n1", "n2", "n3"), 1, 3, metadata_delay=False)
+    with pytest.raises(PackageError, match="needs a controller node"):
+        plan_package("decommission-leader-crash", random.Random(1), context)
