@@ -17,7 +17,9 @@ Fields:
   (:data:`PACKAGE_KINDS`, planned by :mod:`nemesis.packages`: a choreography of several faults that
   heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
   :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs
-  ``--consume-via subscribe``). Empty: no faults at all.
+  ``--consume-via subscribe``), or ``client-crash`` (:mod:`nemesis.client_crash`: one of the
+  workload's producer processes is SIGKILLed mid-call; implies ``--client-processes``). Empty: no
+  faults at all.
   :data:`HEALS` names the op that ends each fault (declared with the fault names in
   :mod:`nemesis.fault_kinds`; :mod:`testbed.record.faults` keeps the history's copy, checked equal).
 * ``interval_seconds`` -- mean quiet time before each fault; ``fault_seconds`` -- mean time a fault
@@ -73,7 +75,8 @@ NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
 """Faults that act on a set of brokers chosen by a target (:mod:`nemesis.fault_kinds` declares them)."""
 FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, *names_drawn_as("partition-shape"))
 WORKLOAD_FAULT_KINDS: tuple[str, ...] = names_drawn_as("workload")
-"""Faults of the workload's clients, not of the nodes (:mod:`nemesis.consumer_churn`): each op
+"""Faults of the workload's clients, not of the nodes (:mod:`nemesis.consumer_churn`,
+:mod:`nemesis.client_crash`): each op
 does its whole change and leaves nothing to heal, so they have no entry in :data:`HEALS`."""
 
 FOLLOWER_RESTART_LEADER_CRASH = "follower-restart-leader-crash"
