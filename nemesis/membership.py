@@ -85,7 +85,7 @@ class Membership:
         found: dict[Key, list[int]] = {}
         for topic in admin.describe_topics(names) if names else []:
             for partition in topic["partitions"]:
-                found[(topic["topic"], partition["partition_index"])] = list(partition["replica_nodes"])
+                found[(topic["name"], partition["partition_index"])] = list(partition["replica_nodes"])
         return found
 
     @staticmethod

@@ -53,7 +53,7 @@ class FakeAdmin:
         assert "__consumer_offsets" not in names  # internal topics are never moved
         return [
             {
-                "topic": name,
+                "name": name,
                 "partitions": [
                     {"partition_index": index, "replica_nodes": replicas}
                     for index, replicas in enumerate(self.assignments[name])
