@@ -74,7 +74,8 @@ class BundledTarget(ContainerTarget):
 
     def package_context(self, spec: TargetSpec) -> PackageContext | None:
         """Its brokers, the workload's partitions and replication factor, the lazy filesystem, the
-        controller node (metadata delay) and the queue workload's marker sends."""
+        controller node (metadata delay), the queue workload's marker sends and its client processes
+        (client crashes)."""
         return PackageContext(
             brokers=tuple(self.broker_names(spec)),
             partitions=spec.workload.partitions,
@@ -84,6 +85,7 @@ class BundledTarget(ContainerTarget):
             quiet_seconds=spec.nemesis.interval_seconds,
             markers=True,
             isr_lag_seconds=spec.isr_lag_seconds(),
+            client_crash=spec.workload.client_processes and spec.workload.producers > 0,
         )
 
     @contextmanager

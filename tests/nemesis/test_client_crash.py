@@ -210,5 +210,9 @@ def test_a_run_that_may_crash_clients_hosts_them_in_processes_and_says_so_in_its
         spec = spec_of("--nemesis", mix, "--txn")
         assert spec.workload.client_processes is True
         assert TestSpec.from_dict(spec.to_dict()).workload.client_processes is True
+        context = spec.package_context()  # what the run's packages are checked against
+        assert context is not None and context.client_crash is True
+    context = spec_of("--nemesis", "kill").package_context()
+    assert context is not None and context.client_crash is False
     with pytest.raises(UsageError, match="cannot host --txn-ctp"):
         spec_of("--client-processes", "--txn", "--txn-ctp")
