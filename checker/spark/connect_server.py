@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from checker.spark.remote import Remote, ServerUnreachable, server_version
@@ -89,8 +89,11 @@ class ConnectServer:
     master: str
 
 
-def server_command(host: str, port: int, master: str, driver_memory: str, work: Path) -> list[str]:
-    """The ``spark-submit`` command line of a server on ``host:port`` over ``master``."""
+def server_command(
+    host: str, port: int, master: str, driver_memory: str, work: Path, conf: Mapping[str, str] | None = None
+) -> list[str]:
+    """The ``spark-submit`` command line of a server on ``host:port`` over ``master``; ``conf``
+    adds or overrides Spark settings (a profile's event log: ``bench/warm_profile.py``)."""
     local = master.startswith("local")
     java = [*driver_java_options(), f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}"]
     settings = {
@@ -100,6 +103,7 @@ def server_command(host: str, port: int, master: str, driver_memory: str, work: 
         "spark.connect.grpc.binding.port": str(port),
         "spark.driver.extraJavaOptions": " ".join(java),
         "spark.local.dir": str(work / "scratch"),
+        **(conf or {}),
     }
     command = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS]
     command += ["--name", "tidemark-connect", "--master", master, "--driver-memory", driver_memory]
@@ -153,11 +157,13 @@ def connect_server(
     *,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     work_dir: Path | None = None,
+    conf: Mapping[str, str] | None = None,
 ) -> Iterator[ConnectServer]:
     """A Spark Connect server on ``host:port`` (``port`` None or 0: a free one) over ``master``,
     answering when the block starts and stopped when it ends (see the module docstring).
 
-    ``work_dir`` keeps its log and scratch (default: a temporary directory removed afterwards).
+    ``work_dir`` keeps its log and scratch (default: a temporary directory removed afterwards);
+    ``conf``: more Spark settings for the server (:func:`server_command`).
     :class:`ConnectServerError` when it exits or does not answer within :data:`READY_TIMEOUT_S`.
     """
     if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
@@ -172,7 +178,7 @@ def connect_server(
     try:
         with log.open("wb") as sink:
             process = subprocess.Popen(
-                server_command(host, asked, master, driver_memory, work),
+                server_command(host, asked, master, driver_memory, work, conf),
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
