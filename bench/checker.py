@@ -35,6 +35,8 @@ what a fresh Spark JVM needs for the bare aggregations, before anything the chec
 With ``--warm`` one more row per round, ``spark-warm``: the ``spark`` row's pass through a Spark
 Connect server started once for the invocation, after an untimed warm-up pass
 (``bench/connect_warm.py``) -- what a campaign's or hunt's checks cost on their long-lived server.
+With ``--warm --floor`` also ``spark-sql-warm``: the floor's queries through that server, after an
+untimed pass of them (``bench/spark_floor.py``) -- the warm floor, which bounds the warm row.
 
 With ``--checks all`` two more rows per round, ``spark+all`` and ``pandas+all``, run every check
 (:data:`checker.definitions.ALL_CHECKS`: the order, group, white-box and liveness checks too)
@@ -74,8 +76,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.connect_warm import WARM, start_warm_server, warm_checker
+from bench.connect_warm import WARM, WARM_FLOOR, start_warm_server, warm_checker, warm_floor
 from bench.measure import PeakSampler, checker_engine, local_session, print_ranges, run_worker, timed_pass
+from bench.spark_floor import floor_pass, reference_queries
 from checker.synthetic_runs import generate_run
 from testbed.record.history import PARQUET_LAYOUT
 
@@ -122,36 +125,6 @@ def dataset(root: Path, total: int, run_size: int) -> list[Path]:
 # ---------------------------------------------------------------- engines (in a subprocess)
 
 
-def _reference_queries(hist: str, reps: str, quote: str) -> tuple[str, str, str, str]:
-    """The reference's SQL over the relations ``hist`` and ``reps``, for DuckDB and Spark SQL alike:
-    the flagged values (lost or duplicated), their counts, five examples, the diverged positions.
-
-    ``quote`` quotes the identifiers that are keywords (``index``, ``offset``): DuckDB's ``"``,
-    Spark's backtick.  The same text runs in both, so the two rows measure the same work.
-    """
-    index, offset = f"{quote}index{quote}", f"{quote}offset{quote}"
-    flagged = f"""
-        WITH complete AS (
-          SELECT run_id, partition, bool_or(complete) AS complete
-          FROM {hist} WHERE f = 2 AND type = 1 GROUP BY run_id, partition),
-        v AS (
-          SELECT run_id, partition, value,
-                 max(CASE WHEN f = 0 AND type = 1 THEN 1 ELSE 0 END) AS acked,
-                 sum(CASE WHEN f = 2 THEN 1 ELSE 0 END) AS drained,
-                 max(CASE WHEN f = 0 AND type <> 0 THEN {index} END) AS send_index,
-                 min(CASE WHEN f IN (1, 2) THEN {offset} END) AS lo,
-                 max(CASE WHEN f IN (1, 2) THEN {offset} END) AS hi
-          FROM {hist} WHERE f <= 2 AND value IS NOT NULL GROUP BY run_id, partition, value)
-        SELECT v.*, (acked = 1 AND drained = 0 AND coalesce(c.complete, false)) AS lost, (lo <> hi) AS dup
-        FROM v LEFT JOIN complete c USING (run_id, partition) WHERE (acked = 1 AND drained = 0) OR lo <> hi"""
-    counts = "SELECT count(*) FILTER (WHERE lost), count(*) FILTER (WHERE dup) FROM flagged"
-    examples = "SELECT * FROM flagged WHERE lost ORDER BY run_id, partition, value LIMIT 5"
-    diverged = f"""
-        SELECT count(*) FROM (SELECT run_id, partition, {offset} FROM {reps} WHERE topic = 'queue'
-        GROUP BY run_id, partition, {offset} HAVING min(hash(key, value)) <> max(hash(key, value)))"""
-    return flagged, counts, examples, diverged
-
-
 def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     import duckdb
 
@@ -164,7 +137,7 @@ def _duckdb(runs: list[Path], packed: bool = False) -> dict[str, int]:
     else:
         hist = "read_parquet([" + ",".join(f"'{r / 'history.parquet'}'" for r in runs) + "])"
         reps = "read_parquet([" + ",".join(f"'{r / 'replicas.parquet'}'" for r in runs) + "])"
-    flagged, counts, examples, diverged = _reference_queries(hist, reps, '"')
+    flagged, counts, examples, diverged = reference_queries(hist, reps, '"')
     con.execute(f"CREATE TEMP TABLE flagged AS {flagged}")
     lost = con.execute(counts).fetchone()
     con.execute(examples).fetchall()
@@ -182,48 +155,17 @@ def _load_runs(runs: list[Path], packed: bool) -> list[Any]:
 
 
 def _spark_sql(runs: list[Path], packed: bool) -> tuple[dict[str, int], float, float]:
-    """The reference's own queries (:func:`_reference_queries`) run by Spark SQL in a fresh session:
-    the floor under the Spark checker -- the same JVM, inputs presented as the checker presents them
-    (:mod:`checker.spark.inputs`: bucketed tables), the two scans at once as the checker runs them,
+    """The reference's own queries run by Spark SQL in a fresh session (:func:`bench.spark_floor.floor_pass`):
+    the floor under the Spark checker -- the same JVM, inputs presented as the checker presents them,
     but no examples per run, no details, no ``results.json``.  Counts, wall seconds, session seconds."""
-    import concurrent.futures
-
-    from checker.spark.inputs import SparkInputs, history_file, replica_file
-    from testbed.record.history import HISTORY_SCHEMA
-    from testbed.record.replicas import REPLICAS_SCHEMA
-
     start_session = time.perf_counter()
     session = local_session()
     session_seconds = time.perf_counter() - start_session
-    started = time.perf_counter()
-    loaded = _load_runs(runs, packed)
-    inputs = SparkInputs(session)
     try:
-        inputs.frame([history_file(run) for run in loaded], HISTORY_SCHEMA).createOrReplaceTempView("hist")
-        replica_files = [file for file in map(replica_file, loaded) if file is not None]
-        inputs.frame(replica_files, REPLICAS_SCHEMA).createOrReplaceTempView("reps")
-        flagged, counts, examples, diverged = _reference_queries("hist", "reps", "`")
-
-        def values() -> tuple[Any, ...]:
-            session.sql(f"CACHE TABLE flagged AS {flagged}")  # eager, as DuckDB's temp table
-            found = session.sql(counts).collect()[0]
-            session.sql(examples).collect()
-            return tuple(found)
-
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            other = pool.submit(lambda: session.sql(diverged).collect()[0][0])
-            lost, duplicate = values()
-            divergence = other.result()
-        seconds = time.perf_counter() - started
-        SAMPLER.sample_java()
+        found, seconds = floor_pass(session, lambda: _load_runs(runs, packed), SAMPLER.sample_java)
     finally:
-        inputs.close()
         session.stop()
-    return (
-        {"lost-write": lost, "duplicate": duplicate, "replica-divergence": divergence},
-        seconds,
-        session_seconds,
-    )
+    return found, seconds, session_seconds
 
 
 SPARK_SQL = "spark-sql"
@@ -267,6 +209,9 @@ def worker(engine: str, runs: list[Path]) -> None:
         counts = {**found, "_seconds": seconds}
     elif engine == WARM:
         counts, session = warm_checker(runs)
+    elif engine == WARM_FLOOR:
+        found, seconds, session = warm_floor(runs)
+        counts = {**found, "_seconds": seconds}
     else:
         counts, session = _checker(runs, engine)
     memory = SAMPLER.stop()
@@ -365,6 +310,7 @@ def main() -> None:
             engines += ["duckdb" + PACKED_SUFFIX, "spark" + PACKED_SUFFIX]
         if args.floor:
             engines += [SPARK_SQL] + ([SPARK_SQL + PACKED_SUFFIX] if store is not None else [])
+            engines += [WARM_FLOOR] if args.warm else []
         if args.only:
             kept = {
                 "duckdb",
