@@ -332,6 +332,11 @@ class PartitionLog:
             segment.close()
         self._segments.clear()
 
+    @property
+    def closed(self) -> bool:
+        """Closed (the replica was dropped or the broker stops): nothing may be appended."""
+        return not self._segments
+
 
 def _read_all(descriptor: int) -> bytes:
     size = os.fstat(descriptor).st_size

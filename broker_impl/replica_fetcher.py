@@ -116,11 +116,17 @@ class ReplicaFetcher:
 
     def _check_following(self) -> None:
         """Raise :class:`_NotFollowing` unless the partition still follows this fetcher's leader
-        in its epoch; called after every answer, before anything of it is applied."""
+        in its epoch and its log is open (a replica reassigned away keeps its leader and epoch
+        but is closed and deleted); called after every answer, before anything of it is applied."""
         partition = self.partition
-        if partition.role != "follower" or (partition.leader, partition.leader_epoch) != (
-            self.leader,
-            self.epoch,
+        if (
+            partition.role != "follower"
+            or partition.log.closed
+            or (partition.leader, partition.leader_epoch)
+            != (
+                self.leader,
+                self.epoch,
+            )
         ):
             raise _NotFollowing
 

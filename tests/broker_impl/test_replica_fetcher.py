@@ -148,3 +148,37 @@ def test_an_answer_that_arrives_after_the_follower_became_leader_is_dropped(
             follower.log.close()
 
     asyncio.run(scenario())
+
+
+def test_an_answer_that_arrives_after_the_replica_was_reassigned_away_is_dropped(tmp_path: Path) -> None:
+    """A replica reassigned away (``Broker._drop_replica``: the fetcher cancelled, the partition a
+    follower of the same leader in the same epoch, its log closed and deleted) keeps its leader and
+    epoch: the closed log is what stops an orphaned fetcher, before it appends to it."""
+
+    async def scenario() -> None:
+        leader = _old_leader(tmp_path)
+        follower = _follower(tmp_path, leader)
+        settings = {key.name: key.default for key in BROKER_KEYS}
+        fetcher = ReplicaFetcher(follower, 2, ("n1", 9092), settings)
+        task: asyncio.Task[None] | None = None
+
+        def drop() -> None:
+            assert task is not None
+            task.cancel()
+            follower.become_follower(1, OLD_EPOCH, 1, [1, 3, 4], [1, 3])
+            follower.log.close()
+
+        link = _OldLeaderLink(leader, "fetch", drop)
+        fetcher.connection._call = link  # type: ignore[method-assign]
+        task = asyncio.create_task(fetcher.run())
+        try:
+            await asyncio.wait({task}, timeout=5.0)
+            assert task.done(), f"the fetcher went on after the drop, sending {link.after_election}"
+            assert task.cancelled() or task.exception() is None, "the fetcher failed on the closed log"
+            assert link.after_election == []
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            leader.log.close()
+
+    asyncio.run(scenario())
