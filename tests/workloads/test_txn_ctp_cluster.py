@@ -164,7 +164,9 @@ def committed_at_the_brokers(cluster: LocalCluster, client: str, topic: str) -> 
                 if time.monotonic() >= deadline:
                     # Seen 2 of 3 runs before the fix of a marker landing while the new coordinator
                     # loaded (test_group_coordinator's race test pins it): pending for good.
-                    raise AssertionError(f"the group's committed offsets never became readable: {error}") from error
+                    raise AssertionError(
+                        f"the group's committed offsets never became readable: {error}"
+                    ) from error
     finally:
         consumer.close()
 
