@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,12 +30,13 @@ import pytest
 from testbed.cluster.docker_labels import remove_orphans
 from testbed.record.history import read_history
 from testbed.record.ops import NEMESIS_PROCESS, Op
+from tests.workloads.cli_child import finish as finish_within
+from tests.workloads.cli_child import start_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 DEADLINE_SECONDS = 300
 """A run takes 60-100 s; one still going after this hangs."""
-REPO = Path(__file__).resolve().parents[2]
 RUN = ["--nemesis", "client-crash", "--nemesis-interval", "2", "--time-limit", "24", "--producers", "2"]
 
 
@@ -63,23 +63,11 @@ def wait_until(condition: object, seconds: float) -> bool:
 
 
 def start_run(store: Path, *extra: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "harness.cli.main", "run", *RUN, *extra, "--store", str(store)]
-    return subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    return start_cli("run", *RUN, *extra, "--store", str(store))
 
 
 def finish(child: subprocess.Popen[bytes], what: str) -> str:
-    try:
-        output, _ = child.communicate(timeout=DEADLINE_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        output, _ = child.communicate()
-        remove_orphans(docker.from_env())
-        pytest.fail(
-            f"{what} still running after {DEADLINE_SECONDS} s (killed):\n{output.decode(errors='replace')[-3000:]}"
-        )
-    return output.decode(errors="replace")
+    return finish_within(child, what, DEADLINE_SECONDS)
 
 
 def crashed_mid_call(ops: list[Op]) -> list[tuple[Op, Op]]:

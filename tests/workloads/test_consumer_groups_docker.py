@@ -17,10 +17,6 @@ containers are removed by label.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,36 +25,22 @@ import pytest
 
 from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
-from testbed.cluster.docker_labels import remove_orphans
 from testbed.record.history import read_history
+from tests.workloads.cli_child import finish, start_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SCENARIO = "group-churn-partitions"
 DEADLINE_SECONDS = 420
 """A run takes 35-70 s; one still going after this hangs."""
-REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(store: Path, client: str) -> Path:
     """``tidemark run --scenario SCENARIO --client CLIENT`` as a child process; its run directory."""
-    command = [sys.executable, "-m", "harness.cli.main", "run", "--scenario", SCENARIO]
-    command += ["--client", client, "--store", str(store)]
-    child = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        output, _ = child.communicate(timeout=DEADLINE_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        output, _ = child.communicate()
-        remove_orphans(docker.from_env())
-        tail = output.decode(errors="replace")[-3000:]
-        pytest.fail(
-            f"tidemark run --client {client} still running after {DEADLINE_SECONDS} s (killed):\n{tail}"
-        )
+    child = start_cli("run", "--scenario", SCENARIO, "--client", client, "--store", str(store))
+    output = finish(child, f"tidemark run --client {client}", DEADLINE_SECONDS)
     runs = sorted(path.parent for path in store.glob("*/*/results.json"))
-    assert runs, output.decode(errors="replace")[-3000:]
+    assert runs, output[-3000:]
     return runs[-1]
 
 
