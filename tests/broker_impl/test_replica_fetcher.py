@@ -115,6 +115,28 @@ class _OldLeaderLink:
         return answer
 
 
+async def _race(
+    leader: Partition, follower: Partition, race_api: str, change: Callable[[], None]
+) -> tuple[asyncio.Task[None], _OldLeaderLink]:
+    """A fetcher of ``follower`` from the old leader; while the first ``race_api`` answer is in
+    hand, the broker's order: cancel the fetcher, then ``change`` the partition.  Returns once the
+    fetcher ended, or after 5 s (the caller cancels and awaits the task)."""
+    settings = {key.name: key.default for key in BROKER_KEYS}
+    fetcher = ReplicaFetcher(follower, 2, ("n1", 9092), settings)
+    task: asyncio.Task[None] | None = None
+
+    def cancel_then_change() -> None:
+        assert task is not None
+        task.cancel()
+        change()
+
+    link = _OldLeaderLink(leader, race_api, cancel_then_change)
+    fetcher.connection._call = link  # type: ignore[method-assign]
+    task = asyncio.create_task(fetcher.run())
+    await asyncio.wait({task}, timeout=5.0)
+    return task, link
+
+
 @pytest.mark.parametrize("race_api", ["fetch", "offset-for-leader-epoch"])
 def test_an_answer_that_arrives_after_the_follower_became_leader_is_dropped(
     tmp_path: Path, race_api: str
@@ -122,20 +144,12 @@ def test_an_answer_that_arrives_after_the_follower_became_leader_is_dropped(
     async def scenario() -> None:
         leader = _old_leader(tmp_path)
         follower = _follower(tmp_path, leader)
-        settings = {key.name: key.default for key in BROKER_KEYS}
-        fetcher = ReplicaFetcher(follower, 2, ("n1", 9092), settings)
-        task: asyncio.Task[None] | None = None
 
         def elect() -> None:  # Broker._apply_partition_state: stop the fetcher, then lead
-            assert task is not None
-            task.cancel()
             follower.become_leader(NEW_EPOCH, 1, [1, 2, 3], [2, 3])
 
-        link = _OldLeaderLink(leader, race_api, elect)
-        fetcher.connection._call = link  # type: ignore[method-assign]
-        task = asyncio.create_task(fetcher.run())
+        task, link = await _race(leader, follower, race_api, elect)
         try:
-            await asyncio.wait({task}, timeout=5.0)
             assert task.done(), f"the fetcher went on after the election, sending {link.after_election}"
             assert link.after_election == []
             assert follower.log_end_offset == HELD, "the new leader applied the deposed leader's answer"
@@ -158,21 +172,13 @@ def test_an_answer_that_arrives_after_the_replica_was_reassigned_away_is_dropped
     async def scenario() -> None:
         leader = _old_leader(tmp_path)
         follower = _follower(tmp_path, leader)
-        settings = {key.name: key.default for key in BROKER_KEYS}
-        fetcher = ReplicaFetcher(follower, 2, ("n1", 9092), settings)
-        task: asyncio.Task[None] | None = None
 
         def drop() -> None:
-            assert task is not None
-            task.cancel()
             follower.become_follower(1, OLD_EPOCH, 1, [1, 3, 4], [1, 3])
             follower.log.close()
 
-        link = _OldLeaderLink(leader, "fetch", drop)
-        fetcher.connection._call = link  # type: ignore[method-assign]
-        task = asyncio.create_task(fetcher.run())
+        task, link = await _race(leader, follower, "fetch", drop)
         try:
-            await asyncio.wait({task}, timeout=5.0)
             assert task.done(), f"the fetcher went on after the drop, sending {link.after_election}"
             assert task.cancelled() or task.exception() is None, "the fetcher failed on the closed log"
             assert link.after_election == []
