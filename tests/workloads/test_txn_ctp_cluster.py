@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from broker_impl import config
+from broker_impl.group_records import OFFSETS_TOPIC, partition_for
 from broker_impl.localcluster import LocalCluster
 from checker.definitions import CONSUMED_SKIPPED, CONSUMED_TWICE, TXN_CHECKS
 from checker.engine import to_pandas
@@ -44,6 +46,10 @@ SETTINGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 PARTITIONS = 3
+OFFSETS_PARTITIONS: int = config.parse_properties("", "default", config.BROKER_KEYS)[
+    "offsets.topic.num.partitions"
+]
+"""The brokers' default (``SETTINGS`` keeps it): where the group's coordinator is found."""
 PROCESSED, ABORTED = 40, 10
 """What the main phase waits for: committed and aborted transactions that read input."""
 
@@ -165,10 +171,26 @@ def committed_at_the_brokers(cluster: LocalCluster, client: str, topic: str) -> 
                     # Seen 2 of 3 runs before the fix of a marker landing while the new coordinator
                     # loaded (test_group_coordinator's race test pins it): pending for good.
                     raise AssertionError(
-                        f"the group's committed offsets never became readable: {error}"
+                        f"the group's committed offsets never became readable: {error}\n"
+                        + coordinator_evidence(cluster, ctp_group(topic))
                     ) from error
     finally:
         consumer.close()
+
+
+def coordinator_evidence(cluster: LocalCluster, group: str) -> str:
+    """What a failure needs to be diagnosed from CI's output alone: the group's
+    ``__consumer_offsets`` partition as the controller sees it, and the last lines every broker
+    logged about that partition and about transaction markers."""
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    lines = [f"{OFFSETS_TOPIC}-{index}: {cluster.partition_state(OFFSETS_TOPIC, index)}"]
+    wanted = (f"{OFFSETS_TOPIC}-{index}:", "txn_markers", "txn_coordinator", "Traceback", "Error")
+    for log in sorted(cluster.directory.glob("broker-*/process.log")):
+        found = [
+            line for line in log.read_text(errors="replace").splitlines() if any(w in line for w in wanted)
+        ]
+        lines += [f"-- {log.parent.name}: last {min(len(found), 25)} of {len(found)} lines", *found[-25:]]
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize(
