@@ -438,12 +438,11 @@ class Broker:
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
         plain, transactions = Handlers(self, self.txn_coordinator.verifier), self.txn_coordinator
+        offsets = TxnOffsets(self.coordinator, transactions.verifier)
         handlers = {
             **plain.table(),
             **GroupHandlers(self.coordinator, client_host, {1: transactions.locate}).table(),
-            **TxnHandlers(
-                transactions, self.partitions, plain.init_producer_id, TxnOffsets(self.coordinator)
-            ).table(),
+            **TxnHandlers(transactions, self.partitions, plain.init_producer_id, offsets).table(),
             **AdminHandlers(self.controller.call).table(),
         }
         await serve_requests(handlers, reader, writer)

@@ -230,8 +230,10 @@ BROKER_KEYS: tuple[Key, ...] = (
         True,
         "true: a partition leader asks the coordinator before appending the first transactional batch "
         "of a producer with no open transaction there, and refuses it (INVALID_TXN_STATE) unless that "
-        "transaction is ongoing and holds the partition (KIP-890 part 1); false: a late produce after "
-        "its transaction ended opens one nothing ends, and the LSO stays there (KAFKA-14402)",
+        "transaction is ongoing and holds the partition (KIP-890 part 1) -- a group coordinator does "
+        "the same for a TxnOffsetCommit (Kafka 3.6+); false: a late produce after its transaction "
+        "ended opens one nothing ends, and the LSO stays there (KAFKA-14402); a late TxnOffsetCommit "
+        "leaves the group's offsets UNSTABLE_OFFSET_COMMIT for read_committed consumers for good",
     ),
     Key(
         "transaction.version",

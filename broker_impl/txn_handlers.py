@@ -245,7 +245,7 @@ class TxnHandlers:
         ]
         member = (body.member_id, body.generation_id) if request.version >= 3 else ("", -1)
         errors = await self.offsets.commit(
-            body.group_id, (body.producer_id, body.producer_epoch), member, wanted
+            body.group_id, (body.producer_id, body.producer_epoch), member, wanted, body.transactional_id
         )
         topic_class = wire.nested(request.api.response, "TxnOffsetCommitResponseTopic")
         partition_class = wire.nested(topic_class, "TxnOffsetCommitResponsePartition")

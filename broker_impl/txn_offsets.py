@@ -13,17 +13,24 @@ consumer of the group sees the offsets exactly when the transaction's output is 
 Checks, as Kafka's: the group's coordinator must be this broker (NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS); a known member and generation (v3+) must match
 (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID); a partition must exist (UNKNOWN_TOPIC_OR_PARTITION).
+With ``transaction.partition.verification.enable`` the first commit of a transaction on the
+partition is verified with the transaction's coordinator first, as a produce is (KIP-890 part 1;
+Kafka verifies TxnOffsetCommit since 3.6): a TxnOffsetCommit that reaches the group coordinator
+*after* its transaction's marker -- a request held by a paused broker while the client timed out
+and aborted -- would otherwise open a transaction on ``__consumer_offsets`` that no marker will
+end, and every read_committed offset fetch of the group would answer UNSTABLE_OFFSET_COMMIT for good.
 """
 
 from __future__ import annotations
 
 import time
 
-from . import wire
+from . import records, wire
 from .control_records import Marker, build_transactional_batch
 from .group_coordinator import GroupCoordinator
 from .group_records import OFFSETS_TOPIC, CommittedOffset, OffsetKey, encode_key, encode_value
 from .leader_append import append_and_wait
+from .txn_verification import TxnVerifier, record_refusal
 
 _APPEND_ERRORS = {
     wire.NOT_ENOUGH_REPLICAS: wire.COORDINATOR_NOT_AVAILABLE,
@@ -34,8 +41,9 @@ _APPEND_ERRORS = {
 
 
 class TxnOffsets:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, verifier: TxnVerifier | None = None) -> None:
         self.coordinator = coordinator
+        self.verifier = verifier
 
     async def commit(
         self,
@@ -43,9 +51,11 @@ class TxnOffsets:
         producer: tuple[int, int],
         member: tuple[str, int],
         offsets: list[tuple[str, int, CommittedOffset]],
+        transactional_id: str | None = None,
     ) -> list[int]:
         """One error per entry of ``offsets`` (topic, partition, value); ``producer`` is (id,
-        epoch), ``member`` (member id, generation id; generation -1: not checked)."""
+        epoch), ``member`` (member id, generation id; generation -1: not checked);
+        ``transactional_id`` names the coordinator a verification asks."""
         error, state = self.coordinator.owner(group_id)
         if state is None:
             return [error] * len(offsets)
@@ -79,6 +89,12 @@ class TxnOffsets:
             producer,
             int(time.time() * 1000),
         )
+        header = records.parse_header(batch)
+        if self.verifier is not None and self.verifier.needed(partition, header):
+            error = await self.verifier.verify(transactional_id, header, OFFSETS_TOPIC, state.index)
+            if error:
+                record_refusal(partition, header, error)
+                return [_APPEND_ERRORS.get(error, error)] * len(offsets)
         error, base_offset = await append_and_wait(
             partition, batch, self.coordinator.commit_timeout, state.leader_epoch
         )
