@@ -52,6 +52,7 @@ from .handlers import Handlers
 from .listener import serve_requests
 from .log import FlushPolicy
 from .log_dir_failure import install as install_log_dir_failure
+from .owner_watch import watch_owner
 from .partition import Partition
 from .replica_dirs import delete_replica, partition_directories, unassigned
 from .replica_fetcher import ReplicaFetcher
@@ -464,6 +465,7 @@ async def run(settings: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stop.set)
+    _owner_watch = watch_owner()  # kept referenced: it ends this process with its starter
     tasks = [
         asyncio.create_task(coroutine)
         for coroutine in (

@@ -82,6 +82,7 @@ from . import config as configuration
 from .checkpoints import write_atomically
 from .controller_events import ControllerEvents
 from .events import CONTROLLER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
+from .owner_watch import watch_owner
 from .reassignment import ADDING, REMOVING, Reassignments
 from .rpc import RpcError, serve
 
@@ -474,6 +475,7 @@ async def run(settings: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stop.set)
+    _owner_watch = watch_owner()  # kept referenced: it ends this process with its starter
     ticker = asyncio.create_task(controller.tick_forever())
     await stop.wait()
     ticker.cancel()

@@ -45,6 +45,7 @@ from typing import Any
 from . import config as configuration
 from . import wire
 from .events import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE
+from .owner_watch import OWNER_ENV
 
 LOCAL_BROKER_DEFAULTS = {"broker.heartbeat.interval.ms": "250", "replica.fetch.backoff.ms": "200"}
 LOCAL_CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "3000"}
@@ -62,8 +63,11 @@ def free_port(host: str) -> int:
 
 
 class LocalCluster:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, detached: bool = False) -> None:
+        """``detached``: the processes started here outlive this process (the CLI's ``up``);
+        otherwise they stop once it is gone, however it ended (:mod:`broker_impl.owner_watch`)."""
         self.directory = Path(directory).resolve()
+        self.detached = detached
         self.state_path = self.directory / "cluster.json"
         self.state: dict[str, Any] = (
             json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
@@ -164,8 +168,13 @@ class LocalCluster:
             [sys.executable, "-m", module, "--config", str(directory / config_name)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            # A group of its own: a signal or a terminal's Ctrl-C aimed at one process reaches no
+            # other.  Detached, a session of its own too (it outlives the terminal); owned, the
+            # owner's session, so that its death orphans the group (see broker_impl.owner_watch).
+            start_new_session=self.detached,
+            process_group=None if self.detached else 0,
             cwd=Path(__file__).resolve().parent.parent,
+            env=None if self.detached else {**os.environ, OWNER_ENV: str(os.getpid())},
         )
         log.close()
         entry["pid"] = process.pid
@@ -424,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1)
     args = parser.parse_args(argv)
-    cluster = LocalCluster(Path(args.dir))
+    cluster = LocalCluster(Path(args.dir), detached=True)
     try:
         if args.command == "up":
             if args.brokers < 1:

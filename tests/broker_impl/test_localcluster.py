@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -232,3 +233,37 @@ def test_down_after_a_refused_up_is_harmless(tmp_path: Path) -> None:
         cluster.up(1, {"no.such.key": "1"})
     cluster.down()
     assert processes_mentioning(tmp_path / "refused") == {}
+
+
+# ---- an owner that dies without its teardown ---------------------------------------------------
+
+
+def test_a_cluster_started_in_process_ends_when_its_owner_is_killed(cluster_directory: Path) -> None:
+    """A test run or bench SIGKILLed mid-way leaves no controller or broker behind -- a paused one
+    included (its orphaned process group gets SIGHUP and SIGCONT from the kernel); the CLI's
+    ``up`` above is the detached case and outlives its command."""
+    owner_code = (
+        "import sys, time\n"
+        "from broker_impl.localcluster import LocalCluster\n"
+        f"cluster = LocalCluster({str(cluster_directory)!r})\n"
+        "cluster.up(2, {})\n"
+        "cluster.pause('2')\n"
+        "print('up', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", owner_code], cwd=REPOSITORY, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "up\n"
+        started = {pid for pid in processes_mentioning(cluster_directory) if pid != owner.pid}
+        assert len(started) == 3, started  # the controller and two brokers
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 30
+    while processes_mentioning(cluster_directory) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(cluster_directory) == {}
+    logs = "".join(path.read_text() for path in sorted(cluster_directory.glob("*/process.log")))
+    assert logs.count("is gone: stopping") == 2, "the running two stop cleanly; the paused one by SIGHUP"
