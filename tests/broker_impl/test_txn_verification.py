@@ -22,6 +22,7 @@ import pytest
 
 from broker_impl import wire
 from broker_impl.group_handlers import UNSTABLE_OFFSET_COMMIT
+from broker_impl.group_records import OFFSETS_TOPIC
 from broker_impl.localcluster import LocalCluster, _call
 from broker_impl.txn_state import INVALID_TXN_STATE, PRODUCER_FENCED, TxnMetadata, TxnState, verify_partition
 from testbed.record.events import read_events
@@ -72,6 +73,16 @@ def coordinator_address(cluster: LocalCluster, key: str, key_type: int = 1) -> s
     raise AssertionError(f"no coordinator of {key!r}")
 
 
+def events_of(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
+    """Every broker's recorded events about ``topic``, broker by broker."""
+    return [
+        event
+        for path in sorted(cluster.directory.glob("broker-*/**/broker-events.jsonl"))
+        for event in read_events(path)
+        if event.get("topic") == topic
+    ]
+
+
 def retry(action: Any, what: str) -> Any:
     """``action()`` until its error code is 0 (a coordinator still loading answers 14 / 51)."""
     for _ in range(100):
@@ -114,12 +125,7 @@ def test_a_late_transactional_produce_hangs_the_lso_only_without_verification(
         late = produce(cluster, topic, batch(b"late", 1), transactional_id)  # the delayed retry
         assert produce(cluster, topic, make_batch([b"plain"]), None) == 0
         hw, lso = list_offset(cluster, topic, 0), list_offset(cluster, topic, 1)
-        found = [
-            e
-            for path in sorted(cluster.directory.glob("broker-*/**/broker-events.jsonl"))
-            for e in read_events(path)
-        ]
-        of_topic = [e for e in found if e.get("topic") == topic]
+        of_topic = events_of(cluster, topic)
         refused = [(e["error"], e["producer_id"]) for e in of_topic if e["kind"] == "producer-refused"]
         opened = [e["first_offset"] for e in of_topic if e["kind"] == "txn-open"]
         lsos = [e["lso"] for e in of_topic if e["kind"] == "hw" and e["role"] == "leader"]
@@ -135,8 +141,10 @@ def test_a_late_transactional_produce_hangs_the_lso_only_without_verification(
         cluster.down()
 
 
-COORDINATOR_NOT_READY = frozenset({14, 15, 16})
-"""COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again."""
+COORDINATOR_NOT_READY = frozenset(
+    {wire.COORDINATOR_LOAD_IN_PROGRESS, wire.COORDINATOR_NOT_AVAILABLE, wire.NOT_COORDINATOR}
+)
+"""A group coordinator moving in or loading: ask again."""
 
 
 def txn_offset_commit(
@@ -195,10 +203,7 @@ def test_a_late_txn_offset_commit_leaves_the_group_unstable_only_without_verific
 
         late = txn_offset_commit(group_address, transactional_id, producer, group, 9)  # the held request
         of_offsets = [
-            e
-            for path in sorted(cluster.directory.glob("broker-*/**/broker-events.jsonl"))
-            for e in read_events(path)
-            if e.get("topic") == "__consumer_offsets" and e.get("producer_id") == init.producer_id
+            e for e in events_of(cluster, OFFSETS_TOPIC) if e.get("producer_id") == init.producer_id
         ]
         opened = [e["first_offset"] for e in of_offsets if e["kind"] == "txn-open"]
         closed = [e["offset"] for e in of_offsets if e["kind"] == "txn-close"]
