@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/mutants.py [--budget 10m] [--only 01,09-producer-state-reset-on-leader-change]
                                       [--skip-baseline] [--store DIR] [--json FILE]
-                                      [--profile harness/run/campaigns/nightly.toml]
+                                      [--profile harness/run/campaigns/nightly.toml] [--hunt NAME]
 
 Needs Docker (every hunt run starts a cluster).  ``bench/mutants/NN-name.patch`` are realistic
 replication bugs, each a few lines changed in ``broker_impl`` (a wrong HW rule, an ISR rule, an
@@ -20,8 +20,9 @@ every patch in turn, the bench
 3. removes the scratch copy (also after an error or Ctrl-C, once the processes it started have
    stopped).
 
-The hunt is the first ``[[hunt]]`` table of the ``--profile`` campaign file
-(:func:`harness.run.campaign.load_campaign`): its test spec (settings, workload, fault mix) as
+The hunt is the first ``[[hunt]]`` table of the ``--profile`` campaign file, or the one ``--hunt``
+names (:func:`harness.run.campaign.load_campaign`; the nightly profile has one hunt per fault surface,
+and a mutant is hunted with the one that reaches it -- ``bench/mutants/README.md``): its test spec (settings, workload, fault mix) as
 planned there, under the bench's ``--budget`` instead of the table's own.  A hunt stops at its
 first run that a client-side check flagged (:data:`CLIENT_SIDE_CHECKS`); a run before it that
 only the white-box invariant checks (the brokers' event logs) flagged counts as a detection too,
@@ -62,7 +63,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checker.definitions import ALL_CHECKS, INVARIANT_CHECKS
-from harness.run.campaign import CampaignError, load_campaign
+from harness.run.campaign import CampaignError, PlannedHunt, load_campaign
 from harness.run.hunt import parse_duration
 from harness.run.spec import TestSpec
 
@@ -330,6 +331,19 @@ def _interrupt(signum: int, frame: object) -> None:
 # ---- main ---------------------------------------------------------------------------------------
 
 
+def pick_hunt(hunts: Sequence[PlannedHunt], name: str, profile: Path) -> PlannedHunt:
+    """The hunt named ``name`` (its ``name`` key), or the first when ``name`` is empty; a name the
+    profile lacks is a one-line error listing the ones it has."""
+    if not name:
+        return hunts[0]
+    for hunt in hunts:
+        if hunt.key == name:
+            return hunt
+    raise BenchError(
+        f"--hunt {name!r}: {profile} has no such [[hunt]] (it has: {', '.join(h.key for h in hunts)})"
+    )
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="bench/mutants.py",
@@ -347,7 +361,13 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--store", type=Path, help="where runs are stored (default: a new temporary directory)"
     )
     parser.add_argument(
-        "--profile", type=Path, default=DEFAULT_PROFILE, help="campaign file whose first [[hunt]] is the hunt"
+        "--profile", type=Path, default=DEFAULT_PROFILE, help="campaign file whose [[hunt]] is the hunt"
+    )
+    parser.add_argument(
+        "--hunt",
+        default="",
+        metavar="NAME",
+        help="the profile's [[hunt]] of this name (default: its first)",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the matrix to FILE as JSON")
     return parser.parse_args(argv)
@@ -360,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         campaign = load_campaign(args.profile)
         if not campaign.hunts:
             raise BenchError(f"{args.profile}: no [[hunt]] table; the bench hunts with the first one")
-        planned = campaign.hunts[0]
+        planned = pick_hunt(campaign.hunts, args.hunt, args.profile)
         mutants = select(discover(), args.only)
         with tempfile.TemporaryDirectory(prefix="tidemark-mutant-check-") as check:
             make_scratch_copy(Path(check))

@@ -152,6 +152,18 @@ def test_select_by_file_name_number_or_name() -> None:
         bench.select(mutants, "04,nope")
 
 
+def test_hunt_of_the_nightly_profile_by_name_or_the_first() -> None:
+    from harness.run.campaign import load_campaign
+
+    profile = REPO / "harness" / "run" / "campaigns" / "nightly.toml"
+    hunts = load_campaign(profile).hunts
+    assert bench.pick_hunt(hunts, "", profile).key == "random-faults"
+    membership = bench.pick_hunt(hunts, "membership", profile)
+    assert membership.spec.node_count == 4 and "decommission" in membership.spec.nemesis.faults
+    with pytest.raises(bench.BenchError, match=r"--hunt 'nope': .* \(it has: random-faults, transactions"):
+        bench.pick_hunt(hunts, "nope", profile)
+
+
 # ---- scratch copies --------------------------------------------------------------------------------
 
 
