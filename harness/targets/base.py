@@ -229,6 +229,17 @@ class BaseTarget:
         return f"<target {self.name}>"
 
 
+def wants_request_proxies(spec: TargetSpec) -> bool:
+    """Whether ``spec``'s cluster needs a request proxy in front of each broker: only when a fault
+    it may inject (drawn, in a package, or a scenario step) acts through one -- the proxy is a hop
+    every request pays for."""
+    from nemesis.fault_declaration import REQUEST_PROXY
+    from nemesis.fault_kinds import REGISTRY, kind_of
+
+    faults = spec.nemesis.injected_faults() | spec.scenario_faults()
+    return any(REQUEST_PROXY in kind_of(fault).needs for fault in faults if fault in REGISTRY)
+
+
 def collect_logs(cluster: Cluster, nodes: list[str], run_dir: RunDir, problems: list[str]) -> None:
     """Fetch every node's logs into ``nodes/<node>/``; a node that fails is a problem, not an abort
     (a cluster without :class:`~testbed.cluster.protocol.LogFiles` has none to fetch)."""

@@ -15,9 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.targets.base import ContainerTarget, Progress, SpecRefused, TargetSpec, collect_logs
-from nemesis.fault_declaration import REQUEST_PROXY
-from nemesis.fault_kinds import REGISTRY, kind_of
+from harness.targets.base import (
+    ContainerTarget,
+    Progress,
+    SpecRefused,
+    TargetSpec,
+    collect_logs,
+    wants_request_proxies,
+)
 from nemesis.packages import PackageContext
 from testbed.cluster import bundled
 from testbed.cluster.protocol import (
@@ -103,11 +108,8 @@ class BundledTarget(ContainerTarget):
             client, image, brokers=spec.node_count, work_dir=run_dir.cluster_work
         ) as docker_cluster:
             names = docker_cluster.broker_names
-            # A request proxy in front of each broker only when a request fault may act: it is a
-            # hop every request pays for.
             faults = spec.nemesis.injected_faults() | spec.scenario_faults()
-            proxied = any(REQUEST_PROXY in kind_of(fault).needs for fault in faults if fault in REGISTRY)
-            cluster = (ProxiedBundledCluster if proxied else BundledCluster)(
+            cluster = (ProxiedBundledCluster if wants_request_proxies(spec) else BundledCluster)(
                 docker_cluster.remotes_via(spec.transport),
                 {n: docker_cluster.ip(n) for n in docker_cluster.node_names},
                 names,

@@ -16,7 +16,14 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from harness.targets.base import ContainerTarget, Progress, SpecRefused, TargetSpec, collect_logs
+from harness.targets.base import (
+    ContainerTarget,
+    Progress,
+    SpecRefused,
+    TargetSpec,
+    collect_logs,
+    wants_request_proxies,
+)
 from testbed.cluster.protocol import Cluster
 from testbed.record.rundir import RunDir
 
@@ -59,8 +66,10 @@ class CrateTarget(ContainerTarget):
         """The system's pinned binary and image."""
         raise NotImplementedError
 
-    def docker_clusters(self) -> DockerClusters:
-        """How the system's cluster starts in Docker (``testbed.cluster.<system>``'s ``*_on_docker``)."""
+    def docker_clusters(self, request_proxies: bool) -> DockerClusters:
+        """How the system's cluster starts in Docker (``testbed.cluster.<system>``'s ``*_on_docker``);
+        with ``request_proxies``, its brokers behind a request proxy each (the ``request-proxy``
+        ability the request-path faults need)."""
         raise NotImplementedError
 
     def on_docker(
@@ -68,7 +77,7 @@ class CrateTarget(ContainerTarget):
     ) -> AbstractContextManager[tuple[StartableCluster, list[str]]]:
         """The system's cluster on ``image``, not yet configured or started, with the node names
         whose logs to collect; every container removed on the way out."""
-        return self.docker_clusters()(
+        return self.docker_clusters(wants_request_proxies(spec))(
             client,
             image,
             brokers=spec.node_count,

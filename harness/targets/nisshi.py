@@ -13,6 +13,7 @@ must not start unasked).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -113,10 +114,10 @@ class NisshiTarget(CrateTarget):
 
         return NISSHI_IMAGE
 
-    def docker_clusters(self) -> DockerClusters:
+    def docker_clusters(self, request_proxies: bool) -> DockerClusters:
         from testbed.cluster.nisshi import nisshi_on_docker
 
-        return nisshi_on_docker
+        return functools.partial(nisshi_on_docker, request_proxies=request_proxies)
 
 
 NISSHI_TARGET = NisshiTarget()

@@ -86,11 +86,12 @@ class TansuTarget(CrateTarget):
 
         return TANSU_IMAGE
 
-    def docker_clusters(self) -> DockerClusters:
+    def docker_clusters(self, request_proxies: bool) -> DockerClusters:
         from testbed.cluster.shared_store import shared_store_on_docker
-        from testbed.cluster.tansu import TansuCluster
+        from testbed.cluster.tansu import ProxiedTansuCluster, TansuCluster
 
-        return functools.partial(shared_store_on_docker, cluster_class=TansuCluster)
+        cluster_class = ProxiedTansuCluster if request_proxies else TansuCluster
+        return functools.partial(shared_store_on_docker, cluster_class=cluster_class)
 
 
 TANSU_TARGET = TansuTarget()

@@ -401,24 +401,36 @@ class ProxiedBundledCluster(BundledCluster):
         return ProxyControl(f"{self.ip(node)}:{PROXY_CONTROL_PORT}")
 
     def start_broker(self, node: str) -> None:
-        remote = self.remote(node)
-        if not remote.is_alive("request-proxy"):
-            remote.exec(["mkdir", "-p", LOG_DIR], timeout=10)
-            remote.start_daemon(
-                "request-proxy",
-                [
-                    PYTHON,
-                    "-m",
-                    "testbed.cluster.request_proxy",
-                    "--listen",
-                    f"0.0.0.0:{KAFKA_PORT}",
-                    "--upstream",
-                    f"127.0.0.1:{BROKER_BEHIND_PROXY_PORT}",
-                    "--control",
-                    f"0.0.0.0:{PROXY_CONTROL_PORT}",
-                    "--log",
-                    f"{LOG_DIR}/request-proxy.jsonl",
-                ],
-                log_path=f"{LOG_DIR}/request-proxy.log",
-            )
+        start_request_proxy(self.remote(node))
         super().start_broker(node)
+
+
+REQUEST_PROXY_DAEMON = "request-proxy"
+
+
+def start_request_proxy(remote: Remote) -> None:
+    """The request proxy on ``remote``'s node, unless it runs: it owns :data:`KAFKA_PORT` and
+    forwards to :data:`BROKER_BEHIND_PROXY_PORT` on the node, controlled on
+    :data:`PROXY_CONTROL_PORT`, its actions logged to ``request-proxy.jsonl`` in :data:`LOG_DIR`.
+    Every target whose brokers run on Tidemark's node image starts it so (:class:`ProxiedBundledCluster`,
+    :class:`testbed.cluster.shared_store.RequestProxiedStore`); the broker must listen behind it."""
+    if remote.is_alive(REQUEST_PROXY_DAEMON):
+        return
+    remote.exec(["mkdir", "-p", LOG_DIR], timeout=10)
+    remote.start_daemon(
+        REQUEST_PROXY_DAEMON,
+        [
+            PYTHON,
+            "-m",
+            "testbed.cluster.request_proxy",
+            "--listen",
+            f"0.0.0.0:{KAFKA_PORT}",
+            "--upstream",
+            f"127.0.0.1:{BROKER_BEHIND_PROXY_PORT}",
+            "--control",
+            f"0.0.0.0:{PROXY_CONTROL_PORT}",
+            "--log",
+            f"{LOG_DIR}/request-proxy.jsonl",
+        ],
+        log_path=f"{LOG_DIR}/request-proxy.log",
+    )

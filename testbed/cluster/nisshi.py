@@ -22,11 +22,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import docker
 
 from testbed.cluster import postgres
-from testbed.cluster.bundled import DATA_DIR, KAFKA_PORT, LOG_DIR, PYTHON, data_dir_mount, stop_daemons
+from testbed.cluster.bundled import (
+    BROKER_BEHIND_PROXY_PORT,
+    DATA_DIR,
+    KAFKA_PORT,
+    LOG_DIR,
+    PROXY_CONTROL_PORT,
+    PYTHON,
+    data_dir_mount,
+    start_request_proxy,
+    stop_daemons,
+)
 from testbed.cluster.docker_cluster import DockerCluster
 from testbed.cluster.kafka_admin import (
     PartitionInfo,
@@ -38,9 +49,11 @@ from testbed.cluster.kafka_admin import (
 from testbed.cluster.lazyfs_mount import LazyMount, not_mounted
 from testbed.cluster.nisshi_image import NISSHI_IMAGE_PATH
 from testbed.cluster.postgres_node import SERVER_DAEMON
+from testbed.cluster.request_proxy.control import ProxyControl
 from testbed.cluster.shared_store import (
     POSTGRES_NODE,
     BrokerProgram,
+    RequestProxiedStore,
     SharedStoreCluster,
     broker_argv,
     shared_store_on_docker,
@@ -125,6 +138,9 @@ def sqlite_dump_script(database: str) -> str:
 class NisshiSqliteCluster:
     """One nisshi broker on ``broker`` whose log is a SQLite file on its own disk (module doc)."""
 
+    listen_port: ClassVar[int] = KAFKA_PORT
+    """Where the broker listens (:class:`ProxiedNisshiSqliteCluster`: behind its request proxy)."""
+
     def __init__(
         self,
         remotes: Mapping[str, Remote],
@@ -177,7 +193,11 @@ class NisshiSqliteCluster:
         if self.power_loss_filesystem:
             self._lazy_mount(node).ensure()
         argv = broker_argv(
-            NISSHI.binary, port=KAFKA_PORT, advertised_host=self._ips[node], storage=f"sqlite://{SQLITE_FILE}"
+            NISSHI.binary,
+            port=KAFKA_PORT,
+            advertised_host=self._ips[node],
+            storage=f"sqlite://{SQLITE_FILE}",
+            listen_port=self.listen_port,
         )
         remote.start_daemon(
             SERVER_DAEMON,
@@ -246,6 +266,24 @@ class NisshiSqliteCluster:
 NisshiClusters = SharedStoreCluster | NisshiSqliteCluster
 
 
+class ProxiedNisshiCluster(RequestProxiedStore, NisshiCluster):
+    """nisshi brokers on PostgreSQL, each behind a request proxy (:class:`RequestProxiedStore`)."""
+
+
+class ProxiedNisshiSqliteCluster(NisshiSqliteCluster):
+    """The nisshi broker on SQLite behind a request proxy, as :class:`RequestProxiedStore` puts
+    the PostgreSQL ones: the request-path faults act on its clients' requests."""
+
+    listen_port = BROKER_BEHIND_PROXY_PORT
+
+    def request_proxy(self, node: str) -> ProxyControl:
+        return ProxyControl(f"{self._ips[node]}:{PROXY_CONTROL_PORT}")
+
+    def start_broker(self, node: str) -> None:
+        start_request_proxy(self._remotes[node])
+        super().start_broker(node)
+
+
 @contextlib.contextmanager
 def nisshi_on_docker(
     client: docker.DockerClient,
@@ -256,14 +294,16 @@ def nisshi_on_docker(
     power_loss_filesystem: bool,
     transport: str = "docker",
     work_dir: Path | None = None,
+    request_proxies: bool = False,
 ) -> Iterator[tuple[NisshiClusters, list[str]]]:
     """The cluster ``settings``' storage asks for, on Docker, not yet configured or started, with the
-    node names whose logs to collect; every container is removed on the way out."""
+    node names whose logs to collect (with ``request_proxies``, each broker behind a request proxy);
+    every container is removed on the way out."""
     if storage_of(settings) == "postgresql":
         with shared_store_on_docker(
             client,
             image,
-            cluster_class=NisshiCluster,
+            cluster_class=ProxiedNisshiCluster if request_proxies else NisshiCluster,
             brokers=brokers,
             settings=settings,
             power_loss_filesystem=power_loss_filesystem,
@@ -275,7 +315,7 @@ def nisshi_on_docker(
     if brokers != 1:
         raise ValueError(f"nisshi on SQLite runs one broker (each would have its own file), not {brokers}")
     with DockerCluster(client, image, brokers=1, work_dir=work_dir, controller=None) as nodes:
-        cluster = NisshiSqliteCluster(
+        cluster = (ProxiedNisshiSqliteCluster if request_proxies else NisshiSqliteCluster)(
             nodes.remotes_via(transport),
             {name: nodes.ip(name) for name in nodes.node_names},
             nodes.broker_names[0],
@@ -284,4 +324,12 @@ def nisshi_on_docker(
         yield cluster, list(nodes.node_names)
 
 
-__all__ = ["NISSHI", "POSTGRES_NODE", "NisshiCluster", "NisshiSqliteCluster", "nisshi_on_docker"]
+__all__ = [
+    "NISSHI",
+    "POSTGRES_NODE",
+    "NisshiCluster",
+    "NisshiSqliteCluster",
+    "ProxiedNisshiCluster",
+    "ProxiedNisshiSqliteCluster",
+    "nisshi_on_docker",
+]

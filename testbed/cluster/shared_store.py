@@ -38,7 +38,14 @@ from typing import ClassVar
 import docker
 
 from testbed.cluster import postgres
-from testbed.cluster.bundled import KAFKA_PORT, LOG_DIR, stop_daemons
+from testbed.cluster.bundled import (
+    BROKER_BEHIND_PROXY_PORT,
+    KAFKA_PORT,
+    LOG_DIR,
+    PROXY_CONTROL_PORT,
+    start_request_proxy,
+    stop_daemons,
+)
 from testbed.cluster.docker_cluster import DockerCluster
 from testbed.cluster.kafka_admin import (
     PartitionInfo,
@@ -48,6 +55,7 @@ from testbed.cluster.kafka_admin import (
     wait_until,
 )
 from testbed.cluster.postgres_node import SERVER_DAEMON, PostgresNode
+from testbed.cluster.request_proxy.control import ProxyControl
 from testbed.nodes.remote import Remote
 from testbed.record.replicas import EVIDENCE_SINGLE_STORE
 
@@ -101,14 +109,17 @@ def supervised(argv: Sequence[str], name: str) -> list[str]:
     return ["sh", "-c", loop, f"{name}-supervisor", *argv]
 
 
-def broker_argv(binary: str, *, port: int, advertised_host: str, storage: str) -> list[str]:
-    """A broker in the foreground, listening on ``port`` and storing in ``storage`` (tansu's flags,
-    which nisshi kept: ``nisshi-cli`` 0.8.1 ``cli/broker.rs``)."""
+def broker_argv(
+    binary: str, *, port: int, advertised_host: str, storage: str, listen_port: int | None = None
+) -> list[str]:
+    """A broker in the foreground, advertising ``advertised_host:port``, listening on
+    ``listen_port`` (default ``port``; another when a request proxy owns ``port``) and storing in
+    ``storage`` (tansu's flags, which nisshi kept: ``nisshi-cli`` 0.8.1 ``cli/broker.rs``)."""
     return [
         binary,
         "broker",
         f"--cluster-id={postgres.CLUSTER_ID}",
-        f"--listener-url=tcp://0.0.0.0:{port}",
+        f"--listener-url=tcp://0.0.0.0:{port if listen_port is None else listen_port}",
         f"--advertised-listener-url=tcp://{advertised_host}:{port}",
         f"--storage-engine={storage}",
     ]
@@ -120,6 +131,8 @@ class SharedStoreCluster:
     systems' keys: the PostgreSQL node takes the ``postgresql.*`` ones."""
 
     program: ClassVar[BrokerProgram]
+    listen_port: ClassVar[int] = KAFKA_PORT
+    """Where a broker listens (:class:`RequestProxiedStore`: behind its request proxy)."""
 
     def __init__(
         self,
@@ -196,6 +209,7 @@ class SharedStoreCluster:
                     port=KAFKA_PORT,
                     advertised_host=self._ips[node],
                     storage=postgres.storage_url(self._ips[self.postgres_node]),
+                    listen_port=self.listen_port,
                 ),
                 self.program.name,
             ),
@@ -260,6 +274,30 @@ class SharedStoreCluster:
     def collect_logs(self, node: str, target: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         self._remotes[node].get(LOG_DIR, target, timeout=60)
+
+
+class RequestProxiedStore(SharedStoreCluster):
+    """A shared-store cluster whose brokers clients reach only through a request proxy each, as
+    :class:`testbed.cluster.bundled.ProxiedBundledCluster` is for the bundled broker: the proxy owns
+    :data:`KAFKA_PORT`, which every broker advertises, and forwards to the broker listening on
+    :data:`BROKER_BEHIND_PROXY_PORT` on its node.  These brokers have no peers, so every request
+    through a proxy is a client's (producers', consumers', the admin's).  The PostgreSQL node has no
+    proxy: its clients are the brokers.  Offers the ``request-proxy`` ability
+    (:class:`nemesis.request_faults.RequestProxies`) -- only a system's ``Proxied*`` subclass does,
+    so a cluster is never asked to hold a request it has no proxy for.  The proxy outlives kills
+    and pauses of its broker: it is the network, not the process."""
+
+    listen_port = BROKER_BEHIND_PROXY_PORT
+
+    def request_proxy(self, node: str) -> ProxyControl:
+        if node == self.postgres_node:
+            raise ValueError(f"{node} runs PostgreSQL, not a broker: it has no request proxy")
+        return ProxyControl(f"{self._ips[node]}:{PROXY_CONTROL_PORT}")
+
+    def start_broker(self, node: str) -> None:
+        if node != self.postgres_node:
+            start_request_proxy(self._remotes[node])
+        super().start_broker(node)
 
 
 @contextlib.contextmanager

@@ -13,12 +13,21 @@ from testbed.cluster.shared_store import (
     POSTGRES_NODE,
     REPLICA_EVIDENCE,
     BrokerProgram,
+    RequestProxiedStore,
     SharedStoreCluster,
     supervised,
 )
 from testbed.cluster.tansu_image import TANSU_IMAGE_PATH
 
-__all__ = ["POSTGRES_NODE", "REPLICA_EVIDENCE", "TANSU", "TANSU_NODE_ID", "TansuCluster", "supervised"]
+__all__ = [
+    "POSTGRES_NODE",
+    "REPLICA_EVIDENCE",
+    "TANSU",
+    "TANSU_NODE_ID",
+    "ProxiedTansuCluster",
+    "TansuCluster",
+    "supervised",
+]
 
 TANSU_NODE_ID = 111
 """The broker id every tansu broker reports (tansu-broker's ``NODE_ID``): brokers are interchangeable."""
@@ -30,3 +39,8 @@ class TansuCluster(SharedStoreCluster):
     """tansu brokers on ``brokers`` sharing the PostgreSQL on ``postgres_node``."""
 
     program = TANSU
+
+
+class ProxiedTansuCluster(RequestProxiedStore, TansuCluster):
+    """tansu brokers each behind a request proxy (:class:`RequestProxiedStore`): the request-path
+    faults (``request-hold``, ``-delay``, ``-duplicate``, ``-reset``) act on their clients' requests."""

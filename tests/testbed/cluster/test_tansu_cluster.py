@@ -18,7 +18,7 @@ from testbed.cluster.protocol import (
     ReplicaDumps,
     replica_nodes,
 )
-from testbed.cluster.tansu import POSTGRES_NODE, TANSU_NODE_ID, TansuCluster, supervised
+from testbed.cluster.tansu import POSTGRES_NODE, TANSU_NODE_ID, ProxiedTansuCluster, TansuCluster, supervised
 from testbed.nodes.remote import ExecResult
 
 
@@ -96,6 +96,35 @@ def test_a_broker_starts_as_the_broker_daemon_pointing_at_postgresql(
         "tansu",
     )
     assert argv[:2] == ["sh", "-c"], "under the supervisor loop that starts tansu again when it exits"
+
+
+def test_with_request_proxies_each_broker_listens_behind_its_proxy_and_postgresql_has_none(
+    remotes: dict[str, FakeRemote],
+) -> None:
+    from harness.targets.tansu import TansuTarget
+    from nemesis.nemesis_config import cluster_abilities
+    from nemesis.request_faults import RequestProxies
+
+    ips = {"pg": "10.9.0.2", "n1": "10.9.0.3", "n2": "10.9.0.4"}
+    proxied = ProxiedTansuCluster(remotes, ips, ["n1", "n2"], POSTGRES_NODE, {})
+    plain = TansuCluster(remotes, ips, ["n1", "n2"], POSTGRES_NODE, {})
+    assert isinstance(proxied, RequestProxies) and not isinstance(plain, RequestProxies)
+    assert "request-proxy" in cluster_abilities(proxied) and "request-proxy" not in cluster_abilities(plain)
+    proxied.start_broker("n1")
+    (proxy, broker) = [argv for kind, argv in remotes["n1"].calls if kind == "start_daemon"]
+    assert proxy[proxy.index("--listen") + 1] == "0.0.0.0:9092"  # the port clients are told
+    assert proxy[proxy.index("--upstream") + 1] == "127.0.0.1:9094"
+    assert "--listener-url=tcp://0.0.0.0:9094" in broker[-6:]
+    assert "--advertised-listener-url=tcp://10.9.0.3:9092" in broker[-6:]
+    assert proxied.bootstrap == "10.9.0.3:9092,10.9.0.4:9092"
+    assert proxied.request_proxy("n2").address == "10.9.0.4:9095"
+    with pytest.raises(ValueError, match="pg runs PostgreSQL"):
+        proxied.request_proxy("pg")
+    import functools
+
+    chosen = TansuTarget().docker_clusters(True)
+    assert isinstance(chosen, functools.partial) and chosen.keywords["cluster_class"] is ProxiedTansuCluster
+    assert TansuTarget().docker_clusters(False).keywords["cluster_class"] is TansuCluster  # type: ignore[attr-defined]
 
 
 def test_a_signal_to_the_postgresql_server_reaches_every_postgresql_process(

@@ -2,8 +2,9 @@
 workload, faults recorded as ops, the checker's verdict -- through the library's tansu scenarios
 (``nemesis/scenarios/tansu-*.toml``, ``target = "tansu"``), run on the target they name:
 
-* kills and partitions of the *brokers* (scripted, so PostgreSQL is never the target) lose nothing:
-  the run is valid, divergence is not applicable (one replica) rather than unknown;
+* kills, partitions and duplicated Produce requests (through a request proxy in front of each
+  broker) of the *brokers* (scripted, so PostgreSQL is never the target) lose nothing: the run is
+  valid, divergence is not applicable (one replica) rather than unknown;
 * a power loss of the *PostgreSQL node* (its data directory on the lazy filesystem) loses
   acknowledged writes with ``postgresql.fsync=off`` -- reported, and expected under that rule --
   and nothing with PostgreSQL's defaults;
@@ -80,6 +81,15 @@ def test_broker_kills_and_partitions_lose_nothing(tansu_image: str, tmp_path: Pa
     assert results["stats"]["replicas"]["records"]["pg"] >= results["stats"]["drain_records"] > 0
     assert (outcome.run_dir / "nodes" / "pg" / "postgresql.log").exists()
     assert (outcome.run_dir / "nodes" / "n1" / "tansu.log").exists()
+
+    # The duplicated Produce requests reached tansu twice: n1's request proxy sent each again and
+    # swallowed the second answer; n2 had no rule, so its proxy only forwarded.
+    def proxy_actions(node: str) -> list[str]:
+        lines = (outcome.run_dir / "nodes" / node / "request-proxy.jsonl").read_text().splitlines()
+        return [json.loads(line)["action"] for line in lines]
+
+    assert proxy_actions("n1").count("swallow") > 0, proxy_actions("n1")
+    assert "swallow" not in proxy_actions("n2")
 
 
 @pytest.mark.parametrize("fsync", ["off", "on"])
