@@ -69,9 +69,15 @@ class RequestFaults:
         self.cluster = cluster
 
     def _proxy(self, node: str) -> ProxyControl:
+        """``node``'s proxy; Refused (certainly nothing done) where there is none -- no proxies at
+        all, or a node that is not a broker of the Kafka protocol (tansu's PostgreSQL node, which
+        the nemesis may draw as a partition's "leader")."""
         if not isinstance(self.cluster, RequestProxies):
             raise Refused("this cluster has no request proxies in front of its brokers")
-        return self.cluster.request_proxy(node)
+        try:
+            return self.cluster.request_proxy(node)
+        except ValueError as error:
+            raise Refused(str(error)) from None
 
     def hold(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
         """Make ``node``'s proxy hold the next request of each of ``requests`` (some of

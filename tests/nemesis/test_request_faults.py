@@ -110,6 +110,8 @@ class ProxiedNodes:
         self.controls = {"n1": proxy.control, "n2": ProxyControl("127.0.0.1:9", timeout=2)}
 
     def request_proxy(self, node: str) -> ProxyControl:
+        if node == "pg":  # as a shared-store cluster answers for its PostgreSQL node
+            raise ValueError("pg runs PostgreSQL, not a broker: it has no request proxy")
         return self.controls[node]
 
 
@@ -158,6 +160,9 @@ def test_acts_that_certainly_did_nothing_are_refused(proxy: ProxyProcess) -> Non
         acts.hold("n2")  # its control channel cannot be connected to: nothing was sent
     with pytest.raises(Refused, match=r"127\.0\.0\.1:9"):
         acts.release("n2")
+    for act in (acts.hold, acts.release):  # a node without a proxy (tansu's PostgreSQL node)
+        with pytest.raises(Refused, match="pg runs PostgreSQL"):
+            act("pg")
 
 
 class ProxiedFakeCluster(FakeCluster):
