@@ -46,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--host {args.host!r}: expected an address such as 127.0.0.1")
     from checker.spark.connect_server import ConnectServerError, connect_server
 
-    # SIGTERM ends the block as Ctrl-C does, so the server is stopped either way.
+    # SIGTERM ends the block as Ctrl-C does, so the server is stopped either way.  SIGINT too, set
+    # here rather than left to Python: a process started with SIGINT ignored (a script's `cmd &`,
+    # which ignores it for its background jobs; a CI runner under nohup) inherits the ignore, and
+    # Python then installs no handler -- `kill -INT` would do nothing and the server run on.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with connect_server(
             args.port or None, args.host, args.master, driver_memory=args.driver_memory

@@ -242,8 +242,12 @@ def test_a_cluster_started_in_process_ends_when_its_owner_is_killed(cluster_dire
     """A test run or bench SIGKILLed mid-way leaves no controller or broker behind -- a paused one
     included (its orphaned process group gets SIGHUP and SIGCONT from the kernel); the CLI's
     ``up`` above is the detached case and outlives its command."""
+    # SIGHUP as a terminal session has it: a suite started under nohup (SIGHUP ignored, which
+    # children inherit) would otherwise see the paused broker resume on the kernel's SIGCONT and
+    # stop by its owner watch instead -- gone all the same, but by the other path.
     owner_code = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
         "from broker_impl.localcluster import LocalCluster\n"
         f"cluster = LocalCluster({str(cluster_directory)!r})\n"
         "cluster.up(2, {})\n"
