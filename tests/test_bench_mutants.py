@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from harness.run.campaign import load_campaign
+
 REPO = Path(__file__).resolve().parents[1]
 PATCHES = sorted((REPO / "bench" / "mutants").glob("*.patch"))
 MAX_CHANGED_LINES = 10
@@ -153,8 +155,6 @@ def test_select_by_file_name_number_or_name() -> None:
 
 
 def test_hunt_of_the_nightly_profile_by_name_or_the_first() -> None:
-    from harness.run.campaign import load_campaign
-
     profile = REPO / "harness" / "run" / "campaigns" / "nightly.toml"
     hunts = load_campaign(profile).hunts
     assert bench.pick_hunt(hunts, "", profile).key == "random-faults"

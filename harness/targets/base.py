@@ -35,6 +35,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from nemesis.fault_declaration import REQUEST_PROXY
+from nemesis.fault_kinds import REGISTRY, kind_of
 from nemesis.packages import PackageContext
 from nemesis.spec import NemesisSpec
 from testbed.cluster.protocol import Cluster, LogFiles
@@ -233,9 +235,6 @@ def wants_request_proxies(spec: TargetSpec) -> bool:
     """Whether ``spec``'s cluster needs a request proxy in front of each broker: only when a fault
     it may inject (drawn, in a package, or a scenario step) acts through one -- the proxy is a hop
     every request pays for."""
-    from nemesis.fault_declaration import REQUEST_PROXY
-    from nemesis.fault_kinds import REGISTRY, kind_of
-
     faults = spec.nemesis.injected_faults() | spec.scenario_faults()
     return any(REQUEST_PROXY in kind_of(fault).needs for fault in faults if fault in REGISTRY)
 

@@ -398,7 +398,7 @@ class ProxiedBundledCluster(BundledCluster):
     listen_port = BROKER_BEHIND_PROXY_PORT
 
     def request_proxy(self, node: str) -> ProxyControl:
-        return ProxyControl(f"{self.ip(node)}:{PROXY_CONTROL_PORT}")
+        return request_proxy_control(self.ip(node))
 
     def start_broker(self, node: str) -> None:
         start_request_proxy(self.remote(node))
@@ -406,6 +406,11 @@ class ProxiedBundledCluster(BundledCluster):
 
 
 REQUEST_PROXY_DAEMON = "request-proxy"
+
+
+def request_proxy_control(ip: str) -> ProxyControl:
+    """The control channel of the request proxy on the node at ``ip`` (:func:`start_request_proxy`)."""
+    return ProxyControl(f"{ip}:{PROXY_CONTROL_PORT}")
 
 
 def start_request_proxy(remote: Remote) -> None:

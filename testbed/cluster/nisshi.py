@@ -32,9 +32,9 @@ from testbed.cluster.bundled import (
     DATA_DIR,
     KAFKA_PORT,
     LOG_DIR,
-    PROXY_CONTROL_PORT,
     PYTHON,
     data_dir_mount,
+    request_proxy_control,
     start_request_proxy,
     stop_daemons,
 )
@@ -277,7 +277,7 @@ class ProxiedNisshiSqliteCluster(NisshiSqliteCluster):
     listen_port = BROKER_BEHIND_PROXY_PORT
 
     def request_proxy(self, node: str) -> ProxyControl:
-        return ProxyControl(f"{self._ips[node]}:{PROXY_CONTROL_PORT}")
+        return request_proxy_control(self._ips[node])
 
     def start_broker(self, node: str) -> None:
         start_request_proxy(self._remotes[node])

@@ -42,7 +42,7 @@ from testbed.cluster.bundled import (
     BROKER_BEHIND_PROXY_PORT,
     KAFKA_PORT,
     LOG_DIR,
-    PROXY_CONTROL_PORT,
+    request_proxy_control,
     start_request_proxy,
     stop_daemons,
 )
@@ -292,7 +292,7 @@ class RequestProxiedStore(SharedStoreCluster):
     def request_proxy(self, node: str) -> ProxyControl:
         if node == self.postgres_node:
             raise ValueError(f"{node} runs PostgreSQL, not a broker: it has no request proxy")
-        return ProxyControl(f"{self._ips[node]}:{PROXY_CONTROL_PORT}")
+        return request_proxy_control(self._ips[node])
 
     def start_broker(self, node: str) -> None:
         if node != self.postgres_node:

@@ -4,6 +4,7 @@ dumped, and that a signal to the PostgreSQL server reaches every PostgreSQL proc
 
 from __future__ import annotations
 
+import functools
 import signal
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from harness.targets.tansu import TansuTarget
+from nemesis.nemesis_config import cluster_abilities
+from nemesis.request_faults import RequestProxies
 from testbed.cluster.protocol import (
     ControlledCluster,
     LogFiles,
@@ -101,10 +105,6 @@ def test_a_broker_starts_as_the_broker_daemon_pointing_at_postgresql(
 def test_with_request_proxies_each_broker_listens_behind_its_proxy_and_postgresql_has_none(
     remotes: dict[str, FakeRemote],
 ) -> None:
-    from harness.targets.tansu import TansuTarget
-    from nemesis.nemesis_config import cluster_abilities
-    from nemesis.request_faults import RequestProxies
-
     ips = {"pg": "10.9.0.2", "n1": "10.9.0.3", "n2": "10.9.0.4"}
     proxied = ProxiedTansuCluster(remotes, ips, ["n1", "n2"], POSTGRES_NODE, {})
     plain = TansuCluster(remotes, ips, ["n1", "n2"], POSTGRES_NODE, {})
@@ -120,8 +120,6 @@ def test_with_request_proxies_each_broker_listens_behind_its_proxy_and_postgresq
     assert proxied.request_proxy("n2").address == "10.9.0.4:9095"
     with pytest.raises(ValueError, match="pg runs PostgreSQL"):
         proxied.request_proxy("pg")
-    import functools
-
     chosen = TansuTarget().docker_clusters(True)
     assert isinstance(chosen, functools.partial) and chosen.keywords["cluster_class"] is ProxiedTansuCluster
     assert TansuTarget().docker_clusters(False).keywords["cluster_class"] is TansuCluster  # type: ignore[attr-defined]
