@@ -104,8 +104,10 @@ def test_the_broker_faults_scenario_faults_only_brokers_and_expects_nothing_lost
         "request-release",
     }
     # The duplicated Produce requests go through a broker's request proxy: PostgreSQL has none.
-    requests = {step["node"] for step in scenario.steps if str(step.get("fault")).startswith("request-")}
-    assert requests == {"n1"}
+    requests = {
+        n for step in scenario.steps if str(step.get("fault")).startswith("request-") for n in step["nodes"]
+    }
+    assert requests == {"n1", "n2"}
 
 
 def test_every_library_scenario_of_a_target_names_one_the_harness_has() -> None:

@@ -82,14 +82,13 @@ def test_broker_kills_and_partitions_lose_nothing(tansu_image: str, tmp_path: Pa
     assert (outcome.run_dir / "nodes" / "pg" / "postgresql.log").exists()
     assert (outcome.run_dir / "nodes" / "n1" / "tansu.log").exists()
 
-    # The duplicated Produce requests reached tansu twice: n1's request proxy sent each again and
-    # swallowed the second answer; n2 had no rule, so its proxy only forwarded.
-    def proxy_actions(node: str) -> list[str]:
+    # The duplicated Produce requests reached tansu twice: the brokers' request proxies sent each
+    # again and swallowed the second answer (both duplicate: a client may be sending to either).
+    def swallowed(node: str) -> int:
         lines = (outcome.run_dir / "nodes" / node / "request-proxy.jsonl").read_text().splitlines()
-        return [json.loads(line)["action"] for line in lines]
+        return [json.loads(line)["action"] for line in lines].count("swallow")
 
-    assert proxy_actions("n1").count("swallow") > 0, proxy_actions("n1")
-    assert "swallow" not in proxy_actions("n2")
+    assert swallowed("n1") + swallowed("n2") > 0
 
 
 @pytest.mark.parametrize("fsync", ["off", "on"])
