@@ -16,8 +16,9 @@ Modules:
 * ``schedule_run`` -- follows the random schedule in time (each step at its moment, then its heal);
 * ``consumer_churn`` -- ``consumer-churn``: the workload ability it needs (a structural protocol,
   so no import of ``workloads``) and its op;
-* ``client_crash`` -- ``client-crash``: the same for a SIGKILL of one of the workload's client
-  processes; ``client_crash_plan`` -- its declaration and the package built on it;
+* ``client_crash`` -- ``client-crash`` and ``consumer-crash``: the same for a SIGKILL of one of the
+  workload's producer or consumer processes; ``client_crash_plan`` -- their declarations and the
+  packages built on them;
 * ``iptables`` -- a grudge or a heal as the iptables commands each node runs (our own chain);
 * ``scenario`` -- scripted scenarios (faults, waits, markers, expected verdicts);
   the library is ``scenarios/*.toml``; ``steps`` parses their steps once into typed steps, and

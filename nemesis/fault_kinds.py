@@ -37,7 +37,8 @@ from types import MappingProxyType
 from typing import Final
 
 from nemesis.client_crash_plan import CLIENT_CRASH as CLIENT_CRASH
-from nemesis.client_crash_plan import CLIENT_CRASH_KIND
+from nemesis.client_crash_plan import CLIENT_CRASH_KIND, CONSUMER_CRASH_KIND
+from nemesis.client_crash_plan import CONSUMER_CRASH as CONSUMER_CRASH
 from nemesis.fault_declaration import (
     ANNOUNCE,
     CONSUMER_GROUP,
@@ -451,6 +452,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         needs=frozenset({CONSUMER_GROUP}),
     ),
     CLIENT_CRASH_KIND,
+    CONSUMER_CRASH_KIND,
     *REQUEST_KINDS,
     *DISK_KINDS,
     *MEMBERSHIP_KINDS,

@@ -27,6 +27,7 @@ from nemesis.fault_kinds import (
     CLOCK_OFFSET_S,
     CLOCK_SKEW,
     CONSUMER_CHURN,
+    CONSUMER_CRASH,
     DISK_ERROR,
     DISK_ERROR_ERRNO,
     DISK_ERROR_OP,
@@ -160,7 +161,7 @@ def _consumer_churn(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, 
 
 def _client_crash(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """No lock, as churn: the crash may wait seconds for its victim to be mid-call."""
-    return run_crash(nemesis.recorder, nemesis.config.workload, step.pick)
+    return run_crash(nemesis.recorder, nemesis.config.workload, step.pick, step.fault)
 
 
 def mechanism_of(kind: FaultKind) -> Mechanism | None:
@@ -170,6 +171,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         PARTITION_HEAL: _heal_partition,
         CONSUMER_CHURN: _consumer_churn,
         CLIENT_CRASH: _client_crash,
+        CONSUMER_CRASH: _client_crash,
         PACKET_LOSS: _lose_packets,
         SLOW_LINK: _slow_links,
         CLOCK_SKEW: _skew_clocks,

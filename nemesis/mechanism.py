@@ -13,8 +13,7 @@ its part.  A fault package is one ``package`` op around the ops of its steps
 **Dispatch.**  Every fault, whether a scenario's step, a package's or the random schedule's,
 goes through :meth:`Nemesis.apply` and the kind's entry of :data:`MECHANISMS`: node-shaped kinds
 share one mechanism (track, record, run the kind's per-node act of
-:data:`nemesis.broker_acts.NODE_ACTS` on each node); partitions, their heal and consumer churn
-have their own.
+:data:`nemesis.broker_acts.NODE_ACTS` on each node); partitions, their heal, workload faults have their own.
 
 ``target`` is present on node faults when the random schedule chose the nodes (absent for direct
 calls); steps that follow a leader (``leader``, ``followers``, ``isolate-leader``) also carry
@@ -40,7 +39,7 @@ from typing import Any
 
 from nemesis import iptables
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS, BrokerActs
-from nemesis.client_crash import check_workload_faults, crash_ability
+from nemesis.client_crash import check_workload_faults, crash_ability, group_crash_ability
 from nemesis.consumer_churn import check_churn, run_churn
 from nemesis.fault_declaration import CONSUMER_GROUP, CONTROLLER_NODE, FaultKind
 from nemesis.fault_kinds import (
@@ -123,6 +122,7 @@ class Nemesis:
                 quiet_seconds=spec.interval_seconds,
                 markers=isinstance(workload, MarkerSender),
                 client_crash=crash_ability(workload) is not None,
+                consumer_crash=group_crash_ability(workload),
                 isr_lag_seconds=config.isr_lag_seconds,
             )
             if config.package_cluster is not None and self.leader_partitions

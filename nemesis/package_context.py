@@ -37,8 +37,11 @@ class PackageContext:
     """How long a follower may lag before its leader drops it from the ISR
     (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
     client_crash: bool = False
-    """The workload's clients run in processes the nemesis may kill (``client-crash`` steps,
+    """The workload's producers run in processes the nemesis may kill (``client-crash`` steps,
     :mod:`nemesis.client_crash`)."""
+    consumer_crash: bool = False
+    """The workload's consumer group has members in processes the nemesis may kill
+    (``consumer-crash`` steps whose victim was a member of the group, ``leader-of:offsets``)."""
 
 
 def sleep_step(rng: random.Random, low: float, high: float, why: str) -> Step:

@@ -68,6 +68,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   the lazy filesystem, for its power-off draws; without it every draw is a kill);
 * ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader
   (:mod:`nemesis.client_crash_plan`; needs the workload's client processes);
+* ``consumer-crash-coordinator-crash`` -- a group member's process killed mid-poll, then its
+  group coordinator (:mod:`nemesis.client_crash_plan`; needs group members in processes);
 * ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader
   killed in half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a
   controller node);
@@ -84,7 +86,7 @@ from nemesis.bug_packages import (
     stale_leader_lagging_joiner,
     zombie_fetch_across_epochs,
 )
-from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH, client_crash_leader_crash
+from nemesis.client_crash_plan import CLIENT_CRASH_PACKAGES
 from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE, REQUEST_DELAY_MS_DRAWN
 from nemesis.membership_plan import decommission_leader_crash
 from nemesis.package_context import PackageContext as PackageContext
@@ -426,7 +428,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     ONE_WAY_LEADER_CRASH: one_way_leader_crash,
     RETRIED_PRODUCE_LEADER_CRASH: retried_produce_leader_crash,
     WHOLE_CLUSTER_CRASH: whole_cluster_crash,
-    CLIENT_CRASH_LEADER_CRASH: client_crash_leader_crash,
+    **CLIENT_CRASH_PACKAGES,
     DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
     QUIET: quiet,
 }
@@ -452,16 +454,17 @@ def _on_the_package_partition(steps: list[Step]) -> list[Step]:
     binds its roles on a drawn partition ``p``, so ``leader-is C`` must ask about ``p`` too (it
     asked about 0 before, and with two partitions half the draws awaited the wrong one).
     """
-    bound = [
-        int(role.split(":")[1].split("#")[0])
+    bound: list[int | str] = [  # a number, or an internal topic's partition by name (offsets)
+        int(p) if p.isdigit() else p
         for step in steps
         for role in step.get("bind", {}).values()
         if role.split(":")[0] in ("leader-of", "follower-of")
+        for p in [role.split(":")[1].split("#")[0]]
     ]
     if not bound:
         return steps
     if len(set(bound)) > 1:
-        raise AssertionError(f"a package binds roles on one partition, not {sorted(set(bound))}")
+        raise AssertionError(f"a package binds roles on one partition, not {sorted(map(str, set(bound)))}")
     return [
         {**step, "partition": bound[0]}
         if step.get("wait") in PARTITION_WAITS and "partition" not in step

@@ -47,8 +47,9 @@ import random
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from nemesis.client_crash_plan import CRASH_ROLES
 from nemesis.fault_kinds import CHURN_STOPS as CHURN_STOPS
-from nemesis.fault_kinds import CLIENT_CRASH, REGISTRY
+from nemesis.fault_kinds import REGISTRY
 from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
     CONSUMER_CHURN,
@@ -431,7 +432,7 @@ def schedule(
     random stream) and carries its own heals: its step has ``heal_at_seconds == at_seconds``,
     and the next quiet period starts once it has run; so has a ``consumer-churn`` step
     (:func:`nemesis.consumer_churn.plan_churn`: how the victim stops, and which) and a
-    ``client-crash`` step (its drawn ``pick``: :mod:`nemesis.client_crash`).
+    ``client-crash`` or ``consumer-crash`` step (its drawn ``pick``: :mod:`nemesis.client_crash`).
     """
     check_plan(spec, layout, leader_partitions, packages)
     if not spec.faults:
@@ -452,7 +453,7 @@ def schedule(
             churn = plan_churn(rng)
             yield PlannedStep(now, now, fault, churn.stop, churn=churn)
             continue
-        if fault == CLIENT_CRASH:  # its victim drawn; the workload starts the successor itself
+        if fault in CRASH_ROLES:  # its victim drawn; the workload starts the successor itself
             yield PlannedStep(now, now, fault, "client", params=_drawn_params(fault, rng))
             continue
         duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng)

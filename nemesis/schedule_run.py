@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from nemesis.client_crash import run_crash
-from nemesis.client_crash_plan import CLIENT_CRASH
+from nemesis.client_crash_plan import CRASH_ROLES
 from nemesis.consumer_churn import ConsumerChurn, run_churn
 from nemesis.nemesis_config import NemesisConfig
 from nemesis.package_run import PackageNemesis, run_package
@@ -79,8 +79,8 @@ def follow_schedule(
             assert nemesis.churn is not None  # check_churn refused the spec otherwise
             run_churn(nemesis.recorder, nemesis.churn, step.churn)
             continue
-        if step.fault == CLIENT_CRASH:  # no action lock, as churn: it may wait for a busy victim
-            run_crash(nemesis.recorder, nemesis.config.workload, step.params.get("pick", 0))
+        if step.fault in CRASH_ROLES:  # no action lock, as churn: it may wait for a busy victim
+            run_crash(nemesis.recorder, nemesis.config.workload, step.params.get("pick", 0), step.fault)
             continue
         completion, resolved = nemesis.execute_step(step, from_schedule=True)
         if completion is None:

@@ -53,8 +53,10 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH as CLIENT_CRASH_LEADER_CRASH
+from nemesis.client_crash_plan import CONSUMER_CRASH_COORDINATOR_CRASH as CONSUMER_CRASH_COORDINATOR_CRASH
 from nemesis.fault_kinds import CLIENT_CRASH as CLIENT_CRASH
 from nemesis.fault_kinds import CONSUMER_CHURN as CONSUMER_CHURN
+from nemesis.fault_kinds import CONSUMER_CRASH as CONSUMER_CRASH
 from nemesis.fault_kinds import DISK_ERROR as DISK_ERROR
 from nemesis.fault_kinds import HEALS as HEALS
 from nemesis.fault_kinds import KILL as KILL
@@ -111,6 +113,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     RETRIED_PRODUCE_LEADER_CRASH,
     WHOLE_CLUSTER_CRASH,
     CLIENT_CRASH_LEADER_CRASH,
+    CONSUMER_CRASH_COORDINATOR_CRASH,
     DECOMMISSION_LEADER_CRASH,
     QUIET,
 )
@@ -134,6 +137,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         RETRIED_PRODUCE_LEADER_CRASH: frozenset({REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET, KILL}),
         WHOLE_CLUSTER_CRASH: frozenset({KILL, POWER_LOSS, DISK_ERROR}),
         CLIENT_CRASH_LEADER_CRASH: frozenset({CLIENT_CRASH, KILL}),
+        CONSUMER_CRASH_COORDINATOR_CRASH: frozenset({CONSUMER_CRASH, KILL}),
         DECOMMISSION_LEADER_CRASH: frozenset({DECOMMISSION, KILL}),
         QUIET: frozenset(),
     }

@@ -24,9 +24,10 @@ Modules:
 * ``group_kafka_python``, ``group_confluent`` -- that interface on each client library;
 * ``group_member`` -- one group member's ops (``assign``, ``poll``, ``commit``, ``revoke``);
 * ``group_fleet`` -- the group's members as threads, consumer churn, and the choice of library;
-* ``queue_drain`` -- the queue workload's final drain;
-* ``client_host``, ``client_child`` -- producers in child processes (``--client-processes``), the
-  parent's side and the child's, and the crash of one (the nemesis's ``client-crash``).
+* ``queue_assign`` -- the queue workload's ``assign`` consumers; ``queue_drain`` -- its final drain;
+* ``client_host``, ``client_child`` -- clients in child processes (``--client-processes``), the
+  parent's side and the child's, and the crash of one (the nemesis's ``client-crash`` and
+  ``consumer-crash``); ``hosted_consumers`` -- the consumers' side of the parent.
 
 May import: rooms of a lower rank (``testbed.record`` is all it needs), never ``checker`` or
 ``nemesis``.  Used by: ``harness.run`` (spec and runner) and ``harness.cli`` (``run``).

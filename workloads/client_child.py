@@ -5,15 +5,16 @@ process per client, so the nemesis's ``client-crash`` can SIGKILL a real client 
 batches in flight and its transaction open, which a client thread cannot be).  It speaks a small
 request/answer protocol, one JSON object per line, on its stdin and its original stdout:
 
-* the first request opens the client: ``{"call": "open", "kind": "producer" | "txn-producer",
-  "args": [...]}`` -- ``producer``: :func:`workloads.clients.make_producer`'s arguments;
-  ``txn-producer``: :func:`workloads.txn_clients.make_txn_producer`'s;
+* the first request opens the client: ``{"call": "open", "kind": <kind>, "args": [...]}`` with
+  the arguments of the kind's maker (:data:`MAKERS`: ``producer``, ``txn-producer``, ``consumer``
+  -- an ``assign`` consumer -- and ``group-consumer`` -- a subscribed member of the run's group);
 * every later request calls one method of the client: ``{"call": "send", "args": [...]}``
-  (``begin``, ``send``, ``commit``, ``abort``, ``close``); ``close`` ends the process after its
-  answer;
+  (:data:`CALLS`); ``close`` ends the process after its answer.  JSON has only string keys, so a
+  dict argument (offsets by partition) arrives with its keys made integers again;
 * every answer is ``{"ok": <result>}`` or ``{"error": <exception class name>, "text": <message>}``;
   the class name is one of :data:`KNOWN_ERRORS` (the parent raises the same class, so a definite
-  failure stays definite) or ``"other"``.
+  failure stays definite) or ``"other"``.  Records and group events in a result travel as
+  :func:`workloads.group_events.step_to_wire` makes them (the parent's hosted client decodes them).
 
 The recording stays in the parent (as in Jepsen, where the worker records and the client is the
 thing that crashes): this process knows nothing of ops.
@@ -35,9 +36,12 @@ import queue
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, Any, Final
 
-from .clients import DefiniteFailure, IndefiniteFailure, make_producer
+from .clients import DefiniteFailure, IndefiniteFailure, Received, make_consumer, make_producer
+from .group_events import GroupEvent, step_to_wire
+from .group_fleet import make_group_consumer
 from .txn_clients import TxnAbortable, TxnFatal, make_txn_producer
 
 PR_SET_PDEATHSIG: Final = 1
@@ -48,8 +52,30 @@ KNOWN_ERRORS: Final[tuple[type[Exception], ...]] = (
     TxnFatal,
 )
 """Exceptions an answer names so that the parent raises the same class."""
-CALLS: Final = frozenset({"begin", "send", "commit", "abort", "close"})
-"""The client methods a request may call."""
+CALLS: Final = frozenset(
+    {
+        "begin",
+        "send",
+        "commit",
+        "abort",
+        "assign",
+        "poll",
+        "end_offsets",
+        "position",
+        "commit_sync",
+        "commit_async",
+        "commit_in_flight",
+        "close",
+    }
+)
+"""The client methods a request may call (the producers', the consumers' and the group members')."""
+MAKERS: Final[dict[str, Callable[..., Any]]] = {
+    "producer": make_producer,
+    "txn-producer": make_txn_producer,
+    "consumer": make_consumer,
+    "group-consumer": make_group_consumer,
+}
+"""What opens each kind of client: the maker a thread's client would come from."""
 
 
 def die_with_parent(parent: int) -> None:
@@ -63,11 +89,26 @@ def die_with_parent(parent: int) -> None:
 
 def open_client(kind: str, args: list[Any]) -> Any:
     """The client a first request opens (module docstring)."""
-    if kind == "producer":
-        return make_producer(*args)
-    if kind == "txn-producer":
-        return make_txn_producer(*args)
-    raise ValueError(f"unknown client kind {kind!r}")
+    if kind not in MAKERS:
+        raise ValueError(f"unknown client kind {kind!r} (known: {', '.join(MAKERS)})")
+    return MAKERS[kind](*args)
+
+
+def _partition_keys(arg: Any) -> Any:
+    """A dict argument with its JSON string keys made partition numbers again."""
+    if isinstance(arg, dict):
+        return {int(key) if str(key).lstrip("-").isdigit() else key: value for key, value in arg.items()}
+    return arg
+
+
+def to_wire(result: Any) -> Any:
+    """A call's result as JSON can carry it: records and group events by
+    :func:`~workloads.group_events.step_to_wire`, lists and tuples as lists, the rest as it is."""
+    if isinstance(result, Received | GroupEvent):
+        return step_to_wire(result)
+    if isinstance(result, list | tuple):
+        return [to_wire(item) for item in result]
+    return result
 
 
 def answer_of(client: Any, request: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -78,7 +119,8 @@ def answer_of(client: Any, request: dict[str, Any]) -> tuple[Any, dict[str, Any]
         call = request.get("call")
         if client is None or call not in CALLS:
             raise ValueError(f"bad request {request!r} (client open: {client is not None})")
-        return client, {"ok": getattr(client, str(call))(*request.get("args", []))}
+        args = [_partition_keys(arg) for arg in request.get("args", [])]
+        return client, {"ok": to_wire(getattr(client, str(call))(*args))}
     except Exception as error:
         name = type(error).__name__ if isinstance(error, KNOWN_ERRORS) else "other"
         return client, {

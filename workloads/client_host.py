@@ -1,5 +1,8 @@
 """Clients in child processes (``--client-processes``): the parent's side, and the crash of one.
 
+(The consumers' side of the pipe -- ``assign`` consumers and group members -- is
+:mod:`workloads.hosted_consumers`; :meth:`ClientHost.crash` kills either role.)
+
 A client thread cannot crash the way a client does: killing a thread is not possible, and
 closing its client (``consumer-churn``) says goodbye.  So with ``client_processes`` the queue
 workload's producers -- plain and transactional -- live each in a process of its own
@@ -59,6 +62,14 @@ BUSY_WAIT: Final = 5.0
 IDLE_WAIT: Final = 10.0
 """Seconds a crash waits for the victim's thread to see the death of the call it was in."""
 ERRORS: Final[dict[str, type[Exception]]] = {cls.__name__: cls for cls in KNOWN_ERRORS}
+NOT_OPS: Final = frozenset({"open", "close", "commit_in_flight", "assign", "position", "end_offsets"})
+"""Calls that are no op of the history: a crash waits for a call that is (its op then ends with it)."""
+ROLES: Final[dict[str, tuple[str, ...]]] = {
+    "producer": ("producer", "txn-producer"),
+    "consumer": ("consumer", "group-consumer"),
+}
+"""The kinds of client process each role's crash picks from (``client-crash``: producers,
+``consumer-crash``: consumers, :mod:`nemesis.client_crash_plan`)."""
 
 
 class ClientGone(Exception):
@@ -72,10 +83,11 @@ class HostedClientError(Exception):
 class HostedClient:
     """One client process and the pipe to it; one call at a time (its workload thread's)."""
 
-    def __init__(self, kind: str, process: int) -> None:
+    def __init__(self, kind: str, process: int | None) -> None:
         self.kind = kind
         self.process = process
-        """The workload process id whose ops this client serves (one process, one client)."""
+        """The workload process id whose ops this client serves (one process, one client); None
+        for a group member, whose process id changes with each assignment."""
         self._popen = subprocess.Popen(
             [sys.executable, "-m", "workloads.client_child", str(os.getpid())],
             stdin=subprocess.PIPE,
@@ -154,10 +166,11 @@ class HostedClient:
         return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
     def wait_busy(self, timeout: float) -> str | None:
-        """Wait until a call other than open/close is in flight; that call (None: none in time)."""
+        """Wait until a call that is an op (not in :data:`NOT_OPS`) is in flight; that call (None:
+        none in time)."""
         with self._state:
-            self._state.wait_for(lambda: self.in_flight not in (None, "open", "close"), timeout)
-            return self.in_flight if self.in_flight not in ("open", "close") else None
+            self._state.wait_for(lambda: self.in_flight not in (None, *NOT_OPS), timeout)
+            return self.in_flight if self.in_flight not in NOT_OPS else None
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no call is in flight (its thread saw its answer or the death); False: timed out."""
@@ -172,11 +185,13 @@ class HostedClient:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             return self._popen.poll()
 
-    def close(self) -> None:
-        """Close the client and end the process (killed if it does not end in time); never raises."""
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> Any:
+        """Close the client and end the process (killed if it does not end in time); what the
+        client's close returned (None when it could not be asked or gave no answer).  Never raises."""
+        closed: Any = None
         if not self.ended:
             with contextlib.suppress(Exception):
-                self.call("close", [], CLOSE_TIMEOUT)
+                closed = self.call("close", [], timeout)
         for stream in (self._popen.stdin, self._popen.stdout):
             if stream is not None:
                 with contextlib.suppress(OSError):
@@ -185,6 +200,7 @@ class HostedClient:
             self._popen.wait(CLOSE_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.kill()
+        return closed
 
 
 class HostedProducer:
@@ -256,7 +272,7 @@ class ClientHost:
         error its making raised (HostedClientError when the process died making it)."""
         args = [client, bootstrap, acks, idempotent, request_timeout]
         try:
-            return HostedProducer(self._spawn("producer", process, args), request_timeout)
+            return HostedProducer(self.spawn("producer", process, args), request_timeout)
         except ClientGone as gone:
             raise HostedClientError(str(gone)) from None
 
@@ -267,11 +283,14 @@ class ClientHost:
         ``init_transactions`` done) for ``process``; TxnFatal when it could not be made."""
         args = [client, bootstrap, transactional_id, request_timeout]
         try:
-            return HostedTxnProducer(self._spawn("txn-producer", process, args), request_timeout)
+            return HostedTxnProducer(self.spawn("txn-producer", process, args), request_timeout)
         except (ClientGone, HostedClientError) as error:
             raise TxnFatal(f"no client process: {error}") from None
 
-    def _spawn(self, kind: str, process: int, args: list[Any]) -> HostedClient:
+    def spawn(self, kind: str, process: int | None, args: list[Any]) -> HostedClient:
+        """A running client process of ``kind`` (:data:`workloads.client_child.MAKERS`) opened with
+        ``args``, for ``process``; ClientGone or HostedClientError when it could not be opened
+        (the process is ended then)."""
         with self._lock:
             if self._shut:
                 raise HostedClientError("the workload's client processes are shut down")
@@ -290,12 +309,15 @@ class ClientHost:
             self._clients = [hosted for hosted in self._clients if not hosted.ended]
             return list(self._clients)
 
-    def crash(self, pick: int) -> dict[str, Any]:
-        """SIGKILL running client ``pick`` (modulo their count), mid-call if it makes one within
-        :data:`BUSY_WAIT`; what happened.  LookupError when nothing was killed."""
-        running = self.running()
+    def crash(self, pick: int, role: str = "producer") -> dict[str, Any]:
+        """SIGKILL running client ``pick`` of ``role`` (:data:`ROLES`; modulo their count),
+        mid-call if it makes one within :data:`BUSY_WAIT`; what happened.  LookupError when
+        nothing was killed."""
+        if role not in ROLES:
+            raise LookupError(f"unknown client role {role!r} (known: {', '.join(ROLES)})")
+        running = [hosted for hosted in self.running() if hosted.kind in ROLES[role]]
         if not running:
-            raise LookupError("no client process is running")
+            raise LookupError(f"no {role} process is running")
         victim = running[pick % len(running)]
         in_flight = victim.wait_busy(BUSY_WAIT)
         status = victim.kill()

@@ -112,6 +112,37 @@ class CommitDone:
 GroupEvent = Assigned | Revoked | CommitDone
 Step = Received | GroupEvent
 
+_WIRE_TAGS: dict[type, str] = {
+    Received: "record",
+    Assigned: "assigned",
+    Revoked: "revoked",
+    CommitDone: "commit-done",
+}
+_WIRE_CLASSES: dict[str, type] = {tag: cls for cls, tag in _WIRE_TAGS.items()}
+
+
+def step_to_wire(step: Step) -> dict[str, Any]:
+    """``step`` as one JSON object, ``{"step": <tag>, <its fields>}``: how a client in a process of
+    its own (:mod:`workloads.client_child`) hands records and group events to the workload."""
+    return {"step": _WIRE_TAGS[type(step)], **dataclasses.asdict(step)}
+
+
+def step_from_wire(item: Any) -> Step:
+    """The step :func:`step_to_wire` made; ValueError naming the item when it is none."""
+    if not isinstance(item, dict) or item.get("step") not in _WIRE_CLASSES:
+        raise ValueError(f"not a record or group event: {item!r}")
+    tag = str(item["step"])
+    fields = {
+        name: tuple(value) if isinstance(value, list) else value
+        for name, value in item.items()
+        if name != "step"
+    }
+    try:
+        step: Step = _WIRE_CLASSES[tag](**fields)
+    except TypeError as error:
+        raise ValueError(f"bad {tag} {item!r}: {error}") from None
+    return step
+
 
 def partitions_of(topic_partitions: Iterable[Any]) -> tuple[int, ...]:
     """The partition numbers of a rebalance callback's topic-partitions (either library's

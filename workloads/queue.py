@@ -49,11 +49,12 @@ from .clients import (
     DefiniteFailure,
     IndefiniteFailure,
     ProducerClient,
-    make_consumer,
     make_producer,
 )
-from .group_events import COMMIT_MODES, CONSUME_VIA, CommitMode
+from .group_events import COMMIT_MODES, CONSUME_VIA, CommitMode, GroupConsumerClient
 from .group_fleet import STOP_WAYS, ConsumerFleet
+from .hosted_consumers import hosted_group_consumer
+from .queue_assign import AssignedConsumers
 from .queue_drain import QueueDrain
 from .txn import (
     DEFAULT_ABORT_P,
@@ -61,7 +62,6 @@ from .txn import (
     Pacer,
     TxnProducerLoop,
     TxnSettings,
-    record_read,
     txn_problems,
 )
 from .txn_input import ctp_problems
@@ -112,10 +112,12 @@ class QueueSpec:
     ``transactional.id``) or ``subscribe`` (the threads are members of the group; partitions move
     at rebalances, zombies fenced by generation, KIP-447: :mod:`workloads.txn_subscribed`)."""
     client_processes: bool = False
-    """The producers (plain and transactional) each run in a child process the nemesis's
-    ``client-crash`` can SIGKILL (:mod:`workloads.client_host`); consumers stay threads.  Set by
-    the run's spec when its nemesis may crash clients.  Not with ``txn_ctp`` (a consumer's group
-    metadata cannot cross the pipe)."""
+    """The producers (plain and transactional) and the consumers (``assign`` ones and the
+    group's members) each run in a child process the nemesis's ``client-crash`` (producers) and
+    ``consumer-crash`` (consumers) can SIGKILL (:mod:`workloads.client_host`,
+    :mod:`workloads.hosted_consumers`); the final drain's readers stay threads.  Set by the run's
+    spec when its nemesis may crash clients.  Not with ``txn_ctp`` (a consumer's group metadata
+    cannot cross the pipe)."""
 
     def __post_init__(self) -> None:
         problems = self._group_problems()
@@ -141,7 +143,8 @@ class QueueSpec:
             problems.append(f"client_processes must be true or false, not {self.client_processes!r}")
         elif self.client_processes and self.txn_ctp:
             problems.append(
-                "--client-processes (implied by --nemesis client-crash) cannot host --txn-ctp producers:"
+                "--client-processes (implied by --nemesis client-crash or consumer-crash) cannot host"
+                " --txn-ctp producers:"
                 " a consumer's group metadata cannot cross the pipe"
             )
         if problems:
@@ -242,9 +245,7 @@ class QueueWorkload:
         """The ``subscribe`` consumers: one group, its members recorded (``workloads.group_fleet``)."""
         spec = self.spec
         assert spec.group is not None  # set under subscribe by QueueSpec
-        fleet = ConsumerFleet.for_spec(
-            self.recorder,
-            self._fresh_ids.next,
+        settings = (
             spec.client,
             self.bootstrap,
             self.topic,
@@ -252,8 +253,19 @@ class QueueWorkload:
             cast(CommitMode, spec.commit),
             spec.request_timeout,
             spec.isolation,
-            spec.txn,
         )
+        if self._host is None:
+            fleet = ConsumerFleet.for_spec(self.recorder, self._fresh_ids.next, *settings, spec.txn)
+        else:
+            host = self._host
+
+            def new_member() -> GroupConsumerClient:
+                return hosted_group_consumer(host, None, settings)
+
+            commit = cast(CommitMode, spec.commit)
+            fleet = ConsumerFleet(
+                self.recorder, self._fresh_ids.next, new_member, commit, spec.request_timeout, spec.txn
+            )
         self._fleet = fleet
         try:
             fleet.run([spec.producers + i for i in range(spec.consumers)], stop)
@@ -284,23 +296,28 @@ class QueueWorkload:
             raise LookupError("the workload's consumers are not running")
         return fleet.churn(stop, pick)
 
-    # ---- client crashes (the nemesis's ``client-crash``: nemesis.client_crash.ClientCrash) ----
+    # ---- client crashes (the nemesis's ``client-crash`` and ``consumer-crash``: nemesis.client_crash) ----
 
-    def crash_unavailable(self) -> str | None:
-        """Why this workload cannot crash a client (None: it can)."""
+    def crash_unavailable(self, role: str = "producer") -> str | None:
+        """Why this workload cannot crash a client of ``role`` (``producer`` or ``consumer``;
+        None: it can)."""
         if self._host is None:
             return "client crashes need clients in processes: run with --client-processes"
+        if role == "consumer":
+            if self.spec.consumers < 1:
+                return "consumer crashes need a consumer, and this run has none (--consumers 0)"
+            return None
         if self.spec.producers < 1:
             return "client crashes need a producer, and this run has none (--producers 0)"
         return None
 
-    def crash_client(self, pick: int) -> dict[str, Any]:
-        """SIGKILL running client process ``pick`` (modulo their count) mid-operation; what
-        happened (:meth:`workloads.client_host.ClientHost.crash`).  LookupError: nothing killed."""
-        problem = self.crash_unavailable()
+    def crash_client(self, pick: int, role: str = "producer") -> dict[str, Any]:
+        """SIGKILL running client process ``pick`` of ``role`` (modulo their count) mid-operation;
+        what happened (:meth:`workloads.client_host.ClientHost.crash`).  LookupError: nothing killed."""
+        problem = self.crash_unavailable(role)
         if problem is not None or self._host is None:
             raise LookupError(problem)
-        return self._host.crash(pick)
+        return self._host.crash(pick, role)
 
     def _guard(
         self, body: Callable[[int, threading.Event], None], index: int, stop: threading.Event
@@ -380,38 +397,23 @@ class QueueWorkload:
         loop.run(stop, Pacer(spec.rate, spec.producers))
 
     def _consume(self, index: int, stop: threading.Event) -> None:
+        """Consumer ``index``'s loop (``assign``): :class:`workloads.queue_assign.AssignedConsumers`."""
         spec = self.spec
         mine = [p for p in range(spec.partitions) if p % max(1, spec.consumers) == index]
         if not mine:
             return
-        process = spec.producers + index
-        positions = dict.fromkeys(mine, 0)
-        consumer = make_consumer(spec.client, self.bootstrap, spec.isolation)
-        consumer.assign(self.topic, positions)
-        try:
-            while not stop.is_set():
-                try:
-                    received = consumer.poll(0.5)
-                except Exception as error:
-                    f, invoke = ("txn", [{"f": "poll"}]) if spec.txn else ("poll", None)
-                    invocation = self.recorder.invoke(process, f, invoke)
-                    self.recorder.complete(invocation, "info", None, error=f"{type(error).__name__}: {error}")
-                    process = self._fresh_ids.next()
-                    consumer.close()
-                    consumer = make_consumer(spec.client, self.bootstrap, spec.isolation)
-                    consumer.assign(self.topic, positions)
-                    continue
-                if not received:
-                    continue
-                if spec.txn:  # a read-only txn op: offset gaps of markers are no poll skips
-                    record_read(self.recorder, process, [received])
-                else:
-                    invocation = self.recorder.invoke(process, "poll", None)
-                    self.recorder.complete(invocation, "ok", [r.to_json() for r in received])
-                for record in received:
-                    positions[record.partition] = max(positions[record.partition], record.offset + 1)
-        finally:
-            consumer.close()
+        consumers = AssignedConsumers(
+            self.recorder,
+            spec.client,
+            spec.isolation,
+            self.bootstrap,
+            self.topic,
+            spec.request_timeout,
+            spec.txn,
+            self._fresh_ids.next,
+            self._host,
+        )
+        consumers.consume(mine, spec.producers + index, stop)
 
     def send_marker(self, partition: int, bootstrap: str | None = None) -> None:
         """One send from a fresh process and a fresh producer (a scenario's ``produce`` step),

@@ -22,11 +22,12 @@ from typing import Any
 
 from harness.targets.base import Target
 from harness.targets.registry import asked_target, find_target, target_of
+from nemesis.client_crash_plan import CRASH_ROLES
 from nemesis.fault_declaration import POWER_LOSS_ABILITY
 from nemesis.fault_kinds import REGISTRY
 from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
-from nemesis.spec import CLIENT_CRASH, CONSUMER_CHURN, NemesisSpec
+from nemesis.spec import CONSUMER_CHURN, NemesisSpec
 from testbed.cluster.targets import DEFAULT_TARGET as DEFAULT_TARGET
 from testbed.cluster.targets import TARGETS as TARGETS
 from testbed.record.rundir import SPEC_SCHEMA_VERSION
@@ -101,7 +102,7 @@ class TestSpec:
                 f"--nemesis {CONSUMER_CHURN} needs --consume-via subscribe: it replaces a member of the "
                 "workload's consumer group, and with --consume-via assign there is no group"
             )
-        if CLIENT_CRASH in self.nemesis.injected_faults() and not self.workload.client_processes:
+        if CRASH_ROLES.keys() & set(self.nemesis.injected_faults()) and not self.workload.client_processes:
             object.__setattr__(self, "workload", dataclasses.replace(self.workload, client_processes=True))
         if needs_lazy_filesystem(self.nemesis.injected_faults()) and not self.power_loss_filesystem:
             object.__setattr__(self, "power_loss_filesystem", True)

@@ -80,7 +80,7 @@ class BundledTarget(ContainerTarget):
     def package_context(self, spec: TargetSpec) -> PackageContext | None:
         """Its brokers, the workload's partitions and replication factor, the lazy filesystem, the
         controller node (metadata delay), the queue workload's marker sends and its client processes
-        (client crashes)."""
+        (client and consumer crashes)."""
         return PackageContext(
             brokers=tuple(self.broker_names(spec)),
             partitions=spec.workload.partitions,
@@ -91,6 +91,9 @@ class BundledTarget(ContainerTarget):
             markers=True,
             isr_lag_seconds=spec.isr_lag_seconds(),
             client_crash=spec.workload.client_processes and spec.workload.producers > 0,
+            consumer_crash=spec.workload.client_processes
+            and spec.workload.consumers > 0
+            and spec.workload.consume_via == "subscribe",
         )
 
     @contextmanager

@@ -17,10 +17,16 @@ import pytest
 from harness.cli.errors import UsageError
 from harness.run.spec import TestSpec
 from nemesis.client_crash import ClientCrash, check_crash, run_crash
-from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH, CRASH_PICKS, client_crash_leader_crash
-from nemesis.fault_kinds import CLIENT_CRASH, REGISTRY
+from nemesis.client_crash_plan import (
+    CLIENT_CRASH_LEADER_CRASH,
+    CONSUMER_CRASH_COORDINATOR_CRASH,
+    CRASH_PICKS,
+    client_crash_leader_crash,
+    consumer_crash_coordinator_crash,
+)
+from nemesis.fault_kinds import CLIENT_CRASH, CONSUMER_CRASH, REGISTRY
 from nemesis.mechanism import Nemesis, NemesisConfig
-from nemesis.package_context import PackageContext
+from nemesis.package_context import PackageContext, PackageError
 from nemesis.plan import Layout, PlanError, schedule
 from nemesis.scenario import ScenarioError, parse_scenario
 from nemesis.shrink import Step, fault_count, shrink, timeline_steps, units_of
@@ -39,16 +45,22 @@ KILLED = {"process": 9, "pid": 4242, "client": "txn-producer", "in_flight": "com
 class FakeWorkload:
     """A workload with the crash ability; what each crash returns or raises is scripted."""
 
-    def __init__(self, unavailable: str | None = None) -> None:
+    def __init__(self, unavailable: str | None = None, consumers: str | None = None) -> None:
         self.unavailable = unavailable
+        self.consumers_unavailable = consumers
+        """Why consumers cannot crash (None: as producers)."""
         self.picks: list[int] = []
+        self.roles: list[str] = []
         self.answer: Mapping[str, Any] | BaseException = dict(KILLED)
 
-    def crash_unavailable(self) -> str | None:
+    def crash_unavailable(self, role: str = "producer") -> str | None:
+        if role == "consumer" and self.consumers_unavailable is not None:
+            return self.consumers_unavailable
         return self.unavailable
 
-    def crash_client(self, pick: int) -> Mapping[str, Any]:
+    def crash_client(self, pick: int, role: str = "producer") -> Mapping[str, Any]:
         self.picks.append(pick)
+        self.roles.append(role)
         if isinstance(self.answer, BaseException):
             raise self.answer
         return self.answer
@@ -71,9 +83,18 @@ def test_the_schedule_draws_seeded_victims_and_nothing_to_heal() -> None:
 
 
 def test_client_crash_is_a_nemesis_choice_with_no_heal_and_a_colour_of_its_own() -> None:
-    kind = REGISTRY[CLIENT_CRASH]
-    assert CLIENT_CRASH in NEMESIS_CHOICES and kind.heal_name is None and kind.drawn_as == "workload"
-    assert kind.colour != "#6e7781" and kind.takes("pick") and not kind.takes("stop")
+    for fault in (CLIENT_CRASH, CONSUMER_CRASH):
+        kind = REGISTRY[fault]
+        assert fault in NEMESIS_CHOICES and kind.heal_name is None and kind.drawn_as == "workload"
+        assert kind.colour != "#6e7781" and kind.takes("pick") and not kind.takes("stop")
+    assert REGISTRY[CLIENT_CRASH].colour != REGISTRY[CONSUMER_CRASH].colour
+
+
+def test_the_schedule_draws_consumer_crashes_beside_producer_crashes() -> None:
+    spec = NemesisSpec(faults=(CLIENT_CRASH, CONSUMER_CRASH), interval_seconds=5, seed=3)
+    steps = [step for step, _ in zip(schedule(spec, LAYOUT), range(100), strict=False)]
+    assert {step.fault for step in steps} == {CLIENT_CRASH, CONSUMER_CRASH}
+    assert all(step.params["pick"] in CRASH_PICKS and not step.nodes for step in steps)
 
 
 # ---- the ability --------------------------------------------------------------------------------
@@ -87,6 +108,10 @@ def test_the_check_and_the_nemesis_name_the_flag_when_the_workload_cannot_crash_
     with pytest.raises(PlanError, match="--nemesis client-crash: run with --client-processes"):
         check_crash((CLIENT_CRASH,), FakeWorkload("run with --client-processes"))
     check_crash(("kill",), object())  # no crash asked for: nothing needed
+    only_producers = FakeWorkload(consumers="this run has no consumer (--consumers 0)")
+    check_crash((CLIENT_CRASH,), only_producers)
+    with pytest.raises(PlanError, match="--nemesis consumer-crash: this run has no consumer"):
+        check_crash((CLIENT_CRASH, CONSUMER_CRASH), only_producers)
     assert isinstance(FakeWorkload(), ClientCrash)
     spec = NemesisSpec(faults=(CLIENT_CRASH,))
     with pytest.raises(PlanError, match="--client-processes"):
@@ -126,7 +151,19 @@ def test_a_crash_is_ok_with_its_victim_info_when_unseen_and_fail_when_nothing_di
     assert outcome(ops) == ("fail", {"pick": 12}, "no client process is running")
     run_crash(recorder, FakeWorkload("run with --client-processes"), 12)
     assert outcome(ops) == ("fail", {"pick": 12}, "run with --client-processes")
-    assert workload.picks == [12, 12, 12, 12]
+    assert workload.picks == [12, 12, 12, 12] and set(workload.roles) == {"producer"}
+
+
+def test_a_consumer_crash_asks_the_workload_for_a_consumer_and_is_an_op_of_its_own(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    recorder, ops = recorded
+    workload = FakeWorkload()
+    run_crash(recorder, workload, 5, CONSUMER_CRASH)
+    assert [(op.f, op.type) for op in ops[-2:]] == [(CONSUMER_CRASH, "invoke"), (CONSUMER_CRASH, "ok")]
+    assert workload.roles == ["consumer"] and ops[-1].value == {"pick": 5, "killed": KILLED}
+    run_crash(recorder, FakeWorkload(consumers="no consumer"), 5, CONSUMER_CRASH)
+    assert (ops[-1].type, ops[-1].error) == ("fail", "no consumer")
 
 
 def test_the_running_schedule_crashes_through_the_workload_and_heal_all_has_nothing_to_undo(
@@ -141,6 +178,11 @@ def test_the_running_schedule_crashes_through_the_workload_and_heal_all_has_noth
     assert workload.picks[:3] == planned
     assert {op.f for op in recorded[1]} == {CLIENT_CRASH}
     assert nemesis.heal_all() == [] and cluster.calls() == 0  # no node was touched
+    consumers = FakeWorkload()
+    spec = NemesisSpec(faults=(CONSUMER_CRASH,), interval_seconds=0.02, seed=9)
+    nemesis = Nemesis(spec, cluster, recorded[0], NemesisConfig(workload=consumers))
+    run_schedule_briefly(nemesis, recorded[1], len(recorded[1]) + 4)
+    assert consumers.roles and set(consumers.roles) == {"consumer"} and cluster.calls() == 0
 
 
 def test_a_scenario_step_crashes_through_the_same_op(recorded: tuple[Recorder, list[Op]]) -> None:
@@ -148,6 +190,8 @@ def test_a_scenario_step_crashes_through_the_same_op(recorded: tuple[Recorder, l
     nemesis = Nemesis(NemesisSpec(), FakeCluster(), recorded[0], NemesisConfig(workload=workload))
     completion = nemesis.apply(FaultStep(CLIENT_CRASH, pick=12))
     assert (completion.type, workload.picks) == ("ok", [12])
+    completion = nemesis.apply(FaultStep(CONSUMER_CRASH, pick=3))
+    assert (completion.f, completion.type, workload.roles) == (CONSUMER_CRASH, "ok", ["producer", "consumer"])
     parse_scenario({"name": "s", "step": [{"fault": CLIENT_CRASH, "pick": 3}]}, "s")
     with pytest.raises(ScenarioError, match="stop is for fault = 'consumer-churn' only"):
         parse_scenario({"name": "s", "step": [{"fault": CLIENT_CRASH, "stop": "leave"}]}, "s")
@@ -167,6 +211,28 @@ def test_the_package_crashes_a_client_then_the_leader_and_restarts_it() -> None:
         seconds.add(steps[2]["sleep"])
         parse_scenario({"name": CLIENT_CRASH_LEADER_CRASH, "step": steps}, "package")
     assert all(0.0 <= second <= 2.0 for second in seconds) and len(seconds) > 30
+
+
+def test_the_coordinator_package_crashes_a_member_then_its_group_coordinator() -> None:
+    context = PackageContext(("n1", "n2", "n3"), 3, 3, consumer_crash=True)
+    seconds, second_crashes = set(), 0
+    for seed in range(40):
+        steps = consumer_crash_coordinator_crash(random.Random(seed), context)
+        assert steps[0] == {"bind": {"G": "leader-of:offsets"}}
+        faults = [step["fault"] for step in steps if "fault" in step]
+        assert faults[:2] == [CONSUMER_CRASH, "kill"] and faults[-1] == "start"
+        assert set(faults) <= PACKAGE_FAULTS[CONSUMER_CRASH_COORDINATOR_CRASH] | {"start"}
+        assert {"wait": "leader-is-not", "node": "G", "partition": "offsets", "timeout": 30} in steps
+        second_crashes += faults.count(CONSUMER_CRASH) == 2
+        seconds.add(steps[2]["sleep"])
+        parse_scenario({"name": CONSUMER_CRASH_COORDINATOR_CRASH, "step": steps}, "package")
+    assert all(0.0 <= second <= 2.0 for second in seconds) and 10 < second_crashes < 30
+    with pytest.raises(PackageError, match="group members in processes"):
+        consumer_crash_coordinator_crash(
+            random.Random(0), PackageContext(("n1", "n2", "n3"), 3, 3, client_crash=True)
+        )
+    with pytest.raises(PackageError, match="replication factor"):
+        consumer_crash_coordinator_crash(random.Random(0), PackageContext(("n1",), 3, 1, consumer_crash=True))
 
 
 # ---- the shrinker -------------------------------------------------------------------------------
@@ -213,6 +279,11 @@ def test_a_run_that_may_crash_clients_hosts_them_in_processes_and_says_so_in_its
         context = spec.package_context()  # what the run's packages are checked against
         assert context is not None and context.client_crash is True
     context = spec_of("--nemesis", "kill").package_context()
-    assert context is not None and context.client_crash is False
+    assert context is not None and context.client_crash is False and context.consumer_crash is False
+    spec = spec_of("--nemesis", CONSUMER_CRASH_COORDINATOR_CRASH, "--consume-via", "subscribe")
+    context = spec.package_context()
+    assert spec.workload.client_processes is True and context is not None and context.consumer_crash is True
+    context = spec_of("--nemesis", CONSUMER_CRASH).package_context()  # assign: no group to coordinate
+    assert context is not None and context.consumer_crash is False
     with pytest.raises(UsageError, match="cannot host --txn-ctp"):
         spec_of("--client-processes", "--txn", "--txn-ctp")

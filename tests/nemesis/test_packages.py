@@ -40,10 +40,27 @@ from .test_mechanism import FakeCluster
 
 CONTEXTS = [
     PackageContext(
-        ("n1", "n2", "n3"), 3, 3, power_loss=True, metadata_delay=True, isr_lag_seconds=5.0, client_crash=True
+        ("n1", "n2", "n3"),
+        3,
+        3,
+        power_loss=True,
+        metadata_delay=True,
+        isr_lag_seconds=5.0,
+        client_crash=True,
+        consumer_crash=True,
     ),
-    PackageContext(("n1", "n2", "n3"), 1, 2, power_loss=False, metadata_delay=True, client_crash=True),
-    PackageContext(("n1", "n2"), 2, 2, power_loss=True, metadata_delay=False, client_crash=True),
+    PackageContext(
+        ("n1", "n2", "n3"),
+        1,
+        2,
+        power_loss=False,
+        metadata_delay=True,
+        client_crash=True,
+        consumer_crash=True,
+    ),
+    PackageContext(
+        ("n1", "n2"), 2, 2, power_loss=True, metadata_delay=False, client_crash=True, consumer_crash=True
+    ),
 ]
 OPENS = {
     fault: heal for fault, heal in HEALS.items() if fault != "partition"
@@ -127,6 +144,11 @@ def test_plans_are_seeded() -> None:
         ("disk-failure-leader-moves", CONTEXTS[1], "lazy filesystem"),
         ("client-crash-leader-crash", PackageContext(("n1", "n2"), 1, 2), "--client-processes"),
         ("client-crash-leader-crash", PackageContext(("n1",), 1, 1, client_crash=True), "replication factor"),
+        (
+            "consumer-crash-coordinator-crash",
+            PackageContext(("n1", "n2"), 1, 2, client_crash=True),
+            "subscribe",
+        ),
     ],
 )
 def test_packages_that_cannot_apply_say_why(name: str, context: PackageContext, reason: str) -> None:
@@ -210,21 +232,22 @@ def test_zombie_fetch_sends_a_marker_in_each_new_epoch_where_the_workload_can() 
 
 def test_every_partition_wait_of_a_package_is_on_the_partition_its_roles_are_bound_on() -> None:
     context = dataclasses.replace(CONTEXTS[0], markers=True)
-    seen: set[int] = set()
+    seen: set[int | str] = set()
     for name in PLANNERS:
         for seed in range(20):
             steps = plan_package(name, random.Random(seed), context)
             roles = [role for step in steps for role in step.get("bind", {}).values()]
             if not roles:
                 continue
-            partitions = {int(role.split(":")[1].split("#")[0]) for role in roles}
+            named = {role.split(":")[1].split("#")[0] for role in roles}
+            partitions = {int(p) if p.isdigit() else p for p in named}
             assert len(partitions) == 1
             p = partitions.pop()
             seen.add(p)
             for step in steps:
                 if step.get("wait") in PARTITION_WAITS:
                     assert step.get("partition") == p, f"{name} seed {seed}: {step} is not on partition {p}"
-    assert seen == {0, 1, 2}
+    assert seen == {0, 1, 2, "offsets"}  # the group coordinator's package follows its offsets partition
 
 
 def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:

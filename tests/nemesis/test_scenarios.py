@@ -24,13 +24,15 @@ RUN_ELSEWHERE = frozenset(
         "group-churn-partitions",
         "clock-jumps",
         "txn-coordinator-and-leader-crash",
+        "group-member-crash",
     }
 )
 """Run elsewhere with the same expectation and more: the liveness scenario with its twin by
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
 ``tests/workloads/test_consumer_groups_docker.py``, the clock scenario with its event logs by
 ``tests/testbed/cluster/test_fake_clock_docker.py``, the transactional crash scenario at both
-isolation levels by ``tests/nemesis/test_txn_crash_scenario.py``.  Scenarios of another target
+isolation levels by ``tests/nemesis/test_txn_crash_scenario.py``, the client-crash scenario with its
+history read by ``tests/workloads/test_client_crash_docker.py``.  Scenarios of another target
 (``target = "tansu"``) are run by ``tests/testbed/cluster/test_tansu_docker.py``."""
 NOT_YET_RELIABLE: frozenset[str] = frozenset()
 """Scenarios whose buggy setting shows its anomaly in too few runs to be a test yet (the file's

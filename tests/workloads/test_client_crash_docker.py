@@ -1,15 +1,19 @@
-"""Producers killed mid-operation, end to end in Docker (issue 35, must-have 4: clients).
+"""Producers and consumers killed mid-operation, end to end in Docker (issue 35, must-have 4: clients).
 
-``tidemark run --nemesis client-crash`` on three brokers in containers, the queue workload's
-producers each in a child process (implied by the fault), once with plain idempotent producers and
-once with transactional ones: every few seconds the nemesis SIGKILLs one producer process in the
-middle of a call.  With the default (safe) settings the run must stay valid -- a dead idempotent
-producer's in-flight batch is an ``info`` send, a dead transactional producer's open transaction
-must be fenced by its successor and aborted by its coordinator before the drain reads past it --
-and it must really have crashed producers mid-call: a crash report that says the call in flight
-died with the process, and that process's op completed with the crash as its error (``info``; for
-a transaction whose commit was never asked for, ``fail``).  After the run, and after a run
-interrupted by Ctrl-C, no client process is left.
+``tidemark run --nemesis client-crash,consumer-crash`` on three brokers in containers, the queue
+workload's producers and consumers each in a child process (implied by the faults), once with
+plain idempotent producers and the consumers as one consumer group, and once with transactional
+producers and ``assign`` consumers: every couple of seconds the nemesis SIGKILLs one producer or
+one consumer process in the middle of a call.  With the default (safe) settings the run must stay
+valid -- a dead idempotent producer's in-flight batch is an ``info`` send, a dead transactional
+producer's open transaction must be fenced by its successor and aborted by its coordinator before
+the drain reads past it, a dead group member never leaves, so its coordinator must expire its
+session and hand its partitions on -- and it must really have crashed clients mid-call: a crash
+report that says the call in flight died with the process, and the op of that call completed with
+the crash (and the dead pid) as its error (``info``; for a transaction whose commit was never asked
+for, ``fail``).  Producers and consumers went on after their last crash; the group's survivors
+took the dead members' partitions.  After the run, and after a run interrupted by Ctrl-C, no
+client process is left.
 
 The run is a ``tidemark run`` child process with a deadline (as ``test_consumer_groups_docker``):
 a hang is a failure naming the deadline, and the dead run's containers are removed by label.
@@ -37,7 +41,16 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 DEADLINE_SECONDS = 300
 """A run takes 60-100 s; one still going after this hangs."""
-RUN = ["--nemesis", "client-crash", "--nemesis-interval", "2", "--time-limit", "24", "--producers", "2"]
+RUN = [
+    "--nemesis",
+    "client-crash,consumer-crash",
+    "--nemesis-interval",
+    "2",
+    "--time-limit",
+    "24",
+    "--producers",
+    "2",
+]
 
 
 def client_processes() -> list[int]:
@@ -70,31 +83,46 @@ def finish(child: subprocess.Popen[bytes], what: str) -> str:
     return finish_within(child, what, DEADLINE_SECONDS)
 
 
-def crashed_mid_call(ops: list[Op]) -> list[tuple[Op, Op]]:
-    """(crash completion, the victim's op that the crash ended) for every crash that interrupted a call."""
+ENDED_BY: dict[str, tuple[str, ...]] = {
+    "send": ("send", "txn"),
+    "begin": ("txn",),
+    "commit": ("txn",),
+    "abort": ("txn",),
+    "poll": ("poll", "txn"),
+    "commit_sync": ("commit",),
+    "commit_async": ("commit",),
+}
+"""The ops a call the crash interrupted may be (a transactional call ends its ``txn`` op; an
+``assign`` consumer's poll under ``--txn`` is a read-only ``txn``)."""
+
+
+def crashed_mid_call(ops: list[Op], fault: str) -> list[tuple[Op, Op]]:
+    """(crash completion, the victim's op that the crash ended) for every ``fault`` that interrupted
+    a call: the first op to end with an error naming the dead pid (a group member's later poll
+    finds the death too, and names the pid again)."""
     found = []
     for crash in ops:
-        if crash.process != NEMESIS_PROCESS or crash.f != "client-crash" or crash.type != "ok":
+        if crash.process != NEMESIS_PROCESS or crash.f != fault or crash.type != "ok":
             continue
         killed = crash.value["killed"]
         if not killed["interrupted"]:
             continue
+        named = f"client process {killed['pid']} "
         ended = [
             op
             for op in ops
-            if op.process == killed["process"] and op.type != "invoke" and "crashed mid-" in str(op.error)
+            if op.type != "invoke" and "crashed mid-" in str(op.error) and named in str(op.error)
         ]
-        assert len(ended) == 1, (killed, ended)  # one op per process ends with the crash: it retires
+        assert ended, killed
+        assert killed["process"] in (None, ended[0].process), (killed, ended[0])
+        assert ended[0].f in ENDED_BY[killed["in_flight"]], (killed, ended[0])
         found.append((crash, ended[0]))
     return found
 
 
-@pytest.mark.parametrize("txn", [False, True], ids=["idempotent", "transactional"])
-def test_producers_killed_mid_call_leave_a_valid_run_and_no_process(
-    image: str, docker_client: docker.DockerClient, tmp_path: Path, txn: bool
-) -> None:
-    output = finish(start_run(tmp_path / "store", *(["--txn"] if txn else [])), f"tidemark run (txn={txn})")
-    runs = sorted(path.parent for path in (tmp_path / "store").glob("*/*/results.json"))
+def finished_run(store: Path, output: str, txn: bool) -> tuple[list[Op], Path]:
+    """The run's history, after checking it is valid, hosted its clients and had no problems."""
+    runs = sorted(path.parent for path in store.glob("*/*/results.json"))
     assert runs, output[-3000:]
     run_dir = runs[-1]
     test = json.loads((run_dir / "test.json").read_text())
@@ -105,11 +133,15 @@ def test_producers_killed_mid_call_leave_a_valid_run_and_no_process(
     assert results["valid"] is True, json.dumps(results["anomalies"], indent=1)[:3000]
     ops, skipped = read_history(run_dir / "history.jsonl")
     assert skipped == []
-    crashes = crashed_mid_call(ops)
+    return ops, run_dir
+
+
+def check_producer_crashes(ops: list[Op], txn: bool) -> None:
+    """Producers died mid-call, their calls' ops ended as the op model says, and they went on."""
+    crashes = crashed_mid_call(ops, "client-crash")
     assert crashes, [op.value for op in ops if op.f == "client-crash"]
     for crash, ended in crashes:
         in_flight = crash.value["killed"]["in_flight"]
-        assert ended.f == ("txn" if txn else "send")
         if not txn or in_flight == "commit":
             assert ended.type == "info", (crash.value, ended)  # the outcome is unknown
         else:
@@ -118,6 +150,53 @@ def test_producers_killed_mid_call_leave_a_valid_run_and_no_process(
     last_crash = max(crash.time for crash, _ in crashes)
     later = [op for op in ops if op.time > last_crash and op.type == "ok" and op.f in ("send", "txn")]
     assert later, "no producer went on after the crash"
+
+
+def reads_after(ops: list[Op], time: int) -> list[Op]:
+    """The consumers' reads (``poll``, or a ``txn`` with a poll in it) completed after ``time``."""
+    return [
+        op
+        for op in ops
+        if op.time > time
+        and op.type == "ok"
+        and op.process != NEMESIS_PROCESS
+        and (op.f == "poll" or (op.f == "txn" and any(micro.get("f") == "poll" for micro in op.value)))
+    ]
+
+
+def test_transactional_producers_and_assign_consumers_killed_mid_call_leave_a_valid_run(
+    image: str, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The random nemesis: ``client-crash`` and ``consumer-crash`` every couple of seconds."""
+    output = finish(start_run(tmp_path / "store", "--txn"), "tidemark run --txn")
+    ops, _ = finished_run(tmp_path / "store", output, txn=True)
+    check_producer_crashes(ops, txn=True)
+    consumer_crashes = crashed_mid_call(ops, "consumer-crash")
+    assert consumer_crashes, [op.value for op in ops if op.f == "consumer-crash"]
+    assert {crash.value["killed"]["client"] for crash, _ in consumer_crashes} == {"consumer"}
+    assert all(ended.type == "info" for _, ended in consumer_crashes)  # a read's outcome: unknown
+    last_crash = max(crash.time for crash, _ in consumer_crashes)
+    assert reads_after(ops, last_crash), "no consumer read after the last consumer crash"
+    assert client_processes() == []
+
+
+def test_a_group_member_killed_before_its_coordinator_is_expired_and_the_group_reads_on(
+    image: str, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The ``group-member-crash`` scenario: a producer, then a member mid-poll, then the group's
+    coordinator; the dead member never revoked, the survivors rebalanced after its session ran out."""
+    child = start_cli("run", "--scenario", "group-member-crash", "--store", str(tmp_path / "store"))
+    output = finish(child, "tidemark run --scenario group-member-crash")
+    ops, _ = finished_run(tmp_path / "store", output, txn=False)
+    check_producer_crashes(ops, txn=False)
+    [(crash, ended)] = crashed_mid_call(ops, "consumer-crash")
+    assert crash.value["killed"]["client"] == "group-consumer" and ended.type == "info"
+    dead = ended.process
+    assert not [op for op in ops if op.process == dead and op.f == "revoke"]  # it never left
+    assert any(op.f == "kill" and op.time > crash.time for op in ops if op.process == NEMESIS_PROCESS)
+    later_assigns = [op for op in ops if op.f == "assign" and op.type == "ok" and op.time > crash.time]
+    assert later_assigns, "no member was assigned partitions after the crash"
+    assert reads_after(ops, max(op.time for op in later_assigns)), "the group did not read on"
     assert client_processes() == []
 
 

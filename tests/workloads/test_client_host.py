@@ -85,7 +85,7 @@ def test_a_crash_mid_send_is_an_unknown_outcome_and_leaves_no_process() -> None:
     assert "crashed mid-send" in str(outcome["error"]) and "SIGKILL" in str(outcome["error"])
     assert not alive(pid) and host.running() == []
     producer.close()  # a dead client's close does nothing and never raises
-    with pytest.raises(LookupError, match="no client process is running"):
+    with pytest.raises(LookupError, match="no producer process is running"):
         host.crash(0)
 
 
