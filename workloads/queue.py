@@ -402,17 +402,7 @@ class QueueWorkload:
         mine = [p for p in range(spec.partitions) if p % max(1, spec.consumers) == index]
         if not mine:
             return
-        consumers = AssignedConsumers(
-            self.recorder,
-            spec.client,
-            spec.isolation,
-            self.bootstrap,
-            self.topic,
-            spec.request_timeout,
-            spec.txn,
-            self._fresh_ids.next,
-            self._host,
-        )
+        consumers = AssignedConsumers(self._reads(), spec.txn, self._host)
         consumers.consume(mine, spec.producers + index, stop)
 
     def send_marker(self, partition: int, bootstrap: str | None = None) -> None:
@@ -456,14 +446,10 @@ class QueueWorkload:
     def drain(self, deadline: float) -> dict[int, bool]:
         """Read every partition from its start to its end with fresh processes
         (:func:`workloads.queue_drain.drain`: what it records, and when it stops)."""
+        return self._reads().drain(self.spec.partitions, self.spec.txn, deadline)
+
+    def _reads(self) -> QueueDrain:
+        """What the workload's readers read, with which client, and where their ops go."""
         spec = self.spec
-        reader = QueueDrain(
-            self.recorder,
-            spec.client,
-            spec.isolation,
-            self.bootstrap,
-            self.topic,
-            spec.request_timeout,
-            self._fresh_ids.next,
-        )
-        return reader.drain(spec.partitions, spec.txn, deadline)
+        args = (spec.client, spec.isolation, self.bootstrap, self.topic, spec.request_timeout)
+        return QueueDrain(self.recorder, *args, self._fresh_ids.next)

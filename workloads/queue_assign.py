@@ -17,13 +17,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
-
-from testbed.record.recorder import Recorder
 
 from .client_host import ClientHost
 from .clients import ConsumerClient, make_consumer
 from .hosted_consumers import hosted_consumer
+from .queue_drain import QueueDrain
 from .txn import record_read
 
 logger = logging.getLogger(__name__)
@@ -34,17 +32,12 @@ POLL_SECONDS = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class AssignedConsumers:
-    """What the ``assign`` consumers read, with which client, and where their ops go
-    (``fresh_id``: a new process id; ``host``: their processes under ``--client-processes``)."""
+    """What the ``assign`` consumers read, with which client, and where their ops go -- the same
+    as the drain's (``reads``: its ``fresh_id`` hands out new process ids) -- whether their reads
+    are ``txn`` ops, and their processes under ``--client-processes`` (``host``)."""
 
-    recorder: Recorder
-    client: str
-    isolation: str
-    bootstrap: str
-    topic: str
-    request_timeout: float
+    reads: QueueDrain
     txn: bool
-    fresh_id: Callable[[], int]
     host: ClientHost | None
 
     def consume(self, partitions: list[int], process: int, stop: threading.Event) -> None:
@@ -62,19 +55,21 @@ class AssignedConsumers:
                     received = consumer.poll(POLL_SECONDS)
                 except Exception as error:
                     f, invoke = ("txn", [{"f": "poll"}]) if self.txn else ("poll", None)
-                    invocation = self.recorder.invoke(process, f, invoke)
-                    self.recorder.complete(invocation, "info", None, error=f"{type(error).__name__}: {error}")
-                    process = self.fresh_id()
+                    invocation = self.reads.recorder.invoke(process, f, invoke)
+                    self.reads.recorder.complete(
+                        invocation, "info", None, error=f"{type(error).__name__}: {error}"
+                    )
+                    process = self.reads.fresh_id()
                     consumer.close()
                     consumer = None
                     continue
                 if not received:
                     continue
                 if self.txn:  # a read-only txn op: offset gaps of markers are no poll skips
-                    record_read(self.recorder, process, [received])
+                    record_read(self.reads.recorder, process, [received])
                 else:
-                    invocation = self.recorder.invoke(process, "poll", None)
-                    self.recorder.complete(invocation, "ok", [r.to_json() for r in received])
+                    invocation = self.reads.recorder.invoke(process, "poll", None)
+                    self.reads.recorder.complete(invocation, "ok", [r.to_json() for r in received])
                 for record in received:
                     positions[record.partition] = max(positions[record.partition], record.offset + 1)
         finally:
@@ -89,7 +84,7 @@ class AssignedConsumers:
             logger.info("consumer not opened yet: %s: %s", type(error).__name__, error)
             return None
         try:
-            consumer.assign(self.topic, positions)
+            consumer.assign(self.reads.topic, positions)
         except Exception as error:
             logger.info("consumer not assigned yet: %s: %s", type(error).__name__, error)
             consumer.close()
@@ -98,8 +93,9 @@ class AssignedConsumers:
 
     def open(self, process: int) -> ConsumerClient:
         """Process ``process``'s consumer: in a process of its own under ``--client-processes``."""
+        reads = self.reads
         if self.host is None:
-            return make_consumer(self.client, self.bootstrap, self.isolation)
+            return make_consumer(reads.client, reads.bootstrap, reads.isolation)
         return hosted_consumer(
-            self.host, process, self.client, self.bootstrap, self.isolation, self.request_timeout
+            self.host, process, reads.client, reads.bootstrap, reads.isolation, reads.request_timeout
         )
