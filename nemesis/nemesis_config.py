@@ -52,7 +52,8 @@ class NemesisConfig:
     ``isolate-leader`` targets follow (one is drawn per step).  ``package_cluster`` (the cluster
     as a Kafka :class:`~testbed.cluster.protocol.Cluster`) and ``leader_partitions`` together let
     the schedule draw fault packages, with ``replication_factor`` (default: every broker) and
-    ``isr_lag_seconds`` (``replica.lag.time.max.ms``, where known: a package outlasts it).
+    ``isr_lag_seconds`` (``replica.lag.time.max.ms``, where known: a package outlasts it), and
+    ``group``, the workload's consumer group (a package's roles on its ``offsets`` partition).
     ``workload`` is asked for the optional abilities some faults need (``consumer-churn``:
     :mod:`nemesis.consumer_churn`; marker sends for packages' ``produce`` steps:
     :class:`nemesis.scenario_run.MarkerSender`).  ``remote_timeout`` bounds every remote call;
@@ -68,6 +69,7 @@ class NemesisConfig:
     replication_factor: int | None = None
     workload: object | None = None
     isr_lag_seconds: float | None = None
+    group: str | None = None
 
 
 ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(

@@ -63,9 +63,15 @@ class _NoMarkers:
 
 
 def run_package(
-    nemesis: PackageNemesis, step: PlannedStep, cluster: Cluster, topic: str, stop_event: threading.Event
+    nemesis: PackageNemesis,
+    step: PlannedStep,
+    cluster: Cluster,
+    topic: str,
+    stop_event: threading.Event,
+    group: str | None = None,
 ) -> None:
-    """Run the package ``step`` on ``cluster`` (``topic`` is the workload's), recording it."""
+    """Run the package ``step`` on ``cluster`` (``topic`` is the workload's, ``group`` its consumer
+    group, whose ``__consumer_offsets`` partition a package's roles may name), recording it."""
     steps = [dict(planned) for planned in step.steps]
     value = {"package": step.fault, "steps": steps}
     invocation = nemesis.recorder.invoke(NEMESIS_PROCESS, PACKAGE_OP, value)
@@ -79,6 +85,7 @@ def run_package(
             topic=topic,
             log=logger.info,
             stop=stop_event,
+            group=group,
         )
         ScenarioRun(scenario, context).run()
         if stop_event.is_set():

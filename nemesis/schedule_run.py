@@ -73,7 +73,8 @@ def follow_schedule(
             return
         if step.is_package:
             assert nemesis.package_cluster is not None  # check_plan refused packages otherwise
-            run_package(nemesis, step, nemesis.package_cluster, nemesis.leader_partitions[0][0], stop_event)
+            topic, group = nemesis.leader_partitions[0][0], nemesis.config.group
+            run_package(nemesis, step, nemesis.package_cluster, topic, stop_event, group)
             continue
         if step.churn is not None:
             assert nemesis.churn is not None  # check_churn refused the spec otherwise

@@ -192,6 +192,7 @@ def _nemesis_for(
                 replication_factor=spec.workload.replication_factor,
                 workload=workload,
                 isr_lag_seconds=spec.isr_lag_seconds(),
+                group=spec.workload.group,
             ),
         )
         if isinstance(cluster, ControlledCluster) and cluster.brokers

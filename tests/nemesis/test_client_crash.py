@@ -238,25 +238,24 @@ def test_the_coordinator_package_crashes_a_member_then_its_group_coordinator() -
 # ---- the shrinker -------------------------------------------------------------------------------
 
 
-def test_a_crash_becomes_a_step_and_a_unit_of_its_own_the_shrinker_can_drop() -> None:
+@pytest.mark.parametrize("crash", [CLIENT_CRASH, CONSUMER_CRASH])
+def test_a_crash_becomes_a_step_and_a_unit_of_its_own_the_shrinker_can_drop(crash: str) -> None:
     second = 1_000_000_000
     ops = []
     for at, f, value, kind in (
-        (1, CLIENT_CRASH, {"pick": 7}, "ok"),
+        (1, crash, {"pick": 7}, "ok"),
         (3, "kill", {"nodes": ["n1"]}, "ok"),
         (5, "start", {"nodes": ["n1"]}, "ok"),
-        (7, CLIENT_CRASH, {"pick": 4}, "fail"),  # did nothing: left out
+        (7, crash, {"pick": 4}, "fail"),  # did nothing: left out
     ):
         ops += [
             Op(len(ops), at * second, NEMESIS_PROCESS, "invoke", f, value),
             Op(len(ops) + 1, at * second + second // 10, NEMESIS_PROCESS, kind, f, value),  # type: ignore[arg-type]
         ]
     steps = timeline_steps(ops)
-    assert [step for step in steps if step.get("fault") == CLIENT_CRASH] == [
-        {"fault": CLIENT_CRASH, "pick": 7}
-    ]
+    assert [step for step in steps if step.get("fault") == crash] == [{"fault": crash, "pick": 7}]
     labels = units_of(steps)
-    crash_unit = labels[[step.get("fault") for step in steps].index(CLIENT_CRASH)]
+    crash_unit = labels[[step.get("fault") for step in steps].index(crash)]
     assert crash_unit is not None and fault_count(steps) == 2
 
     def reproduces(candidate: list[Step]) -> bool:
@@ -264,6 +263,12 @@ def test_a_crash_becomes_a_step_and_a_unit_of_its_own_the_shrinker_can_drop() ->
 
     result = shrink(steps, reproduces)
     assert [step.get("fault") for step in result.steps if "fault" in step] == ["kill", "start"]
+
+    def needs_the_crash(candidate: list[Step]) -> bool:
+        return any(step.get("fault") == crash for step in candidate)
+
+    kept = shrink(steps, needs_the_crash)  # the crash alone reproduces: the kill goes, the crash stays
+    assert [step for step in kept.steps if "fault" in step] == [{"fault": crash, "pick": 7}]
 
 
 # ---- the run's spec -----------------------------------------------------------------------------

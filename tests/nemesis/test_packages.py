@@ -537,3 +537,29 @@ def test_retried_produce_leader_crash_kills_the_leader_while_copies_keep_reachin
             ("start", ["L"]),
         ]
         assert steps[1]["delay_ms"] in (20, 200, 1000)
+
+
+def test_a_package_of_the_random_nemesis_finds_the_group_coordinator_by_the_run_s_group(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``leader-of:offsets`` resolves through the group the run's nemesis was configured with
+    (before, a random run's packages had none: every consumer-crash-coordinator-crash ended info)."""
+    plant_leader_n2(monkeypatch)
+    located: list[str] = []
+    monkeypatch.setattr(
+        scenario_run_module, "group_offsets_partition", lambda bootstrap, group: located.append(group) or 7
+    )
+    recorder, ops = recorded
+    steps = (
+        {"bind": {"G": "leader-of:offsets"}},
+        {"fault": "kill", "node": "G"},
+        {"fault": "start", "node": "G"},
+    )
+    planned = PlannedStep(0, 0, "consumer-crash-coordinator-crash", "package", steps=steps)
+    for group in (None, "tidemark-group"):
+        nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("kill",)))
+        run_package(nemesis, planned, cluster, "queue", threading.Event(), group)
+    packages = [op for op in ops if op.f == "package" and op.type != "invoke"]
+    assert [op.type for op in packages] == ["info", "ok"]
+    assert "has no group" in str(packages[0].error) and located == ["tidemark-group"]
+    assert [op.value["nodes"] for op in ops if op.f == "kill" and op.type == "ok"] == [["n2"]]
