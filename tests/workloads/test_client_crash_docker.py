@@ -96,16 +96,17 @@ ENDED_BY: dict[str, tuple[str, ...]] = {
 ``assign`` consumer's poll under ``--txn`` is a read-only ``txn``)."""
 
 
-def crashed_mid_call(ops: list[Op], fault: str) -> list[tuple[Op, Op]]:
+def crashed_mid_call(ops: list[Op], fault: str, every_kill: bool = False) -> list[tuple[Op, Op]]:
     """(crash completion, the victim's op that the crash ended) for every ``fault`` that interrupted
-    a call: the first op to end with an error naming the dead pid (a group member's later poll
-    finds the death too, and names the pid again)."""
+    a call (``every_kill``: every kill -- one that landed between two calls ends the next): the
+    first op to end with an error naming the dead pid (a group member's later poll finds the death
+    too, and names the pid again)."""
     found = []
     for crash in ops:
         if crash.process != NEMESIS_PROCESS or crash.f != fault or crash.type != "ok":
             continue
         killed = crash.value["killed"]
-        if not killed["interrupted"]:
+        if not killed["interrupted"] and not every_kill:
             continue
         named = f"client process {killed['pid']} "
         ended = [
@@ -115,7 +116,7 @@ def crashed_mid_call(ops: list[Op], fault: str) -> list[tuple[Op, Op]]:
         ]
         assert ended, killed
         assert killed["process"] in (None, ended[0].process), (killed, ended[0])
-        assert ended[0].f in ENDED_BY[killed["in_flight"]], (killed, ended[0])
+        assert not killed["interrupted"] or ended[0].f in ENDED_BY[killed["in_flight"]], (killed, ended[0])
         found.append((crash, ended[0]))
     return found
 
@@ -189,14 +190,26 @@ def test_a_group_member_killed_before_its_coordinator_is_expired_and_the_group_r
     output = finish(child, "tidemark run --scenario group-member-crash")
     ops, _ = finished_run(tmp_path / "store", output, txn=False)
     check_producer_crashes(ops, txn=False)
-    [(crash, ended)] = crashed_mid_call(ops, "consumer-crash")
+    [(crash, ended)] = crashed_mid_call(ops, "consumer-crash", every_kill=True)  # mid-poll, or just after one
     assert crash.value["killed"]["client"] == "group-consumer" and ended.type == "info"
     dead = ended.process
     assert not [op for op in ops if op.process == dead and op.f == "revoke"]  # it never left
-    assert any(op.f == "kill" and op.time > crash.time for op in ops if op.process == NEMESIS_PROCESS)
-    later_assigns = [op for op in ops if op.f == "assign" and op.type == "ok" and op.time > crash.time]
+    [coordinator_killed] = [
+        op for op in ops if op.process == NEMESIS_PROCESS and op.f == "kill" and op.type == "ok"
+    ]
+    assert coordinator_killed.time > crash.time
+    later_assigns = [  # a rebalance by the new coordinator (a takeover keeps the old generation's)
+        op
+        for op in ops
+        if op.f == "assign"
+        and op.type == "ok"
+        and op.time > coordinator_killed.time
+        and "takeover" not in op.value
+    ]
     assert later_assigns, "no member was assigned partitions after the crash"
-    assert reads_after(ops, max(op.time for op in later_assigns)), "the group did not read on"
+    # Read on after the survivors' first assignment (the run's end rebalances once more as members
+    # close: 34.1 s of 34.3 in a CI run, with no poll after it).
+    assert reads_after(ops, min(op.time for op in later_assigns)), "the group did not read on"
     assert client_processes() == []
 
 
