@@ -88,8 +88,8 @@ class _Slot:
 class ConsumerFleet:
     """The group's members for one run (see the module docstring).
 
-    ``fresh_process`` hands out unused process ids; ``new_client`` makes a subscribed client (by
-    default with the spec's library: tests pass fakes).
+    ``fresh_process`` hands out unused process ids; ``new_client`` makes a subscribed client (the
+    workload's :func:`make_group_consumer`, or one in a process of its own; tests pass fakes).
     """
 
     def __init__(
@@ -115,25 +115,6 @@ class ConsumerFleet:
         self._lock = threading.Lock()
         self._stop: threading.Event | None = None
         self.errors: list[str] = []
-
-    @classmethod
-    def for_spec(
-        cls,
-        recorder: Recorder,
-        fresh_process: Callable[[], int],
-        client: str,
-        bootstrap: str,
-        topic: str,
-        group: str,
-        commit: CommitMode,
-        request_timeout: float,
-        isolation: str,
-        reads_as_txn: bool = False,
-    ) -> ConsumerFleet:
-        def new_client() -> GroupConsumerClient:
-            return make_group_consumer(client, bootstrap, topic, group, commit, request_timeout, isolation)
-
-        return cls(recorder, fresh_process, new_client, commit, request_timeout, reads_as_txn)
 
     # ---- the run ----------------------------------------------------------------------------
 

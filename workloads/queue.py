@@ -52,7 +52,7 @@ from .clients import (
     make_producer,
 )
 from .group_events import COMMIT_MODES, CONSUME_VIA, CommitMode, GroupConsumerClient
-from .group_fleet import STOP_WAYS, ConsumerFleet
+from .group_fleet import STOP_WAYS, ConsumerFleet, make_group_consumer
 from .hosted_consumers import hosted_group_consumer
 from .queue_assign import AssignedConsumers
 from .queue_drain import QueueDrain
@@ -245,27 +245,29 @@ class QueueWorkload:
         """The ``subscribe`` consumers: one group, its members recorded (``workloads.group_fleet``)."""
         spec = self.spec
         assert spec.group is not None  # set under subscribe by QueueSpec
+        commit = cast(CommitMode, spec.commit)
         settings = (
             spec.client,
             self.bootstrap,
             self.topic,
             spec.group,
-            cast(CommitMode, spec.commit),
+            commit,
             spec.request_timeout,
             spec.isolation,
         )
-        if self._host is None:
-            fleet = ConsumerFleet.for_spec(self.recorder, self._fresh_ids.next, *settings, spec.txn)
-        else:
-            host = self._host
+        host = self._host
 
-            def new_member() -> GroupConsumerClient:
-                return hosted_group_consumer(host, None, settings)
-
-            commit = cast(CommitMode, spec.commit)
-            fleet = ConsumerFleet(
-                self.recorder, self._fresh_ids.next, new_member, commit, spec.request_timeout, spec.txn
+        def new_member() -> GroupConsumerClient:
+            """A member: a thread's client, or in a process of its own under ``client_processes``."""
+            return (
+                make_group_consumer(*settings)
+                if host is None
+                else hosted_group_consumer(host, None, settings)
             )
+
+        fleet = ConsumerFleet(
+            self.recorder, self._fresh_ids.next, new_member, commit, spec.request_timeout, spec.txn
+        )
         self._fleet = fleet
         try:
             fleet.run([spec.producers + i for i in range(spec.consumers)], stop)
