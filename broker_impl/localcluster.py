@@ -199,10 +199,12 @@ class LocalCluster:
         self.signal(node, signal.SIGKILL)
         self._reap(node, 10.0)
 
-    def stop(self, node: str, timeout: float = 10.0) -> None:
-        """SIGTERM (clean shutdown), SIGKILL after ``timeout``."""
+    def stop(self, node: str, timeout: float = 10.0, *, controlled: bool = True) -> None:
+        """A clean shutdown, SIGKILL after ``timeout``: SIGTERM, a broker's controlled shutdown
+        first; ``controlled=False`` SIGINT, without it, as the harness stops a cluster at a run's
+        end (:mod:`broker_impl.controlled_shutdown` says why)."""
         self.signal(node, signal.SIGCONT)
-        self.signal(node, signal.SIGTERM)
+        self.signal(node, signal.SIGTERM if controlled else signal.SIGINT)
         if not self._reap(node, timeout):
             self.kill(node)
 
@@ -335,19 +337,32 @@ class LocalCluster:
         self.wait_for_leaders(name, timeout)
 
     def wait_for_leaders(self, topic: str, timeout: float = 30.0) -> None:
-        """Every partition has a leader, and that broker's own Metadata says so."""
+        """Every partition has a leader, and every live, unfenced broker's own Metadata says so.
+
+        Every broker, not only the leaders: a client bootstraps from any of them, and a broker
+        learns a new topic only at its next heartbeat.  A consumer group's leader that asked a
+        broker still without the topic assigned its members nothing (kafka-python's range
+        assignor: "No partition metadata"), and the group sat idle until the metadata aged out
+        -- a CI run of ``test_group_consumer_failover`` waited 60 s for a commit that way.
+        Kafka's own test helper (``TestUtils.createTopic``) waits for every broker likewise."""
 
         def leaders_known() -> bool:
-            states = self.describe()["topics"][topic]["partitions"]
-            for index, state in enumerate(states):
-                if state["leader"] < 0:
-                    return False
-                address = self.state["brokers"][str(state["leader"])]["address"]
-                if metadata_leader(address, topic, index) != (state["leader"], state["leader_epoch"]):
-                    return False
-            return True
+            topics = self.describe()
+            states = topics["topics"][topic]["partitions"]
+            if any(state["leader"] < 0 for state in states):
+                return False
+            expected = {index: (state["leader"], state["leader_epoch"]) for index, state in enumerate(states)}
+            serving = [
+                node
+                for node, broker in topics["brokers"].items()
+                if not broker["fenced"] and node in self.state["brokers"] and self.is_alive(node)
+            ]
+            return all(
+                metadata_leaders(self.state["brokers"][node]["address"], topic) == expected
+                for node in serving
+            )
 
-        self.wait_for(leaders_known, timeout, f"leaders of every partition of {topic}")
+        self.wait_for(leaders_known, timeout, f"every broker to know the leaders of {topic}")
 
 
 # ---- tiny synchronous Kafka probes (readiness checks) --------------------------------------
@@ -387,7 +402,8 @@ def api_versions_answer(address: str) -> bool:
     return bool(response.error_code == 0)
 
 
-def metadata_leader(address: str, topic: str, partition: int) -> tuple[int, int] | None:
+def metadata_leaders(address: str, topic: str) -> dict[int, tuple[int, int]]:
+    """What the broker at ``address`` answers for ``topic``: {partition: (leader, leader epoch)}."""
     request_class = wire.APIS[3].request
     request = request_class(
         version=12,
@@ -396,11 +412,11 @@ def metadata_leader(address: str, topic: str, partition: int) -> tuple[int, int]
         include_topic_authorized_operations=False,
     )
     response = _call(address, 3, 12, request)
-    for entry in response.topics:
-        for state in entry.partitions:
-            if state.partition_index == partition:
-                return (state.leader_id, state.leader_epoch)
-    return None
+    return {
+        state.partition_index: (state.leader_id, state.leader_epoch)
+        for entry in response.topics
+        for state in entry.partitions
+    }
 
 
 # ---- command line ----------------------------------------------------------------------------
