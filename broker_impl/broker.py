@@ -9,7 +9,9 @@ of each assigned partition whenever its leader epoch moves.  Background duties, 
 in Kafka: heartbeats, ISR shrink/expand proposals to the controller, the HW checkpoint
 every ``replica.high.watermark.checkpoint.interval.ms``, and ``flush.ms`` flushes.
 
-SIGTERM is a clean shutdown: flush every log, write the HW checkpoint, and only then
+SIGTERM is a controlled shutdown (:mod:`broker_impl.controlled_shutdown`: the controller moves
+this broker's leaderships away first, with ``controlled.shutdown.enable``), then a clean one;
+SIGINT the clean one alone.  A clean shutdown: flush every log, write the HW checkpoint, and only then
 write the clean-shutdown marker :data:`CLEAN_SHUTDOWN_FILE` in ``log.dirs`` (as Kafka's
 ``.kafka_cleanshutdown``), durably -- fsync of the file and of the directory.  SIGKILL
 is a crash and power loss loses whatever was not fsynced; both leave exactly what the
@@ -33,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import time
 import uuid
@@ -44,6 +45,7 @@ from . import config as configuration
 from . import wire
 from .admin_handlers import AdminHandlers
 from .checkpoints import HighWatermarkCheckpoint, fsync_directory, write_atomically
+from .controlled_shutdown import StopSignals, controlled_shutdown
 from .events import BROKER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
 from .group_coordinator import GroupCoordinator
 from .group_handlers import GroupHandlers
@@ -461,10 +463,7 @@ async def run(settings: dict[str, Any]) -> None:
         port,
         settings["truncation.mode"],
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signal_number, stop.set)
+    stop = StopSignals(asyncio.get_running_loop())
     _owner_watch = watch_owner()  # kept referenced: it ends this process with its starter
     tasks = [
         asyncio.create_task(coroutine)
@@ -482,6 +481,7 @@ async def run(settings: dict[str, Any]) -> None:
     for task in done:
         if task is not stopped and task.exception() is not None:
             logger.error("background duty failed", exc_info=task.exception())
+    await controlled_shutdown(broker, tasks[0], controlled=stop.controlled)  # tasks[0] heartbeats
     server.close()
     for task in [*tasks, *broker.fetchers.values()]:
         task.cancel()

@@ -141,6 +141,12 @@ BROKER_KEYS: tuple[Key, ...] = (
     Key("replica.high.watermark.checkpoint.interval.ms", _positive, 5000, "HW checkpoint period"),
     Key("broker.heartbeat.interval.ms", _positive, 2000, "heartbeat period towards the controller"),
     Key("auto.create.topics.enable", _boolean, True, "create unknown topics on Metadata requests"),
+    Key(
+        "controlled.shutdown.enable",
+        _boolean,
+        True,
+        "at SIGTERM, have the controller move this broker's leaderships away before it stops",
+    ),
     Key("num.partitions", _positive, 1, "partitions of auto-created topics"),
     Key("default.replication.factor", _positive, 1, "replication factor of auto-created topics"),
     Key(

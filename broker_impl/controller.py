@@ -81,6 +81,7 @@ from typing import Any
 from . import config as configuration
 from .checkpoints import write_atomically
 from .controller_events import ControllerEvents
+from .controller_metadata import load_metadata
 from .events import CONTROLLER_EVENTS_FILE, FORMAT, SCHEMA_VERSION, START, open_event_log
 from .owner_watch import watch_owner
 from .reassignment import ADDING, REMOVING, Reassignments
@@ -120,7 +121,7 @@ class Controller:
         self.unclean = bool(settings["unclean.leader.election.enable"])
         self.min_isr = int(settings["min.insync.replicas"])
         self.elr_enabled = bool(settings["eligible.leader.replicas.enable"])
-        self.metadata: dict[str, Any] = self._load()
+        self.metadata: dict[str, Any] = load_metadata(self.path, settings, self.elr_enabled)
         started = time.monotonic()
         # Liveness is not persisted: after a controller restart every known broker gets
         # one session timeout of grace to heartbeat again.
@@ -138,28 +139,6 @@ class Controller:
         self.events = ControllerEvents(log, self.metadata)
         self.reassignments = Reassignments(self)
         self.reassignments.complete_ready()  # one left running by the previous process resumes
-
-    def _load(self) -> dict[str, Any]:
-        """The persisted metadata, or an empty cluster.  Partition states written before
-        the ELR existed get ``elr`` empty and their leader as ``last_known_leader``; with
-        ELR disabled any persisted ELR is dropped (it would never be maintained)."""
-        if self.path.exists():
-            loaded: dict[str, Any] = json.loads(self.path.read_text())
-            for topic in loaded["topics"].values():
-                for state in topic["partitions"]:
-                    state.setdefault("elr", [])
-                    state.setdefault("last_known_leader", state["leader"])
-                    if not self.elr_enabled:
-                        state["elr"] = []
-            return loaded
-        return {
-            "version": 0,
-            "cluster_id": self.settings["cluster.id"],
-            "controller_id": self.settings["node.id"],
-            "brokers": {},
-            "topics": {},
-            "next_producer_id": 1000,
-        }
 
     def _commit(self, reason: str, cause: str, broker: int | None = None) -> None:
         """Persist (fsync) and publish a new metadata version; then record it in the event
@@ -361,6 +340,20 @@ class Controller:
             reply["metadata"] = self.metadata
         return reply
 
+    async def controlled_shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A broker about to stop cleanly (Kafka's controlled shutdown) is fenced now: its
+        leaderships move to other ISR members and it leaves every ISR it is not the last member
+        of while it still runs, instead of a session timeout after it has gone -- its clients
+        and followers lose no session's worth of time.  It has stopped heartbeating (a heartbeat
+        unfences).  Answers the new metadata, which it applies before it stops serving."""
+        node = int(params["node_id"])
+        broker = self.metadata["brokers"].get(str(node))
+        if broker is None or broker["incarnation"] != str(params["incarnation"]):
+            raise RpcError("not registered")
+        if not broker["fenced"]:
+            self._fence(node, "controlled shutdown")
+        return {"version": self.metadata["version"], "metadata": self.metadata}
+
     async def alter_partition(self, params: dict[str, Any]) -> dict[str, Any]:
         topic = self.metadata["topics"].get(params["topic"])
         if topic is None or not 0 <= int(params["partition"]) < len(topic["partitions"]):
@@ -461,6 +454,7 @@ async def run(settings: dict[str, Any]) -> None:
         {
             "register": controller.register,
             "heartbeat": controller.heartbeat,
+            "controlled_shutdown": controller.controlled_shutdown,
             "alter_partition": controller.alter_partition,
             "create_topic": controller.create_topic,
             "allocate_producer_ids": controller.allocate_producer_ids,

@@ -49,6 +49,8 @@ from nemesis.fault_kinds import (
     REQUEST_RELEASE,
     REQUEST_RESET,
     RESUME,
+    SHUTDOWN,
+    SHUTDOWN_TIMEOUT_S,
     SLOW_DISK,
     SLOW_DISK_MS,
     SLOW_LINK,
@@ -96,14 +98,30 @@ class BrokerActs:
     def kill(self, node: str) -> None:
         """SIGKILL the broker and wait until it is gone (not merely signalled)."""
         self.signal(node, signal.SIGKILL)
+        if not self._gone_within(node, self.settle_timeout):
+            raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
+
+    def shutdown(self, node: str) -> None:
+        """SIGTERM the broker and wait until it has exited: a clean shutdown, whatever the broker
+        does with it (the bundled one moves its leaderships away first).  One that has not exited
+        within :data:`~nemesis.fault_kinds.SHUTDOWN_TIMEOUT_S` is SIGKILLed, and the op says so
+        (``info``: the fault was a crash after all, and the history must not call it clean)."""
+        self.signal(node, signal.SIGTERM)
+        if self._gone_within(node, SHUTDOWN_TIMEOUT_S):
+            return
+        self.kill(node)
+        raise RemoteError(node, f"broker still running {SHUTDOWN_TIMEOUT_S:g} s after SIGTERM: SIGKILLed")
+
+    def _gone_within(self, node: str, timeout: float) -> bool:
         remote = self.cluster.remote(node)
-        deadline = time.monotonic() + self.settle_timeout
+        deadline = time.monotonic() + timeout
         delay = 0.01
         while remote.is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
             if time.monotonic() >= deadline:
-                raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
+                return False
             time.sleep(delay)  # polling a condition, bounded by the deadline
             delay = min(delay * 2, 0.2)
+        return True
 
     def power_loss(self, node: str) -> None:
         """Kill the broker, then drop every write its data directory had not fsynced.
@@ -266,6 +284,7 @@ class BrokerActs:
 NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxyType(
     {
         KILL: BrokerActs.kill,
+        SHUTDOWN: BrokerActs.shutdown,
         START: BrokerActs.start,
         PAUSE: BrokerActs.stop,
         RESUME: BrokerActs.cont,

@@ -51,7 +51,6 @@ from nemesis.fault_declaration import (
     NODES_VALUE,
     OTHER_COLOUR,
     POWER_LOSS_ABILITY,
-    REQUEST_PROXY,
     DrawnAs,
     FaultKind,
     NoHeal,
@@ -59,8 +58,18 @@ from nemesis.fault_declaration import (
     every_broker_heal,
 )
 from nemesis.membership_kinds import MEMBERSHIP_KINDS
+from nemesis.request_kinds import HELD_REQUESTS as HELD_REQUESTS
+from nemesis.request_kinds import REQUEST_DELAY as REQUEST_DELAY
+from nemesis.request_kinds import REQUEST_DELAY_MS as REQUEST_DELAY_MS
+from nemesis.request_kinds import REQUEST_DELAY_MS_DRAWN as REQUEST_DELAY_MS_DRAWN
+from nemesis.request_kinds import REQUEST_DUPLICATE as REQUEST_DUPLICATE
+from nemesis.request_kinds import REQUEST_HOLD as REQUEST_HOLD
+from nemesis.request_kinds import REQUEST_KINDS
+from nemesis.request_kinds import REQUEST_RELEASE as REQUEST_RELEASE
+from nemesis.request_kinds import REQUEST_RESET as REQUEST_RESET
 
 KILL: Final = "kill"
+SHUTDOWN: Final = "shutdown"
 PAUSE: Final = "pause"
 POWER_LOSS: Final = "power-loss"
 METADATA_DELAY: Final = "metadata-delay"
@@ -78,26 +87,11 @@ CLOCK_SKEW: Final = "clock-skew"
 CLIENT_CUT: Final = "client-cut"
 CLIENT_HEAL: Final = "client-heal"
 CLOCK_HEAL: Final = "clock-heal"
-REQUEST_HOLD: Final = "request-hold"
-REQUEST_RELEASE: Final = "request-release"
-REQUEST_DELAY: Final = "request-delay"
-REQUEST_DUPLICATE: Final = "request-duplicate"
-REQUEST_RESET: Final = "request-reset"
 DISK_ERROR: Final = "disk-error"
 SLOW_DISK: Final = "slow-disk"
 DISK_HEAL: Final = "disk-heal"
 ONE_WAY: Final = "one-way"
 ONE_WAY_HEAL: Final = "one-way-heal"
-HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
-"""The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why
-these); ``request-duplicate`` and ``request-reset`` take the same two."""
-REQUEST_DELAY_MS: Final = 200
-"""How long each client request waits in the proxy under ``request-delay`` unless a step says
-otherwise: a slow path, not a dead one (a producer's request timeout is seconds)."""
-REQUEST_DELAY_MS_DRAWN: Final[tuple[int, ...]] = (20, 200, 1000)
-"""The delays a schedule's ``request-delay`` draws from: a far data centre, a congested path, and
-one where pipelined requests queue past a client's request timeout (head-of-line: Kafka answers
-a connection's requests in order, so each waits behind the one before it)."""
 
 PACKET_LOSS_PROBABILITY: Final = 0.3
 """The chance each packet from a peer is dropped under ``packet-loss`` (why 0.3: :mod:`nemesis.packet_loss`)."""
@@ -121,6 +115,10 @@ SLOW_DISK_MS: Final = 200
 """How long each fsync waits under ``slow-disk`` unless a step says otherwise."""
 SLOW_DISK_MS_DRAWN: Final[tuple[int, ...]] = (20, 200, 1000)
 """The delays a schedule's ``slow-disk`` draws from: a busy disk, a saturated one, a dying one."""
+SHUTDOWN_TIMEOUT_S: Final = 30.0
+"""How long ``shutdown`` waits for the broker to exit after its SIGTERM before it SIGKILLs it (Kafka's
+system tests wait likewise, then kill): a controlled shutdown that cannot move its leaderships
+must not hold the nemesis for good, and the op says it ended in a kill."""
 MIN_RATE_KBIT: Final = 8
 """The slowest ``slow-link``: below one kilobyte per second even a heartbeat waits for seconds (a cut)."""
 
@@ -176,79 +174,6 @@ DISK_KINDS: Final[tuple[FaultKind, ...]] = (
 )
 """The disk faults (:mod:`nemesis.disk_faults`), declared before :data:`KINDS` ends with them."""
 
-REQUESTS_PARAM = Param(
-    "requests", False, 'which requests it acts on: a list of "Produce" and "EndTxn" (default both)'
-)
-REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
-    FaultKind(
-        REQUEST_HOLD,
-        "the broker's request proxy holds the next Produce and the next EndTxn a client sends it"
-        " (the connection stays open and silent) until the heal (nemesis.request_faults)",
-        heal=REQUEST_RELEASE,
-        drawn_as="node-target",
-        nodes="required",
-        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
-        params=(REQUESTS_PARAM,),
-        colour="#2a9d8f",
-        needs=frozenset({REQUEST_PROXY}),
-    ),
-    FaultKind(
-        REQUEST_DELAY,
-        f"every request the broker receives waits delay_ms (default {REQUEST_DELAY_MS}) in its proxy,"
-        " the connection's later requests behind it (Kafka answers in order), until the heal: latency"
-        " on the broker's one listener -- its clients', its followers' Fetches, the coordinators'"
-        " markers -- which the kernel here cannot add (no netem)",
-        heal=REQUEST_RELEASE,
-        drawn_as="node-target",
-        nodes="required",
-        op_value=NODE_FAULT_VALUE + f' (+ "delay_ms": {REQUEST_DELAY_MS})',
-        params=(
-            Param("delay_ms", False, f"milliseconds per request, 1..60000 (default {REQUEST_DELAY_MS})"),
-        ),
-        colour="#76c893",
-        needs=frozenset({REQUEST_PROXY}),
-        drawn=(("delay_ms", REQUEST_DELAY_MS_DRAWN),),
-    ),
-    FaultKind(
-        REQUEST_DUPLICATE,
-        "every Produce and EndTxn a client sends the broker reaches it twice, back to back on the same"
-        " connection (the second answer swallowed), until the heal: a retransmission the client never"
-        " made, which idempotence must absorb (nemesis.request_faults)",
-        heal=REQUEST_RELEASE,
-        drawn_as="node-target",
-        nodes="required",
-        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
-        params=(REQUESTS_PARAM,),
-        colour="#168aad",
-        needs=frozenset({REQUEST_PROXY}),
-    ),
-    FaultKind(
-        REQUEST_RESET,
-        "the broker's proxy forwards the next Produce and the next EndTxn, then resets the client's"
-        " connection before the answer: the broker acts, the client retries on a new connection not"
-        " knowing whether the first attempt took (nemesis.request_faults)",
-        heal=REQUEST_RELEASE,
-        drawn_as="node-target",
-        nodes="required",
-        op_value=NODE_FAULT_VALUE + ' (+ "requests": ["Produce", "EndTxn"])',
-        params=(REQUESTS_PARAM,),
-        colour="#2b9348",
-        needs=frozenset({REQUEST_PROXY}),
-    ),
-    FaultKind(
-        REQUEST_RELEASE,
-        "the proxy sends what it holds to the broker on a new connection, late, answers dropped,"
-        " and forgets its rules (heal of request-hold, -delay, -duplicate and -reset; no node: every"
-        " broker)",
-        heal=IS_A_HEAL,
-        drawn_as="never",
-        nodes="optional",
-        op_value=NODES_VALUE + ' (+ "mode": "new-connection")',
-        colour=OTHER_COLOUR,
-        needs=frozenset({REQUEST_PROXY}),
-    ),
-)
-"""The request-level faults (:mod:`nemesis.request_faults`), declared before :data:`KINDS` ends with them."""
 
 KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
@@ -262,8 +187,21 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         needs=frozenset({NODE_CONTROL}),
     ),
     FaultKind(
+        SHUTDOWN,
+        "SIGTERM the broker daemon: a clean shutdown, as an operator's restart (the bundled broker"
+        " first has the controller move its leaderships away -- Kafka's controlled shutdown -- then"
+        " flushes and checkpoints); ok once it has exited, info if it had to be SIGKILLed after"
+        f" {SHUTDOWN_TIMEOUT_S:g} s",
+        heal=START,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE,
+        colour="#e07a5f",
+        needs=frozenset({NODE_CONTROL}),
+    ),
+    FaultKind(
         START,
-        "start the broker where it is not running (heal of kill and power-loss)",
+        "start the broker where it is not running (heal of kill, shutdown and power-loss)",
         heal=IS_A_HEAL,
         drawn_as="never",
         nodes="required",
@@ -489,7 +427,7 @@ def names_drawn_as(drawn_as: DrawnAs) -> tuple[str, ...]:
 HEALS: Final[Mapping[str, str]] = MappingProxyType(
     {kind.name: kind.heal for kind in KINDS if isinstance(kind.heal, str)}
 )
-"""Fault -> the kind that heals it (kill and power loss are both healed by ``start``)."""
+"""Fault -> the kind that heals it (kill, shutdown and power loss are all healed by ``start``)."""
 HEAL_KINDS: Final[tuple[str, ...]] = tuple(kind.name for kind in KINDS if kind.heal is IS_A_HEAL)
 """The kinds that are heals."""
 SCHEDULED: Final[tuple[str, ...]] = tuple(kind.name for kind in KINDS if kind.drawn_as != "never")

@@ -36,8 +36,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   restarts, then the leader crashes (needs the lazy filesystem);
 * ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the
   leader is killed and restarted; then it hears again (needs a controller node);
-* ``rolling-restart`` -- every broker killed and restarted in turn, each time waiting until the
-  partition is fully replicated again;
+* ``rolling-restart`` -- every broker killed (or shut down cleanly) and restarted in turn, each
+  time waiting until the partition is fully replicated again;
 * ``overlapping-faults`` -- two different faults on different brokers whose windows overlap;
 * ``stale-leader-lagging-joiner`` -- KAFKA-7128: a follower stops and falls far behind; the other
   follower restarts cut off from the leader (so its HW is stale) and becomes leader when the old
@@ -272,13 +272,14 @@ def metadata_delay_leader_moves(rng: random.Random, context: PackageContext) -> 
 
 
 def rolling_restart(rng: random.Random, context: PackageContext) -> list[Step]:
-    p = partition_of(rng, context)
-    order = list(context.brokers)
+    """Half the draws crash each broker (kill), the other half shut each down cleanly, as an
+    operator's rolling restart does (``shutdown``: the leaderships move before the broker goes)."""
+    p, order, stop = partition_of(rng, context), list(context.brokers), rng.choice(("kill", "shutdown"))
     rng.shuffle(order)
     steps: list[Step] = []
     for node in order:
         steps += [
-            {"fault": "kill", "node": node},
+            {"fault": stop, "node": node},
             {"fault": "start", "node": node},
             {"wait": "answers", "node": node, "timeout": 20},
             {"wait": "caught-up", "partition": p, "timeout": 60},

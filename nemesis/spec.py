@@ -9,7 +9,7 @@ the CLI turns that into one line and exit code 254.
 Fields:
 
 * ``faults`` -- the fault mix, drawn uniformly per step: ``kill`` (SIGKILL the broker, restart it
-  when the fault ends), ``pause`` (SIGSTOP, SIGCONT when it ends), ``power-loss`` (SIGKILL and drop
+  when the fault ends), ``shutdown`` (SIGTERM: a clean shutdown, restart when it ends), ``pause`` (SIGSTOP, SIGCONT when it ends), ``power-loss`` (SIGKILL and drop
   the un-fsynced writes, restart when it ends), ``metadata-delay`` (the broker drops every packet
   from the controller, so leadership and ISR changes reach it late -- when the fault ends -- while
   the rest of the cluster moves on: KIP-320's zombie replica; needs a controller node),
@@ -69,6 +69,7 @@ from nemesis.fault_kinds import REQUEST_DELAY as REQUEST_DELAY
 from nemesis.fault_kinds import REQUEST_DUPLICATE as REQUEST_DUPLICATE
 from nemesis.fault_kinds import REQUEST_HOLD as REQUEST_HOLD
 from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
+from nemesis.fault_kinds import SHUTDOWN as SHUTDOWN
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
 from nemesis.fault_kinds import names_drawn_as
 from nemesis.membership_kinds import DECOMMISSION
@@ -127,7 +128,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         ISOLATE_FOLLOWERS_LOSE_LEADER: frozenset({PARTITION, KILL}),
         POWER_LOSS_FOLLOWER_LEADER_CRASH: frozenset({POWER_LOSS, KILL}),
         METADATA_DELAY_LEADER_MOVES: frozenset({METADATA_DELAY, KILL}),
-        ROLLING_RESTART: frozenset({KILL}),
+        ROLLING_RESTART: frozenset({KILL, SHUTDOWN}),
         OVERLAPPING_FAULTS: frozenset({PAUSE, KILL, PARTITION, METADATA_DELAY}),
         STALE_LEADER_LAGGING_JOINER: frozenset({KILL, PARTITION, SLOW_LINK}),
         LAST_REPLICA_STANDING: frozenset({PARTITION, KILL, POWER_LOSS}),

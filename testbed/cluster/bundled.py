@@ -152,17 +152,23 @@ def data_dir_mount(remote: Remote, data_dir: str = DATA_DIR) -> LazyMount:
 
 
 def stop_daemons(
-    remotes: Mapping[str, Remote], nodes: Sequence[str], daemon: str, timeout: float, *, what: str
+    remotes: Mapping[str, Remote],
+    nodes: Sequence[str],
+    daemon: str,
+    timeout: float,
+    *,
+    what: str,
+    stop_signal: signal.Signals = signal.SIGTERM,
 ) -> None:
     """Stop ``daemon`` (``what``, for the log) on each of ``nodes`` the way a run ends: SIGCONT (a
-    paused one would not act on SIGTERM) and SIGTERM to all first, so they shut down in parallel;
-    then each gets ``timeout`` s to exit before SIGKILL.  Best effort: a node that cannot be
+    paused one would not act on ``stop_signal``) and ``stop_signal`` to all first, so they shut
+    down in parallel; then each gets ``timeout`` s to exit before SIGKILL.  Best effort: a node that cannot be
     signalled is logged and the rest still stopped.  Every target that runs its brokers as node
     daemons stops them with this (the tansu target too)."""
     for name in nodes:
         try:
             remotes[name].signal(daemon, signal.SIGCONT, timeout=5)
-            remotes[name].signal(daemon, signal.SIGTERM, timeout=5)
+            remotes[name].signal(daemon, stop_signal, timeout=5)
         except RemoteError as error:
             logger.warning("%s: could not stop %s: %s", name, what, error)
     for name in nodes:
@@ -332,8 +338,12 @@ class BundledCluster:
         )
 
     def stop_brokers(self, timeout: float = 15.0) -> None:
-        """Clean shutdown (SIGTERM) of every broker that runs, so the dumps read settled logs."""
-        stop_daemons(self._remotes, self.brokers, "broker", timeout, what="the broker")
+        """Clean shutdown of every broker that runs, so the dumps read settled logs: SIGINT, the
+        clean shutdown without the controlled one, which would move the leaderships among brokers
+        that are all stopping (:mod:`broker_impl.controlled_shutdown`)."""
+        stop_daemons(
+            self._remotes, self.brokers, "broker", timeout, what="the broker", stop_signal=signal.SIGINT
+        )
 
     def dump_replica(self, node: str, target: Path) -> None:
         """Write ``python -m broker_impl.dump`` of ``node``'s data dir to ``target``."""

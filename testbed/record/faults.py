@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 KILL: Final = "kill"
+SHUTDOWN: Final = "shutdown"
 PAUSE: Final = "pause"
 PARTITION: Final = "partition"
 POWER_LOSS: Final = "power-loss"
@@ -50,6 +51,7 @@ DECOMMISSION: Final = "decommission"
 HEALS: Mapping[str, str] = MappingProxyType(
     {
         KILL: "start",
+        SHUTDOWN: "start",
         PAUSE: "resume",
         POWER_LOSS: "start",
         METADATA_DELAY: "metadata-heal",
@@ -68,7 +70,7 @@ HEALS: Mapping[str, str] = MappingProxyType(
         PARTITION: "heal",
     }
 )
-"""Fault -> the ``f`` of the nemesis op that heals it (kill and power loss are both healed by ``start``)."""
+"""Fault -> the ``f`` of the nemesis op that heals it (kill, shutdown and power loss are all healed by ``start``)."""
 PARTITION_HEAL: Final = HEALS[PARTITION]
 NODE_FAULT_HEALS: Final[Mapping[str, str]] = MappingProxyType(
     {f: heal for f, heal in HEALS.items() if f != PARTITION}

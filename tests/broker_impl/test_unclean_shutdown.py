@@ -268,7 +268,16 @@ def test_sigterm_restart_keeps_the_isr_and_sigkill_restart_leaves_it_until_caugh
     start_cluster: ClusterFactory,
 ) -> None:
     # A long session: neither restart is fenced first, so only the shutdown kind matters.
-    cluster = start_cluster(2, {"broker.session.timeout.ms": 30000, "replica.lag.time.max.ms": 30000})
+    cluster = start_cluster(
+        2,
+        {
+            "broker.session.timeout.ms": 30000,
+            "replica.lag.time.max.ms": 30000,
+            # the rule pinned here is the registration's; a controlled shutdown would take the
+            # follower out of the ISR before it goes (test_controlled_shutdown.py)
+            "controlled.shutdown.enable": "false",
+        },
+    )
     cluster.create_topic(TOPIC, 1, 2)
     state = cluster.partition_state(TOPIC, 0)
     leader, follower = str(state["leader"]), str(next(r for r in state["replicas"] if r != state["leader"]))

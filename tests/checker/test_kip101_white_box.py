@@ -102,7 +102,7 @@ def _drain(cluster: LocalCluster, history: _History) -> None:
 def _collect(cluster: LocalCluster, history: _History, run_dir: Path, mode: str) -> None:
     """Stop the brokers cleanly, then store what the harness stores (see the module docstring)."""
     for node in cluster.state["brokers"]:
-        cluster.stop(node)
+        cluster.stop(node, controlled=False)  # as the harness ends a run
     cluster.down()
     directory = RunDir(run_dir)
     run_dir.mkdir(parents=True)

@@ -19,10 +19,12 @@ from typing import Any
 
 import pytest
 
-from nemesis import iptables
+from nemesis import broker_acts, iptables
+from nemesis.fault_kinds import SHUTDOWN
 from nemesis.mechanism import NETWORK_RESET_SCRIPT, Nemesis, NemesisConfig
 from nemesis.plan import PlanError, PlannedStep, complete_grudge, isolate
 from nemesis.spec import HEALS, NemesisSpec
+from nemesis.steps import FaultStep
 from testbed.nodes.remote import CommandFailed, ExecResult, RemoteError, RemoteTimeout
 from testbed.record.faults import NemesisRow, fault_windows, nemesis_events
 from testbed.record.ops import NEMESIS_PROCESS, Op
@@ -41,6 +43,7 @@ class FakeRemote:
         self.scripts: list[str] = []
         self.signals: list[str] = []
         self.errors: dict[str, Exception] = {}
+        self.exits_on_sigterm = True  # False: a broker whose shutdown hangs
 
     @property
     def node(self) -> str:
@@ -63,6 +66,9 @@ class FakeRemote:
         self.signals.append(sig.name)
         if self.state == "dead":
             return False
+        if sig.name == "SIGTERM":
+            self.state = "dead" if self.exits_on_sigterm else self.state
+            return True
         self.state = (
             {"SIGKILL": "dead", "SIGSTOP": "stopped", "SIGCONT": "running"}[sig.name]
             if not (sig.name == "SIGCONT" and self.state == "running")
@@ -152,6 +158,31 @@ def test_kill_then_start_are_recorded_as_nemesis_ops_and_tracked(recorded: tuple
     assert all(op.process == NEMESIS_PROCESS for op in ops)
     history = (recorded[0]._writer.path).read_text().splitlines()
     assert len(history) == 5 and '"process":"nemesis"' in history[1], "ops reach history.jsonl as they happen"
+
+
+def test_a_shutdown_sigterms_the_broker_and_waits_for_its_exit_and_start_heals_it(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nemesis, cluster, ops = make(recorded)
+    done = nemesis.apply(FaultStep(SHUTDOWN, ("n1",)))
+    assert (done.type, cluster.remotes["n1"].signals, cluster.remotes["n1"].state) == (
+        "ok",
+        ["SIGTERM"],
+        "dead",
+    )
+    assert nemesis.active_faults() == ["shutdown n1"]
+    nemesis.start(["n1"])
+    assert cluster.starts == ["n1"] and nemesis.active_faults() == []
+    # A broker still running when the wait is over is SIGKILLed, and the op says so: info, since
+    # the history must not call a crash a clean stop; heal-all still owes it a start.
+    monkeypatch.setattr(broker_acts, "SHUTDOWN_TIMEOUT_S", 0.05)
+    cluster.remotes["n2"].exits_on_sigterm = False
+    hung = nemesis.apply(FaultStep(SHUTDOWN, ("n2",)))
+    assert hung.type == "info" and "SIGKILLed" in str(hung.error)
+    assert (cluster.remotes["n2"].signals, cluster.remotes["n2"].state) == (["SIGTERM", "SIGKILL"], "dead")
+    assert nemesis.active_faults() == ["shutdown n2"]
+    assert HEALS[SHUTDOWN] == "start"
+    assert [(op.f, op.type) for op in ops][-2:] == [("shutdown", "invoke"), ("shutdown", "info")]
 
 
 def test_definite_refusals_fail_and_unknown_outcomes_are_info(recorded: tuple[Recorder, list[Op]]) -> None:

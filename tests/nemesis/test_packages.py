@@ -274,6 +274,20 @@ def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns(
     assert awaited == {True, False} and slowed == {True, False}
 
 
+def test_a_rolling_restart_crashes_or_cleanly_stops_every_broker_in_turn_each_draw_one_way() -> None:
+    ways = set()
+    for seed in range(20):
+        steps = plan_package("rolling-restart", random.Random(seed), CONTEXTS[0])
+        faults = [(step["fault"], step["node"]) for step in steps if "fault" in step]
+        stops = {fault for fault, _ in faults[::2]}
+        assert len(stops) == 1 and stops <= {"kill", "shutdown"}, faults  # one way per draw
+        ways |= stops
+        assert [node for _, node in faults[::2]] == [node for _, node in faults[1::2]]
+        assert sorted(node for _, node in faults[::2]) == sorted(CONTEXTS[0].brokers)
+        assert {fault for fault, _ in faults[1::2]} == {"start"}  # each back before the next goes
+    assert ways == {"kill", "shutdown"}
+
+
 def test_schedule_draws_packages_with_their_steps_and_no_separate_heal() -> None:
     spec = NemesisSpec(faults=("kill", "leader-crash-storm", "quiet"), seed=3)
     layout = Layout(("n1", "n2", "n3"), "c", "brokers")

@@ -197,7 +197,7 @@ def run_group_workload(
     assert all(workload.drain(time.monotonic() + 60).values())
     recorder.close()
     for broker in cluster.state["brokers"]:
-        cluster.stop(broker)
+        cluster.stop(broker, controlled=False)  # as the harness ends a run
         node_dir = directory.node_dir(f"n{broker}")
         node_dir.mkdir(parents=True, exist_ok=True)
         with directory.dump(f"n{broker}").open("w") as out:

@@ -21,7 +21,9 @@ import pytest
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.spec import NemesisSpec
+from testbed.record.events import read_events
 from testbed.record.history import read_history
+from testbed.record.rundir import RunDir
 from workloads.queue import QueueSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -46,10 +48,13 @@ def _assert_complete_evidence(run_dir: Path, nodes: list[str]) -> None:
     assert any(op.process == "nemesis" for op in ops), "the nemesis never acted"
 
 
-@pytest.mark.parametrize("transport", ["docker", "ssh"])
+@pytest.mark.parametrize(("transport", "stop"), [("docker", "kill"), ("ssh", "shutdown")])
 def test_kill_and_partition_run_in_leader_epoch_mode_with_fsync_is_valid(
-    image: str, docker_client: docker.DockerClient, tmp_path: Path, transport: str
+    image: str, docker_client: docker.DockerClient, tmp_path: Path, transport: str, stop: str
 ) -> None:
+    """Brokers crashed (``kill``) or stopped cleanly (``shutdown``: SIGTERM) and partitioned.  A
+    clean stop of the bundled broker is a controlled shutdown: the controller fences it at once
+    (its leaderships move while it still runs), which its event log shows."""
     spec = TestSpec(
         name=f"integration-{transport}",
         time_limit=30 if transport == "docker" else 15,  # ssh: the transport's part needs less
@@ -57,7 +62,7 @@ def test_kill_and_partition_run_in_leader_epoch_mode_with_fsync_is_valid(
         transport=transport,
         settings={"truncation.mode": "leader-epoch", "flush.messages": "1"},
         workload=QueueSpec(partitions=3, replication_factor=3, rate=150),
-        nemesis=NemesisSpec(faults=("kill", "partition"), interval_seconds=6, seed=3),
+        nemesis=NemesisSpec(faults=(stop, "partition"), interval_seconds=6, seed=3),
     )
     outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
@@ -67,7 +72,13 @@ def test_kill_and_partition_run_in_leader_epoch_mode_with_fsync_is_valid(
     assert not list(outcome.run_dir.rglob("id_ed25519*")), "a run directory keeps no SSH key once torn down"
     ops, _ = read_history(outcome.run_dir / "history.jsonl")
     faults = {op.f for op in ops if op.process == "nemesis"}
-    assert {"kill", "partition"} & faults, faults
+    assert {stop, "partition"} & faults, faults
+    if stop == "shutdown":
+        stopped = [op for op in ops if op.f == "shutdown" and op.type == "ok"]
+        assert stopped, "the seed draws a shutdown"
+        (events,) = RunDir(outcome.run_dir).controller_events()
+        fenced = [event for event in read_events(events) if event["kind"] == "broker-fenced"]
+        assert any(event["reason"] == "controlled shutdown" for event in fenced), fenced
     assert _leftovers(docker_client) == ([], [])
 
 
