@@ -51,7 +51,7 @@ from .group_coordinator import GroupCoordinator
 from .group_handlers import GroupHandlers
 from .group_records import OFFSETS_TOPIC
 from .handlers import Handlers
-from .listener import serve_requests
+from .listener import Connections
 from .log import FlushPolicy
 from .log_dir_failure import install as install_log_dir_failure
 from .owner_watch import watch_owner
@@ -102,6 +102,7 @@ class Broker:
         self.metadata: dict[str, Any] = {"version": -1, "brokers": {}, "topics": {}}
         controller_host, controller_port = settings["controller.quorum.bootstrap.servers"]
         self.controller = RpcClient(controller_host, controller_port, timeout=5.0)
+        self.connections = Connections()  # the open client connections, closed at shutdown
         self._producer_ids: list[int] = []
         self._isr_checks_due: set[tuple[str, int]] = set()
         self.coordinator = GroupCoordinator(self)
@@ -448,7 +449,7 @@ class Broker:
             **TxnHandlers(transactions, self.partitions, plain.init_producer_id, offsets).table(),
             **AdminHandlers(self.controller.call).table(),
         }
-        await serve_requests(handlers, reader, writer)
+        await self.connections.serve(handlers, reader, writer)
 
 
 async def run(settings: dict[str, Any]) -> None:
@@ -483,6 +484,7 @@ async def run(settings: dict[str, Any]) -> None:
             logger.error("background duty failed", exc_info=task.exception())
     await controlled_shutdown(broker, tasks[0], controlled=stop.controlled)  # tasks[0] heartbeats
     server.close()
+    broker.connections.abort_all()
     for task in [*tasks, *broker.fetchers.values()]:
         task.cancel()
     with contextlib.suppress(Exception):
