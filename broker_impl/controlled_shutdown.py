@@ -29,7 +29,7 @@ import logging
 import signal
 from typing import Any, Protocol
 
-from .rpc import RpcError
+from .rpc import RpcClient, RpcError
 
 logger = logging.getLogger("broker_impl.controlled_shutdown")
 
@@ -55,10 +55,6 @@ class StopSignals:
         await self._stopped.wait()
 
 
-class Controller(Protocol):
-    async def call(self, method: str, params: dict[str, Any], timeout: float | None = None) -> Any: ...
-
-
 class StoppingBroker(Protocol):
     """What the controlled shutdown needs of the broker (:class:`broker_impl.broker.Broker`)."""
 
@@ -69,7 +65,7 @@ class StoppingBroker(Protocol):
     def incarnation(self) -> str: ...
 
     @property
-    def controller(self) -> Controller: ...
+    def controller(self) -> RpcClient: ...
 
     @property
     def settings(self) -> dict[str, Any]: ...

@@ -162,9 +162,9 @@ def stop_daemons(
 ) -> None:
     """Stop ``daemon`` (``what``, for the log) on each of ``nodes`` the way a run ends: SIGCONT (a
     paused one would not act on ``stop_signal``) and ``stop_signal`` to all first, so they shut
-    down in parallel; then each gets ``timeout`` s to exit before SIGKILL.  Best effort: a node that cannot be
-    signalled is logged and the rest still stopped.  Every target that runs its brokers as node
-    daemons stops them with this (the tansu target too)."""
+    down in parallel; then each gets ``timeout`` s to exit before SIGKILL.  Best effort: a node
+    that cannot be signalled is logged and the rest still stopped.  Every target that runs its
+    brokers as node daemons stops them with this (the tansu target too)."""
     for name in nodes:
         try:
             remotes[name].signal(daemon, signal.SIGCONT, timeout=5)
