@@ -101,12 +101,15 @@ class BrokerActs:
         if not self._gone_within(node, self.settle_timeout):
             raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
 
-    def shutdown(self, node: str) -> None:
+    def shutdown(self, node: str, value: Mapping[str, Any] | None = None) -> None:
         """SIGTERM the broker and wait until it has exited: a clean shutdown, whatever the broker
-        does with it (the bundled one moves its leaderships away first).  One that has not exited
-        within :data:`~nemesis.fault_kinds.SHUTDOWN_TIMEOUT_S` is SIGKILLed, and the op says so
-        (``info``: the fault was a crash after all, and the history must not call it clean)."""
-        self.signal(node, signal.SIGTERM)
+        does with it (the bundled one moves its leaderships away first).  An op saying
+        ``"controlled": false`` sends SIGINT instead, the clean shutdown without that handover.
+        One that has not exited within :data:`~nemesis.fault_kinds.SHUTDOWN_TIMEOUT_S` is
+        SIGKILLed, and the op says so (``info``: the fault was a crash after all, and the history
+        must not call it clean)."""
+        controlled = (value or {}).get("controlled", True) is not False
+        self.signal(node, signal.SIGTERM if controlled else signal.SIGINT)
         if self._gone_within(node, SHUTDOWN_TIMEOUT_S):
             return
         try:
@@ -328,6 +331,7 @@ VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], No
         CLOCK_SKEW: BrokerActs.skew_clock,
         DISK_ERROR: BrokerActs.break_disk,
         SLOW_DISK: BrokerActs.slow_disk,
+        SHUTDOWN: BrokerActs.shutdown,
     }
 )
 """The node kinds whose act reads its op's value (what a step asked for), used instead of their

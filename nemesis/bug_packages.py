@@ -38,7 +38,7 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         {"wait": "not-in-isr", "node": "C", "timeout": 40},
         sleep_step(rng, 2.0, 10.0, "acknowledged writes pile up beyond the stopped follower's log end"),
         {"fault": "partition", "grudge": {"A": ["B"], "B": ["A"]}, "kind": "leader-follower"},
-        {"fault": "kill", "node": "B"},
+        bounce_stop(rng, context),
         {"fault": "start", "node": "B"},
         {"wait": "answers", "node": "B", "timeout": 20},
         {"fault": "kill", "node": "A"},
@@ -68,14 +68,32 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         # were elected again with their whole logs, and the hunt never saw the loss the
         # scripted scenario (which waits here) shows every time.  When C is not eligible (the
         # bug is off, or it had not joined the ISR), the wait times out and the package's heal
-        # restarts A and B.
-        {"wait": "leader-is", "node": "C", "timeout": 20},
+        # restarts A and B.  Not required: whether C may lead is the rule under test (a correct
+        # broker refuses a C that joined at a stale HW or had not joined), so a timeout here is
+        # the broker's answer, recorded as the package's ``unmet``, not a choreography that failed.
+        {"wait": "leader-is", "node": "C", "timeout": 20, "required": False},
         sleep_step(rng, 1.0, 4.0, "acknowledged writes land on the joiner as leader"),
         *([{"fault": "slow-link-heal", "node": "B"}] if slowed else []),
         {"fault": "heal"},
         {"fault": "start", "nodes": ["A", "B"]},
     ]
     return steps
+
+
+def bounce_stop(rng: random.Random, context: PackageContext) -> Step:
+    """How KAFKA-7128's B is stopped for its bounce: B must come back still in the ISR (it is
+    then elected when A dies), so where a crash takes a restarted broker out of every ISR
+    (KIP-966's ELR, on by default) B stops cleanly and without the controlled handover, which
+    keeps its memberships -- the bounce Kafka 2.0's controller did not notice.  In the nightly
+    profile the crash made the package end at ``leader-is B`` in all 8 draws of 16 runs (issue 35).
+    Where a crash keeps them, B is killed: its HW checkpoint is then older, the bug's own shape.
+    Unknown (another system): either, drawn."""
+    keeps = context.unclean_restart_keeps_isr
+    if keeps is None:
+        keeps = rng.random() < 0.5
+    if keeps:
+        return {"fault": "kill", "node": "B"}
+    return {"fault": "shutdown", "node": "B", "controlled": False}
 
 
 def last_replica_standing(rng: random.Random, context: PackageContext) -> list[Step]:

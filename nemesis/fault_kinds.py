@@ -195,8 +195,17 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         heal=START,
         drawn_as="node-target",
         nodes="required",
-        op_value=NODE_FAULT_VALUE,
+        op_value=NODE_FAULT_VALUE + ' (+ "controlled": true|false)',
         colour="#e07a5f",
+        params=(
+            Param(
+                "controlled",
+                False,
+                "false: SIGINT, a clean shutdown without the controlled handover (Kafka with"
+                " controlled.shutdown.enable=false, or once its controlled shutdown gave up): the broker"
+                " keeps its ISR memberships while it restarts; default true (SIGTERM)",
+            ),
+        ),
         needs=frozenset({NODE_CONTROL}),
     ),
     FaultKind(

@@ -42,6 +42,7 @@ from nemesis.fault_kinds import (
     REQUEST_HOLD,
     REQUEST_RELEASE,
     REQUEST_RESET,
+    SHUTDOWN,
     SLOW_DISK,
     SLOW_DISK_MS,
     SLOW_LINK,
@@ -132,6 +133,11 @@ def _delay_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, 
     return _on_nodes(nemesis, step, {**extra, "delay_ms": step.delay_ms or REQUEST_DELAY_MS})
 
 
+def _shut_down(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying whether the stop is controlled (its act sends the signal that asks for it)."""
+    return _on_nodes(nemesis, step, {**extra, "controlled": step.controlled})
+
+
 def _heal_on_nodes(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     optional = REGISTRY[step.fault].nodes == "optional"  # no node named: every broker
     nodes = step.nodes or (nemesis.layout.brokers if optional else ())
@@ -182,6 +188,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         REQUEST_RELEASE: _release_requests,
         DISK_ERROR: _break_disks,
         SLOW_DISK: _slow_disks,
+        SHUTDOWN: _shut_down,
     }
     if kind.name in own:
         return own[kind.name]

@@ -104,9 +104,7 @@ class Nemesis:
         config: NemesisConfig | None = None,
     ) -> None:
         config = config or NemesisConfig()
-        self.spec = spec
-        self.cluster = cluster
-        self.recorder = recorder
+        self.spec, self.cluster, self.recorder = spec, cluster, recorder
         self.config = config
         self.layout = Layout(tuple(cluster.brokers), cluster.controller, spec.partition_scope)
         self.leader_partitions = tuple(config.leader_partitions)
@@ -124,6 +122,7 @@ class Nemesis:
                 client_crash=crash_ability(workload) is not None,
                 consumer_crash=group_crash_ability(workload),
                 isr_lag_seconds=config.isr_lag_seconds,
+                unclean_restart_keeps_isr=config.unclean_restart_keeps_isr,
             )
             if config.package_cluster is not None and self.leader_partitions
             else None

@@ -69,6 +69,9 @@ class NemesisConfig:
     replication_factor: int | None = None
     workload: object | None = None
     isr_lag_seconds: float | None = None
+    unclean_restart_keeps_isr: bool | None = None
+    """Whether a broker back from a crash keeps its ISR memberships, where known
+    (:attr:`nemesis.package_context.PackageContext.unclean_restart_keeps_isr`)."""
     group: str | None = None
 
 

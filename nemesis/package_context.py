@@ -36,6 +36,12 @@ class PackageContext:
     isr_lag_seconds: float | None = None
     """How long a follower may lag before its leader drops it from the ISR
     (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
+    unclean_restart_keeps_isr: bool | None = None
+    """Whether a broker back from a crash keeps its ISR memberships, where known: true for the
+    bundled broker with ``eligible.leader.replicas.enable=false`` (Kafka before KIP-966), false
+    with it on (a crashed broker may have lost what it acknowledged, so it leaves every ISR).  A
+    package that needs a bounced replica to stay in the ISR stops it cleanly where a crash would
+    take it out."""
     client_crash: bool = False
     """The workload's producers run in processes the nemesis may kill (``client-crash`` steps,
     :mod:`nemesis.client_crash`)."""

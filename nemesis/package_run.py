@@ -11,7 +11,9 @@ which choreography the faults belonged to:
 =============  ========================================================================
 ``package``    ``{"package": "leader-crash-storm", "steps": [...]}`` -- the planned steps, in
                the scenario file's vocabulary; completed ``ok`` when every step ran, ``info``
-               with ``"error"`` when one could not (a wait timed out) or the run ended first
+               with ``"error"`` when one could not (a wait timed out) or the run ended first;
+               ``"unmet"`` lists the waits with ``required = false`` that timed out (an
+               election the system under test refused is its decision, not a failed step)
 =============  ========================================================================
 
 Whatever the package leaves in effect -- because a step failed, or because a role had no node
@@ -76,6 +78,7 @@ def run_package(
     value = {"package": step.fault, "steps": steps}
     invocation = nemesis.recorder.invoke(NEMESIS_PROCESS, PACKAGE_OP, value)
     problem: str | None = None
+    scenario_run: ScenarioRun | None = None
     try:
         scenario = parse_scenario({"name": step.fault, "step": steps}, f"fault package {step.fault}")
         context = ScenarioContext(
@@ -87,12 +90,15 @@ def run_package(
             stop=stop_event,
             group=group,
         )
-        ScenarioRun(scenario, context).run()
+        scenario_run = ScenarioRun(scenario, context)
+        scenario_run.run()
         if stop_event.is_set():
             problem = "the run ended before the package did"
     except (ScenarioFailed, ScenarioError) as error:
         problem = str(error)
         logger.info("fault package %s stopped: %s", step.fault, error)
+    if scenario_run is not None and scenario_run.unmet:  # the system's decisions, not the package's failures
+        value["unmet"] = scenario_run.unmet
     if problem is None:
         nemesis.recorder.complete(invocation, "ok", value)
     else:

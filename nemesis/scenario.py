@@ -338,7 +338,7 @@ def _setting_text(value: Any) -> str:
 # ---- what tomllib does not check -------------------------------------------------------------
 
 STEP_KEYS = frozenset(
-    {*VERBS, "node", "nodes", "than", "partition", "timeout", "why"}
+    {*VERBS, "node", "nodes", "than", "partition", "timeout", "required", "why"}
     | {param.name for kind in REGISTRY.values() for param in kind.params}
 )
 """Every key a ``[[step]]`` table may hold: the verbs, their options and every fault kind's parameters."""

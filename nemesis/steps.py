@@ -157,6 +157,8 @@ class FaultStep:
     grudge: Mapping[str, frozenset[str]] | None = None
     kind: str = "scenario"
     announced: bool = True
+    controlled: bool = True
+    """``shutdown``: false stops the broker cleanly without Kafka's controlled handover (SIGINT)."""
     stop: str = CHURN_STOPS[0]
     pick: int = 0
     requests: tuple[str, ...] = ()
@@ -205,6 +207,10 @@ class WaitStep:
     than: str | None = None
     partition: int | str = 0
     timeout: float = 30.0
+    required: bool = True
+    """False (``required = false``): the condition is the system's decision under test (an election
+    it may rightly refuse), not a precondition of what follows -- its timeout is recorded
+    (:attr:`nemesis.scenario_run.ScenarioRun.unmet`) and the steps go on."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +246,7 @@ def parse_step(table: Any, where: str) -> ScenarioStep:
             than=str(table["than"]) if "than" in table else None,
             partition=table.get("partition", 0),
             timeout=_seconds(table.get("timeout", 30), f"{where}: timeout"),
+            required=table.get("required", True) is not False,
         )
     if "produce" in table:
         return ProduceStep(int(table.get("partition", 0)))
@@ -255,6 +262,7 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         grudge=None if grudge is None else {str(k): frozenset(str(o) for o in v) for k, v in grudge.items()},
         kind=str(table.get("kind", "scenario")),
         announced=table.get("announce", True) is not False,
+        controlled=table.get("controlled", True) is not False,
         stop=str(table.get("stop", CHURN_STOPS[0])),
         pick=int(table.get("pick", 0)),
         requests=tuple(str(name) for name in table.get("requests", ())),
@@ -318,12 +326,13 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
     _check_disk_rule(kind.name, step, where)
     if kind.nodes == "required" and "node" not in step and "nodes" not in step:
         raise ScenarioError(f"{where}: {kind.name} needs node or nodes")
-    if "announce" in step and (not kind.takes("announce") or not isinstance(step["announce"], bool)):
-        announceable = [name for name, declared in REGISTRY.items() if declared.takes("announce")]
-        raise ScenarioError(
-            f"{where}: announce = true|false is for {' and '.join(announceable)} only, not"
-            f" {kind.name} = {step['announce']!r}"
-        )
+    for param in ("announce", "controlled"):  # the kinds' true|false parameters
+        if param in step and (not kind.takes(param) or not isinstance(step[param], bool)):
+            takers = [name for name, declared in REGISTRY.items() if declared.takes(param)]
+            raise ScenarioError(
+                f"{where}: {param} = true|false is for {' and '.join(takers)} only, not"
+                f" {kind.name} = {step[param]!r}"
+            )
 
 
 DISK_TEXT_PARAMS = ("op", "errno", "files")
@@ -376,6 +385,8 @@ def _check_step(step: Any, where: str) -> None:
             raise ScenarioError(f"{where}: wait {step['wait']} needs node")
         if step["wait"] == "log-end-past" and not isinstance(step.get("than"), str):
             raise ScenarioError(f"{where}: wait log-end-past needs than = NODE (the replica to end past)")
+    if "required" in step and (verb != "wait" or not isinstance(step["required"], bool)):
+        raise ScenarioError(f"{where}: required = true|false is for a wait only, not {step['required']!r}")
     if verb == "sleep" and "why" not in step:
         raise ScenarioError(f"{where}: a sleep must say why (time itself must be the point)")
     if verb == "bind" and not isinstance(step["bind"], dict):

@@ -58,6 +58,20 @@ def test_draws_completions_stops_and_cuts_per_package(tmp_path: Path) -> None:
             ("invoke", "whole-cluster-crash", None),  # the run was killed mid-package
         ],
     )
+    unmet = tmp_path / "c" / "history.jsonl"
+    write_history(
+        unmet, [("invoke", "stale-leader-lagging-joiner", None), ("ok", "stale-leader-lagging-joiner", None)]
+    )
+    lines = unmet.read_text(encoding="utf-8").splitlines()
+    refused = json.loads(lines[2])  # the broker refused the joiner's election: the package still completed
+    refused["value"]["unmet"] = ["fault package stale-leader-lagging-joiner: step 17: timed out after 20 s"]
+    unmet.write_text("\n".join([*lines[:2], json.dumps(refused), *lines[3:]]) + "\n", encoding="utf-8")
+    tallies, read, problems = tally_stores([tmp_path / "c"])
+    assert (
+        tallies["stale-leader-lagging-joiner"].completed,
+        tallies["stale-leader-lagging-joiner"].unmet,
+    ) == (1, 1)
+    unmet.unlink()
     tallies, read, problems = tally_stores([tmp_path])
     assert read == 2 and problems == []
     joiner = tallies["stale-leader-lagging-joiner"]

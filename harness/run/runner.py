@@ -192,6 +192,7 @@ def _nemesis_for(
                 replication_factor=spec.workload.replication_factor,
                 workload=workload,
                 isr_lag_seconds=spec.isr_lag_seconds(),
+                unclean_restart_keeps_isr=spec.unclean_restart_keeps_isr(),
                 group=spec.workload.group,
             ),
         )

@@ -231,6 +231,12 @@ class TestSpec:
         value = self.effective_settings().get("replica.lag.time.max.ms")
         return int(value) / 1000 if value is not None and value.isdigit() else None
 
+    def unclean_restart_keeps_isr(self) -> bool | None:
+        """Whether a broker back from a crash keeps its ISR memberships: the bundled broker's
+        ``eligible.leader.replicas.enable`` in force, negated; None where it is not known."""
+        value = self.effective_settings().get("eligible.leader.replicas.enable")
+        return None if value is None else value == "false"
+
     def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:
         """For a scenario run, what in ``results`` contradicts the scenario's expected verdict
         under this run's effective settings (``[]``: as expected); None for a random-nemesis run."""

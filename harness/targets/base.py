@@ -86,6 +86,8 @@ class TargetSpec(Protocol):
 
     def isr_lag_seconds(self) -> float | None: ...
 
+    def unclean_restart_keeps_isr(self) -> bool | None: ...
+
 
 @runtime_checkable
 class Target(Protocol):

@@ -66,7 +66,7 @@ class FakeRemote:
         self.signals.append(sig.name)
         if self.state == "dead":
             return False
-        if sig.name == "SIGTERM":
+        if sig.name in ("SIGTERM", "SIGINT"):
             self.state = "dead" if self.exits_on_sigterm else self.state
             return True
         self.state = (
@@ -183,6 +183,17 @@ def test_a_shutdown_sigterms_the_broker_and_waits_for_its_exit_and_start_heals_i
     assert nemesis.active_faults() == ["shutdown n2"]
     assert HEALS[SHUTDOWN] == "start"
     assert [(op.f, op.type) for op in ops][-2:] == [("shutdown", "invoke"), ("shutdown", "info")]
+    assert done.value["controlled"] is True
+
+
+def test_an_uncontrolled_shutdown_sigints_the_broker_and_says_so(recorded: tuple[Recorder, list[Op]]) -> None:
+    # SIGINT: the bundled broker's clean shutdown without the controlled handover (it keeps its
+    # ISR memberships), the stop KAFKA-7128's package bounces B with where a crash would not.
+    nemesis, cluster, _ = make(recorded)
+    done = nemesis.apply(FaultStep(SHUTDOWN, ("n3",), controlled=False))
+    assert (done.type, done.value["controlled"]) == ("ok", False)
+    assert (cluster.remotes["n3"].signals, cluster.remotes["n3"].state) == (["SIGINT"], "dead")
+    assert nemesis.active_faults() == ["shutdown n3"]
 
 
 def test_definite_refusals_fail_and_unknown_outcomes_are_info(recorded: tuple[Recorder, list[Op]]) -> None:

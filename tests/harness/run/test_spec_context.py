@@ -18,3 +18,14 @@ def test_the_isr_lag_of_a_system_whose_settings_are_not_known_is_unknown() -> No
     assert TestSpec(name="q", bootstrap="127.0.0.1:9092").isr_lag_seconds() is None
     external = TestSpec(name="q", bootstrap="127.0.0.1:9092", settings={"replica.lag.time.max.ms": "30000"})
     assert external.isr_lag_seconds() == 30.0
+
+
+def test_whether_a_crashed_broker_keeps_its_isr_memberships_follows_the_elr_in_force() -> None:
+    # KIP-966 (ELR, on by default): a broker back from a crash leaves every ISR; packages that need
+    # a bounced replica to stay in it stop it cleanly there (nemesis.bug_packages.bounce_stop).
+    assert TestSpec(name="q").unclean_restart_keeps_isr() is False
+    without_elr = TestSpec(name="q", settings={"eligible.leader.replicas.enable": "false"})
+    assert without_elr.unclean_restart_keeps_isr() is True
+    context = without_elr.package_context()
+    assert context is not None and context.unclean_restart_keeps_isr is True
+    assert TestSpec(name="q", target="tansu").unclean_restart_keeps_isr() is None
