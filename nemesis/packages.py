@@ -40,8 +40,9 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   time waiting until the partition is fully replicated again;
 * ``overlapping-faults`` -- two different faults on different brokers whose windows overlap;
 * ``stale-leader-lagging-joiner`` -- KAFKA-7128: a follower stops and falls far behind; the other
-  follower restarts cut off from the leader (so its HW is stale) and becomes leader when the old
-  one bounces; the far-behind follower returns and catches up with it, and then both others die;
+  follower restarts cut off from the leader (its HW stale; crashed, or stopped cleanly where a crash
+  would take it out of the ISR) and leads when the old one bounces; the far-behind follower returns
+  and catches up with it, then both others die (whether it leads then is the rule under test);
 * ``last-replica-standing`` -- KIP-966: the leader is cut off from its followers one at a time
   until the ISR is the leader alone, then it loses power and restarts (needs the lazy
   filesystem);

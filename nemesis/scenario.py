@@ -36,7 +36,8 @@ consuming in the background.  Each step has exactly one verb:
   bound name, a node name, a role or ``controller``; required, optional or not taken),
   ``grudge = { A = ["B"], B = ["A"] }`` and ``kind`` for a partition, ``announce = false`` for
   pause and resume (recorded as unannounced: no fault window for the checker's liveness checks,
-  a stand-in for brokers that stop on their own, which ``stalled`` must catch), ``stop``
+  a stand-in for brokers that stop on their own, which ``stalled`` must catch), ``controlled =
+  false`` for shutdown (SIGINT: a clean stop without the controlled handover), ``stop``
   (``leave`` or ``stall``) and ``pick`` (which running consumer) for consumer churn, which
   replaces one of the workload's group consumers and heals itself (:mod:`nemesis.consumer_churn`).
   ``heal`` ends a partition only and leaves a metadata delay in place; ``metadata-heal``
@@ -46,7 +47,9 @@ consuming in the background.  Each step has exactly one verb:
   condition polled until true (``leader-is-not``: the partition has a leader, another node);
   ``caught-up``: the ISR is every replica and, on a cluster whose replicas can be read while it
   runs, every replica holds the partition (metadata lists a new partition's followers in the
-  ISR before they have heard of it); a timeout fails the run loudly;
+  ISR before they have heard of it); a timeout fails the run loudly, except with ``required =
+  false`` on any wait: a wait on the broker's own decision (an election it may rightly refuse),
+  whose timeout is recorded (a package's ``unmet``) and the steps go on;
 * ``wait = "log-end-past"`` with ``node``, ``than`` (another node), ``partition`` and
   ``timeout`` -- ``node``'s replica holds records beyond the end of ``than``'s, judged on the
   replicas' files (:class:`~testbed.cluster.protocol.LiveReplicas`; a cluster without that
