@@ -59,7 +59,7 @@ from nemesis.fault_kinds import (
     START,
 )
 from nemesis.membership import Membership
-from nemesis.membership_kinds import DECOMMISSION, RECOMMISSION
+from nemesis.membership_kinds import DECOMMISSION, ELECT_PREFERRED, RECOMMISSION
 from nemesis.metadata_delay import MetadataDelay
 from nemesis.one_way import OneWay
 from nemesis.outcomes import Refused
@@ -278,6 +278,10 @@ class BrokerActs:
     def recommission(self, node: str) -> None:
         self._members().recommission(node)
 
+    def elect_preferred(self, node: str) -> None:
+        """``elect-preferred``: the broker's preferred leaderships moved back to it (:mod:`nemesis.membership`)."""
+        self._members().elect_preferred(node)
+
     def _members(self) -> Membership:
         cluster = self.cluster
         if not isinstance(cluster, Cluster):  # Nemesis refuses first without a controller node
@@ -317,6 +321,7 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         DISK_HEAL: BrokerActs.heal_disk,
         DECOMMISSION: BrokerActs.decommission,
         RECOMMISSION: BrokerActs.recommission,
+        ELECT_PREFERRED: BrokerActs.elect_preferred,
     }
 )
 """Node-shaped fault or heal kind -> what it does to one broker node."""

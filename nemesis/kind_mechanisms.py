@@ -21,7 +21,7 @@ from typing import Any, Final, Protocol
 
 from nemesis.broker_acts import NODE_ACTS
 from nemesis.client_crash import run_crash
-from nemesis.fault_declaration import FaultKind
+from nemesis.fault_declaration import IS_A_HEAL, FaultKind
 from nemesis.fault_kinds import (
     CLIENT_CRASH,
     CLOCK_OFFSET_S,
@@ -194,7 +194,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         return own[kind.name]
     if kind.name not in NODE_ACTS:
         return None
-    return _heal_on_nodes if kind.heal_name is None else _on_nodes
+    return _heal_on_nodes if kind.heal is IS_A_HEAL else _on_nodes
 
 
 MECHANISMS: Final[Mapping[str, Mechanism]] = MappingProxyType(

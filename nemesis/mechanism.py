@@ -11,13 +11,12 @@ its part.  A fault package is one ``package`` op around the ops of its steps
 (:mod:`nemesis.package_run`).
 
 **Dispatch.**  Every fault, whether a scenario's step, a package's or the random schedule's,
-goes through :meth:`Nemesis.apply` and the kind's entry of :data:`MECHANISMS`: node-shaped kinds
-share one mechanism (track, record, run the kind's per-node act of
-:data:`nemesis.broker_acts.NODE_ACTS` on each node); partitions, their heal, workload faults have their own.
+goes through :meth:`Nemesis.apply` and the kind's entry of :data:`MECHANISMS`: node-shaped kinds share one
+mechanism (track, record, run the kind's per-node act of :data:`nemesis.broker_acts.NODE_ACTS` on each
+node); partitions, their heal, workload faults have their own.
 
-``target`` is present on node faults when the random schedule chose the nodes (absent for direct
-calls); steps that follow a leader (``leader``, ``followers``, ``isolate-leader``) also carry
-``"leader_of": {"topic": t, "partition": p}``.
+``target`` is present on node faults when the random schedule chose the nodes (absent for direct calls);
+steps that follow a leader (``leader``, ``followers``, ``isolate-leader``) also carry ``"leader_of"``.
 
 Completion types follow the op model (:mod:`nemesis.outcomes`): ``ok``, ``fail`` only when certainly
 nothing happened, ``info`` otherwise.
@@ -123,6 +122,7 @@ class Nemesis:
                 consumer_crash=group_crash_ability(workload),
                 isr_lag_seconds=config.isr_lag_seconds,
                 unclean_restart_keeps_isr=config.unclean_restart_keeps_isr,
+                unclean_election=config.unclean_election,
             )
             if config.package_cluster is not None and self.leader_partitions
             else None
@@ -146,7 +146,7 @@ class Nemesis:
         self._abilities = cluster_abilities(cluster)
         if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLoss):
             raise PlanError("power-loss needs a cluster whose data directories are on the lazy filesystem")
-        self._affected: dict[str, set[str]] = {fault: set() for fault in names_drawn_as("node-target")}
+        self._affected: dict[str, set[str]] = {f: set() for f in names_drawn_as("node-target") if f in HEALS}
 
     # ----------------------------------------------------------------- schedule
 
@@ -446,8 +446,9 @@ class Nemesis:
         value = {"nodes": nodes, **extra}
         act = NODE_ACTS[fault]
         with self._action_lock:
+            tracked = self._affected.get(fault, set())  # a kind without a heal: nothing to track
             with self._state_lock:
-                self._affected[fault] |= set(nodes)  # before acting: heal_all must see a fault in flight
+                tracked |= set(nodes)  # before acting: heal_all must see a fault in flight
                 self._dirty = True
             invocation = self.recorder.invoke(NEMESIS_PROCESS, fault, value)
             valued = VALUE_ACTS.get(fault)
@@ -456,7 +457,7 @@ class Nemesis:
             else:
                 failures = on_nodes(nodes, lambda node: act(self._acts, node), parallel=True)
             with self._state_lock:
-                self._affected[fault] -= {node for node, failure in failures.items() if failure.definite}
+                tracked -= {node for node, failure in failures.items() if failure.definite}
             return complete(self.recorder, invocation, value, failures, len(nodes))
 
     def heal_on_nodes(self, heal: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:

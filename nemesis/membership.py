@@ -1,5 +1,6 @@
 """The ``decommission`` fault and its heal ``recommission``: a broker's replicas moved away by
-partition reassignment under load, then moved back and their preferred leaders re-elected.
+partition reassignment under load, then moved back and their preferred leaders re-elected; and
+``elect-preferred``, that election alone.
 
 Kafka decommissions a broker in two steps: its partitions are reassigned away (KIP-455's
 AlterPartitionReassignments: add the new replicas, let them catch up into the ISR, switch, remove
@@ -53,6 +54,16 @@ def moved_away(replicas: Sequence[int], broker: int, brokers: Sequence[int]) -> 
     if len(replicas) == 1:
         return None
     return [r for r in replicas if r != broker]
+
+
+def preferred_of(assignments: Mapping[Key, Sequence[int]], broker: int) -> dict[str, list[int]]:
+    """The partitions whose preferred replica (the first) is ``broker``, as ``{topic: [index...]}``
+    for ElectLeaders (pure: the plan, unit-tested)."""
+    partitions: dict[str, list[int]] = {}
+    for (topic, index), replicas in sorted(assignments.items()):
+        if replicas and replicas[0] == broker:
+            partitions.setdefault(topic, []).append(index)
+    return partitions
 
 
 class Membership:
@@ -116,6 +127,21 @@ class Membership:
             finally:
                 admin.close()
         return {f"{t}-{p}": target for (t, p), target in moves.items()}
+
+    def elect_preferred(self, node: str) -> dict[str, list[int]]:
+        """Elect ``node``'s broker leader of every partition it is the preferred replica of (the
+        controller refuses, per partition and without an error here, one not in the ISR or already
+        leading: ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE); what was asked, for the log."""
+        broker = self._broker_id(node)
+        with self._lock:
+            admin = self._admin()
+            try:
+                partitions = preferred_of(self._assignments(admin), broker)
+                if partitions:
+                    admin.elect_leaders(0, partitions, raise_errors=False)
+            finally:
+                admin.close()
+        return partitions
 
     def recommission(self, node: str) -> None:
         """Move back every partition moved off ``node``'s broker, wait (bounded) for the moves to

@@ -42,6 +42,9 @@ class PackageContext:
     with it on (a crashed broker may have lost what it acknowledged, so it leaves every ISR).  A
     package that needs a bounced replica to stay in the ISR stops it cleanly where a crash would
     take it out."""
+    unclean_election: bool | None = None
+    """Whether an out-of-ISR replica may be elected (``unclean.leader.election.enable``), where
+    known: a package whose elections are all unclean plans them only where they may happen."""
     client_crash: bool = False
     """The workload's producers run in processes the nemesis may kill (``client-crash`` steps,
     :mod:`nemesis.client_crash`)."""

@@ -6,74 +6,71 @@ leader crash; Jepsen's 2013 loss needs the leader cut off from its followers and
 package is such a choreography with its timing and targets drawn from a ``random.Random``, so a
 run's packages follow from its seed like the rest of its schedule.
 
-A package plans **scenario steps** -- the vocabulary of :mod:`nemesis.scenario` (``bind`` nodes
-by role, ``fault``, ``wait`` on a condition, ``sleep`` with a ``why``, and ``produce`` a marker
-where the workload sends them) -- so that what the
-nemesis did is one format whether it was scripted or drawn: the mechanism runs the steps with
-the scenario runner, every fault lands in the history as an op, and a failing run's packages can
-be written back as a scenario file. Roles (``leader-of:P``, ``follower-of:P#N``) are resolved
-when the step runs, from the freshest metadata; names are bound per package, so two packages
-never share a binding.
+A package plans **scenario steps** -- the vocabulary of :mod:`nemesis.scenario` (``bind`` nodes by
+role, ``fault``, ``wait`` on a condition, ``sleep`` with a ``why``, and ``produce`` a marker where
+the workload sends them) -- so that what the nemesis did is one format whether it was scripted or
+drawn: the mechanism runs the steps with the scenario runner, every fault lands in the history as
+an op, and a failing run's packages can be written back as a scenario file. Roles
+(``leader-of:P``, ``follower-of:P#N``) are resolved when the step runs, from the freshest
+metadata; names are bound per package, so two packages never share a binding.
 
-Contract, tested for every package over many seeds: the steps parse as a scenario, and every
-fault a package injects is healed by its own later steps (kill and power loss by ``start``,
-pause by ``resume``, partition by ``heal``, metadata-delay by ``metadata-heal``). If a step
-fails at run time (a wait times out), the mechanism heals what is still in effect.
+Contract, tested for every package over many seeds: the steps parse as a scenario, and every fault
+a package injects is healed by its own later steps (kill and power loss by ``start``, pause by
+``resume``, partition by ``heal``, metadata-delay by ``metadata-heal``; elect-preferred needs
+none). If a step fails at run time (a wait times out), the mechanism heals what is still in
+effect.
 
 Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 
-* ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within
-  0-2 s; half the draws hold the window open by cutting the two apart while the follower restarts;
-* ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor
-  leads, then all restarted; or (half the draws) the leadership sent back and forth 2-4 times
-  between two replicas that each return alone while the other is down (fast failover, KIP-279);
-* ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the
-  controller) long enough for the ISR to shrink, then it is killed; where the ISR lag is known
-  and there is a controller node, half the draws cut it off from the controller too, past the
-  lag, so the shrink it proposes is never answered while its clients still reach it (KIP-497's
-  in-flight ISR);
-* ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and
-  restarts, then the leader crashes (needs the lazy filesystem);
-* ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the
-  leader is killed and restarted; then it hears again (needs a controller node);
-* ``rolling-restart`` -- every broker killed (or shut down cleanly) and restarted in turn, each
-  time waiting until the partition is fully replicated again;
+* ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within 0-2 s;
+  half the draws hold the window open by cutting the two apart while the follower restarts;
+* ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor leads,
+  then all restarted; or (half the draws) the leadership sent back and forth 2-4 times between two
+  replicas that each return alone while the other is down (fast failover, KIP-279);
+* ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the controller)
+  long enough for the ISR to shrink, then it is killed; where the ISR lag is known and there is a
+  controller node, half the draws cut it off from the controller too, past the lag, so the shrink it
+  proposes is never answered while its clients still reach it (KIP-497's in-flight ISR);
+* ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and restarts, then
+  the leader crashes (needs the lazy filesystem);
+* ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the leader
+  is killed and restarted; then it hears again (needs a controller node);
+* ``rolling-restart`` -- every broker killed (or shut down cleanly) and restarted in turn, each time
+  waiting until the partition is fully replicated again, then (with a controller to ask) every leadership
+  handed back to its preferred replica under load (``elect-preferred``);
 * ``overlapping-faults`` -- two different faults on different brokers whose windows overlap;
-* ``stale-leader-lagging-joiner`` -- KAFKA-7128: a follower stops and falls far behind; the other
-  follower restarts cut off from the leader (its HW stale; crashed, or stopped cleanly where a crash
-  would take it out of the ISR) and leads when the old one bounces; the far-behind follower returns
-  and catches up with it, then both others die (whether it leads then is the rule under test);
-* ``last-replica-standing`` -- KIP-966: the leader is cut off from its followers one at a time
-  until the ISR is the leader alone, then it loses power and restarts (needs the lazy
-  filesystem);
-* ``zombie-fetch-across-epochs`` -- KIP-320: a follower stops hearing the controller and keeps
-  fetching while the leadership moves away and back over two epochs (needs a controller node);
-* ``disk-failure-leader-moves`` -- the leader's disk fails its fsyncs; it halts (Kafka's rule for
-  a failed log directory), the leadership moves, and the disk is replaced and the broker restarted
-  from what the failed disk kept (needs the lazy filesystem);
-* ``one-way-leader-crash`` -- a one-way cut past the ISR lag, then the leader is killed: in half
-  the draws the leader stops hearing its followers (their Fetches are lost; it still hears the
-  controller, so it stays leader and shrinks the ISR to itself), in the other half the followers
-  stop hearing the leader (their Fetches arrive, its answers do not: followers that ask and never
-  advance);
-* ``retried-produce-leader-crash`` -- the client path of a partition's replicas turns slow and
-  duplicates every Produce and EndTxn, the leader resets the next one of each after acting on it
-  (the client retries not knowing), and then the leader is killed while the copies keep coming:
-  the new leader must know each producer's last sequences to answer a copy or a retry as a
-  duplicate instead of appending it again (needs request proxies);
-* ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches
-  survive) or powered off (their unsynced writes gone), in three power-off draws of four after their
-  disks failed their fsyncs for a while (a broker that obeys the error halts, one that ignores it
-  acknowledges writes no disk holds), then all restarted.  A durability bug needs every replica of
-  a record to lose it, and the random nemesis draws that rarely (a package needs power loss, i.e.
-  the lazy filesystem, for its power-off draws; without it every draw is a kill);
+* ``stale-leader-lagging-joiner`` -- KAFKA-7128: a follower stops and falls far behind; the other follower
+  restarts cut off from the leader (its HW stale; crashed, or stopped cleanly where a crash would take it
+  out of the ISR) and leads when the old one bounces; the far-behind follower returns and catches up with
+  it, then both others die (whether it leads then is the rule under test);
+* ``last-replica-standing`` -- KIP-966: the leader is cut off from its followers one at a time until the
+  ISR is the leader alone, then it loses power and restarts (needs the lazy filesystem);
+* ``zombie-fetch-across-epochs`` -- KIP-320: a follower stops hearing the controller and keeps fetching
+  while the leadership moves away and back over two epochs (needs a controller node);
+* ``disk-failure-leader-moves`` -- the leader's disk fails its fsyncs; it halts (Kafka's rule for a failed
+  log directory), the leadership moves, and the disk is replaced and the broker restarted from what the
+  failed disk kept (needs the lazy filesystem);
+* ``one-way-leader-crash`` -- a one-way cut past the ISR lag, then the leader is killed: in half the draws
+  the leader stops hearing its followers (their Fetches are lost; it still hears the controller, so it
+  stays leader and shrinks the ISR to itself), in the other half the followers stop hearing the leader
+  (their Fetches arrive, its answers do not: followers that ask and never advance);
+* ``retried-produce-leader-crash`` -- the client path of a partition's replicas turns slow and duplicates
+  every Produce and EndTxn, the leader resets the next one of each after acting on it (the client retries
+  not knowing), and then the leader is killed while the copies keep coming: the new leader must know each
+  producer's last sequences to answer a copy or a retry as a duplicate instead of appending it again
+  (needs request proxies);
+* ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches survive)
+  or powered off (their unsynced writes gone), in three power-off draws of four after their disks failed
+  their fsyncs for a while (a broker that obeys the error halts, one that ignores it acknowledges writes
+  no disk holds), then all restarted.  A durability bug needs every replica of a record to lose it, and
+  the random nemesis draws that rarely (a package needs power loss, i.e. the lazy filesystem, for its
+  power-off draws; without it every draw is a kill);
 * ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader
   (:mod:`nemesis.client_crash_plan`; needs the workload's client processes);
-* ``consumer-crash-coordinator-crash`` -- a group member's process killed mid-poll, then its
-  group coordinator (:mod:`nemesis.client_crash_plan`; needs group members in processes);
-* ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader
-  killed in half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a
-  controller node);
+* ``consumer-crash-coordinator-crash`` -- a group member's process killed mid-poll, then its group
+  coordinator (:mod:`nemesis.client_crash_plan`; needs group members in processes);
+* ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader killed
+  in half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a controller node);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -142,10 +139,9 @@ def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step
     storm: each failover lands on a replica that saw the last one); the other half restart the
     previous leader as the next one falls, so the leadership goes back and forth between two
     replicas that each come back alone while the other is down -- KIP-279's fast failover, where
-    each election is unclean if the settings allow it (else the wait for it times out and the
-    package heals)."""
+    each election is unclean, so it is planned only where they may happen (or it is unknown)."""
     p = partition_of(rng, context)
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 and context.unclean_election is not False:  # its elections are all unclean
         return _ping_pong(rng, context, p)
     crashes = rng.randint(2, min(4, max(2, context.replication_factor)))
     steps: list[Step] = []
@@ -274,7 +270,8 @@ def metadata_delay_leader_moves(rng: random.Random, context: PackageContext) -> 
 
 def rolling_restart(rng: random.Random, context: PackageContext) -> list[Step]:
     """Half the draws crash each broker (kill), the other half shut each down cleanly, as an
-    operator's rolling restart does (``shutdown``: the leaderships move before the broker goes)."""
+    operator's rolling restart does (``shutdown``: the leaderships move before the broker goes);
+    then, as the operator (or ``auto.leader.rebalance.enable``) does, the preferred leaders elected."""
     p, order, stop = partition_of(rng, context), list(context.brokers), rng.choice(("kill", "shutdown"))
     rng.shuffle(order)
     steps: list[Step] = []
@@ -285,6 +282,8 @@ def rolling_restart(rng: random.Random, context: PackageContext) -> list[Step]:
             {"wait": "answers", "node": node, "timeout": 20},
             {"wait": "caught-up", "partition": p, "timeout": 60},
         ]
+    if context.metadata_delay:  # the same fact: a controller node of its own, to ask for elections
+        steps.append({"fault": "elect-preferred", "nodes": list(context.brokers)})
     return steps
 
 

@@ -456,7 +456,8 @@ def schedule(
         if fault in CRASH_ROLES:  # its victim drawn; the workload starts the successor itself
             yield PlannedStep(now, now, fault, "client", params=_drawn_params(fault, rng))
             continue
-        duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng)
+        # A kind without a heal (elect-preferred) does its whole change in its op: no duration drawn.
+        duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng) if fault in HEALS else 0.0
         target = rng.choice(kinds if fault == PARTITION else targets)
         step = PlannedStep(now, now + duration, fault, target, params=_drawn_params(fault, rng))
         if target in LEADER_DEPENDENT:

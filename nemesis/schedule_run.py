@@ -31,6 +31,7 @@ from typing import Protocol
 from nemesis.client_crash import run_crash
 from nemesis.client_crash_plan import CRASH_ROLES
 from nemesis.consumer_churn import ConsumerChurn, run_churn
+from nemesis.fault_kinds import HEALS
 from nemesis.nemesis_config import NemesisConfig
 from nemesis.package_run import PackageNemesis, run_package
 from nemesis.plan import PlannedStep, TopicPartition
@@ -86,7 +87,7 @@ def follow_schedule(
         completion, resolved = nemesis.execute_step(step, from_schedule=True)
         if completion is None:
             return
-        if completion.type == "fail":
+        if completion.type == "fail" or step.fault not in HEALS:  # certainly nothing, or nothing to heal
             continue
         if not wait_until(started + step.heal_at_seconds, stop_event, no_new_steps):
             return

@@ -53,9 +53,10 @@ OPENERS = {fault: heal for fault, heal in HEALS.items() if fault != PARTITION}
 PARTITION_HEAL = HEALS[PARTITION]
 PACKAGE = PACKAGE_OP
 HEAL_STEPS = {*OPENERS.values(), PARTITION_HEAL}
-SELF_HEALING = frozenset(names_drawn_as("workload"))
-"""Faults of the workload's clients (``consumer-churn``, ``client-crash``): one step each, a unit of
-its own with no node and no heal (the op did the whole change)."""
+WORKLOAD_FAULTS = frozenset(names_drawn_as("workload"))
+SELF_HEALING = WORKLOAD_FAULTS | {name for name in names_drawn_as("node-target") if name not in HEALS}
+"""Faults of the workload's clients (``consumer-churn``, ``client-crash``) and node faults without a
+heal (``elect-preferred``): one step each, a unit of its own with no heal (the op did the whole change)."""
 MIN_SLEEP_SECONDS = 0.25
 RENAMED_KEYS = (*NODE_KEYS, "nodes")
 """The step keys whose values name nodes (besides ``bind`` and ``grudge``): a package's aliases in
@@ -103,7 +104,7 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
             steps.append({"fault": PARTITION, "grudge": grudge, "kind": str(value.get("kind", "recorded"))})
         elif op.f == PARTITION_HEAL:
             steps.append({"fault": PARTITION_HEAL})
-        elif op.f in SELF_HEALING:
+        elif op.f in WORKLOAD_FAULTS:  # no node: the workload's victim is in its params
             steps.append({"fault": op.f, **_recorded_params(op.f, value)})
         elif op.f in OPENERS and value.get("target") == "leader" and "leader_of" in value and len(nodes) == 1:
             aliases += 1
@@ -119,10 +120,21 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
     return steps
 
 
-RECORDED_PARAMS = ("rate_kbit", "requests", "offset_s", "op", "errno", "files", "delay_ms", "stop", "pick")
+RECORDED_PARAMS = (
+    "rate_kbit",
+    "requests",
+    "offset_s",
+    "op",
+    "errno",
+    "files",
+    "delay_ms",
+    "stop",
+    "pick",
+    "controlled",
+)
 """Step parameters a fault's op records in its value, kept in its step so a replay injects the
 same fault (a slow link's rate, the requests a hold held, a clock's offset, a disk fault's rule,
-a churn's or a client crash's victim)."""
+a churn's or a client crash's victim, whether a shutdown was controlled)."""
 
 
 def _recorded_params(f: str, value: dict[str, Any]) -> Step:

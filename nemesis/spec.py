@@ -72,7 +72,7 @@ from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
 from nemesis.fault_kinds import SHUTDOWN as SHUTDOWN
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
 from nemesis.fault_kinds import names_drawn_as
-from nemesis.membership_kinds import DECOMMISSION
+from nemesis.membership_kinds import DECOMMISSION, ELECT_PREFERRED
 
 NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
 """Faults that act on a set of brokers chosen by a target (:mod:`nemesis.fault_kinds` declares them)."""
@@ -128,7 +128,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         ISOLATE_FOLLOWERS_LOSE_LEADER: frozenset({PARTITION, KILL}),
         POWER_LOSS_FOLLOWER_LEADER_CRASH: frozenset({POWER_LOSS, KILL}),
         METADATA_DELAY_LEADER_MOVES: frozenset({METADATA_DELAY, KILL}),
-        ROLLING_RESTART: frozenset({KILL, SHUTDOWN}),
+        ROLLING_RESTART: frozenset({KILL, SHUTDOWN, ELECT_PREFERRED}),
         OVERLAPPING_FAULTS: frozenset({PAUSE, KILL, PARTITION, METADATA_DELAY}),
         STALE_LEADER_LAGGING_JOINER: frozenset({KILL, SHUTDOWN, PARTITION, SLOW_LINK}),
         LAST_REPLICA_STANDING: frozenset({PARTITION, KILL, POWER_LOSS}),

@@ -193,6 +193,7 @@ def _nemesis_for(
                 workload=workload,
                 isr_lag_seconds=spec.isr_lag_seconds(),
                 unclean_restart_keeps_isr=spec.unclean_restart_keeps_isr(),
+                unclean_election=spec.unclean_election(),
                 group=spec.workload.group,
             ),
         )

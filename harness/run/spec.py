@@ -237,6 +237,11 @@ class TestSpec:
         value = self.effective_settings().get("eligible.leader.replicas.enable")
         return None if value is None else value == "false"
 
+    def unclean_election(self) -> bool | None:
+        """``unclean.leader.election.enable`` in force; None where it is not known."""
+        value = self.effective_settings().get("unclean.leader.election.enable")
+        return None if value is None else value == "true"
+
     def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:
         """For a scenario run, what in ``results`` contradicts the scenario's expected verdict
         under this run's effective settings (``[]``: as expected); None for a random-nemesis run."""

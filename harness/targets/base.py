@@ -88,6 +88,8 @@ class TargetSpec(Protocol):
 
     def unclean_restart_keeps_isr(self) -> bool | None: ...
 
+    def unclean_election(self) -> bool | None: ...
+
 
 @runtime_checkable
 class Target(Protocol):

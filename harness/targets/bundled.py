@@ -91,6 +91,7 @@ class BundledTarget(ContainerTarget):
             markers=True,
             isr_lag_seconds=spec.isr_lag_seconds(),
             unclean_restart_keeps_isr=spec.unclean_restart_keeps_isr(),
+            unclean_election=spec.unclean_election(),
             client_crash=spec.workload.client_processes and spec.workload.producers > 0,
             consumer_crash=spec.workload.client_processes
             and spec.workload.consumers > 0

@@ -47,6 +47,10 @@ DISK_ERROR: Final = "disk-error"
 SLOW_DISK: Final = "slow-disk"
 ONE_WAY: Final = "one-way"
 DECOMMISSION: Final = "decommission"
+ELECT_PREFERRED: Final = "elect-preferred"
+MOMENTARY_KINDS: Final[frozenset[str]] = frozenset({ELECT_PREFERRED})
+"""Node faults without a heal (the op does the whole change): each one's window is its op, from
+invoke to completion."""
 
 HEALS: Mapping[str, str] = MappingProxyType(
     {
@@ -199,7 +203,9 @@ def fault_windows(events: Iterable[NemesisEvent], *, announced_only: bool = Fals
 
     chosen = [e for e in events if e.announced or not announced_only]
     for event in sorted(chosen, key=lambda e: e.completed_ns if e.completed_ns is not None else e.invoked_ns):
-        if event.f in FAULT_KINDS and event.outcome != "fail":
+        if event.f in MOMENTARY_KINDS and event.outcome != "fail":
+            close(event, event.completed_ns, None)
+        elif event.f in FAULT_KINDS and event.outcome != "fail":
             open_faults.append((event, set(event.nodes)))
         elif event.f in HEAL_KINDS and event.outcome in ("ok", "info") and event.completed_ns is not None:
             healed = set(event.nodes)

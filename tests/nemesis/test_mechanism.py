@@ -828,3 +828,25 @@ def test_wind_down_starts_nothing_new_and_leaves_a_fault_in_effect_to_heal_all(
     assert nemesis.active_faults() != []
     assert [op.f for op in nemesis.heal_all()][-1] == "start"
     assert all(remote.state == "running" for remote in cluster.remotes.values())
+
+
+def test_a_fault_without_a_heal_runs_its_act_and_leaves_nothing_in_effect(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+
+    class Members:
+        def elect_preferred(self, node: str) -> None:
+            asked.append(node)
+
+    monkeypatch.setattr(broker_acts.BrokerActs, "_members", lambda self: Members())
+    nemesis, _, ops = make(recorded, NemesisSpec(faults=("elect-preferred",)))
+    done = nemesis.apply(FaultStep("elect-preferred", ("n1", "n3")))
+    assert (done.type, sorted(asked)) == ("ok", ["n1", "n3"])
+    assert nemesis.active_faults() == [], "nothing to heal: heal-all owes it nothing"
+    assert [(op.f, op.type) for op in ops] == [("elect-preferred", "invoke"), ("elect-preferred", "ok")]
+    healed = {op.f for op in nemesis.heal_all()}  # its usual sweep (heal, resume), nothing for the election
+    assert not healed & {"start", "recommission", "elect-preferred"} and healed <= {"heal", "resume"}
+    rows = [NemesisRow(op.index, op.time, op.type, op.f, op.value, op.error) for op in ops[:2]]
+    [window] = fault_windows(nemesis_events(rows))  # the report shades its op, invoke to completion
+    assert (window.kind, window.start_ns, window.end_ns) == ("elect-preferred", ops[0].time, ops[1].time)

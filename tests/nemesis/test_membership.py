@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-from nemesis.membership import Membership, moved_away
+from nemesis.membership import Membership, moved_away, preferred_of
 from nemesis.packages import PackageContext, PackageError, plan_package
 
 
@@ -135,3 +135,15 @@ def test_the_package_needs_a_controller_node() -> None:
     context = PackageContext(("n1", "n2", "n3"), 1, 3, metadata_delay=False)
     with pytest.raises(PackageError, match="needs a controller node"):
         plan_package("decommission-leader-crash", random.Random(1), context)
+
+
+def test_elect_preferred_asks_for_the_partitions_whose_first_replica_is_the_node_and_moves_nothing(
+    admin: FakeAdmin,
+) -> None:
+    assert preferred_of({("t", 0): [1, 2, 3], ("t", 1): [2, 3, 1], ("u", 4): [1]}, 1) == {"t": [0], "u": [4]}
+    assert preferred_of({("t", 0): [2, 1]}, 1) == {}
+    members = Membership(FakeCluster(), timeout=1.0)  # type: ignore[arg-type]
+    assert members.elect_preferred("n3") == {"t": [2]}  # t: [1,2,3], [2,3,4], [3,4,1]
+    assert admin.elected == [{"t": [2]}] and admin.altered == [] and admin.closed == 1
+    members.elect_preferred("n4")  # the preferred replica of nothing: no election asked
+    assert admin.elected == [{"t": [2]}] and admin.closed == 2

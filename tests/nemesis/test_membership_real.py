@@ -1,4 +1,5 @@
-"""``decommission`` and ``recommission`` on real brokers (Docker), under the queue workload's load.
+"""``decommission``, ``recommission`` and ``elect-preferred`` on real brokers (Docker), under the
+queue workload's load.
 
 Four brokers, the workload's topic at replication factor 3.  The leader of partition 0 is
 decommissioned: each of its replicas is reassigned to the broker outside the set, in its place
@@ -83,3 +84,43 @@ def test_decommissioning_the_leader_under_load_loses_nothing(image: str, tmp_pat
         if line.get("type") == "record" and line["partition"] == 0 and line["topic"] == spec.topic
     }
     assert acked <= held, sorted(acked - held)[:10]
+
+
+ELECTION: dict[str, Any] = {
+    "name": "elect-the-preferred-leader-under-load",
+    "step": [
+        {"wait": "caught-up"},
+        {"bind": {"L": "leader-of:0"}},  # at creation the leader is the preferred (first) replica
+        {"fault": "kill", "node": "L"},
+        {"wait": "leader-is-not", "node": "L", "partition": 0, "timeout": 30},
+        {"fault": "start", "node": "L"},
+        {"wait": "in-isr", "node": "L", "partition": 0, "timeout": 60},
+        {"fault": "elect-preferred", "node": "L"},
+        {"wait": "leader-is", "node": "L", "partition": 0, "timeout": 30},
+    ],
+}
+
+
+def test_a_preferred_leader_election_under_load_hands_the_leadership_back_and_loses_nothing(
+    image: str, tmp_path: Path
+) -> None:
+    """The leader is killed, comes back and catches up; ``elect-preferred`` then moves the
+    leadership back to it from a live leader, as Kafka's auto leader rebalance does.  Read off the
+    run: valid, the op ok and its window in the history, the controller's ``preferred-election``
+    of partition 0 to L from the leader that had it."""
+    spec = TestSpec(name="elect-preferred").with_scenario(parse_scenario(ELECTION, "election scenario"))
+    outcome = run_test(spec, tmp_path / "store")
+    assert outcome.results is not None, outcome.problems
+    assert outcome.results["valid"] is True, json.dumps(outcome.results["anomalies"])[:2000]
+    lines = (outcome.run_dir / "history.jsonl").read_text().splitlines()
+    history = [op for op in map(json.loads, lines) if "f" in op]
+    elections = [op for op in history if op["f"] == "elect-preferred"]
+    assert [op["type"] for op in elections] == ["invoke", "ok"]
+    [preferred] = elections[0]["value"]["nodes"]
+    node_id = int(preferred.lstrip("n"))
+    moved = [
+        e
+        for e in controller_events(outcome.run_dir)
+        if e["kind"] == "preferred-election" and e["partition"] == 0
+    ]
+    assert len(moved) == 1 and moved[0]["new_leader"] == node_id != moved[0]["old_leader"], moved

@@ -82,6 +82,8 @@ def in_effect_after(steps: tuple[dict[str, Any], ...]) -> set[str]:
         fault = step.get("fault")
         if fault is None or fault in names_drawn_as("workload"):  # heals itself (a client crash)
             continue
+        if fault in names_drawn_as("node-target") and fault not in HEALS:  # elect-preferred: nothing to heal
+            continue
         nodes = step.get("nodes") or ([step["node"]] if "node" in step else ["*"])
         if fault == "partition":
             active.add("partition")
@@ -306,7 +308,9 @@ def test_a_rolling_restart_crashes_or_cleanly_stops_every_broker_in_turn_each_dr
     ways = set()
     for seed in range(20):
         steps = plan_package("rolling-restart", random.Random(seed), CONTEXTS[0])
-        faults = [(step["fault"], step["node"]) for step in steps if "fault" in step]
+        # Last, with a controller to ask, the leaderships go back to their preferred replicas.
+        assert steps[-1] == {"fault": "elect-preferred", "nodes": list(CONTEXTS[0].brokers)}
+        faults = [(step["fault"], step["node"]) for step in steps[:-1] if "fault" in step]
         stops = {fault for fault, _ in faults[::2]}
         assert len(stops) == 1 and stops <= {"kill", "shutdown"}, faults  # one way per draw
         ways |= stops
@@ -569,6 +573,12 @@ def test_leader_crash_storm_also_sends_the_leadership_back_and_forth_between_two
         steps = plan_package("leader-crash-storm", random.Random(seed), two_replicas)
         assert not any("produce" in step for step in steps)
         assert not any(step.get("nodes") == ["O2"] for step in steps)
+    # Every election of the exchange is unclean: where they cannot happen it is not planned (in the
+    # nightly profile 5 of 9 draws ended at "leader-is" that way), where they may it is.
+    for unclean, expected in ((False, {False}), (True, {True, False})):
+        allowed = dataclasses.replace(context, unclean_election=unclean)
+        plans = [plan_package("leader-crash-storm", random.Random(seed), allowed) for seed in range(40)]
+        assert {"A" in steps[0]["bind"] for steps in plans} == expected
 
 
 def test_whole_cluster_crash_takes_every_broker_down_at_once_in_each_of_its_three_forms() -> None:

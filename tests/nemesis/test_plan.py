@@ -382,3 +382,18 @@ def test_a_weighted_name_is_drawn_as_often_as_its_weight_says_and_weights_of_one
     assert first(dataclasses.replace(uniform, weights=(("kill", 1),))) == first(uniform), (
         "a mix whose weights are all 1 keeps the seed's schedule of a mix without weights"
     )
+
+
+def test_a_fault_without_a_heal_is_scheduled_with_no_duration() -> None:
+    # elect-preferred does its whole change in its op: its heal time is its start, so the next
+    # quiet period starts right after it, and no duration is drawn for it.
+    steps = first(NemesisSpec(faults=("elect-preferred", "kill"), seed=7))
+    elections = [step for step in steps if step.fault == "elect-preferred"]
+    kills = [step for step in steps if step.fault == "kill"]
+    assert elections and kills
+    assert all(
+        step.heal_at_seconds == step.at_seconds and (step.nodes or step.leader_of) for step in elections
+    )
+    assert all(step.heal_at_seconds > step.at_seconds for step in kills)
+    with pytest.raises(ValueError, match="no heal op"):
+        _ = elections[0].heal_f

@@ -267,3 +267,22 @@ def test_a_wait_on_a_partitions_victim_goes_with_the_partition() -> None:
     labels = units_of(steps)
     assert labels[2] == labels[1] is not None
     assert [step for step in without_units(steps, {labels[1]})] == [steps[0]]
+
+
+def test_a_fault_without_a_heal_keeps_its_node_and_is_a_unit_of_its_own() -> None:
+    # elect-preferred does its whole change in its op: nothing heals it, and a shrink may drop it.
+    history = History()
+    history.pair(10.0, "kill", {"nodes": ["n2"], "target": "one"})
+    history.pair(12.0, "elect-preferred", {"nodes": ["n1", "n3"], "target": "minority"})
+    history.pair(14.0, "start", {"nodes": ["n2"]})
+    history.pair(16.0, "shutdown", {"nodes": ["n3"], "target": "one", "controlled": False})
+    steps = timeline_steps(history.ops)
+    faults = [step for step in steps if "fault" in step]
+    assert faults[1] == {"fault": "elect-preferred", "nodes": ["n1", "n3"]}
+    assert faults[3] == {"fault": "shutdown", "node": "n3", "controlled": False}  # a replay stops it alike
+    parse_scenario({"name": "x", "step": steps}, "test")
+    labels = units_of(steps)
+    elect = labels[steps.index(faults[1])]
+    assert elect is not None and labels.count(elect) == 1
+    assert fault_count(steps) == 3
+    assert {"fault": "elect-preferred", "nodes": ["n1", "n3"]} not in without_units(steps, {elect})

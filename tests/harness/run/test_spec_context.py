@@ -29,3 +29,12 @@ def test_whether_a_crashed_broker_keeps_its_isr_memberships_follows_the_elr_in_f
     context = without_elr.package_context()
     assert context is not None and context.unclean_restart_keeps_isr is True
     assert TestSpec(name="q", target="tansu").unclean_restart_keeps_isr() is None
+
+
+def test_whether_unclean_elections_may_happen_is_the_setting_in_force() -> None:
+    assert TestSpec(name="q").unclean_election() is False
+    allowed = TestSpec(name="q", settings={"unclean.leader.election.enable": "true"})
+    assert allowed.unclean_election() is True
+    context = allowed.package_context()
+    assert context is not None and context.unclean_election is True
+    assert TestSpec(name="q", target="tansu").unclean_election() is None
