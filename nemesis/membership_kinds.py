@@ -3,11 +3,12 @@
 
 ``decommission`` takes one or more brokers' replicas away by partition reassignment (KIP-455)
 under load; ``recommission`` moves them back, waits for the moves, and elects the preferred
-leaders.  ``elect-preferred`` is that election alone: the leaderships whose preferred replica is the
-broker move back to it while their current leaders are alive and serving (what Kafka's
-``auto.leader.rebalance.enable`` does every few minutes, and operators after a rolling restart); it
-leaves nothing to heal.  Both go through a real admin client to the cluster's controller, so they need a cluster
-with a controller of its own that implements reassignment (the bundled broker's; Kafka's too).
+leaders.  ``elect-preferred`` is that election alone: the leaderships whose preferred replica is
+the broker move back to it while their current leaders are alive and serving (what Kafka's
+``auto.leader.rebalance.enable`` does every few minutes, and operators after a rolling restart);
+it leaves nothing to heal.  All three go through a real admin client to the cluster's controller,
+so they need a cluster with a controller of its own that implements reassignment and elections
+(the bundled broker's; Kafka's too).
 """
 
 from __future__ import annotations

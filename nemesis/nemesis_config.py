@@ -70,10 +70,10 @@ class NemesisConfig:
     workload: object | None = None
     isr_lag_seconds: float | None = None
     unclean_restart_keeps_isr: bool | None = None
-    unclean_election: bool | None = None
-    """``unclean.leader.election.enable``, where known (:attr:`nemesis.package_context.PackageContext.unclean_election`)."""
     """Whether a broker back from a crash keeps its ISR memberships, where known
     (:attr:`nemesis.package_context.PackageContext.unclean_restart_keeps_isr`)."""
+    unclean_election: bool | None = None
+    """``unclean.leader.election.enable``, where known (:attr:`nemesis.package_context.PackageContext.unclean_election`)."""
     group: str | None = None
 
 

@@ -234,12 +234,17 @@ class TestSpec:
     def unclean_restart_keeps_isr(self) -> bool | None:
         """Whether a broker back from a crash keeps its ISR memberships: the bundled broker's
         ``eligible.leader.replicas.enable`` in force, negated; None where it is not known."""
-        value = self.effective_settings().get("eligible.leader.replicas.enable")
-        return None if value is None else value == "false"
+        elr = self._switch("eligible.leader.replicas.enable")
+        return None if elr is None else not elr
 
     def unclean_election(self) -> bool | None:
         """``unclean.leader.election.enable`` in force; None where it is not known."""
-        value = self.effective_settings().get("unclean.leader.election.enable")
+        return self._switch("unclean.leader.election.enable")
+
+    def _switch(self, key: str) -> bool | None:
+        """A true/false setting in force; None where the target does not say (tansu, or an
+        external cluster the run did not ``--set`` it for)."""
+        value = self.effective_settings().get(key)
         return None if value is None else value == "true"
 
     def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:
