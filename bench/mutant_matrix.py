@@ -38,6 +38,8 @@ class Row:
     """Whether a client-side check (no event logs) found it within the budget (None: unknown)."""
     client_seconds: float | None = None
     """Time to the first run a client-side check flagged."""
+    hunt: str = ""
+    """The profile's ``[[hunt]]`` it was hunted with (a baseline row is that hunt's baseline)."""
 
     @property
     def is_baseline(self) -> bool:
@@ -77,6 +79,8 @@ def row_from_record(
     title: str,
     record: Mapping[str, Any] | None,
     results: Callable[[Path], Mapping[str, Any] | None] = read_results,
+    *,
+    hunt: str = "",
 ) -> Row:
     """The matrix row of one hunt from its record (``hunt.json`` plus ``directory``; None: the
     hunt process failed).  Detection is the hunt's first invalid run, whichever check flagged it;
@@ -84,34 +88,47 @@ def row_from_record(
     client-side check flagged, see :data:`CLIENT_SIDE_CHECKS`).  The time to a first invalid run
     that did not end the hunt is the sum of the run times before and including it."""
     if record is None:
-        return Row(mutant, title, None, None, 0, 0, (), None, "the hunt process failed (output above)")
+        return Row(
+            mutant, title, None, None, 0, 0, (), None, "the hunt process failed (output above)", hunt=hunt
+        )
     runs: list[Mapping[str, Any]] = list(record.get("runs", []))
     client_dir = record.get("first_invalid")
     client_seconds = record.get("seconds_to_first_anomaly")
     unknown = sum(1 for run in runs if run.get("verdict") not in (True, False))
     problem = None if record.get("finished", True) else "the hunt was interrupted"
     position = next((number for number, run in enumerate(runs) if run.get("verdict") is False), None)
-    client = {
-        "client_detected": client_dir is not None,
-        "client_seconds": float(client_seconds) if client_seconds is not None else None,
-    }
+    seconds_to_client = float(client_seconds) if client_seconds is not None else None
+    client_detected = client_dir is not None
     if position is None:
-        return Row(
-            mutant, title, False, None, len(runs), unknown, (), record.get("directory"), problem, **client
+        no_find = Row(mutant, title, False, None, len(runs), unknown, (), record.get("directory"), problem)
+        return dataclasses.replace(
+            no_find, client_detected=client_detected, client_seconds=seconds_to_client, hunt=hunt
         )
     first = runs[position]
     first_dir = str(first.get("run_dir"))
     if first_dir == client_dir:
-        seconds = client["client_seconds"]
+        seconds = seconds_to_client
     else:
         seconds = round(sum(float(run.get("seconds") or 0.0) for run in runs[: position + 1]), 1)
     anomalies = describe_anomalies(dict(first.get("anomalies", {})), results(Path(first_dir)))
-    return Row(mutant, title, True, seconds, len(runs), unknown, anomalies, first_dir, problem, **client)
+    found = Row(mutant, title, True, seconds, len(runs), unknown, anomalies, first_dir, problem)
+    return dataclasses.replace(
+        found, client_detected=client_detected, client_seconds=seconds_to_client, hunt=hunt
+    )
 
 
 # ---- the matrix -------------------------------------------------------------------------------
 
-COLUMNS = ("mutant", "detected", "time to detection", "client-side only", "runs", "anomaly", "run dir")
+COLUMNS = (
+    "mutant",
+    "hunt",
+    "detected",
+    "time to detection",
+    "client-side only",
+    "runs",
+    "anomaly",
+    "run dir",
+)
 
 
 def _cells(row: Row) -> tuple[str, ...]:
@@ -130,6 +147,7 @@ def _cells(row: Row) -> tuple[str, ...]:
         client = "not found"
     return (
         row.mutant,
+        row.hunt or "-",
         detected,
         f"{seconds / 60:.1f} min" if seconds is not None else "-",
         client,
@@ -140,10 +158,12 @@ def _cells(row: Row) -> tuple[str, ...]:
 
 
 def format_matrix(rows: Iterable[Row]) -> str:
-    """The detection matrix as a fixed-width text table, baseline first, then a summary line, the
-    rows' problems, and -- when the baseline found an anomaly -- a banner saying the matrix cannot
-    be trusted."""
-    ordered = sorted(rows, key=lambda row: not row.is_baseline)
+    """The detection matrix as a fixed-width text table, grouped by hunt (in the order the rows
+    name them), each hunt's baseline first, then a summary line, the rows' problems, and -- when a
+    baseline found an anomaly -- a banner saying the matrix cannot be trusted."""
+    rows = list(rows)
+    hunt_order = {hunt: index for index, hunt in enumerate(dict.fromkeys(row.hunt for row in rows))}
+    ordered = sorted(rows, key=lambda row: (hunt_order[row.hunt], not row.is_baseline))
     table = [COLUMNS, *(_cells(row) for row in ordered)]
     widths = [max(len(line[column]) for line in table) for column in range(len(COLUMNS))]
     lines = [
@@ -169,20 +189,20 @@ def format_matrix(rows: Iterable[Row]) -> str:
         lines += [
             "",
             banner,
-            "!!! FALSE POSITIVE: the UNMUTATED broker gave an anomaly under this profile and budget.",
+            "!!! FALSE POSITIVE: the UNMUTATED broker gave an anomaly under this profile, hunt and budget.",
             "!!! Every detection above is suspect until the baseline is clean: read its run directory.",
             banner,
         ]
     return "\n".join(lines)
 
 
-def matrix_json(
-    rows: Iterable[Row], profile: Path, hunt_key: str, budget_seconds: float, store: Path
-) -> dict[str, Any]:
-    """The matrix as written by ``--json``: the set-up, then one object per row."""
+def matrix_json(rows: Iterable[Row], profile: Path, budget_seconds: float, store: Path) -> dict[str, Any]:
+    """The matrix as written by ``--json``: the set-up (with the hunts the rows name, in order),
+    then one object per row."""
+    rows = list(rows)
     return {
         "profile": str(profile),
-        "hunt": hunt_key,
+        "hunts": list(dict.fromkeys(row.hunt for row in rows)),
         "budget_seconds": budget_seconds,
         "store": str(store),
         "rows": [

@@ -20,10 +20,13 @@ every patch in turn, the bench
 3. removes the scratch copy (also after an error or Ctrl-C, once the processes it started have
    stopped).
 
-The hunt is the first ``[[hunt]]`` table of the ``--profile`` campaign file, or the one ``--hunt``
-names (:func:`harness.run.campaign.load_campaign`; the nightly profile has one hunt per fault surface,
-and a mutant is hunted with the one that reaches it -- ``bench/mutants/README.md``): its test spec (settings, workload, fault mix) as
-planned there, under the bench's ``--budget`` instead of the table's own.  A hunt stops at its
+Each mutant is hunted with the ``[[hunt]]`` table of the ``--profile`` campaign file that its patch's
+``Hunt:`` header names (:func:`harness.run.campaign.load_campaign`; the nightly profile has one hunt
+per fault surface, and the patch is the one place that says which reaches it), or with the one
+``--hunt`` names for all of them: its test spec (settings, workload, fault mix) as planned there,
+under the bench's ``--budget`` instead of the table's own.  The unmutated broker is hunted once per
+hunt the selected mutants use, before them (``--only none``: the first hunt, or ``--hunt``'s), so
+every detection has a clean baseline under the same mix beside it.  A hunt stops at its
 first run that a client-side check flagged (:data:`CLIENT_SIDE_CHECKS`); a run before it that
 only the white-box invariant checks (the brokers' event logs) flagged counts as a detection too,
 so each row gives the time to detection with the invariant checks and without them.
@@ -74,6 +77,7 @@ REPO = Path(__file__).resolve().parent.parent
 MUTANT_DIRECTORY = REPO / "bench" / "mutants"
 DEFAULT_PROFILE = REPO / "harness" / "run" / "campaigns" / "nightly.toml"
 TITLE_FIELD = "Title:"
+HUNT_FIELD = "Hunt:"
 CLIENT_SIDE_CHECKS = tuple(check for check in ALL_CHECKS if check not in INVARIANT_CHECKS)
 """What the checker finds without the brokers' event logs.  A hunt ends only at a run that
 reports one of these, so a run that only the white-box invariant checks flagged is recorded and
@@ -115,42 +119,52 @@ class BenchError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Mutant:
-    """One patch of ``bench/mutants``: its file name without ``.patch``, path and header title."""
+    """One patch of ``bench/mutants``: its file name without ``.patch``, path, header title, and the
+    name of the profile's ``[[hunt]]`` that reaches it (its ``Hunt:`` header)."""
 
     name: str
     path: Path
     title: str
+    hunt: str
 
 
 # ---- patches ----------------------------------------------------------------------------------
 
 
-def read_title(text: str) -> str | None:
-    """The ``Title:`` of a patch's header (the lines before its first ``diff --git``, which
-    ``git apply`` ignores), or None when the header names none."""
+def read_field(text: str, field: str) -> str | None:
+    """The one-line value of ``field`` (``"Title:"``, ``"Hunt:"``) in a patch's header (the lines
+    before its first ``diff --git``, which ``git apply`` ignores), or None when the header has no
+    such line with a value."""
     for line in text.splitlines():
         if line.startswith(DIFF_START):
             break
-        if line.startswith(TITLE_FIELD) and line[len(TITLE_FIELD) :].strip():
-            return line[len(TITLE_FIELD) :].strip()
+        if line.startswith(field) and line[len(field) :].strip():
+            return line[len(field) :].strip()
     return None
+
+
+def read_title(text: str) -> str | None:
+    """The ``Title:`` of a patch's header, or None when the header names none."""
+    return read_field(text, TITLE_FIELD)
 
 
 def discover(directory: Path = MUTANT_DIRECTORY) -> list[Mutant]:
     """Every ``*.patch`` in ``directory``, in file-name order (``NN-`` prefixes set the order).
 
-    A patch without a title or without any ``diff --git`` section is an error, not skipped: a
-    bench that silently ran fewer mutants would report a better hunt than it measured.
+    A patch without a title, without a hunt or without any ``diff --git`` section is an error, not
+    skipped: a bench that silently ran fewer mutants, or hunted one with a mix that cannot reach it,
+    would report a different hunt than it measured.
     """
     mutants = []
     for path in sorted(directory.glob("*.patch")):
         text = path.read_text(encoding="utf-8")
-        title = read_title(text)
-        if title is None:
-            raise BenchError(f"{path}: the header names no title (a {TITLE_FIELD!r} line before the diff)")
+        fields = {field: read_field(text, field) for field in (TITLE_FIELD, HUNT_FIELD)}
+        for field, value in fields.items():
+            if value is None:
+                raise BenchError(f"{path}: the header has no {field!r} line before the diff")
         if not any(line.startswith(DIFF_START) for line in text.splitlines()):
             raise BenchError(f"{path}: no {DIFF_START.strip()!r} section: not a git patch")
-        mutants.append(Mutant(path.stem, path, title))
+        mutants.append(Mutant(path.stem, path, str(fields[TITLE_FIELD]), str(fields[HUNT_FIELD])))
     if not mutants:
         raise BenchError(f"{directory}: no *.patch files")
     return mutants
@@ -331,17 +345,60 @@ def _interrupt(signum: int, frame: object) -> None:
 # ---- main ---------------------------------------------------------------------------------------
 
 
-def pick_hunt(hunts: Sequence[PlannedHunt], name: str, profile: Path) -> PlannedHunt:
+def pick_hunt(hunts: Sequence[PlannedHunt], name: str, profile: Path, where: str = "--hunt") -> PlannedHunt:
     """The hunt named ``name`` (its ``name`` key), or the first when ``name`` is empty; a name the
-    profile lacks is a one-line error listing the ones it has."""
+    profile lacks is a one-line error naming ``where`` it was asked for and the hunts it has."""
     if not name:
         return hunts[0]
     for hunt in hunts:
         if hunt.key == name:
             return hunt
     raise BenchError(
-        f"--hunt {name!r}: {profile} has no such [[hunt]] (it has: {', '.join(h.key for h in hunts)})"
+        f"{where} {name!r}: {profile} has no such [[hunt]] (it has: {', '.join(h.key for h in hunts)})"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedStep:
+    """One hunt of the bench: a mutant (``patch``) or the baseline (no patch) under ``hunt``."""
+
+    name: str
+    title: str
+    patch: Path | None
+    hunt: PlannedHunt
+
+
+def plan_steps(
+    mutants: Sequence[Mutant],
+    hunts: Sequence[PlannedHunt],
+    profile: Path,
+    *,
+    override: str = "",
+    baseline: bool = True,
+) -> list[PlannedStep]:
+    """The bench's hunts in order: per hunt the mutants use (in the profile's order), the baseline
+    under it first, then its mutants in file order.  Each mutant gets its ``Hunt:`` header's hunt,
+    or ``override``'s when given; with no mutant, the baseline alone under ``override``'s hunt or
+    the profile's first.  A hunt the profile lacks is a BenchError naming the patch."""
+    if override:
+        chosen = pick_hunt(hunts, override, profile)
+        assigned = [(mutant, chosen) for mutant in mutants]
+    else:
+        assigned = [
+            (mutant, pick_hunt(hunts, mutant.hunt, profile, where=f"{mutant.path.name}: Hunt:"))
+            for mutant in mutants
+        ]
+    used = {hunt.key for _, hunt in assigned} or {pick_hunt(hunts, override, profile).key}
+    steps = []
+    for hunt in (hunt for hunt in hunts if hunt.key in used):
+        if baseline:
+            steps.append(PlannedStep(BASELINE, "the unmutated broker", None, hunt))
+        steps += [
+            PlannedStep(mutant.name, mutant.title, mutant.path, hunt)
+            for mutant, its_hunt in assigned
+            if its_hunt.key == hunt.key
+        ]
+    return steps
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -367,7 +424,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--hunt",
         default="",
         metavar="NAME",
-        help="the profile's [[hunt]] of this name (default: its first)",
+        help="hunt every mutant with the profile's [[hunt]] of this name (default: each patch's Hunt: header)",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the matrix to FILE as JSON")
     return parser.parse_args(argv)
@@ -379,9 +436,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         budget = parse_duration(args.budget)
         campaign = load_campaign(args.profile)
         if not campaign.hunts:
-            raise BenchError(f"{args.profile}: no [[hunt]] table; the bench hunts with the first one")
-        planned = pick_hunt(campaign.hunts, args.hunt, args.profile)
+            raise BenchError(f"{args.profile}: no [[hunt]] table; the bench hunts with its hunts")
         mutants = select(discover(), args.only)
+        plan = plan_steps(
+            mutants, campaign.hunts, args.profile, override=args.hunt, baseline=not args.skip_baseline
+        )
         with tempfile.TemporaryDirectory(prefix="tidemark-mutant-check-") as check:
             make_scratch_copy(Path(check))
             for mutant in mutants:
@@ -390,30 +449,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mutants: {error}", file=sys.stderr)
         return 2
     store = (args.store or Path(tempfile.mkdtemp(prefix="tidemark-mutants-"))).resolve()
-    spec = planned.spec
-    print(
-        f"mutants: hunt {planned.key!r} of {args.profile} ({', '.join(spec.nemesis.faults)}; settings "
-        f"{spec.settings or '{}'}), {budget / 60:g} min each; runs under {store}",
-        file=sys.stderr,
-    )
-    plan: list[tuple[str, str, Path | None]] = (
-        [] if args.skip_baseline else [(BASELINE, "the unmutated broker", None)]
-    )
-    plan += [(mutant.name, mutant.title, mutant.path) for mutant in mutants]
+    hunts = list({step.hunt.key: step.hunt for step in plan}.values())
+    for hunt in hunts:
+        print(
+            f"mutants: hunt {hunt.key!r} of {args.profile} ({', '.join(hunt.spec.nemesis.faults)}; "
+            f"settings {hunt.spec.settings or '{}'})",
+            file=sys.stderr,
+        )
+    print(f"mutants: {len(plan)} hunts of {budget / 60:g} min each; runs under {store}", file=sys.stderr)
     rows: list[Row] = []
     interrupted = False
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for name, title, patch in plan:
-            print(f"mutants: hunting on {name}: {title}", file=sys.stderr, flush=True)
+        for step in plan:
+            name, title, key = step.name, step.title, step.hunt.key
+            print(f"mutants: hunting on {name} with {key!r}: {title}", file=sys.stderr, flush=True)
             try:
-                record = run_hunt(spec, patch, store / name, budget)
+                record = run_hunt(step.hunt.spec, step.patch, store / key / name, budget)
             except (BenchError, OSError, subprocess.CalledProcessError) as error:
                 # The tree changed under the bench (a patch stopped applying) or a copy failed:
                 # this row has no answer, the others still do.
-                rows.append(Row(name, title, None, None, 0, 0, (), None, str(error)))
+                rows.append(Row(name, title, None, None, 0, 0, (), None, str(error), hunt=key))
                 continue
-            rows.append(row_from_record(name, title, record))
+            rows.append(row_from_record(name, title, record, hunt=key))
     except KeyboardInterrupt:
         interrupted = True
     print(format_matrix(rows))
@@ -421,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"(interrupted after {len(rows)} of {len(plan)} hunts)")
     if args.json:
         args.json.write_text(
-            json.dumps(matrix_json(rows, args.profile, planned.key, budget, store), indent=1),
+            json.dumps(matrix_json(rows, args.profile, budget, store), indent=1),
             encoding="utf-8",
         )
     if interrupted:

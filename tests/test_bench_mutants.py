@@ -81,6 +81,11 @@ def test_patch_header_names_a_title_and_its_exposure(patch: Path) -> None:
     text = patch.read_text(encoding="utf-8")
     header = text.split("diff --git ", 1)[0]
     assert bench.read_title(text), f"{patch.name}: no 'Title:' line before the diff"
+    hunts = {hunt.key for hunt in load_campaign(bench.DEFAULT_PROFILE).hunts}
+    hunt = bench.read_field(text, bench.HUNT_FIELD)
+    assert hunt in hunts, (
+        f"{patch.name}: 'Hunt: {hunt}' is not a [[hunt]] of the nightly profile {sorted(hunts)}"
+    )
     for field in ("Kafka analogue:", "What goes wrong:", "Exposed by:", "Anomalies:"):
         assert field in header, f"{patch.name}: the header does not say {field!r}"
 
@@ -124,18 +129,30 @@ def test_read_title_reads_the_header_only() -> None:
     assert bench.read_title("Title:  HW rule  \nKafka analogue: x\n\n" + DIFF) == "HW rule"
     assert bench.read_title("Kafka analogue: x\n" + DIFF + "Title: inside the diff\n") is None
     assert bench.read_title("Title:\n" + DIFF) is None
+    assert bench.read_field("Title: t\nHunt:  membership \n" + DIFF, bench.HUNT_FIELD) == "membership"
+    assert bench.read_field("Title: t\n" + DIFF + "Hunt: inside the diff\n", bench.HUNT_FIELD) is None
 
 
 def test_discover_orders_by_file_name_and_refuses_bad_patches(tmp_path: Path) -> None:
-    _write(tmp_path, "02-b.patch", "Title: second\n" + DIFF)
-    _write(tmp_path, "01-a.patch", "Title: first\n" + DIFF)
+    _write(tmp_path, "02-b.patch", "Title: second\nHunt: membership\n" + DIFF)
+    _write(tmp_path, "01-a.patch", "Title: first\nHunt: random-faults\n" + DIFF)
     _write(tmp_path, "notes.txt", "not a patch")
-    assert [(m.name, m.title) for m in bench.discover(tmp_path)] == [("01-a", "first"), ("02-b", "second")]
-    _write(tmp_path, "03-untitled.patch", "Kafka analogue: none\n" + DIFF)
-    with pytest.raises(bench.BenchError, match=re.escape("03-untitled.patch: the header names no title")):
+    assert [(m.name, m.title, m.hunt) for m in bench.discover(tmp_path)] == [
+        ("01-a", "first", "random-faults"),
+        ("02-b", "second", "membership"),
+    ]
+    _write(tmp_path, "03-untitled.patch", "Hunt: membership\nKafka analogue: none\n" + DIFF)
+    with pytest.raises(
+        bench.BenchError, match=re.escape("03-untitled.patch: the header has no 'Title:' line")
+    ):
+        bench.discover(tmp_path)
+    _write(tmp_path, "03-untitled.patch", "Title: no hunt\n" + DIFF)
+    with pytest.raises(
+        bench.BenchError, match=re.escape("03-untitled.patch: the header has no 'Hunt:' line")
+    ):
         bench.discover(tmp_path)
     (tmp_path / "03-untitled.patch").unlink()
-    _write(tmp_path, "04-nodiff.patch", "Title: prose only\n")
+    _write(tmp_path, "04-nodiff.patch", "Title: prose only\nHunt: membership\n")
     with pytest.raises(bench.BenchError, match=re.escape("04-nodiff.patch: no 'diff --git' section")):
         bench.discover(tmp_path)
     with pytest.raises(bench.BenchError, match=re.escape("no *.patch files")):
@@ -144,7 +161,8 @@ def test_discover_orders_by_file_name_and_refuses_bad_patches(tmp_path: Path) ->
 
 def test_select_by_file_name_number_or_name() -> None:
     mutants = [
-        bench.Mutant(name, Path(f"{name}.patch"), name) for name in ("01-hw-rule", "02-isr", "03-fsync")
+        bench.Mutant(name, Path(f"{name}.patch"), name, "random-faults")
+        for name in ("01-hw-rule", "02-isr", "03-fsync")
     ]
     assert bench.select(mutants, "") == mutants
     assert bench.select(mutants, "none") == []  # the baseline alone
@@ -162,6 +180,47 @@ def test_hunt_of_the_nightly_profile_by_name_or_the_first() -> None:
     assert membership.spec.node_count == 4 and "decommission" in membership.spec.nemesis.faults
     with pytest.raises(bench.BenchError, match=r"--hunt 'nope': .* \(it has: random-faults, transactions"):
         bench.pick_hunt(hunts, "nope", profile)
+
+
+def _mutant(name: str, hunt: str) -> Any:
+    return bench.Mutant(name, Path(f"/m/{name}.patch"), name, hunt)
+
+
+def test_each_mutant_is_hunted_with_its_header_hunt_after_that_hunts_baseline() -> None:
+    profile = REPO / "harness" / "run" / "campaigns" / "nightly.toml"
+    hunts = load_campaign(profile).hunts
+    mutants = [
+        _mutant("01-a", "random-faults"),
+        _mutant("12-t", "transactions"),
+        _mutant("14-m", "membership"),
+    ]
+    mutants.append(_mutant("16-b", "random-faults"))
+    steps = bench.plan_steps(mutants, hunts, profile)
+    assert [(step.name, step.hunt.key) for step in steps] == [
+        ("baseline", "random-faults"),
+        ("01-a", "random-faults"),
+        ("16-b", "random-faults"),
+        ("baseline", "transactions"),
+        ("12-t", "transactions"),
+        ("baseline", "membership"),
+        ("14-m", "membership"),
+    ]
+    assert [step.patch for step in steps if step.name == "baseline"] == [None, None, None]
+    assert steps[1].patch == Path("/m/01-a.patch")
+    skipped = bench.plan_steps(mutants, hunts, profile, baseline=False)
+    assert [step.name for step in skipped] == ["01-a", "16-b", "12-t", "14-m"]
+    # --hunt hunts every mutant with one hunt, under one baseline.
+    overridden = bench.plan_steps(mutants, hunts, profile, override="membership")
+    assert {step.hunt.key for step in overridden} == {"membership"}
+    assert [step.name for step in overridden] == ["baseline", "01-a", "12-t", "14-m", "16-b"]
+    # --only none: the baseline alone, under the first hunt or --hunt's.
+    assert [(s.name, s.hunt.key) for s in bench.plan_steps([], hunts, profile)] == [
+        ("baseline", "random-faults")
+    ]
+    alone = bench.plan_steps([], hunts, profile, override="transactions")
+    assert [(s.name, s.hunt.key) for s in alone] == [("baseline", "transactions")]
+    with pytest.raises(bench.BenchError, match=r"^x\.patch: Hunt: 'nope': .* has no such \[\[hunt\]\]"):
+        bench.plan_steps([bench.Mutant("x", Path("x.patch"), "x", "nope")], hunts, profile)
 
 
 # ---- scratch copies --------------------------------------------------------------------------------
@@ -263,7 +322,7 @@ def test_matrix_puts_the_baseline_first_and_shouts_a_false_positive() -> None:
     clean = bench.Row(bench.BASELINE, "unmutated", False, None, 8, 0, (), "/store/base/hunt")
     text = bench.format_matrix([mutant, missed, clean])
     lines = text.splitlines()
-    assert lines[0].split()[:2] == ["mutant", "detected"]
+    assert lines[0].split()[:3] == ["mutant", "hunt", "detected"]
     assert lines[2].startswith("baseline") and "no (clean)" in lines[2]
     assert "01-hw" in lines[3] and "yes" in lines[3] and "1.5 min" in lines[3] and "lost-write x2" in lines[3]
     assert "05-isr" in lines[4] and "9 (2 unknown)" in lines[4]
@@ -278,10 +337,28 @@ def test_matrix_puts_the_baseline_first_and_shouts_a_false_positive() -> None:
     assert not mutant.false_positive
 
 
+def test_matrix_groups_rows_by_hunt_each_under_its_baseline() -> None:
+    def row(name: str, hunt: str, detected: bool = True) -> Any:
+        return bench.Row(name, name, detected, 60.0, 1, 0, (), "/r", hunt=hunt)
+
+    base = bench.BASELINE
+    rows = [row("14-m", "membership"), row("01-a", "random-faults"), row(base, "membership", False)]
+    rows += [row(base, "random-faults", False), row("16-b", "random-faults")]
+    lines = bench.format_matrix(rows).splitlines()
+    assert [line.split()[:2] for line in lines[2:7]] == [
+        ["baseline", "membership"],
+        ["14-m", "membership"],
+        ["baseline", "random-faults"],
+        ["01-a", "random-faults"],
+        ["16-b", "random-faults"],
+    ]
+    assert "detected 3 of 3 mutants" in "\n".join(lines)
+
+
 def test_matrix_json_keeps_every_row() -> None:
-    row = bench.Row("01-hw", "HW rule", True, 90.0, 3, 0, ("lost-write x2",), "/r3")
-    data = bench.matrix_json([row], Path("nightly.toml"), "random-faults", 600.0, Path("/store"))
-    assert data["hunt"] == "random-faults" and data["budget_seconds"] == 600.0
+    row = bench.Row("01-hw", "HW rule", True, 90.0, 3, 0, ("lost-write x2",), "/r3", hunt="random-faults")
+    data = bench.matrix_json([row], Path("nightly.toml"), 600.0, Path("/store"))
+    assert data["hunts"] == ["random-faults"] and data["budget_seconds"] == 600.0
     assert data["rows"] == [
         {
             "mutant": "01-hw",
@@ -295,6 +372,7 @@ def test_matrix_json_keeps_every_row() -> None:
             "problem": None,
             "client_detected": None,
             "client_seconds": None,
+            "hunt": "random-faults",
             "false_positive": False,
         }
     ]
