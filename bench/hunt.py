@@ -2,7 +2,7 @@
 catalogue, and the same nemesis with every switch safe as the baseline.
 
     .venv/bin/python bench/hunt.py [--hunts 3] [--budget 10m] [--only kip101-loss,...]
-                                   [--baseline-share 1.0] [--json FILE]
+                                   [--baseline-share 1.0] [--mix NAME[*N],...] [--json FILE]
 
 The catalogue is the scenario library: every scenario that names a ``switch`` (the setting
 that turns its bug on) gives one *mode*.  Per mode it runs ``--hunts`` hunts
@@ -26,7 +26,12 @@ control, runs that report the mode's target anomaly at all: where the configurat
 that anomaly in both settings (power loss without fsync permits lost writes), a bug is told
 from permitted loss only by the buggy hunts finding it far more often than the safe baseline.  Targets
 (issue 16): median time to first anomaly <= 10 min over >= 3 hunts per mode, 0 unexpected
-anomalies in the baseline.  Every run directory stays under ``--store`` (default a directory
+anomalies in the baseline.
+
+``--mix`` hunts with a candidate mix instead of :data:`nemesis.spec.HUNT_MIX` (names as
+``--nemesis`` takes them, ``name*N`` a draw weight), so that a new default is chosen by measuring
+it against today's figures before it replaces the constant; a power-loss mode still adds
+:data:`nemesis.spec.POWER_LOSS_MIX`, and every mode drops the packages its cluster cannot take.  Every run directory stays under ``--store`` (default a directory
 in ``$TMPDIR`` printed at the start).
 """
 
@@ -47,7 +52,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.run.hunt import HuntResult, default_mix, hunt, parse_duration
 from harness.run.spec import TestSpec
 from nemesis.scenario import Scenario, library, load_scenario
-from nemesis.spec import HUNT_MIX, POWER_LOSS, POWER_LOSS_MIX, NemesisSpec
+from nemesis.spec import (
+    HUNT_MIX,
+    NEMESIS_CHOICES,
+    POWER_LOSS,
+    POWER_LOSS_MIX,
+    NemesisSpec,
+    NemesisSpecError,
+    parse_weighted_list,
+)
 from workloads.queue import QueueSpec
 
 
@@ -87,11 +100,27 @@ def safe_settings(scenarios: dict[str, Scenario]) -> dict[str, str]:
     return safe
 
 
-def mix_for(scenario: Scenario) -> tuple[str, ...]:
-    """The default mix, with power loss and its packages where the scenario's bug needs it."""
+Weights = tuple[tuple[str, int], ...]
+
+
+def mix_for(scenario: Scenario, mix: tuple[str, ...] = HUNT_MIX) -> tuple[str, ...]:
+    """``mix`` (the default mix unless a candidate is measured), with power loss and its packages
+    where the scenario's bug needs it (each name once)."""
     if any(step.get("fault") == POWER_LOSS for step in scenario.steps):
-        return HUNT_MIX + POWER_LOSS_MIX
-    return HUNT_MIX
+        return tuple(dict.fromkeys(mix + POWER_LOSS_MIX))
+    return mix
+
+
+def parse_mix(text: str) -> tuple[tuple[str, ...], Weights]:
+    """``--mix``: the candidate's names and draw weights; a one-line SystemExit naming the flag,
+    the item and the known names when it is not a mix."""
+    try:
+        names, weights = parse_weighted_list(text, NEMESIS_CHOICES, "--mix")
+    except NemesisSpecError as error:
+        raise SystemExit(f"bench/hunt.py: {error}") from None
+    if not names:
+        raise SystemExit("bench/hunt.py: --mix: names no fault")
+    return names, weights
 
 
 MINORITY_TARGETS: tuple[str, ...] = ("one", "minority", "leader")
@@ -105,8 +134,17 @@ an election rule lets the node that lost it lead again -- the bug under test -- 
 in the safe baseline is a finding of its own."""
 
 
-def spec_for(scenario: Scenario, settings: dict[str, str], time_limit: float, interval: float) -> TestSpec:
-    faults = mix_for(scenario)
+def spec_for(
+    scenario: Scenario,
+    settings: dict[str, str],
+    time_limit: float,
+    interval: float,
+    mix: tuple[str, ...] = HUNT_MIX,
+    weights: Weights = (),
+) -> TestSpec:
+    """A mode's hunt: the scenario's set-up with ``settings`` over it, the nemesis drawing ``mix``
+    (with ``weights``) as :func:`mix_for` extends it and its cluster lets it."""
+    faults = mix_for(scenario, mix)
     spec = TestSpec(
         name=f"hunt-{scenario.name}",
         node_count=scenario.node_count,
@@ -120,9 +158,9 @@ def spec_for(scenario: Scenario, settings: dict[str, str], time_limit: float, in
         ),
     )
     # Only the packages that fit the scenario's cluster: KIP-279's topic has two replicas.
-    return dataclasses.replace(
-        spec, nemesis=dataclasses.replace(spec.nemesis, faults=default_mix(spec, faults))
-    )
+    fitting = default_mix(spec, faults)
+    kept = tuple((name, weight) for name, weight in weights if name in fitting)
+    return dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=fitting, weights=kept))
 
 
 def _anomalies(run_dir: str) -> tuple[bool | None, dict[str, Any]]:
@@ -192,13 +230,21 @@ def main() -> None:
         help="per mode: MODE=MINUTES,... -- a baseline of that length instead of the share "
         "(with --hunts 0: tops up the safe time of earlier measurements)",
     )
+    parser.add_argument(
+        "--mix",
+        default="",
+        metavar="NAME[*N],...",
+        help="a candidate mix instead of nemesis.spec.HUNT_MIX (name*N: drawn N times as often)",
+    )
     parser.add_argument("--store", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     budget = parse_duration(args.budget)
+    mix, weights = parse_mix(args.mix) if args.mix else (HUNT_MIX, ())
     store = args.store or Path(tempfile.mkdtemp(prefix="tidemark-bench-hunt-"))
+    written = ",".join(f"{name}*{dict(weights)[name]}" if name in dict(weights) else name for name in mix)
     print(
-        f"store: {store}; mix: {','.join(HUNT_MIX)} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
+        f"store: {store}; mix: {written} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
         flush=True,
     )
     scenarios = catalogue()
@@ -214,7 +260,7 @@ def main() -> None:
         gave_up: list[str] = []
         spent = 0.0
         for number in range(args.hunts):
-            spec = spec_for(scenario, {key: value}, args.time_limit, args.interval)
+            spec = spec_for(scenario, {key: value}, args.time_limit, args.interval, mix, weights)
             print(
                 f"{scenario.name} {switch} hunt {number + 1} ({','.join(spec.nemesis.faults)}):", flush=True
             )
@@ -222,7 +268,7 @@ def main() -> None:
             spent += result.elapsed_seconds
             times.append(result.seconds_to_first_anomaly)
             gave_up += [result.gave_up] if result.gave_up else []
-        baseline_spec = spec_for(scenario, safe, args.time_limit, args.interval)
+        baseline_spec = spec_for(scenario, safe, args.time_limit, args.interval, mix, weights)
         baseline_seconds = fixed_minutes.get(scenario.name, spent * args.baseline_share / 60) * 60
         print(f"{scenario.name} baseline (every switch safe) for {baseline_seconds / 60:.1f} min:")
         baseline = hunt(baseline_spec, store, baseline_seconds, keep_going=True, out=sys.stdout)
@@ -231,6 +277,7 @@ def main() -> None:
             {
                 "scenario": scenario.name,
                 "switch": switch,
+                "mix": written,
                 "targets": sorted(targets),
                 "found": len(found),
                 "hunts": len(times),

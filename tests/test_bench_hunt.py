@@ -63,3 +63,42 @@ def test_baseline_minutes_per_mode_are_parsed_and_bad_ones_named(bench_hunt: Mod
         bench_hunt.parse_minutes_per_mode("kip999=3", names)
     with pytest.raises(SystemExit, match="expected MODE=MINUTES"):
         bench_hunt.parse_minutes_per_mode("kip101-loss=soon", names)
+
+
+def test_a_candidate_mix_replaces_the_default_with_its_weights_where_the_cluster_takes_them(
+    bench_hunt: ModuleType,
+) -> None:
+    mix, weights = bench_hunt.parse_mix("kill, elect-preferred*3, stale-leader-lagging-joiner*2")
+    assert mix == ("kill", "elect-preferred", "stale-leader-lagging-joiner")
+    assert weights == (("elect-preferred", 3), ("stale-leader-lagging-joiner", 2))
+    catalogue = bench_hunt.catalogue()
+    kafka7128 = catalogue["isr.join.offset=high-watermark"]
+    spec = bench_hunt.spec_for(kafka7128, {"isr.join.offset": "high-watermark"}, 30.0, 5.0, mix, weights)
+    assert spec.nemesis.faults == mix and spec.nemesis.weights == weights
+    assert spec.nemesis.fault_weights() == [1, 3, 2]
+    # KIP-279's two-replica topic cannot take the lagging-joiner choreography: it goes, its weight with it.
+    kip279 = catalogue["leader.epoch.lookup=single"]
+    spec = bench_hunt.spec_for(kip279, {"leader.epoch.lookup": "single"}, 30.0, 5.0, mix, weights)
+    assert spec.nemesis.faults == ("kill", "elect-preferred")
+    assert spec.nemesis.weights == (("elect-preferred", 3),)
+    # A power-loss mode adds the power-loss packages once, whether the candidate names them or not.
+    kip966 = catalogue["eligible.leader.replicas.enable=false"]
+    spec = bench_hunt.spec_for(kip966, {}, 30.0, 5.0, ("kill", "power-loss"), ())
+    assert spec.nemesis.faults.count("power-loss") == 1
+    assert set(bench_hunt.POWER_LOSS_MIX) <= set(spec.nemesis.faults)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kill,nope", r"--mix.*'nope'"),
+        ("kill*0", r"--mix\[0\]: the weight of 'kill' must be an integer >= 1, not '0'"),
+        ("none", r"--mix: names no fault"),
+    ],
+)
+def test_a_bad_candidate_mix_is_one_line_naming_the_flag(
+    bench_hunt: ModuleType, text: str, message: str
+) -> None:
+    with pytest.raises(SystemExit, match=message) as raised:
+        bench_hunt.parse_mix(text)
+    assert "\n" not in str(raised.value)
