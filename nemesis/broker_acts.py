@@ -47,6 +47,8 @@ from nemesis.fault_kinds import (
     REQUEST_DUPLICATE,
     REQUEST_HOLD,
     REQUEST_RELEASE,
+    REQUEST_REORDER,
+    REQUEST_REORDER_MS,
     REQUEST_RESET,
     RESUME,
     SHUTDOWN,
@@ -263,6 +265,10 @@ class BrokerActs:
         """``request-delay`` of the milliseconds its op names (default :data:`REQUEST_DELAY_MS`)."""
         self.requests.delay(node, int((value or {}).get("delay_ms") or REQUEST_DELAY_MS))
 
+    def reorder_requests(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """``request-reorder`` up to the milliseconds its op names (default :data:`REQUEST_REORDER_MS`)."""
+        self.requests.reorder(node, int((value or {}).get("delay_ms") or REQUEST_REORDER_MS))
+
     def duplicate_requests(self, node: str, value: Mapping[str, Any] | None = None) -> None:
         """``request-duplicate`` of the requests its op names (default :data:`HELD_REQUESTS`)."""
         self.requests.duplicate(node, (value or {}).get("requests") or HELD_REQUESTS)
@@ -314,6 +320,7 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         REQUEST_HOLD: BrokerActs.hold_requests,
         REQUEST_RELEASE: BrokerActs.release_requests,
         REQUEST_DELAY: BrokerActs.delay_requests,
+        REQUEST_REORDER: BrokerActs.reorder_requests,
         REQUEST_DUPLICATE: BrokerActs.duplicate_requests,
         REQUEST_RESET: BrokerActs.reset_requests,
         DISK_ERROR: BrokerActs.break_disk,
@@ -330,6 +337,7 @@ VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], No
     {
         REQUEST_HOLD: BrokerActs.hold_named_requests,
         REQUEST_DELAY: BrokerActs.delay_requests,
+        REQUEST_REORDER: BrokerActs.reorder_requests,
         REQUEST_DUPLICATE: BrokerActs.duplicate_requests,
         REQUEST_RESET: BrokerActs.reset_requests,
         SLOW_LINK: BrokerActs.slow_links_at,

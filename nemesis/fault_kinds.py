@@ -66,6 +66,8 @@ from nemesis.request_kinds import REQUEST_DUPLICATE as REQUEST_DUPLICATE
 from nemesis.request_kinds import REQUEST_HOLD as REQUEST_HOLD
 from nemesis.request_kinds import REQUEST_KINDS
 from nemesis.request_kinds import REQUEST_RELEASE as REQUEST_RELEASE
+from nemesis.request_kinds import REQUEST_REORDER as REQUEST_REORDER
+from nemesis.request_kinds import REQUEST_REORDER_MS as REQUEST_REORDER_MS
 from nemesis.request_kinds import REQUEST_RESET as REQUEST_RESET
 
 KILL: Final = "kill"

@@ -41,6 +41,8 @@ from nemesis.fault_kinds import (
     REQUEST_DUPLICATE,
     REQUEST_HOLD,
     REQUEST_RELEASE,
+    REQUEST_REORDER,
+    REQUEST_REORDER_MS,
     REQUEST_RESET,
     SHUTDOWN,
     SLOW_DISK,
@@ -133,6 +135,11 @@ def _delay_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, 
     return _on_nodes(nemesis, step, {**extra, "delay_ms": step.delay_ms or REQUEST_DELAY_MS})
 
 
+def _reorder_requests(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying the longest wait of a request (its act sets the rule)."""
+    return _on_nodes(nemesis, step, {**extra, "delay_ms": step.delay_ms or REQUEST_REORDER_MS})
+
+
 def _shut_down(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """The node mechanism, the op saying whether the stop is controlled (its act sends the signal that asks for it)."""
     return _on_nodes(nemesis, step, {**extra, "controlled": step.controlled})
@@ -185,6 +192,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         REQUEST_DUPLICATE: _named_requests,
         REQUEST_RESET: _named_requests,
         REQUEST_DELAY: _delay_requests,
+        REQUEST_REORDER: _reorder_requests,
         REQUEST_RELEASE: _release_requests,
         DISK_ERROR: _break_disks,
         SLOW_DISK: _slow_disks,

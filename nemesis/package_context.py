@@ -12,6 +12,13 @@ import dataclasses
 import random
 from typing import Any
 
+from nemesis.request_kinds import (
+    REQUEST_DELAY,
+    REQUEST_DELAY_MS_DRAWN,
+    REQUEST_REORDER,
+    REQUEST_REORDER_MS_DRAWN,
+)
+
 Step = dict[str, Any]
 
 
@@ -55,6 +62,16 @@ class PackageContext:
 
 def sleep_step(rng: random.Random, low: float, high: float, why: str) -> Step:
     return {"sleep": round(rng.uniform(low, high), 2), "why": why}
+
+
+def slow_path_step(rng: random.Random, nodes: list[str]) -> Step:
+    """A slow client path on ``nodes``, as often one as the other: ``request-delay`` (every request
+    waits the same) or ``request-reorder`` (each its own wait, so requests on different connections
+    overtake one another), with a delay its schedule draws."""
+    kind, drawn = rng.choice(
+        ((REQUEST_DELAY, REQUEST_DELAY_MS_DRAWN), (REQUEST_REORDER, REQUEST_REORDER_MS_DRAWN))
+    )
+    return {"fault": kind, "nodes": nodes, "delay_ms": rng.choice(drawn)}
 
 
 def partition_of(rng: random.Random, context: PackageContext) -> int:

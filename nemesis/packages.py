@@ -54,8 +54,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   the leader stops hearing its followers (their Fetches are lost; it still hears the controller, so it
   stays leader and shrinks the ISR to itself), in the other half the followers stop hearing the leader
   (their Fetches arrive, its answers do not: followers that ask and never advance);
-* ``retried-produce-leader-crash`` -- the client path of a partition's replicas turns slow and duplicates
-  every Produce and EndTxn, the leader resets the next one of each after acting on it (the client retries
+* ``retried-produce-leader-crash`` -- the client path of a partition's replicas turns slow (evenly, or
+  unevenly so that requests overtake one another) and duplicates every Produce and EndTxn, the leader resets the next one of each after acting on it (the client retries
   not knowing), and then the leader is killed while the copies keep coming: the new leader must know each
   producer's last sequences to answer a copy or a retry as a duplicate instead of appending it again
   (needs request proxies);
@@ -85,12 +85,12 @@ from nemesis.bug_packages import (
     zombie_fetch_across_epochs,
 )
 from nemesis.client_crash_plan import CLIENT_CRASH_PACKAGES
-from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE, REQUEST_DELAY_MS_DRAWN
+from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE
 from nemesis.membership_plan import decommission_leader_crash
 from nemesis.package_context import PackageContext as PackageContext
 from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
-from nemesis.package_context import partition_of, sleep_step
+from nemesis.package_context import partition_of, sleep_step, slow_path_step
 from nemesis.spec import (
     DECOMMISSION_LEADER_CRASH,
     DISK_FAILURE_LEADER_MOVES,
@@ -367,7 +367,7 @@ def retried_produce_leader_crash(rng: random.Random, context: PackageContext) ->
                 **{name: f"follower-of:{p}#{n}" for n, name in enumerate(followers, 1)},
             }
         },
-        {"fault": "request-delay", "nodes": replicas, "delay_ms": rng.choice(REQUEST_DELAY_MS_DRAWN)},
+        slow_path_step(rng, replicas),
         {"fault": "request-duplicate", "nodes": replicas},
         {"fault": "request-reset", "node": "L"},
         sleep_step(

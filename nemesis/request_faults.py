@@ -18,15 +18,19 @@ need, and the only client requests that change a log or a transaction by themsel
 Fetch or Metadata is harmless).  One of each, not all: holding every Produce is a partition of
 that broker for producers, which ``partition`` already is; one request is a late message.
 
-**The other three** act on the same path, each a client-path fault the kernel here cannot make
+**The other four** act on the same path, each a client-path fault the kernel here cannot make
 (no netem) and a real network does: ``request-delay`` makes every request the broker receives
 wait its milliseconds (latency; Kafka answers a connection's requests in order, so they queue
-behind each other) -- its followers' Fetches too, since the proxy owns the broker's one listener; ``request-duplicate`` forwards every ``Produce`` and ``EndTxn`` twice on the same
+behind each other) -- its followers' Fetches too, since the proxy owns the broker's one listener;
+``request-reorder`` makes each wait its own random time up to its milliseconds, so that requests
+on different connections overtake one another (within one connection the order stays: TCP's, and
+Kafka's answer order, which a proxy reordering a connection would only break, not test);
+``request-duplicate`` forwards every ``Produce`` and ``EndTxn`` twice on the same
 connection, the second answer swallowed (a retransmission the client never made: the broker must
 append the batch once and answer the copy as the original); ``request-reset`` forwards the next
 one of each and resets the client's connection before the answer (the broker acts; the client
 retries on a new connection not knowing whether the first attempt took -- the unknown outcome
-idempotence exists for).  All three are undone by ``request-release``.
+idempotence exists for).  All four are undone by ``request-release``.
 
 **Outcomes.**  An act that cannot reach the proxy's control channel, or whose line the proxy
 refuses, certainly changed nothing: :class:`~nemesis.outcomes.Refused`.  One that got no reply
@@ -90,6 +94,14 @@ class RequestFaults:
         """Make ``node``'s proxy delay every request by ``delay_ms`` until the release; the rule."""
         proxy = self._proxy(node)
         return self._rules(node, "delays", [functools.partial(proxy.delay, EVERY_REQUEST, delay_ms)])
+
+    def reorder(self, node: str, longest_ms: int) -> list[dict[str, Any]]:
+        """Make ``node``'s proxy delay every request by its own draw from 0..``longest_ms`` (1..``longest_ms``
+        when it is odd) until the release; the rule."""
+        proxy = self._proxy(node)
+        middle = (longest_ms + 1) // 2
+        jittered = functools.partial(proxy.delay, EVERY_REQUEST, middle, jitter=longest_ms - middle)
+        return self._rules(node, "reorderings", [jittered])
 
     def duplicate(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
         """Make ``node``'s proxy send every one of ``requests`` twice until the release; the rules."""

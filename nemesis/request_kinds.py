@@ -25,6 +25,7 @@ REQUEST_RELEASE: Final = "request-release"
 REQUEST_DELAY: Final = "request-delay"
 REQUEST_DUPLICATE: Final = "request-duplicate"
 REQUEST_RESET: Final = "request-reset"
+REQUEST_REORDER: Final = "request-reorder"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 """The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why
 these); ``request-duplicate`` and ``request-reset`` take the same two."""
@@ -35,6 +36,12 @@ REQUEST_DELAY_MS_DRAWN: Final[tuple[int, ...]] = (20, 200, 1000)
 """The delays a schedule's ``request-delay`` draws from: a far data centre, a congested path, and
 one where pipelined requests queue past a client's request timeout (head-of-line: Kafka answers
 a connection's requests in order, so each waits behind the one before it)."""
+REQUEST_REORDER_MS: Final = 400
+"""The longest wait of a request under ``request-reorder`` unless a step says otherwise: each waits
+its own draw from 0 to this, on average :data:`REQUEST_DELAY_MS` (the same path, made uneven)."""
+REQUEST_REORDER_MS_DRAWN: Final[tuple[int, ...]] = (40, 400, 2000)
+"""The longest waits a schedule's ``request-reorder`` draws from: twice each of
+:data:`REQUEST_DELAY_MS_DRAWN`, so the mean wait is the delay's and only the order differs."""
 
 REQUESTS_PARAM = Param(
     "requests", False, 'which requests it acts on: a list of "Produce" and "EndTxn" (default both)'
@@ -70,6 +77,27 @@ REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
         drawn=(("delay_ms", REQUEST_DELAY_MS_DRAWN),),
     ),
     FaultKind(
+        REQUEST_REORDER,
+        f"every request the broker receives waits its own random 0..delay_ms (default {REQUEST_REORDER_MS})"
+        " in its proxy until the heal: a connection keeps its order (TCP does), but requests on"
+        " different connections -- a producer's and a follower's Fetch, a retry on a new connection"
+        " and the copy still on the old one -- overtake one another (nemesis.request_faults)",
+        heal=REQUEST_RELEASE,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "delay_ms": {REQUEST_REORDER_MS})',
+        params=(
+            Param(
+                "delay_ms",
+                False,
+                f"the longest wait in milliseconds, 1..60000 (default {REQUEST_REORDER_MS})",
+            ),
+        ),
+        colour="#99d98c",
+        needs=frozenset({REQUEST_PROXY}),
+        drawn=(("delay_ms", REQUEST_REORDER_MS_DRAWN),),
+    ),
+    FaultKind(
         REQUEST_DUPLICATE,
         "every Produce and EndTxn a client sends the broker reaches it twice, back to back on the same"
         " connection (the second answer swallowed), until the heal: a retransmission the client never"
@@ -98,7 +126,7 @@ REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
         REQUEST_RELEASE,
         "the proxy sends what it holds to the broker on a new connection, late, answers dropped,"
-        " and forgets its rules (heal of request-hold, -delay, -duplicate and -reset; no node: every"
+        " and forgets its rules (heal of request-hold, -delay, -reorder, -duplicate and -reset; no node: every"
         " broker)",
         heal=IS_A_HEAL,
         drawn_as="never",

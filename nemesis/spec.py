@@ -68,6 +68,7 @@ from nemesis.fault_kinds import POWER_LOSS as POWER_LOSS
 from nemesis.fault_kinds import REQUEST_DELAY as REQUEST_DELAY
 from nemesis.fault_kinds import REQUEST_DUPLICATE as REQUEST_DUPLICATE
 from nemesis.fault_kinds import REQUEST_HOLD as REQUEST_HOLD
+from nemesis.fault_kinds import REQUEST_REORDER as REQUEST_REORDER
 from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
 from nemesis.fault_kinds import SHUTDOWN as SHUTDOWN
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
@@ -135,7 +136,9 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         ZOMBIE_FETCH_ACROSS_EPOCHS: frozenset({METADATA_DELAY, PARTITION, KILL}),
         DISK_FAILURE_LEADER_MOVES: frozenset({DISK_ERROR}),
         ONE_WAY_LEADER_CRASH: frozenset({ONE_WAY, KILL}),
-        RETRIED_PRODUCE_LEADER_CRASH: frozenset({REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET, KILL}),
+        RETRIED_PRODUCE_LEADER_CRASH: frozenset(
+            {REQUEST_DELAY, REQUEST_REORDER, REQUEST_DUPLICATE, REQUEST_RESET, KILL}
+        ),
         WHOLE_CLUSTER_CRASH: frozenset({KILL, POWER_LOSS, DISK_ERROR}),
         CLIENT_CRASH_LEADER_CRASH: frozenset({CLIENT_CRASH, KILL}),
         CONSUMER_CRASH_COORDINATOR_CRASH: frozenset({CONSUMER_CRASH, KILL}),

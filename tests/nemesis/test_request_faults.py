@@ -1,4 +1,4 @@
-"""``request-hold``, ``-delay``, ``-duplicate``, ``-reset`` and their heal ``request-release``: the
+"""``request-hold``, ``-delay``, ``-reorder``, ``-duplicate``, ``-reset`` and their heal ``request-release``: the
 declarations, their mechanisms' op values, and the per-node acts against a real request proxy
 process (no broker: the acts only set rules).
 
@@ -23,6 +23,8 @@ from nemesis.fault_kinds import (
     REQUEST_HOLD,
     REQUEST_KINDS,
     REQUEST_RELEASE,
+    REQUEST_REORDER,
+    REQUEST_REORDER_MS,
     REQUEST_RESET,
     kind_of,
 )
@@ -48,7 +50,8 @@ def test_the_declarations_are_whole_and_have_mechanisms() -> None:
     assert None not in mechanisms.values()
     assert registry_problems(KINDS, MECHANISMS) == []
     *faults, release = REQUEST_KINDS
-    assert [fault.name for fault in faults] == [REQUEST_HOLD, REQUEST_DELAY, REQUEST_DUPLICATE, REQUEST_RESET]
+    names = [fault.name for fault in faults]
+    assert names == [REQUEST_HOLD, REQUEST_DELAY, REQUEST_REORDER, REQUEST_DUPLICATE, REQUEST_RESET]
     for fault in faults:
         assert (fault.heal, fault.drawn_as, fault.nodes) == (REQUEST_RELEASE, "node-target", "required")
         assert fault.needs == {"request-proxy"} and kind_of(fault.name) is fault
@@ -60,6 +63,8 @@ def test_the_declarations_are_whole_and_have_mechanisms() -> None:
     )
     assert release.needs == {"request-proxy"}
     assert kind_of(REQUEST_DELAY).drawn == (("delay_ms", REQUEST_DELAY_MS_DRAWN),)
+    # reorder draws twice each delay as its longest wait: the same mean wait, an uneven one.
+    assert kind_of(REQUEST_REORDER).drawn == (("delay_ms", tuple(2 * ms for ms in REQUEST_DELAY_MS_DRAWN)),)
     assert MECHANISMS[REQUEST_RELEASE] is mechanisms[REQUEST_RELEASE]
 
 
@@ -84,13 +89,15 @@ class RecordingActions:
 
 
 def test_the_mechanisms_record_the_requests_held_and_how_they_are_released() -> None:
-    hold, delay, duplicate, reset, release = (mechanism_of(kind) for kind in REQUEST_KINDS)
-    assert hold and delay and duplicate and reset and release
+    hold, delay, reorder, duplicate, reset, release = (mechanism_of(kind) for kind in REQUEST_KINDS)
+    assert hold and delay and reorder and duplicate and reset and release
     actions = RecordingActions()
     hold(actions, FaultStep(REQUEST_HOLD, ("n2",)), {"target": "leader"})  # type: ignore[arg-type]
     release(actions, FaultStep(REQUEST_RELEASE, ()), {})  # type: ignore[arg-type]
     delay(actions, FaultStep(REQUEST_DELAY, ("n1",)), {})  # type: ignore[arg-type]
     delay(actions, FaultStep(REQUEST_DELAY, ("n1",), delay_ms=20), {})  # type: ignore[arg-type]
+    reorder(actions, FaultStep(REQUEST_REORDER, ("n2",)), {})  # type: ignore[arg-type]
+    reorder(actions, FaultStep(REQUEST_REORDER, ("n2",), delay_ms=2000), {})  # type: ignore[arg-type]
     duplicate(actions, FaultStep(REQUEST_DUPLICATE, ("n3",), requests=("Produce",)), {})  # type: ignore[arg-type]
     reset(actions, FaultStep(REQUEST_RESET, ("n3",)), {})  # type: ignore[arg-type]
     assert actions.calls == [
@@ -98,6 +105,8 @@ def test_the_mechanisms_record_the_requests_held_and_how_they_are_released() -> 
         ("heal", REQUEST_RELEASE, ["n1", "n2", "n3"], {"mode": "new-connection"}),  # no node: every broker
         ("inject", REQUEST_DELAY, ["n1"], {"delay_ms": REQUEST_DELAY_MS}),
         ("inject", REQUEST_DELAY, ["n1"], {"delay_ms": 20}),
+        ("inject", REQUEST_REORDER, ["n2"], {"delay_ms": REQUEST_REORDER_MS}),
+        ("inject", REQUEST_REORDER, ["n2"], {"delay_ms": 2000}),
         ("inject", REQUEST_DUPLICATE, ["n3"], {"requests": ["Produce"]}),
         ("inject", REQUEST_RESET, ["n3"], {"requests": ["Produce", "EndTxn"]}),
     ]
@@ -141,14 +150,20 @@ def test_hold_sets_one_rule_per_request_and_release_removes_them(proxy: ProxyPro
 def test_delay_duplicate_and_reset_set_their_rules_and_release_removes_them(proxy: ProxyProcess) -> None:
     acts = RequestFaults(ProxiedNodes(proxy))
     rules = [*acts.delay("n1", 20), *acts.duplicate("n1"), *acts.reset("n1", ["EndTxn"])]
-    described = [(rule["op"], rule["api_keys"], rule["remaining"], rule.get("ms")) for rule in rules]
-    assert described == [
-        ("delay", "*", None, 20),  # every request, for the whole window
-        ("duplicate", [0], None, None),
-        ("duplicate", [26], None, None),
-        ("reset", [26], 1, None),  # the next one only: a reset is an event, not a state
+    rules += [*acts.reorder("n1", 400), *acts.reorder("n1", 41)]
+    described = [
+        (rule["op"], rule["api_keys"], rule["remaining"], rule.get("ms"), rule.get("jitter"))
+        for rule in rules
     ]
-    assert acts.release("n1")["rules_removed"] == 4
+    assert described == [
+        ("delay", "*", None, 20, None),  # every request, for the whole window
+        ("duplicate", [0], None, None, None),
+        ("duplicate", [26], None, None, None),
+        ("reset", [26], 1, None, None),  # the next one only: a reset is an event, not a state
+        ("delay", "*", None, 200, 200),  # each request its own wait in 0..400
+        ("delay", "*", None, 21, 20),  # 1..41: an odd longest wait never draws a negative one
+    ]
+    assert acts.release("n1")["rules_removed"] == 6
     assert proxy.control.status()["rules"] == []
 
 

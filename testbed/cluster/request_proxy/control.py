@@ -101,11 +101,17 @@ class ProxyControl:
         return self.send({"op": "drop", "api_key": _keys(api_key), "client": client, "count": count})
 
     def delay(
-        self, api_key: ApiKeys, ms: int, client: str | None = None, count: int | None = None
+        self,
+        api_key: ApiKeys,
+        ms: int,
+        client: str | None = None,
+        count: int | None = None,
+        jitter: int = 0,
     ) -> dict[str, Any]:
-        return self.send(
-            {"op": "delay", "api_key": _keys(api_key), "ms": ms, "client": client, "count": count}
-        )
+        """Delay the matching requests by ``ms``, each by its own draw from ``ms +- jitter`` when
+        ``jitter`` is given (requests on different connections then overtake one another)."""
+        command = {"op": "delay", "api_key": _keys(api_key), "ms": ms, "client": client, "count": count}
+        return self.send({**command, **({"jitter": jitter} if jitter else {})})
 
     def duplicate(
         self, api_key: ApiKeys, client: str | None = None, count: int | None = None

@@ -30,7 +30,9 @@ The actions (each written as one JSON line to the log: ``time``, ``conn``, ``rul
 * ``drop`` -- the client's connection (and its upstream) is closed instead of forwarding: the
   client sees a disconnect and retries on a new connection.
 * ``delay`` -- forwarded after ``ms`` milliseconds (the connection's later requests wait too);
-  delays add up and compose with the other actions (the rule book's latency).
+  delays add up and compose with the other actions (the rule book's latency).  With a ``jitter``
+  each request waits its own draw from ``ms +- jitter`` (logged as the delay line's ``ms``), so
+  requests on different connections overtake one another.
 * ``duplicate`` -- forwarded twice; the first answer goes to the client, the second is swallowed.
 * ``reset`` -- forwarded, then the client's connection is reset (RST) before the answer: the
   broker acts on the request, the client sees its connection fail with the request in flight and
@@ -174,7 +176,9 @@ class RequestProxy:
         self.log_file.write(json.dumps({"time": round(time.time(), 6), "action": action, **fields}) + "\n")
         self.log_file.flush()
 
-    def _log_request(self, action: str, link: Link | None, rule: Rule | None, header: RequestHeader) -> None:
+    def _log_request(
+        self, action: str, link: Link | None, rule: Rule | None, header: RequestHeader, **extra: Any
+    ) -> None:
         self.log(
             action,
             conn=None if link is None else link.number,
@@ -183,6 +187,7 @@ class RequestProxy:
             api_version=header.api_version,
             correlation_id=header.correlation_id,
             client_id=header.client_id,
+            **extra,
         )
 
     # ---- the data path --------------------------------------------------------------------
@@ -238,7 +243,7 @@ class RequestProxy:
                 header = parse_request_header(frame[4:])
                 delay_ms, delays = self.rules.latency(header)
                 if delays:  # the path's latency first, whatever else happens to the request
-                    self._log_request("delay", link, delays[0], header)
+                    self._log_request("delay", link, delays[0], header, ms=delay_ms)
                     await asyncio.sleep(delay_ms / 1000)
                 rule = self.rules.take(header)
                 if rule is None:
@@ -384,6 +389,7 @@ class RequestProxy:
                 command.count,
                 command.delay_ms,
                 command.disconnect,
+                command.jitter_ms,
             )
             self.log("rule-added", **rule.describe())
             return rule.describe()

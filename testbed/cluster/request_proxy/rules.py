@@ -18,7 +18,14 @@ acts on at most ``count`` requests (None: every one) -- after that it is spent a
 :class:`RuleBook` keeps the rules in the order they were added: the first live match wins --
 except that a ``delay`` is the path's latency, not a verdict on the request: every matching
 delay adds its milliseconds (:meth:`RuleBook.latency`) and the request then meets the other
-rules, so a slow path can also duplicate or reset.
+rules, so a slow path can also duplicate or reset.  A delay with a ``jitter`` waits a different
+time for each request, drawn uniformly from ``ms - jitter .. ms + jitter``: a connection's requests
+still reach the broker in order (TCP and Kafka keep a connection's order, and a proxy that broke
+it would test nothing a network can do), but requests on *different* connections -- a producer's
+and a follower's Fetch, a retry on a new connection and the copy on the old one -- overtake one
+another: the reordering a network can do to a Kafka cluster.  The draws come from the rule
+book's own random generator (seeded in tests); they are not reproducible from a run's seed
+anyway, since when each request arrives is not.
 
 Control lines (:func:`parse_command`) are JSON objects, one per line, e.g.
 ``{"op": "hold", "api_key": "Produce", "client": "txn-1", "count": 1}``,
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import struct
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -155,6 +163,8 @@ class Rule:
     delay_ms: int = 0
     disconnect: bool = False
     """hold only: close the client's connection too, so it retries elsewhere at once."""
+    jitter_ms: int = 0
+    """delay only: each request waits ``delay_ms`` give or take up to this (uniformly drawn)."""
 
     def matches(self, header: RequestHeader) -> bool:
         if (self.api_keys is not None and header.api_key not in self.api_keys) or self.remaining == 0:
@@ -170,6 +180,7 @@ class Rule:
             "client": self.client,
             "remaining": self.remaining,
             **({"ms": self.delay_ms} if self.action == "delay" else {}),
+            **({"jitter": self.jitter_ms} if self.jitter_ms else {}),
             **({"disconnect": True} if self.disconnect else {}),
         }
 
@@ -177,9 +188,10 @@ class Rule:
 class RuleBook:
     """The live rules, first added first asked; a rule whose count is used up is removed."""
 
-    def __init__(self) -> None:
+    def __init__(self, draws: random.Random | None = None) -> None:
         self.rules: list[Rule] = []
         self._next_id = 1
+        self._draws = draws or random.Random()
 
     def add(
         self,
@@ -189,8 +201,9 @@ class RuleBook:
         count: int | None,
         delay_ms: int,
         disconnect: bool = False,
+        jitter_ms: int = 0,
     ) -> Rule:
-        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms, disconnect)
+        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms, disconnect, jitter_ms)
         self._next_id += 1
         self.rules.append(rule)
         return rule
@@ -205,11 +218,14 @@ class RuleBook:
 
     def latency(self, header: RequestHeader) -> tuple[int, list[Rule]]:
         """The milliseconds ``header`` waits -- the sum of every matching delay, each charged one
-        use -- and those delays."""
+        use, a jittered one drawn anew for this request -- and those delays."""
         delays = [rule for rule in self.rules if rule.action == "delay" and rule.matches(header)]
+        waited = 0
         for rule in delays:
             self._charge(rule)
-        return sum(rule.delay_ms for rule in delays), delays
+            jitter = rule.jitter_ms
+            waited += rule.delay_ms + (self._draws.randint(-jitter, jitter) if jitter else 0)
+        return waited, delays
 
     def _charge(self, rule: Rule) -> None:
         if rule.remaining is not None:
@@ -236,6 +252,7 @@ class Command:
     delay_ms: int = 0
     disconnect: bool = False
     mode: ReleaseMode = "new-connection"
+    jitter_ms: int = 0
     rule_id: int | None = None
 
 
@@ -268,7 +285,13 @@ def _rule_command(op: Action, fields: Mapping[str, Any]) -> Command:
     disconnect = fields.get("disconnect", False)
     if not isinstance(disconnect, bool) or (disconnect and op != "hold"):
         raise ControlError(f"disconnect {disconnect!r}: true or false, and only for hold")
-    return Command(op, api_keys, client, _optional_int(fields, "count", 1), delay_ms or 0, disconnect)
+    jitter_ms = _optional_int(fields, "jitter", 0) or 0
+    if jitter_ms and (op != "delay" or jitter_ms > (delay_ms or 0)):
+        raise ControlError(
+            f"jitter {jitter_ms}: only for delay, and at most its ms ({delay_ms or 0}): no wait is negative"
+        )
+    count = _optional_int(fields, "count", 1)
+    return Command(op, api_keys, client, count, delay_ms or 0, disconnect, jitter_ms=jitter_ms)
 
 
 def parse_command(line: str) -> Command:
@@ -280,7 +303,7 @@ def parse_command(line: str) -> Command:
     if not isinstance(fields, dict):
         raise ControlError(f"expected a JSON object, got {type(fields).__name__}")
     op = fields.get("op")
-    known = {"op", "api_key", "client", "count", "ms", "disconnect", "mode", "rule"}
+    known = {"op", "api_key", "client", "count", "ms", "jitter", "disconnect", "mode", "rule"}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ControlError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")

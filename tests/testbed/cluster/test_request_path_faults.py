@@ -129,3 +129,40 @@ def test_a_delay_makes_every_request_of_the_path_wait_and_the_produce_still_succ
     assert any(line["api_key"] == 1 and line["client_id"] != topic for line in delayed)  # followers' Fetches
     assert read_all(proxied.cluster, topic, 1, "read_uncommitted", len(values)) == sorted(values)
     del producer
+
+
+def test_a_reorder_lets_requests_on_different_connections_overtake_and_the_produce_still_succeeds(
+    proxied: ProxiedCluster, acts: RequestFaults
+) -> None:
+    """Each request waits its own draw from 0..400 ms: the waits the proxies logged span the range,
+    and a request that reached a proxy after another one, on another connection, was forwarded
+    before it (a connection's requests are forwarded one after the other, each when its wait ends:
+    a delay line is logged when the request's wait starts). Nothing acknowledged is lost."""
+    topic = "reordered"
+    proxied.cluster.create_topic(topic, 1, 3)
+    delayed_before = len(actions_of(proxied, "delay"))
+    for node in proxied.proxies:
+        acts.reorder(f"n{node}", 400)
+    values, producer = produce_one_batch_each(proxied, topic, True, 4)
+    delayed = actions_of(proxied, "delay")[delayed_before:]
+    waits = [int(str(line["ms"])) for line in delayed]
+    assert min(waits) >= 0 and max(waits) <= 400 and max(waits) - min(waits) >= 200, waits
+    assert any(line["api_key"] == 0 and line["client_id"] == topic for line in delayed)  # the Produces
+    forwarded = [
+        (
+            str(line["broker"]),
+            line["conn"],
+            float(str(line["time"])),
+            float(str(line["time"])) + int(str(line["ms"])) / 1000,
+        )
+        for line in delayed
+    ]
+    overtaken = [
+        (first, second)
+        for first in forwarded
+        for second in forwarded
+        if first[0] == second[0] and first[1] != second[1] and first[2] < second[2] and first[3] > second[3]
+    ]
+    assert overtaken, "no request overtook an earlier one on another connection"
+    assert read_all(proxied.cluster, topic, 1, "read_uncommitted", len(values)) == sorted(values)
+    del producer

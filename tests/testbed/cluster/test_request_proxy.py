@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import random
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,7 @@ import pytest
 
 from testbed.cluster.request_proxy.control import ProxyControl, ProxyControlError, read_actions, spawn_proxy
 from testbed.cluster.request_proxy.proxy import RequestProxy, read_frame
-from testbed.cluster.request_proxy.rules import parse_command
+from testbed.cluster.request_proxy.rules import RuleBook, parse_command
 from tests.testbed.cluster.test_request_rules import request_payload
 
 pytestmark = pytest.mark.timeout(60)
@@ -136,6 +137,53 @@ def test_delay_holds_the_connection_for_its_milliseconds(tmp_path: Path) -> None
     assert [line["action"] for line in actions] == ["rule-added", "delay"]
     assert actions[1]["api_key"] == 0 and actions[1]["correlation_id"] == 1
     assert actions[1]["client_id"] == "client-1"
+
+
+class ScriptedDraws(random.Random):
+    """The jitter draws a test chose, in order (``randint`` is what the rule book draws with)."""
+
+    def __init__(self, draws: list[int]) -> None:
+        super().__init__()
+        self.draws = draws
+
+    def randint(self, a: int, b: int) -> int:
+        draw = self.draws.pop(0)
+        assert a <= draw <= b
+        return draw
+
+
+def test_a_jittered_delay_reorders_requests_across_connections_never_within_one(tmp_path: Path) -> None:
+    """A's request arrives first but draws the longest wait: B's, sent after it on another
+    connection, reaches the broker first. A's second request draws the shortest wait and still
+    arrives after A's first (a connection keeps its order, as TCP does)."""
+
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        proxy.rules = RuleBook(ScriptedDraws([+200, -200, -150]))  # waits of 400, 0 and 50 ms
+        await command(proxy, '{"op": "delay", "api_key": "*", "ms": 200, "jitter": 200}')
+        reader_a, writer_a = await connect(listen)
+        reader_b, writer_b = await connect(listen)
+        writer_a.write(request(0, 1, "a"))
+        await until(lambda: any(line for line in log_lines(proxy) if line.get("correlation_id") == 1))
+        writer_b.write(request(0, 2, "b"))
+        await until(lambda: any(line for line in log_lines(proxy) if line.get("correlation_id") == 2))
+        writer_a.write(request(3, 3, "a"))
+        assert (await answer(reader_b))[0] == 2
+        assert [(await answer(reader_a))[0], (await answer(reader_a))[0]] == [1, 3]
+        assert [seen[2] for seen in broker.seen] == [2, 1, 3]  # B overtook A; A kept its order
+        writer_a.close()
+        writer_b.close()
+
+    actions = run(scenario, tmp_path)
+    delays = [(line["correlation_id"], line["ms"]) for line in actions if line["action"] == "delay"]
+    assert delays == [(1, 400), (2, 0), (3, 50)]
+    assert actions[0]["jitter"] == 200
+
+
+def log_lines(proxy: RequestProxy) -> list[dict[str, object]]:
+    """The proxy's log so far (its stream is the StringIO :func:`run` gave it)."""
+    stream = proxy.log_file
+    assert isinstance(stream, io.StringIO)
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
 def test_observe_logs_each_request_and_forwards_it(tmp_path: Path) -> None:

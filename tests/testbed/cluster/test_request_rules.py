@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -97,6 +98,23 @@ def test_delays_add_up_and_leave_the_request_to_the_other_rules() -> None:
     assert book.latency(RequestHeader(1, 12, 2, None)) == (50, [slow])
 
 
+def test_a_jittered_delay_draws_each_request_s_wait_within_its_range() -> None:
+    book = RuleBook(random.Random(7))
+    slow = book.add("delay", None, None, None, 50)
+    jittered = book.add("delay", None, None, None, 200, jitter_ms=150)
+    fetch = RequestHeader(1, 12, 1, "follower")
+    waits = [book.latency(fetch)[0] for _ in range(400)]
+    assert all(50 + 50 <= wait <= 50 + 350 for wait in waits), (min(waits), max(waits))
+    assert min(waits) < 120 and max(waits) > 380, "the draws span the range"
+    assert book.latency(fetch)[1] == [slow, jittered]
+    assert jittered.describe()["jitter"] == 150 and "jitter" not in slow.describe()
+    # The same seed, the same waits; without a jitter, no draw at all.
+    again = RuleBook(random.Random(7))
+    again.add("delay", None, None, None, 50)
+    again.add("delay", None, None, None, 200, jitter_ms=150)
+    assert [again.latency(fetch)[0] for _ in range(400)] == waits
+
+
 def test_a_client_rule_matches_a_substring_and_never_a_null_client_id() -> None:
     book = RuleBook()
     rule = book.add("drop", frozenset({0}), "producer-2", 2, 0)
@@ -112,7 +130,9 @@ def test_control_lines() -> None:
     hold = parse_command('{"op": "hold", "api_key": ["Produce", 26], "client": "txn", "count": 1}')
     assert (hold.op, hold.api_keys, hold.client, hold.count) == ("hold", frozenset({0, 26}), "txn", 1)
     delay = parse_command('{"op": "delay", "api_key": "Produce", "ms": 250}')
-    assert (delay.delay_ms, delay.count) == (250, None)
+    assert (delay.delay_ms, delay.count, delay.jitter_ms) == (250, None, 0)
+    jittered = parse_command('{"op": "delay", "api_key": "*", "ms": 250, "jitter": 250}')
+    assert (jittered.api_keys, jittered.delay_ms, jittered.jitter_ms) == (None, 250, 250)
     release = parse_command('{"op": "release", "mode": "original", "rule": 3}')
     assert (release.op, release.mode, release.rule_id) == ("release", "original", 3)
     assert parse_command('{"op": "release"}').mode == "new-connection"
@@ -139,6 +159,9 @@ def test_control_lines() -> None:
         ('{"op": "hold", "api_key": 0, "key": 1}', "unknown field 'key'"),
         ('{"op": "drop", "api_key": 0, "disconnect": true}', "only for hold"),
         ('{"op": "hold", "api_key": 0, "disconnect": 1}', "disconnect 1"),
+        ('{"op": "delay", "api_key": 0, "ms": 100, "jitter": 101}', r"jitter 101: .* at most its ms \(100\)"),
+        ('{"op": "hold", "api_key": 0, "jitter": 10}', "jitter 10: only for delay"),
+        ('{"op": "delay", "api_key": 0, "ms": 100, "jitter": -1}', "jitter -1"),
     ],
 )
 def test_bad_control_lines_name_what_is_wrong_in_one_line(line: str, message: str) -> None:
