@@ -242,7 +242,8 @@ def main() -> None:
     budget = parse_duration(args.budget)
     mix, weights = parse_mix(args.mix) if args.mix else (HUNT_MIX, ())
     store = args.store or Path(tempfile.mkdtemp(prefix="tidemark-bench-hunt-"))
-    written = ",".join(f"{name}*{dict(weights)[name]}" if name in dict(weights) else name for name in mix)
+    weight = dict(weights)
+    written = ",".join(f"{name}*{weight[name]}" if name in weight else name for name in mix)
     print(
         f"store: {store}; mix: {written} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
         flush=True,

@@ -98,12 +98,10 @@ def row_from_record(
     problem = None if record.get("finished", True) else "the hunt was interrupted"
     position = next((number for number, run in enumerate(runs) if run.get("verdict") is False), None)
     seconds_to_client = float(client_seconds) if client_seconds is not None else None
-    client_detected = client_dir is not None
+    client = (client_dir is not None, seconds_to_client)
     if position is None:
-        no_find = Row(mutant, title, False, None, len(runs), unknown, (), record.get("directory"), problem)
-        return dataclasses.replace(
-            no_find, client_detected=client_detected, client_seconds=seconds_to_client, hunt=hunt
-        )
+        directory = record.get("directory")
+        return Row(mutant, title, False, None, len(runs), unknown, (), directory, problem, *client, hunt=hunt)
     first = runs[position]
     first_dir = str(first.get("run_dir"))
     if first_dir == client_dir:
@@ -111,9 +109,8 @@ def row_from_record(
     else:
         seconds = round(sum(float(run.get("seconds") or 0.0) for run in runs[: position + 1]), 1)
     anomalies = describe_anomalies(dict(first.get("anomalies", {})), results(Path(first_dir)))
-    found = Row(mutant, title, True, seconds, len(runs), unknown, anomalies, first_dir, problem)
-    return dataclasses.replace(
-        found, client_detected=client_detected, client_seconds=seconds_to_client, hunt=hunt
+    return Row(
+        mutant, title, True, seconds, len(runs), unknown, anomalies, first_dir, problem, *client, hunt=hunt
     )
 
 
