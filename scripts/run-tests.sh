@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The test suite: lint, types, then pytest (Docker tests fail, not skip, under CI=true).
 #
-# When scripts/setup.sh left the third-party builds running in the background (a fresh machine's
-# `setup.sh test`: TIDEMARK_THIRD_PARTY_BUILD names the build's directory; tansu, then nisshi),
-# pytest runs in three phases, so that the cargo builds overlap every test that needs neither:
-#   1. pytest -m "not docker and not third_party"   while cargo builds;
-#   2. pytest -m "docker and not third_party"       while cargo goes on, if it has not ended: it
-#      runs at nice 19, so rustc takes only the CPU the containers leave idle (a fresh machine's
-#      CI measured 2026-11-29: phase 1 alone did not cover the tansu build, and waiting for it
-#      before any Docker test made the critical path setup + build + every Docker test);
-#   3. wait for the builds -- a failed build fails the run here, with the tail of cargo's log --,
-#      build the tansu and nisshi images, then pytest -m "third_party".
-# The three marker expressions split the suite exactly (every test is in one of them). Each
-# phase prints pytest's own summary; the closing line adds them up as "pytest: N passed,
-# N failed, N skipped", and the exit status is non-zero when a phase failed (pytest's 5, "no
-# test collected", only when no phase collected one). With arguments (a selection of the
-# caller's), or without a background build, pytest runs once, as before.
+# pytest runs in three phases (each prints its own summary; the closing line adds them up as
+# "pytest: N passed, N failed, N skipped", and the exit status is non-zero when a phase failed --
+# pytest's 5, "no test collected", only when no phase collected one):
+#   1. pytest -m "not docker and not third_party", on TIDEMARK_TEST_WORKERS pytest-xdist workers
+#      (default: one per CPU, at most 4; 1 runs it in this process).  These tests start no
+#      container, and most of their time is one CPU's worth of Python, a Spark driver or a local
+#      broker cluster's processes: with one pytest the second core of a two-core machine sat idle
+#      or went to cargo, and this phase was most of the suite (38 of 70 minutes, measured
+#      2026-12-01).  Each worker starts its own Spark session and picks its own free ports.
+#   2. pytest -m "docker and not third_party", one test at a time: their fault choreographies
+#      run against real containers, and two clusters on two cores would make their timing the
+#      machine's rather than the test's.
+#   3. pytest -m "third_party", after the third-party builds, when scripts/setup.sh left them
+#      running in the background (a fresh machine's `setup.sh test`: TIDEMARK_THIRD_PARTY_BUILD
+#      names the build's directory; tansu, then nisshi): they overlap phases 1 and 2 -- niced, so
+#      rustc takes only the CPU the tests leave idle (a fresh machine's CI measured 2026-11-29:
+#      waiting for the build before any Docker test made the critical path setup + build + every
+#      Docker test) --, and a failed build fails the run here, with the tail of cargo's log.
+# The three marker expressions split the suite exactly (every test is in one of them).  With
+# arguments (a selection of the caller's), pytest runs once, in this process, as the caller asked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -96,25 +101,32 @@ say "ruff"; .venv/bin/ruff check testbed harness nemesis workloads checker broke
 say "ruff format --check"; .venv/bin/ruff format --check testbed harness nemesis workloads checker broker_impl tests bench
 say "mypy --strict"; .venv/bin/mypy
 
-if [ -z "$build" ]; then
-    say "pytest"; exec .venv/bin/pytest -q "$@"
+if [ -n "$build" ]; then
+    status=$(build_status)
+    [ -z "$status" ] || [ "$status" = 0 ] || fail_build "exit $status"  # failed fast (no cargo?)
 fi
-status=$(build_status)
-[ -z "$status" ] || [ "$status" = 0 ] || fail_build "exit $status"  # failed fast (no cargo?)
 if [ $# -gt 0 ]; then
-    finish_build
+    [ -z "$build" ] || finish_build
     say "pytest"; exec .venv/bin/pytest -q "$@"
 fi
 
+# Phase 1's workers: one per CPU, at most 4 (each may hold a Spark driver's JVM and a local
+# cluster's broker processes); TIDEMARK_TEST_WORKERS overrides.
+workers=${TIDEMARK_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
+[[ "$workers" =~ ^[1-9][0-9]*$ ]] || { echo "run-tests: TIDEMARK_TEST_WORKERS must be a whole number >= 1, not '$workers'" >&2; exit 2; }
+[ -n "${TIDEMARK_TEST_WORKERS:-}" ] || [ "$workers" -le 4 ] || workers=4
+parallel=()
+[ "$workers" = 1 ] || parallel=(-n "$workers")
+
 reports=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-pytest.XXXXXX")
 statuses=()
-say "pytest, phase 1 of 3: not docker and not third_party (the builds go on in the background)"
-run_phase "$reports/phase-1.xml" -m "not docker and not third_party"
+say "pytest, phase 1 of 3: not docker and not third_party, $workers worker(s)${build:+ (the builds go on in the background)}"
+run_phase "$reports/phase-1.xml" -m "not docker and not third_party" "${parallel[@]}"
 statuses+=("$phase_status")
-say "pytest, phase 2 of 3: docker and not third_party (the builds, niced, take what they leave)"
+say "pytest, phase 2 of 3: docker and not third_party${build:+ (the builds, niced, take what they leave)}"
 run_phase "$reports/phase-2.xml" -m "docker and not third_party"
 statuses+=("$phase_status")
-finish_build
+[ -z "$build" ] || finish_build
 say "pytest, phase 3 of 3: third_party"
 run_phase "$reports/phase-3.xml" -m "third_party"
 statuses+=("$phase_status")
