@@ -47,8 +47,9 @@ fail_build() {
 }
 
 # Waits for the background build, then builds the tansu and nisshi images on it (as setup.sh does
-# when it builds them in the foreground).
+# when it builds them in the foreground); nothing to do when no build was left in the background.
 finish_build() {
+    [ -n "$build" ] || return 0
     say "waiting for the third-party builds (log: $build/log)"
     local status waited=0
     until status=$(build_status) && [ -n "$status" ]; do
@@ -106,7 +107,7 @@ if [ -n "$build" ]; then
     [ -z "$status" ] || [ "$status" = 0 ] || fail_build "exit $status"  # failed fast (no cargo?)
 fi
 if [ $# -gt 0 ]; then
-    [ -z "$build" ] || finish_build
+    finish_build
     say "pytest"; exec .venv/bin/pytest -q "$@"
 fi
 
@@ -126,7 +127,7 @@ statuses+=("$phase_status")
 say "pytest, phase 2 of 3: docker and not third_party${build:+ (the builds, niced, take what they leave)}"
 run_phase "$reports/phase-2.xml" -m "docker and not third_party"
 statuses+=("$phase_status")
-[ -z "$build" ] || finish_build
+finish_build
 say "pytest, phase 3 of 3: third_party"
 run_phase "$reports/phase-3.xml" -m "third_party"
 statuses+=("$phase_status")
