@@ -108,8 +108,7 @@ class Broker:
         self.coordinator = GroupCoordinator(self)
         self.txn_coordinator = TransactionCoordinator(self, self.node_id)
         self.events = open_event_log(settings, str(self.log_dir), BROKER_EVENTS_FILE, self.node_id)
-        # Whether the previous process shut down cleanly (sent at registration).
-        self.clean_shutdown = self._take_clean_shutdown_marker()
+        self.clean_shutdown = self._take_clean_shutdown_marker()  # the last process' (for registration)
         self.events.emit(
             START,
             format=FORMAT,
@@ -118,6 +117,7 @@ class Broker:
             incarnation=self.incarnation,
             pid=os.getpid(),
             clean_shutdown=self.clean_shutdown,
+            wall_ms=int(time.time() * 1000),  # the process' own clock, libfaketime's under clock faults
             settings={name: settings[name] for name in RECORDED_SETTINGS},
         )
         self._open_existing_partitions()

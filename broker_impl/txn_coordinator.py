@@ -350,6 +350,7 @@ class TransactionCoordinator:
             state=metadata.state.label,
             partitions=sorted([list(entry) for entry in metadata.partitions]),
             coordinator_epoch=state.leader_epoch,
+            last_update_ms=metadata.last_update_ms,
         )
         return wire.NONE
 
