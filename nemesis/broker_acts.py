@@ -25,8 +25,10 @@ from nemesis.disk_faults import CLEAR, disk_error_command, slow_disk_command
 from nemesis.fault_kinds import (
     CLIENT_CUT,
     CLIENT_HEAL,
+    CLOCK_DRIFT,
     CLOCK_HEAL,
     CLOCK_OFFSET_S,
+    CLOCK_RATE_PCT,
     CLOCK_SKEW,
     DISK_ERROR,
     DISK_ERROR_ERRNO,
@@ -68,6 +70,7 @@ from nemesis.outcomes import Refused
 from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
 from nemesis.slow_link import SlowLink
+from testbed.cluster.fake_clock import REAL_CLOCK
 from testbed.cluster.protocol import ClockControl, Cluster, DiskFaults, NodeControl, PowerLoss
 from testbed.nodes.remote import RemoteError
 
@@ -203,11 +206,23 @@ class BrokerActs:
         self.client_cut.heal(node)
 
     def skew_clock(self, node: str, value: Mapping[str, Any] | None = None) -> None:
-        """Move the broker's wall clock by the offset its op names (default :data:`CLOCK_OFFSET_S`)."""
-        self._clock().set_clock_offset(node, int((value or {}).get("offset_s") or CLOCK_OFFSET_S))
+        """Jump the broker's wall clock to the offset its op names (default :data:`CLOCK_OFFSET_S`)
+        off real time; a drift in effect goes on from there."""
+        clocks = self._clock()
+        offset = int((value or {}).get("offset_s") or CLOCK_OFFSET_S)
+        clocks.set_clock(node, clocks.clock(node).jumped(offset, time.time()))
+
+    def drift_clock(self, node: str, value: Mapping[str, Any] | None = None) -> None:
+        """Run the broker's wall clock at the rate its op names (default :data:`CLOCK_RATE_PCT`) from
+        the reading it has now: a slow or fast clock, no jump."""
+        clocks = self._clock()
+        rate = (value or {}).get("rate_pct")
+        clocks.set_clock(
+            node, clocks.clock(node).drifting(CLOCK_RATE_PCT if rate is None else int(rate), time.time())
+        )
 
     def heal_clock(self, node: str) -> None:
-        self._clock().set_clock_offset(node, 0)
+        self._clock().set_clock(node, REAL_CLOCK)
 
     def _clock(self) -> ClockControl:
         cluster = self.cluster
@@ -314,6 +329,7 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         SLOW_LINK: BrokerActs.slow_links,
         SLOW_LINK_HEAL: BrokerActs.heal_slow_link,
         CLOCK_SKEW: BrokerActs.skew_clock,
+        CLOCK_DRIFT: BrokerActs.drift_clock,
         CLOCK_HEAL: BrokerActs.heal_clock,
         CLIENT_CUT: BrokerActs.cut_clients,
         CLIENT_HEAL: BrokerActs.heal_client_cut,
@@ -342,6 +358,7 @@ VALUE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str, Mapping[str, Any]], No
         REQUEST_RESET: BrokerActs.reset_requests,
         SLOW_LINK: BrokerActs.slow_links_at,
         CLOCK_SKEW: BrokerActs.skew_clock,
+        CLOCK_DRIFT: BrokerActs.drift_clock,
         DISK_ERROR: BrokerActs.break_disk,
         SLOW_DISK: BrokerActs.slow_disk,
         SHUTDOWN: BrokerActs.shutdown,

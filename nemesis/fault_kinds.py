@@ -86,6 +86,7 @@ PACKET_LOSS_HEAL: Final = "packet-loss-heal"
 SLOW_LINK: Final = "slow-link"
 SLOW_LINK_HEAL: Final = "slow-link-heal"
 CLOCK_SKEW: Final = "clock-skew"
+CLOCK_DRIFT: Final = "clock-drift"
 CLIENT_CUT: Final = "client-cut"
 CLIENT_HEAL: Final = "client-heal"
 CLOCK_HEAL: Final = "clock-heal"
@@ -110,6 +111,13 @@ seconds (64) to one that only delays it (1024)."""
 CLOCK_OFFSETS_DRAWN: Final[tuple[int, ...]] = (-3600, -120, -5, 5, 120, 3600)
 """The jumps a schedule's ``clock-skew`` draws from, both ways: seconds (an NTP step), past the
 clients' transaction and session timeouts (two minutes), and an hour (a time-zone slip)."""
+CLOCK_RATE_PCT: Final = 1000
+"""How fast ``clock-drift`` runs a broker's wall clock unless a step says otherwise: ten times real
+speed, so it gains a minute in under seven seconds and a fault window outruns the clients' default
+``transaction.timeout.ms`` (60 s) on it, as a jump does."""
+CLOCK_RATES_DRAWN: Final[tuple[int, ...]] = (25, 50, 200, 1000)
+"""The rates (% of real speed) a schedule's ``clock-drift`` draws from: clocks losing three
+quarters or half of each second, and gaining one or nine."""
 DISK_ERROR_OP, DISK_ERROR_ERRNO, DISK_FILES = "fsync", "EIO", "*"
 """What a ``disk-error`` fails, with what error, on which files, unless a step says otherwise: every
 fsync in the data directory with EIO (why: :mod:`nemesis.disk_faults`)."""
@@ -379,9 +387,30 @@ KINDS: Final[tuple[FaultKind, ...]] = (
         needs=frozenset({NODE_CONTROL, FAKE_CLOCK}),
         drawn=(("offset_s", CLOCK_OFFSETS_DRAWN),),
     ),
+    FaultKind(
+        CLOCK_DRIFT,
+        f"the brokers' wall clocks run at rate_pct % of real speed (default {CLOCK_RATE_PCT}; libfaketime,"
+        " the monotonic clock untouched) from the reading they have: slow or fast clocks, whose"
+        " timestamps drift apart from the other brokers' and from real time",
+        heal=CLOCK_HEAL,
+        drawn_as="node-target",
+        nodes="required",
+        op_value=NODE_FAULT_VALUE + f' (+ "rate_pct": {CLOCK_RATE_PCT})',
+        colour="#b07aa1",
+        params=(
+            Param(
+                "rate_pct",
+                False,
+                f"% of real speed, 0 (stopped) to 10000, not 100 (default {CLOCK_RATE_PCT})",
+            ),
+        ),
+        needs=frozenset({NODE_CONTROL, FAKE_CLOCK}),
+        drawn=(("rate_pct", CLOCK_RATES_DRAWN),),
+    ),
     every_broker_heal(
         CLOCK_HEAL,
-        "the brokers' wall clocks back to real time (heal of clock-skew; no node: every broker)",
+        "the brokers' wall clocks back to real time at real speed (heal of clock-skew and clock-drift;"
+        " no node: every broker)",
         frozenset({NODE_CONTROL, FAKE_CLOCK}),
     ),
     FaultKind(

@@ -24,7 +24,9 @@ from nemesis.client_crash import run_crash
 from nemesis.fault_declaration import IS_A_HEAL, FaultKind
 from nemesis.fault_kinds import (
     CLIENT_CRASH,
+    CLOCK_DRIFT,
     CLOCK_OFFSET_S,
+    CLOCK_RATE_PCT,
     CLOCK_SKEW,
     CONSUMER_CHURN,
     CONSUMER_CRASH,
@@ -109,6 +111,13 @@ def _skew_clocks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any
     return _on_nodes(nemesis, step, {**extra, "offset_s": step.offset_s or CLOCK_OFFSET_S})
 
 
+def _drift_clocks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism, the op saying the rate (its act makes the wall clock run at it)."""
+    return _on_nodes(
+        nemesis, step, {**extra, "rate_pct": CLOCK_RATE_PCT if step.rate_pct is None else step.rate_pct}
+    )
+
+
 def _break_disks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
     """The node mechanism, the op saying which call fails how on which files (its act sets the rule)."""
     rule = {
@@ -188,6 +197,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         PACKET_LOSS: _lose_packets,
         SLOW_LINK: _slow_links,
         CLOCK_SKEW: _skew_clocks,
+        CLOCK_DRIFT: _drift_clocks,
         REQUEST_HOLD: _named_requests,
         REQUEST_DUPLICATE: _named_requests,
         REQUEST_RESET: _named_requests,

@@ -22,55 +22,52 @@ effect.
 
 Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 
-* ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within 0-2 s;
-  half the draws hold the window open by cutting the two apart while the follower restarts;
-* ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor leads,
-  then all restarted; or (half the draws) the leadership sent back and forth 2-4 times between two
-  replicas that each return alone while the other is down (fast failover, KIP-279);
-* ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the controller)
-  long enough for the ISR to shrink, then it is killed; where the ISR lag is known and there is a
-  controller node, half the draws cut it off from the controller too, past the lag, so the shrink it
-  proposes is never answered while its clients still reach it (KIP-497's in-flight ISR);
-* ``power-loss-follower-leader-crash`` -- a follower loses power (unsynced writes gone) and restarts, then
-  the leader crashes (needs the lazy filesystem);
-* ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the leader
-  is killed and restarted; then it hears again (needs a controller node);
-* ``rolling-restart`` -- every broker killed (or shut down cleanly) and restarted in turn, each time
-  waiting until the partition is fully replicated again, then (with a controller to ask) every leadership
-  handed back to its preferred replica under load (``elect-preferred``);
+* ``follower-restart-leader-crash`` -- KIP-101: restart a follower, then crash the leader within 0-2 s; half
+  the draws hold the window open by cutting the two apart while the follower restarts;
+* ``leader-crash-storm`` -- 2-4 leaders killed in quick succession, each as soon as a successor leads, then
+  all restarted; or (half the draws) the leadership sent back and forth 2-4 times between two replicas that
+  each return alone while the other is down (fast failover, KIP-279);
+* ``isolate-followers-lose-leader`` -- Jepsen 2013: the leader loses its followers (not the controller) long
+  enough for the ISR to shrink, then it is killed; where the ISR lag is known and there is a controller node,
+  half the draws cut it off from the controller too, past the lag, so the shrink it proposes is never answered
+  while its clients still reach it (KIP-497's in-flight ISR);
+* ``power-loss-follower-leader-crash`` -- a follower loses power, restarts, the leader crashes (needs power loss);
+* ``metadata-delay-leader-moves`` -- a follower stops hearing the controller (a zombie) while the leader is
+  killed and restarted; then it hears again (needs a controller node);
+* ``rolling-restart`` -- every broker killed (or shut down cleanly) and restarted in turn, each time waiting
+  until the partition is fully replicated again, then (with a controller to ask) every leadership handed back
+  to its preferred replica under load (``elect-preferred``);
 * ``overlapping-faults`` -- two different faults on different brokers whose windows overlap;
 * ``stale-leader-lagging-joiner`` -- KAFKA-7128: a follower stops and falls far behind; the other follower
-  restarts cut off from the leader (its HW stale; crashed, or stopped cleanly where a crash would take it
-  out of the ISR) and leads when the old one bounces; the far-behind follower returns and catches up with
-  it, then both others die (whether it leads then is the rule under test);
-* ``last-replica-standing`` -- KIP-966: the leader is cut off from its followers one at a time until the
-  ISR is the leader alone, then it loses power and restarts (needs the lazy filesystem);
-* ``zombie-fetch-across-epochs`` -- KIP-320: a follower stops hearing the controller and keeps fetching
-  while the leadership moves away and back over two epochs (needs a controller node);
-* ``disk-failure-leader-moves`` -- the leader's disk fails its fsyncs; it halts (Kafka's rule for a failed
-  log directory), the leadership moves, and the disk is replaced and the broker restarted from what the
-  failed disk kept (needs the lazy filesystem);
-* ``one-way-leader-crash`` -- a one-way cut past the ISR lag, then the leader is killed: in half the draws
-  the leader stops hearing its followers (their Fetches are lost; it still hears the controller, so it
-  stays leader and shrinks the ISR to itself), in the other half the followers stop hearing the leader
-  (their Fetches arrive, its answers do not: followers that ask and never advance);
+  restarts cut off from the leader (its HW stale; crashed, or stopped cleanly where a crash would take it out
+  of the ISR) and leads when the old one bounces; the far-behind follower returns and catches up with it, then
+  both others die (whether it leads then is the rule under test);
+* ``last-replica-standing`` -- KIP-966: the leader is cut off from its followers one at a time until the ISR
+  is the leader alone, then it loses power and restarts (needs the lazy filesystem);
+* ``zombie-fetch-across-epochs`` -- KIP-320: a follower stops hearing the controller and keeps fetching while
+  the leadership moves away and back over two epochs (needs a controller node);
+* ``disk-failure-leader-moves`` -- the leader's disk fails its fsyncs; it halts (Kafka's rule for a failed log
+  directory), the leadership moves, and the disk is replaced and the broker restarted from what the failed
+  disk kept (needs the lazy filesystem);
+* ``one-way-leader-crash`` -- a one-way cut past the ISR lag, then the leader is killed: in half the draws the
+  leader stops hearing its followers (their Fetches are lost; hearing the controller, it stays leader and
+  shrinks the ISR to itself), else the followers stop hearing it (they ask and never advance);
 * ``retried-produce-leader-crash`` -- the client path of a partition's replicas turns slow (evenly, or
-  unevenly so that requests overtake one another) and duplicates every Produce and EndTxn, the leader resets the next one of each after acting on it (the client retries
-  not knowing), and then the leader is killed while the copies keep coming: the new leader must know each
-  producer's last sequences to answer a copy or a retry as a duplicate instead of appending it again
-  (needs request proxies);
-* ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches survive)
-  or powered off (their unsynced writes gone), in three power-off draws of four after their disks failed
-  their fsyncs for a while (a broker that obeys the error halts, one that ignores it acknowledges writes
-  no disk holds), then all restarted.  A durability bug needs every replica of a record to lose it, and
-  the random nemesis draws that rarely (a package needs power loss, i.e. the lazy filesystem, for its
-  power-off draws; without it every draw is a kill);
-* ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader
-  (:mod:`nemesis.client_crash_plan`; needs the workload's client processes);
-* ``consumer-crash-coordinator-crash`` -- a group member's process killed mid-poll, then its group
-  coordinator (:mod:`nemesis.client_crash_plan`; needs group members in processes);
-* ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader killed
-  in half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a controller node);
+  unevenly so that requests overtake one another) and duplicates every Produce and EndTxn, the leader resets
+  the next one of each after acting on it (the client retries not knowing), then the leader is killed while
+  copies keep coming: the new leader must answer them as duplicates, not append (needs request proxies);
+* ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches survive) or
+  powered off (their unsynced writes gone), in three power-off draws of four after their disks failed their
+  fsyncs for a while (a broker that obeys the error halts, one that ignores it acknowledges writes no disk
+  holds), then all restarted: a durability bug needs every replica of a record to lose it (power-off draws
+  need the lazy filesystem; without it every draw is a kill);
+* ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader; and
+  ``consumer-crash-coordinator-crash`` -- a group member's process killed mid-poll, then its group coordinator
+  (:mod:`nemesis.client_crash_plan`; they need the workload's clients, its group members, in processes);
+* ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader killed in
+  half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a controller node);
+* ``clock-drift-leader-crash`` -- the leader's clock fast, a follower's behind, the leader killed
+  (:mod:`nemesis.clock_plan`; needs brokers under libfaketime);
 * ``quiet`` -- nothing for a while: recovery is tested too.
 """
 
@@ -85,6 +82,7 @@ from nemesis.bug_packages import (
     zombie_fetch_across_epochs,
 )
 from nemesis.client_crash_plan import CLIENT_CRASH_PACKAGES
+from nemesis.clock_plan import clock_drift_leader_crash
 from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE
 from nemesis.membership_plan import decommission_leader_crash
 from nemesis.package_context import PackageContext as PackageContext
@@ -92,6 +90,7 @@ from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
 from nemesis.package_context import partition_of, sleep_step, slow_path_step
 from nemesis.spec import (
+    CLOCK_DRIFT_LEADER_CRASH,
     DECOMMISSION_LEADER_CRASH,
     DISK_FAILURE_LEADER_MOVES,
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -432,6 +431,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     WHOLE_CLUSTER_CRASH: whole_cluster_crash,
     **CLIENT_CRASH_PACKAGES,
     DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
+    CLOCK_DRIFT_LEADER_CRASH: clock_drift_leader_crash,
     QUIET: quiet,
 }
 

@@ -124,6 +124,7 @@ RECORDED_PARAMS = (
     "rate_kbit",
     "requests",
     "offset_s",
+    "rate_pct",
     "op",
     "errno",
     "files",

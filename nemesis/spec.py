@@ -55,6 +55,7 @@ from typing import Any, Literal
 from nemesis.client_crash_plan import CLIENT_CRASH_LEADER_CRASH as CLIENT_CRASH_LEADER_CRASH
 from nemesis.client_crash_plan import CONSUMER_CRASH_COORDINATOR_CRASH as CONSUMER_CRASH_COORDINATOR_CRASH
 from nemesis.fault_kinds import CLIENT_CRASH as CLIENT_CRASH
+from nemesis.fault_kinds import CLOCK_DRIFT, CLOCK_SKEW, names_drawn_as
 from nemesis.fault_kinds import CONSUMER_CHURN as CONSUMER_CHURN
 from nemesis.fault_kinds import CONSUMER_CRASH as CONSUMER_CRASH
 from nemesis.fault_kinds import DISK_ERROR as DISK_ERROR
@@ -72,7 +73,6 @@ from nemesis.fault_kinds import REQUEST_REORDER as REQUEST_REORDER
 from nemesis.fault_kinds import REQUEST_RESET as REQUEST_RESET
 from nemesis.fault_kinds import SHUTDOWN as SHUTDOWN
 from nemesis.fault_kinds import SLOW_LINK as SLOW_LINK
-from nemesis.fault_kinds import names_drawn_as
 from nemesis.membership_kinds import DECOMMISSION, ELECT_PREFERRED
 
 NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
@@ -98,6 +98,7 @@ ONE_WAY_LEADER_CRASH = "one-way-leader-crash"
 RETRIED_PRODUCE_LEADER_CRASH = "retried-produce-leader-crash"
 WHOLE_CLUSTER_CRASH = "whole-cluster-crash"
 DECOMMISSION_LEADER_CRASH = "decommission-leader-crash"
+CLOCK_DRIFT_LEADER_CRASH = "clock-drift-leader-crash"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -117,6 +118,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     CLIENT_CRASH_LEADER_CRASH,
     CONSUMER_CRASH_COORDINATOR_CRASH,
     DECOMMISSION_LEADER_CRASH,
+    CLOCK_DRIFT_LEADER_CRASH,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -143,6 +145,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         CLIENT_CRASH_LEADER_CRASH: frozenset({CLIENT_CRASH, KILL}),
         CONSUMER_CRASH_COORDINATOR_CRASH: frozenset({CONSUMER_CRASH, KILL}),
         DECOMMISSION_LEADER_CRASH: frozenset({DECOMMISSION, KILL}),
+        CLOCK_DRIFT_LEADER_CRASH: frozenset({CLOCK_DRIFT, CLOCK_SKEW, KILL}),
         QUIET: frozenset(),
     }
 )

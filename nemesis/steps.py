@@ -30,6 +30,7 @@ from nemesis.fault_kinds import (
     checked_rate,
 )
 from testbed.cluster.fake_clock import checked_offset
+from testbed.cluster.fake_clock import checked_rate as checked_clock_rate
 from testbed.cluster.kafka_admin import PartitionInfo
 
 ROLES = ("leader-of", "follower-of")
@@ -167,6 +168,8 @@ class FaultStep:
     """``slow-link``: the rate of the node's links to its peers (None: the kind's default)."""
     offset_s: int | None = None
     """``clock-skew``: how far the wall clock jumps, in seconds (None: the kind's default)."""
+    rate_pct: int | None = None
+    """``clock-drift``: how fast the wall clock runs, in % of real speed (None: the kind's default)."""
     op: str | None = None
     """``disk-error``: the call that fails (None: the kind's default)."""
     errno: str | None = None
@@ -268,6 +271,7 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         requests=tuple(str(name) for name in table.get("requests", ())),
         rate_kbit=table.get("rate_kbit"),
         offset_s=table.get("offset_s"),
+        rate_pct=table.get("rate_pct"),
         op=table.get("op"),
         errno=table.get("errno"),
         files=table.get("files"),
@@ -292,6 +296,7 @@ def _takes(fault: object, param: str) -> bool:
 NUMBER_PARAMS: dict[str, Callable[[object], int]] = {
     "rate_kbit": checked_rate,
     "offset_s": checked_offset,
+    "rate_pct": checked_clock_rate,
     "delay_ms": checked_delay,
 }
 """The numeric step parameters of fault kinds and the check of each (ValueError saying why not)."""

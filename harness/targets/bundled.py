@@ -35,7 +35,7 @@ from testbed.cluster.protocol import (
     ReplicaDumps,
 )
 from testbed.cluster.targets import DEFAULT_TARGET
-from testbed.record.faults import CLOCK_SKEW
+from testbed.record.faults import CLOCK_FAULTS
 from testbed.record.replicas import EVIDENCE_DUMPS
 from testbed.record.rundir import RunDir
 
@@ -121,8 +121,8 @@ class BundledTarget(ContainerTarget):
                 CONTROLLER,
                 spec.settings,
                 power_loss_filesystem=spec.power_loss_filesystem,
-                # libfaketime preloaded only when a clock may be skewed: nothing else pays for it.
-                fake_clock=CLOCK_SKEW in faults,
+                # libfaketime preloaded only when a clock may be moved: nothing else pays for it.
+                fake_clock=bool(CLOCK_FAULTS & faults),
             )
             try:
                 cluster.configure()

@@ -29,7 +29,7 @@ from typing import Any
 
 from broker_impl import config as broker_config
 from testbed.cluster.fake_clock import DAEMON_ENV as FAKE_CLOCK_ENV
-from testbed.cluster.fake_clock import set_offset_script
+from testbed.cluster.fake_clock import REAL_CLOCK, NodeClock, set_clock_script
 from testbed.cluster.kafka_admin import (
     ClusterUnavailable,
     PartitionInfo,
@@ -207,6 +207,7 @@ class BundledCluster:
         self.power_loss_filesystem = power_loss_filesystem
         self.fake_clock = fake_clock
         """The brokers run under libfaketime, their wall clocks the nemesis' (:mod:`testbed.cluster.fake_clock`)."""
+        self._clocks: dict[str, NodeClock] = {}
 
     listen_port = KAFKA_PORT
     """The port each broker listens on; it always advertises :data:`KAFKA_PORT`."""
@@ -239,6 +240,8 @@ class BundledCluster:
             return
         if self.power_loss_filesystem:
             self._lazy_mount(node).ensure()
+        if self.fake_clock and self.clock(node).rate_pct != 100:
+            self.set_clock(node, self.clock(node))  # a drift is anchored at a process' start: this one's
         remote.start_daemon(
             "broker",
             [PYTHON, "-m", "broker_impl.broker", "--config", f"{CONFIG_DIR}/broker.properties"],
@@ -246,13 +249,18 @@ class BundledCluster:
             env=FAKE_CLOCK_ENV if self.fake_clock else None,
         )
 
-    def set_clock_offset(self, node: str, offset_s: int) -> None:
-        """:class:`~testbed.cluster.protocol.ClockControl`: ``node``'s broker's wall clock runs
-        ``offset_s`` seconds off real time (0: real time), within a second; it persists across
-        restarts of the broker (the file is the node's, not the process')."""
+    def clock(self, node: str) -> NodeClock:
+        """:class:`~testbed.cluster.protocol.ClockControl`: ``node``'s wall clock as last set."""
+        return self._clocks.get(node, REAL_CLOCK)
+
+    def set_clock(self, node: str, clock: NodeClock) -> None:
+        """:class:`~testbed.cluster.protocol.ClockControl`: ``node``'s broker's wall clock follows
+        ``clock`` within libfaketime's reload (a second or two), anchored at the running broker's
+        start; :meth:`start_broker` anchors it again at each restart, so the node's clock goes on."""
         if not self.fake_clock:
             raise RuntimeError("this cluster's brokers do not run under libfaketime (fake_clock=False)")
-        self._remotes[node].exec(["sh", "-c", set_offset_script(offset_s)], timeout=10)
+        self._remotes[node].exec(["sh", "-c", set_clock_script(clock)], timeout=10)
+        self._clocks[node] = clock
 
     # ---- the lazy filesystem (power loss) ------------------------------------------------
 
@@ -300,7 +308,7 @@ class BundledCluster:
             remote.exec(["mkdir", "-p", CONFIG_DIR, LOG_DIR, self.data_dir], timeout=10)
             remote.put(broker_config.render(settings).encode(), f"{CONFIG_DIR}/broker.properties")
             if self.fake_clock:
-                self.set_clock_offset(name, 0)  # real time until a clock-skew says otherwise
+                self.set_clock(name, REAL_CLOCK)  # real time until a clock fault says otherwise
 
     def start(self, ready_timeout: float = 30.0) -> None:
         assert self.controller is not None

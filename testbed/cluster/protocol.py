@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from testbed.cluster.fake_clock import NodeClock
 from testbed.nodes.remote import Remote
 
 
@@ -178,8 +179,12 @@ class ClockControl(Protocol):
 
     fake_clock: bool
 
-    def set_clock_offset(self, node: str, offset_s: int) -> None:
-        """``node``'s broker's wall clock runs ``offset_s`` seconds off real time (0: real time)."""
+    def clock(self, node: str) -> NodeClock:
+        """``node``'s wall clock as last set (:data:`~testbed.cluster.fake_clock.REAL_CLOCK` until then)."""
+        ...
+
+    def set_clock(self, node: str, clock: NodeClock) -> None:
+        """``node``'s broker's wall clock follows ``clock`` from now on, across broker restarts."""
         ...
 
 

@@ -38,6 +38,10 @@ METADATA_DELAY: Final = "metadata-delay"
 PACKET_LOSS: Final = "packet-loss"
 SLOW_LINK: Final = "slow-link"
 CLOCK_SKEW: Final = "clock-skew"
+CLOCK_DRIFT: Final = "clock-drift"
+CLOCK_FAULTS: Final[frozenset[str]] = frozenset({CLOCK_SKEW, CLOCK_DRIFT})
+"""The faults that move a broker's wall clock: a run that may inject one starts its brokers under
+libfaketime (``testbed.cluster.fake_clock``)."""
 CLIENT_CUT: Final = "client-cut"
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_DELAY: Final = "request-delay"
@@ -63,6 +67,7 @@ HEALS: Mapping[str, str] = MappingProxyType(
         PACKET_LOSS: "packet-loss-heal",
         SLOW_LINK: "slow-link-heal",
         CLOCK_SKEW: "clock-heal",
+        CLOCK_DRIFT: "clock-heal",
         CLIENT_CUT: "client-heal",
         REQUEST_HOLD: "request-release",
         REQUEST_DELAY: "request-release",

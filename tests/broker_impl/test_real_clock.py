@@ -36,7 +36,12 @@ def test_events_keep_the_kernel_s_time_while_the_process_clock_is_an_hour_ahead(
             pytest.fail(message)
         pytest.skip(message)
     offset_file = tmp_path / "clock"
-    offset_file.write_text(f"{fake_clock.offset_spec(SKEW_S)}\n")
+    script = fake_clock.set_clock_script(
+        fake_clock.NodeClock(SKEW_S, 100, time.time()),
+        pid_file=str(tmp_path / "none"),
+        offset_file=str(offset_file),
+    )
+    subprocess.run(["sh", "-c", script], check=True, timeout=10)
     env = {
         **os.environ,
         **fake_clock.DAEMON_ENV,

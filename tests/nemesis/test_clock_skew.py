@@ -1,13 +1,11 @@
 """``clock-skew``: its declaration, the ability it needs, its ops carrying the offset, heal-all
-putting the clocks back, a scenario step's ``offset_s``, shrink keeping it, and the script that
-moves a node's clock -- without containers (the real effect on brokers:
-``tests/testbed/cluster/test_fake_clock_docker.py``)."""
+putting the clocks back, a scenario step's ``offset_s`` and shrink keeping it -- without
+containers (the clock script on real processes: ``tests/testbed/cluster/test_fake_clock_drift.py``;
+the real effect on brokers: ``tests/testbed/cluster/test_fake_clock_docker.py``)."""
 
 from __future__ import annotations
 
 import itertools
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +22,7 @@ from nemesis.shrink import timeline_steps
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
 from nemesis.steps import FaultStep, ScenarioError
 from testbed.cluster import fake_clock
+from testbed.cluster.fake_clock import REAL_CLOCK, NodeClock
 from testbed.record import faults as record
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
@@ -38,10 +37,18 @@ class FakeClockCluster(FakeCluster):
 
     def __init__(self) -> None:
         super().__init__()
-        self.offsets: dict[str, list[int]] = {}
+        self.clocks: dict[str, list[NodeClock]] = {}
 
-    def set_clock_offset(self, node: str, offset_s: int) -> None:
-        self.offsets.setdefault(node, []).append(offset_s)
+    def clock(self, node: str) -> NodeClock:
+        return self.clocks.get(node, [REAL_CLOCK])[-1]
+
+    def set_clock(self, node: str, clock: NodeClock) -> None:
+        self.clocks.setdefault(node, []).append(clock)
+
+    @property
+    def offsets(self) -> dict[str, list[float]]:
+        """Each node's offsets as set, one per clock fault or heal."""
+        return {node: [clock.offset_s for clock in clocks] for node, clocks in self.clocks.items()}
 
 
 def nemesis_on(recorded: tuple[Recorder, list[Op]], cluster: FakeCluster) -> Nemesis:
@@ -148,14 +155,3 @@ def test_a_scenario_step_names_its_offset_and_shrink_replays_it() -> None:
         Op(1, 10 * 10**9 + 1, NEMESIS_PROCESS, "ok", "clock-skew", value),
     ]
     assert timeline_steps(ops)[-1] == {"fault": "clock-skew", "node": "n1", "offset_s": -3600}
-
-
-def test_the_offset_script_writes_libfaketime_s_relative_spec_whole(tmp_path: Path) -> None:
-    assert fake_clock.offset_spec(120) == "+120" and fake_clock.offset_spec(-30) == "-30"
-    assert fake_clock.offset_spec(0) == "+0"
-    target = tmp_path / "clock"
-    script = fake_clock.set_offset_script(-30).replace(fake_clock.OFFSET_FILE, str(target))
-    subprocess.run(["sh", "-c", script], check=True)
-    assert target.read_text() == "-30\n" and not (tmp_path / "clock.new").exists()
-    assert fake_clock.DAEMON_ENV["DONT_FAKE_MONOTONIC"] == "1", "timeouts keep the real monotonic clock"
-    assert fake_clock.DAEMON_ENV["FAKETIME_TIMESTAMP_FILE"] == fake_clock.OFFSET_FILE

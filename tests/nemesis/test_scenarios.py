@@ -23,13 +23,14 @@ RUN_ELSEWHERE = frozenset(
         "liveness-unannounced-pause",
         "group-churn-partitions",
         "clock-jumps",
+        "clock-drift",
         "txn-coordinator-and-leader-crash",
         "group-member-crash",
     }
 )
 """Run elsewhere with the same expectation and more: the liveness scenario with its twin by
 ``tests/nemesis/test_liveness_scenario.py``, the group scenario with both client libraries by
-``tests/workloads/test_consumer_groups_docker.py``, the clock scenario with its event logs by
+``tests/workloads/test_consumer_groups_docker.py``, the clock scenarios with their event logs by
 ``tests/testbed/cluster/test_fake_clock_docker.py``, the transactional crash scenario at both
 isolation levels by ``tests/nemesis/test_txn_crash_scenario.py``, the client-crash scenario with its
 history read by ``tests/workloads/test_client_crash_docker.py``.  Scenarios of another target

@@ -1,5 +1,7 @@
-"""``clock-skew`` on real brokers (the ``clock-jumps`` scenario, in Docker): the skew reaches the
-broker process, its timers stay on the monotonic clock, its evidence on the kernel's clock.
+"""Clock faults on real brokers, in Docker.  ``clock-skew`` (the ``clock-jumps`` scenario): the skew
+reaches the broker process, its timers stay on the monotonic clock, its evidence on the kernel's
+clock.  ``clock-drift`` (the ``clock-drift`` scenario): every clock runs ten times fast from the
+reading it had, and a broker restarted meanwhile comes back on its node's clock (below).
 
 Read off the run directory, not the verdict (an ISR shrink is safe, so a wall-clock timer would
 not change it):
@@ -81,3 +83,78 @@ def test_clock_jumps_reach_the_brokers_while_timers_and_evidence_keep_real_time(
         if '"clock-skew"' in line and '"type":"ok"' in line.replace(" ", "")
     ]
     assert [op["value"]["offset_s"] for op in skews] == [3600, -3600]
+
+
+RATE = 10
+"""The ``clock-drift`` scenario's rate (1000 %): a clock gains nine seconds a second."""
+
+
+def clock_readings(run: Path) -> pd.DataFrame:
+    """Each event that carries its broker's own wall clock beside the kernel's ``ts``: every
+    ``txn-state`` (``last_update_ms``, stamped as the state is written) and a broker's ``start``
+    (``wall_ms``), as node, kind, real time and how far the broker's clock read off it (seconds)."""
+    events = pd.read_parquet(run / "events.parquet")
+    rows = []
+    for node, kind, ts, line in zip(
+        events["node_name"], events["kind"], events["ts"], events["line"], strict=True
+    ):
+        if kind not in ("txn-state", "start"):
+            continue
+        wall_ms = json.loads(line).get("last_update_ms" if kind == "txn-state" else "wall_ms")
+        if wall_ms is not None:  # the controller's start has none: it runs on the real clock
+            rows.append((str(node), str(kind), ts / 1e9, wall_ms / 1e3 - ts / 1e9))
+    return pd.DataFrame(rows, columns=["node", "kind", "real_s", "offset_s"]).sort_values("real_s")
+
+
+def test_clock_drift_runs_every_broker_fast_and_a_restarted_one_on_its_node_s_clock(
+    image: str, tmp_path: Path
+) -> None:
+    spec = TestSpec(name="clock-drift").with_scenario(load_scenario("clock-drift"))
+    outcome = run_test(spec, tmp_path / "store")
+    assert outcome.results is not None, outcome.problems
+    assert spec.scenario_problems(outcome.results) == [], json.dumps(outcome.results["anomalies"])[:2000]
+    readings = clock_readings(outcome.run_dir)
+    states = readings[readings["kind"] == "txn-state"]
+
+    # Every coordinator's stamps lie on one line per node, offset = 9 (t - T): nine seconds gained
+    # a second from the moment T the fault acted (a rate counted from the process' start would put
+    # T at the start; a jump would show as an offset at T).  Each stamp is taken before its state is
+    # replicated and its event written, so a stamp's T is later than the fault's by 10/9 of that
+    # write's latency: the earliest is the fault's, and a wrong rate would spread them over seconds.
+    # libfaketime's first second or two reads the old spec (offset 0): past 3 s ahead, every stamp
+    # is the drift's.
+    drifting = states[states["offset_s"] > 3]
+    assert len(drifting) >= 20, f"too few transaction states written on a drifting clock:\n{states}"
+    anchors = {}
+    for node, rows in drifting.groupby("node"):
+        estimates = rows["real_s"] - rows["offset_s"] / (RATE - 1)
+        anchors[node] = estimates.min()
+        assert estimates.median() - anchors[node] < 0.3, (
+            f"{node}'s clock did not run {RATE} times fast:\n{rows}"
+        )
+    assert max(anchors.values()) - min(anchors.values()) < 0.5, f"one step drifted them all: {anchors}"
+    spans = drifting.groupby("node")["real_s"].agg(lambda times: times.max() - times.min())
+    assert spans.max() > 3, f"no coordinator wrote on its drifting clock for 3 s (its rate untested): {spans}"
+    started = min(anchors.values())
+    # ... and T is when the fault acted, not when the processes started: the clocks read real time
+    # until then, and up to libfaketime's reload (two seconds) after it.
+    on_real_time = states[(states["offset_s"].abs() < 0.5) & (states["real_s"] < drifting["real_s"].min())]
+    last_real = on_real_time["real_s"].max()
+    assert -3 < started - last_real < 0.5, (
+        f"the drift began {started - last_real:+.1f} s after the last real stamp"
+    )
+
+    # n2 restarted at least five seconds into the drift: its new process' clock read the node's.
+    starts = readings[(readings["kind"] == "start") & (readings["node"] == "n2")]
+    assert len(starts) == 2, starts
+    first, restart = starts.itertuples()
+    assert abs(first.offset_s) < 0.5, "n2 started on real time"
+    # The spec is anchored when the cluster writes it, just before the start: nine times the start's
+    # delay (~0.1 s) behind.  A clock on real time, or on the old process' anchor, is a minute off.
+    expected = (RATE - 1) * (restart.real_s - started)
+    assert expected > 40 and abs(restart.offset_s - expected) < 3, (
+        f"n2 restarted {restart.offset_s:.1f} s off real time; its node's clock was {expected:.1f} s ahead"
+    )
+
+    # The heal: real time at real speed for the run's last states.
+    assert states.tail(3)["offset_s"].abs().max() < 0.5, states.tail(10)
