@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checker.anomaly_order import anomaly_phrases, ordered
+from harness.report.clock_section import clock_section
 from harness.report.evidence_section import evidence_section
 from harness.report.expectation import expectation_sentence
 from harness.report.files_section import files_section
@@ -369,6 +370,7 @@ def _timeline_section(run: StoredRun, timeline: Timeline | None, unavailable: st
         + fault_table(timeline.windows, run.results)
         + liveness_table(run.results)
         + offsets_figure(run.run_dir, timeline.windows, run.results, time_range(timeline)[1])
+        + clock_section(run.run_dir, timeline.events)
         + (
             "<h3>send latency (ms)</h3><table><tr><th>outcome</th><th>sends</th><th>p50</th><th>p99</th><th>max</th></tr>"
             + rows
