@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.report.offset_marks import MARKED_KINDS, Marks, load_marks
 from harness.report.offsets import MAX_PARTITIONS, load_series, render_offsets
+from harness.report.window_effect import SendFigures, figure_cells
 from testbed.record.faults import FaultWindow
 
 
@@ -43,25 +44,36 @@ def _recovery(liveness: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "-"
 
 
-def fault_table(windows: tuple[FaultWindow, ...], results: Mapping[str, Any] | None) -> str:
-    """The fault windows, one row each, the last heal's with the recovery times after it."""
+def fault_table(
+    windows: tuple[FaultWindow, ...],
+    results: Mapping[str, Any] | None,
+    figures: tuple[list[SendFigures], SendFigures] | None = None,
+) -> str:
+    """The fault windows, one row each with what it did to the sends (``figures``,
+    :mod:`harness.report.window_effect`), the last heal's with the recovery times after it; last,
+    the sends outside every window, to compare with."""
     if not windows:
         return ""
+    inside, outside = figures or ([SendFigures(None, None)] * len(windows), SendFigures(None, None))
     liveness = (results or {}).get("liveness") or {}
     last_heal = liveness.get("last_heal_s")
     rows = []
-    for window in windows:
+    for window, effect in zip(windows, inside, strict=True):
         end = f"{window.end_s:.3f}" if window.end_s is not None else "never healed"
         is_last = last_heal is not None and window.end_s is not None and round(window.end_s, 3) == last_heal
         note = "" if window.announced else " (unannounced: no window for the liveness checks)"
         rows.append(
             f"<tr><td>{_esc(window.label)}{_esc(note)}</td><td class='num'>{window.start_s:.3f}</td>"
-            f"<td class='num'>{end}</td><td>{_esc(window.healed_by or '-')}</td>"
+            f"<td class='num'>{end}</td><td>{_esc(window.healed_by or '-')}</td>{figure_cells(effect)}"
             f"<td>{_esc(_recovery(liveness)) if is_last and window.announced else '-'}</td></tr>"
         )
+    rows.append(
+        f"<tr><td>outside every window</td><td>-</td><td>-</td><td>-</td>{figure_cells(outside)}<td>-</td></tr>"
+    )
     return (
         "<h3>fault windows</h3><table class='faults'><tr><th>fault</th><th>from (s)</th><th>to (s)</th>"
-        "<th>healed by</th><th>recovery after the last heal (first ack, first poll of new records)</th></tr>"
+        "<th>healed by</th><th>acked sends/s</th><th>p99 send latency (ms)</th>"
+        "<th>recovery after the last heal (first ack, first poll of new records)</th></tr>"
         + "".join(rows)
         + "</table>"
     )

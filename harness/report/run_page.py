@@ -58,6 +58,7 @@ from harness.report.rebalances import CHURN, rebalance_section
 from harness.report.timeline import HistoryUnavailable, Timeline, build_timeline
 from harness.report.txn_section import txn_section
 from harness.report.white_box import event_html, is_event
+from harness.report.window_effect import window_figures
 from testbed.record.faults import NemesisEvent
 from testbed.record.rundir import REPORT_FILE, RunDir
 from testbed.record.stored_run import (
@@ -367,7 +368,11 @@ def _timeline_section(run: StoredRun, timeline: Timeline | None, unavailable: st
         f'src="data:image/png;base64,{image}">'
         + rebalance_section(list(timeline.assignments), time_range(timeline), churns)
         + "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
-        + fault_table(timeline.windows, run.results)
+        + fault_table(
+            timeline.windows,
+            run.results,
+            window_figures(timeline.latencies, timeline.windows, timeline.duration_s),
+        )
         + liveness_table(run.results)
         + offsets_figure(run.run_dir, timeline.windows, run.results, time_range(timeline)[1])
         + clock_section(run.run_dir, timeline.events)
