@@ -4,9 +4,11 @@ a process that has run for a while drift from the moment the fault acts (no jump
 started after it (a restarted broker) go on where the node's clock was, and a heal bring it back
 to real time at real speed.  No container: the host's set-up installs the same package.
 
-The probe prints its wall clock beside its monotonic clock; libfaketime leaves the monotonic one
-alone (``DONT_FAKE_MONOTONIC``) and it is the kernel's, shared with this process, so the real
-time of each reading is known here to a millisecond.
+The probe prints its wall clock beside the kernel's, read in the same instant through the raw
+system call libfaketime does not intercept (:mod:`broker_impl.real_clock`, what the brokers' events
+use).  Not through the monotonic clock and a difference taken here: a host whose wall clock was
+stepped (NTP, the hypervisor) between that difference and the reading made a real clock read 20.5 s
+ahead (CI, 2026-12-01).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from testbed.cluster.fake_clock import REAL_CLOCK, NodeClock
 LIBRARY = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 PROBE = """
 import json, sys, time
+from broker_impl.real_clock import real_time_ns
 for _ in sys.stdin:
-    print(json.dumps([time.time(), time.monotonic()]), flush=True)
+    print(json.dumps([time.time(), real_time_ns() / 1e9]), flush=True)
 """
 TOLERANCE_S = 0.25
 """Ten times real speed turns the 10 ms of a process' start time in /proc into 0.09 s."""
@@ -55,16 +58,12 @@ class Probe:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write("?\n")
         self.process.stdin.flush()
-        wall, monotonic = json.loads(self.process.stdout.readline())
-        real = monotonic + REAL_MINUS_MONOTONIC
+        wall, real = json.loads(self.process.stdout.readline())
         return real, wall - real
 
     def close(self) -> None:
         self.process.kill()
         self.process.wait(timeout=10)
-
-
-REAL_MINUS_MONOTONIC = time.time() - time.monotonic()
 
 
 @pytest.fixture
