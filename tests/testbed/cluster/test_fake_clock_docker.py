@@ -28,6 +28,7 @@ import pytest
 
 from broker_impl import txn_records
 from broker_impl.txn_records import TRANSACTION_STATE_TOPIC
+from harness.report.clock_section import clock_readings
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from nemesis.scenario import load_scenario
@@ -89,23 +90,6 @@ RATE = 10
 """The ``clock-drift`` scenario's rate (1000 %): a clock gains nine seconds a second."""
 
 
-def clock_readings(run: Path) -> pd.DataFrame:
-    """Each event that carries its broker's own wall clock beside the kernel's ``ts``: every
-    ``txn-state`` (``last_update_ms``, stamped as the state is written) and a broker's ``start``
-    (``wall_ms``), as node, kind, real time and how far the broker's clock read off it (seconds)."""
-    events = pd.read_parquet(run / "events.parquet")
-    rows = []
-    for node, kind, ts, line in zip(
-        events["node_name"], events["kind"], events["ts"], events["line"], strict=True
-    ):
-        if kind not in ("txn-state", "start"):
-            continue
-        wall_ms = json.loads(line).get("last_update_ms" if kind == "txn-state" else "wall_ms")
-        if wall_ms is not None:  # the controller's start has none: it runs on the real clock
-            rows.append((str(node), str(kind), ts / 1e9, wall_ms / 1e3 - ts / 1e9))
-    return pd.DataFrame(rows, columns=["node", "kind", "real_s", "offset_s"]).sort_values("real_s")
-
-
 def test_clock_drift_runs_every_broker_fast_and_a_restarted_one_on_its_node_s_clock(
     image: str, tmp_path: Path
 ) -> None:
@@ -113,7 +97,7 @@ def test_clock_drift_runs_every_broker_fast_and_a_restarted_one_on_its_node_s_cl
     outcome = run_test(spec, tmp_path / "store")
     assert outcome.results is not None, outcome.problems
     assert spec.scenario_problems(outcome.results) == [], json.dumps(outcome.results["anomalies"])[:2000]
-    readings = clock_readings(outcome.run_dir)
+    readings = clock_readings(outcome.run_dir / "events.parquet")
     states = readings[readings["kind"] == "txn-state"]
 
     # Every coordinator's stamps lie on one line per node, offset = 9 (t - T): nine seconds gained
