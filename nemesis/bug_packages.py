@@ -2,7 +2,7 @@
 
 Each is the random counterpart of a scripted scenario of ``nemesis/scenarios/``: KAFKA-7128's
 stale leader and lagging joiner, KIP-966's last replica standing, KIP-320's zombie fetching
-across epochs.  Their waits are the scenario's conditions and their sleeps are drawn; the
+across epochs, and a leader's controlled shutdown while a follower lags.  Their waits are the scenario's conditions and their sleeps are drawn; the
 reasons for each step are in the comments, measured where a hunt showed a step mattered.
 Registered with the other packages in :data:`nemesis.packages.PLANNERS`.
 """
@@ -19,7 +19,12 @@ from nemesis.package_context import (
     partition_of,
     sleep_step,
 )
-from nemesis.spec import LAST_REPLICA_STANDING, STALE_LEADER_LAGGING_JOINER, ZOMBIE_FETCH_ACROSS_EPOCHS
+from nemesis.spec import (
+    LAGGING_FOLLOWER_LEADER_SHUTDOWN,
+    LAST_REPLICA_STANDING,
+    STALE_LEADER_LAGGING_JOINER,
+    ZOMBIE_FETCH_ACROSS_EPOCHS,
+)
 
 
 def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> list[Step]:
@@ -188,4 +193,42 @@ def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> l
         sleep_step(rng, 0.5, 2.0, "the zombie fetches the newer epoch's record onto its stale suffix"),
         {"fault": "metadata-heal", "node": "G"},
         {"fault": "start", "node": "F"},
+    ]
+
+
+def lagging_follower_leader_shutdown(rng: random.Random, context: PackageContext) -> list[Step]:
+    """The scripted ``controlled-shutdown-lagging-follower``, drawn: follower F1 is cut off from the
+    leader L past the ISR lag -- both ways (a partition) or one way (F1 stops hearing the brokers;
+    L sees it ask and never advance) -- while L and F2 go on acknowledging what F1 never fetched;
+    then L stops cleanly (SIGTERM: the controlled shutdown an operator's restart does).
+
+    Kafka's controller elects the successor among the live replicas *in the ISR*, so F2 leads and
+    nothing acknowledged is lost.  F1 is the first follower in assignment order on purpose: it is
+    the one an election that forgets the ISR would pick (the later one is picked by either rule,
+    and the draw would test nothing).  In the nightly hunt the single ``shutdown`` fault met a
+    lagging follower in none of 5 draws (mutant 16 unfound in 10 minutes, 2026-12-01).
+    """
+    need_three_replicas(LAGGING_FOLLOWER_LEADER_SHUTDOWN, context)
+    p = partition_of(rng, context)
+    cut: Step
+    heal: Step
+    if rng.random() < 0.5:
+        cut = {"fault": "partition", "grudge": {"L": ["F1"], "F1": ["L"]}, "kind": "leader-follower"}
+        heal = {"fault": "heal"}
+    else:
+        cut, heal = {"fault": "one-way", "nodes": ["F1"]}, {"fault": "one-way-heal", "nodes": ["F1"]}
+    lag = context.isr_lag_seconds
+    return [
+        # Every follower in the ISR first: F2 must be in it to take over, and F1's leaving it is
+        # what the cut below must cause (after an earlier fault either may still be catching up).
+        {"wait": "caught-up", "partition": p, "timeout": 40},
+        {"bind": {"L": f"leader-of:{p}", "F1": f"follower-of:{p}#1", "F2": f"follower-of:{p}#2"}},
+        cut,
+        {"wait": "not-in-isr", "node": "F1", "timeout": 40 if lag is None else max(40, round(lag) + 30)},
+        sleep_step(rng, 1.0, 4.0, "the leader and F2 acknowledge what F1 never fetched"),
+        {"fault": "shutdown", "node": "L"},
+        {"wait": "leader-is-not", "node": "L", "timeout": 20},
+        sleep_step(rng, 1.0, 3.0, "the successor serves: a lagging one would have the others truncate to it"),
+        heal,
+        {"fault": "start", "node": "L"},
     ]

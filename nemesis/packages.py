@@ -56,11 +56,13 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   unevenly so that requests overtake one another) and duplicates every Produce and EndTxn, the leader resets
   the next one of each after acting on it (the client retries not knowing), then the leader is killed while
   copies keep coming: the new leader must answer them as duplicates, not append (needs request proxies);
-* ``whole-cluster-crash`` -- every broker at once: killed (a third of the draws; the page caches survive) or
-  powered off (their unsynced writes gone), in three power-off draws of four after their disks failed their
-  fsyncs for a while (a broker that obeys the error halts, one that ignores it acknowledges writes no disk
-  holds), then all restarted: a durability bug needs every replica of a record to lose it (power-off draws
-  need the lazy filesystem; without it every draw is a kill);
+* ``whole-cluster-crash`` -- every broker at once: killed (a quarter of the draws; the page caches survive)
+  or powered off (their unsynced writes gone) -- up to three times in a row, or once after their disks
+  failed their fsyncs for a while -- then all restarted: a durability bug needs every replica of a
+  record to lose it (:mod:`nemesis.whole_cluster_plan`; power-off draws need the lazy filesystem);
+* ``lagging-follower-leader-shutdown`` -- a follower cut off from the leader past the ISR lag (both ways or
+  one way), then the leader stopped cleanly: a controlled shutdown must hand the partition to a replica in
+  the ISR (:mod:`nemesis.bug_packages`; needs three replicas);
 * ``client-crash-leader-crash`` -- a producer process killed mid-call, then the leader; and
   ``consumer-crash-coordinator-crash`` -- a group member's process killed mid-poll, then its group coordinator
   (:mod:`nemesis.client_crash_plan`; they need the workload's clients, its group members, in processes);
@@ -77,6 +79,7 @@ import random
 from collections.abc import Callable
 
 from nemesis.bug_packages import (
+    lagging_follower_leader_shutdown,
     last_replica_standing,
     stale_leader_lagging_joiner,
     zombie_fetch_across_epochs,
@@ -95,6 +98,7 @@ from nemesis.spec import (
     DISK_FAILURE_LEADER_MOVES,
     FOLLOWER_RESTART_LEADER_CRASH,
     ISOLATE_FOLLOWERS_LOSE_LEADER,
+    LAGGING_FOLLOWER_LEADER_SHUTDOWN,
     LAST_REPLICA_STANDING,
     LEADER_CRASH_STORM,
     METADATA_DELAY_LEADER_MOVES,
@@ -109,6 +113,7 @@ from nemesis.spec import (
     ZOMBIE_FETCH_ACROSS_EPOCHS,
 )
 from nemesis.steps import PARTITION_WAITS as PARTITION_WAITS
+from nemesis.whole_cluster_plan import whole_cluster_crash
 
 
 def follower_restart_leader_crash(rng: random.Random, context: PackageContext) -> list[Step]:
@@ -379,36 +384,6 @@ def retried_produce_leader_crash(rng: random.Random, context: PackageContext) ->
     ]
 
 
-DISK_FAILURE_SHARE = 0.75
-"""The share of whole-cluster-crash's power-off draws whose disks fail their fsyncs first: the one
-form that reaches an ignored fsync error (mutant 11), which single power-loss faults and the other
-power-loss packages never draw (half of them until 2026-11-30: mutant 11 then went unfound in a
-10-minute nightly hunt, the form drawn about once in 45 fault draws)."""
-
-
-def whole_cluster_crash(rng: random.Random, context: PackageContext) -> list[Step]:
-    brokers = list(context.brokers)
-    power_off = context.power_loss and rng.random() < 2 / 3
-    disks_fail = power_off and rng.random() < DISK_FAILURE_SHARE
-    steps: list[Step] = []
-    if disks_fail:
-        steps += [
-            {"fault": "disk-error", "nodes": brokers},
-            sleep_step(rng, 1.0, 4.0, "writes meet failing fsyncs: a broker must halt, not acknowledge them"),
-        ]
-    steps += [
-        {"fault": "power-loss" if power_off else "kill", "nodes": brokers},
-        sleep_step(rng, 0.5, 3.0, "the whole cluster is down"),
-    ]
-    if disks_fail:
-        steps.append({"fault": "disk-heal", "nodes": brokers})  # new disks: the rules cleared
-    steps += [
-        {"fault": "start", "nodes": brokers},
-        {"wait": "answers", "node": brokers[0], "timeout": 30},
-    ]
-    return steps
-
-
 def quiet(rng: random.Random, context: PackageContext) -> list[Step]:
     mean = context.quiet_seconds
     return [sleep_step(rng, 0.5 * mean, 1.5 * mean, "a quiet period: recovery is tested too")]
@@ -429,6 +404,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     ONE_WAY_LEADER_CRASH: one_way_leader_crash,
     RETRIED_PRODUCE_LEADER_CRASH: retried_produce_leader_crash,
     WHOLE_CLUSTER_CRASH: whole_cluster_crash,
+    LAGGING_FOLLOWER_LEADER_SHUTDOWN: lagging_follower_leader_shutdown,
     **CLIENT_CRASH_PACKAGES,
     DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
     CLOCK_DRIFT_LEADER_CRASH: clock_drift_leader_crash,
