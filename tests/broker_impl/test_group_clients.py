@@ -37,7 +37,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from broker_impl import wire
 from broker_impl.localcluster import LocalCluster
 
-from .client_support import produce_all
+from .client_support import produce_all, subscribe_knowing_the_topic
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -66,7 +66,7 @@ def kafka_python_consumer(cluster: LocalCluster, group: str, topic: str, **confi
         auto_offset_reset="earliest",
         **{"heartbeat_interval_ms": 500, "session_timeout_ms": 10000, "request_timeout_ms": 30000, **config},
     )
-    consumer.subscribe([topic])
+    subscribe_knowing_the_topic(consumer, topic)
     return consumer
 
 

@@ -40,7 +40,7 @@ from broker_impl.group_records import (
 )
 from broker_impl.localcluster import LocalCluster
 
-from .client_support import bootstrap_of, produce_all
+from .client_support import bootstrap_of, produce_all, subscribe_knowing_the_topic
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -187,7 +187,7 @@ def test_a_new_coordinator_serves_the_commits_it_loaded_from_the_log(
         retry_backoff_ms=200,
     )
     try:
-        member.subscribe([TOPIC])
+        subscribe_knowing_the_topic(member, TOPIC)
         assert sorted(poll_values(member, len(before))) == sorted(before)
         member.commit()
         acknowledged = {tp.partition: member.committed(tp) for tp in member.assignment()}
