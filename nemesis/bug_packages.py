@@ -2,8 +2,9 @@
 
 Each is the random counterpart of a scripted scenario of ``nemesis/scenarios/``: KAFKA-7128's
 stale leader and lagging joiner, KIP-966's last replica standing, KIP-320's zombie fetching
-across epochs, and a leader's controlled shutdown while a follower lags.  Their waits are the scenario's conditions and their sleeps are drawn; the
-reasons for each step are in the comments, measured where a hunt showed a step mattered.
+across epochs, and a leader's controlled shutdown while a follower lags.  Their waits are the
+scenario's conditions and their sleeps are drawn; the reasons for each step are in the comments,
+measured where a hunt showed a step mattered.
 Registered with the other packages in :data:`nemesis.packages.PLANNERS`.
 """
 
@@ -217,14 +218,13 @@ def lagging_follower_leader_shutdown(rng: random.Random, context: PackageContext
         heal = {"fault": "heal"}
     else:
         cut, heal = {"fault": "one-way", "nodes": ["F1"]}, {"fault": "one-way-heal", "nodes": ["F1"]}
-    lag = context.isr_lag_seconds
     return [
         # Every follower in the ISR first: F2 must be in it to take over, and F1's leaving it is
         # what the cut below must cause (after an earlier fault either may still be catching up).
         {"wait": "caught-up", "partition": p, "timeout": 40},
         {"bind": {"L": f"leader-of:{p}", "F1": f"follower-of:{p}#1", "F2": f"follower-of:{p}#2"}},
         cut,
-        {"wait": "not-in-isr", "node": "F1", "timeout": 40 if lag is None else max(40, round(lag) + 30)},
+        {"wait": "not-in-isr", "node": "F1", "timeout": max(40, round(context.isr_lag_seconds or 0) + 30)},
         sleep_step(rng, 1.0, 4.0, "the leader and F2 acknowledge what F1 never fetched"),
         {"fault": "shutdown", "node": "L"},
         {"wait": "leader-is-not", "node": "L", "timeout": 20},

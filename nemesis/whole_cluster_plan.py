@@ -5,17 +5,17 @@ of a record loses it: a single power loss costs one replica its unsynced tail, w
 still hold.  With ``flush.messages=1`` (the nightly hunt) Kafka's rules make such a crash safe,
 so whatever it loses is a bug.  Three forms, drawn per package:
 
-* **killed** (a quarter of the draws): every broker SIGKILLed; the page caches survive, so this
-  tests recovery from an unclean shutdown, not the disk;
-* **powered off** (:data:`POWER_OFF_SHARE` of the rest): every broker killed and its unsynced
-  writes dropped (the lazy filesystem), then -- the power *flapping*, as it does when a
-  datacenter's supply comes back unsteadily -- up to :data:`MAX_OUTAGES` outages in a row, each
-  once the cluster answers again and writes have resumed.  Each outage puts the records appended
-  since the last fsync at risk, and a recovery that truncates or rewrites without syncing is
-  caught by the next outage;
-* **failing disks, then powered off**: every broker's fsyncs fail for a while first (a broker
-  that obeys the error halts, one that ignores it -- fsyncgate -- acknowledges writes no disk
-  holds), then the power goes and the disks are replaced.
+* **killed** (``1 -`` :data:`POWER_OFF_SHARE` of the draws): every broker SIGKILLed; the page
+  caches survive, so this tests recovery from an unclean shutdown, not the disk;
+* **powered off** (the other power-off draws): every broker killed and its unsynced writes dropped
+  (the lazy filesystem), then -- the power *flapping*, as it does when a datacenter's supply comes
+  back unsteadily -- up to :data:`MAX_OUTAGES` outages in a row, each once every broker answers
+  again and writes have resumed.  Each outage puts the records appended since the last fsync at
+  risk, and a recovery that truncates or rewrites without syncing is caught by the next outage;
+* **failing disks, then powered off** (:data:`DISK_FAILURE_SHARE` of the power-off draws): every
+  broker's fsyncs fail for a while first (a broker that obeys the error halts, one that ignores
+  it -- fsyncgate -- acknowledges writes no disk holds), then the power goes and the disks are
+  replaced.
 
 Why these shares (bench/mutants/README.md): in the nightly hunt of 2026-12-01 the project's
 ``08-flush-off-by-one`` (every other message left unsynced) went unfound in 10 minutes with the
@@ -37,10 +37,9 @@ from nemesis.package_context import PackageContext, Step, sleep_step
 POWER_OFF_SHARE = 0.75
 """The share of draws that power the brokers off (the rest kill them), where power loss exists."""
 DISK_FAILURE_SHARE = 0.5
-"""The share of the power-off draws whose disks fail their fsyncs first.  Not more: until
-2026-11-30 it was a half of two thirds, and mutant 11 went unfound in a 10-minute nightly hunt
-that drew the form about once in 45 fault draws -- the cure then was the package's weight in the
-nightly mix, which this share keeps."""
+"""The share of the power-off draws whose disks fail their fsyncs first (0.75 until 2026-12-01,
+lowered so that the plain power-off is drawn as often).  Mutant 11 was found in about a minute at
+either share: what it lacked on 2026-11-30 was the package's weight in the nightly mix."""
 MAX_OUTAGES = 3
 """The most outages of one plain power-off draw (drawn evenly from 1 up to it)."""
 
