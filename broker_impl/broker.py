@@ -9,20 +9,18 @@ of each assigned partition whenever its leader epoch moves.  Background duties, 
 in Kafka: heartbeats, ISR shrink/expand proposals to the controller, the HW checkpoint
 every ``replica.high.watermark.checkpoint.interval.ms``, and ``flush.ms`` flushes.
 
-SIGTERM is a controlled shutdown (:mod:`broker_impl.controlled_shutdown`: the controller moves
-this broker's leaderships away first, with ``controlled.shutdown.enable``), then a clean one;
-SIGINT the clean one alone.  A clean shutdown: flush every log, write the HW checkpoint, and only then
-write the clean-shutdown marker :data:`CLEAN_SHUTDOWN_FILE` in ``log.dirs`` (as Kafka's
-``.kafka_cleanshutdown``), durably -- fsync of the file and of the directory.  SIGKILL
-is a crash and power loss loses whatever was not fsynced; both leave exactly what the
-operating system had -- which is the point -- and no marker.  At start-up the broker
-notes whether the marker is there and removes it, durably, *before* it registers; so a
-process that dies at any later moment leaves none, and the next start reports an unclean
-shutdown.  A data directory without any partition (a first start) counts as clean.  The
-registration carries ``clean_shutdown``: with Eligible Leader Replicas the controller
-takes a broker back from an unclean shutdown out of every ISR and ELR, since it may have
-lost records it had acknowledged (KIP-966, KAFKA-15586); its leaders add it back once it
-has caught up.
+SIGTERM is a controlled shutdown (:mod:`broker_impl.controlled_shutdown`: the controller moves this
+broker's leaderships away first, with ``controlled.shutdown.enable``), then a clean one; SIGINT the
+clean one alone. A clean shutdown: flush every log, write the HW checkpoint, and only then write the
+clean-shutdown marker :data:`CLEAN_SHUTDOWN_FILE` in ``log.dirs`` (as Kafka's
+``.kafka_cleanshutdown``), durably -- fsync of the file and of the directory. SIGKILL is a crash and
+power loss loses whatever was not fsynced; both leave exactly what the operating system had -- which
+is the point -- and no marker. At start-up the broker notes whether the marker is there and removes
+it, durably, *before* it registers; so a process that dies at any later moment leaves none, and the
+next start reports an unclean shutdown. A data directory without any partition (a first start)
+counts as clean. The registration carries ``clean_shutdown``: with Eligible Leader Replicas the
+controller takes a broker back from an unclean shutdown out of every ISR and ELR, since it may have
+lost records it had acknowledged (KIP-966, KAFKA-15586); its leaders add it back once caught up.
 
 The event log (:mod:`broker_impl.events`, ``event.log.enable``) gets this process's ``start``
 first -- before any partition is opened, so that it follows any line a crash tore -- and its
@@ -381,16 +379,18 @@ class Broker:
             logger.info("%s: ISR change failed: %s", partition.name, error)
             partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
             await asyncio.sleep(0.5)  # keep pending_isr meanwhile: HW uses the larger ISR
+            await self.heartbeat_once()  # an applied change that elected another leader shows here
             partition.drop_isr_proposal()
             return
         state = reply["state"]
         if "error" in reply:
             partition.record_isr_proposal_failed(new_isr, str(reply["error"]))
-            partition.drop_isr_proposal()  # refused: the ISR in the answer is not our proposal
-        if state["leader_epoch"] == partition.leader_epoch:
-            # Before pending_isr is cleared, so that the isr-change event knows it was ours.
+        if (state["leader"], state["leader_epoch"]) == (self.node_id, partition.leader_epoch):
+            # The controller's ISR before pending_isr goes: the isr-change event knows if it was ours.
             partition.update_isr(state["partition_epoch"], state["isr"])
-        partition.drop_isr_proposal()
+            partition.drop_isr_proposal()
+        # Else another leader was elected -- by this change, if it completed a reassignment (Kafka's
+        # NEW_LEADER_ELECTED): the HW stays over the larger ISR, the new leader's, until we follow.
         await self.heartbeat_once()
 
     async def checkpoint_high_watermarks_forever(self) -> None:

@@ -4,13 +4,17 @@ KIP-497: until the controller commits an AlterPartition, the leader computes the
 larger of the committed and the proposed ISR.  A shrink nobody has accepted must not advance
 the HW, nor acknowledge the acks=all writes that wait for the followers it would drop -- those
 followers may still be the ones elected.  Only the commit may (``update_isr``), and then at once.
+Nor may an answer that elected another leader, or none at all, end the proposal before the metadata
+says this replica follows (the broker's ``_propose_isr``, driven with controller stand-ins).
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
+from broker_impl.broker import Broker
 from broker_impl.events import EventLog
 from broker_impl.log import FlushPolicy
 from broker_impl.partition import Partition
@@ -18,6 +22,7 @@ from broker_impl.records import iterate_batches
 from broker_impl.rules import ReplicationRules
 
 from .batch_builder import make_batch
+from .test_unclean_shutdown import broker_settings
 
 NEVER = 2**63 - 1
 
@@ -36,11 +41,15 @@ def _leader(tmp_path: Path, appended: int) -> Partition:
         EventLog.disabled(),
     )
     replica.become_leader(1, 0, [1, 2, 3], [1, 2, 3])
-    for _ in range(appended):
+    append(replica, appended)
+    return replica
+
+
+def append(leader: Partition, records: int) -> None:
+    for _ in range(records):
         batch = make_batch([b"x"])
         [(_, header)] = iterate_batches(batch)
-        replica.log.append_as_leader(batch, header, replica.leader_epoch)
-    return replica
+        leader.log.append_as_leader(batch, header, leader.leader_epoch)
 
 
 def test_a_pending_shrink_neither_advances_the_hw_nor_acknowledges_until_committed(tmp_path: Path) -> None:
@@ -73,5 +82,79 @@ def test_a_refused_proposal_leaves_the_hw_to_the_committed_isr(tmp_path: Path) -
         assert replica.pending_isr is None and replica.high_watermark == 1
         replica.record_follower_fetch(3, 4)
         assert replica.high_watermark == 4
+
+    asyncio.run(scenario())
+
+
+async def expanding_leader(tmp_path: Path, controller: Any) -> Partition:
+    """Broker 1 leading t-0 in epoch 7 (replicas [1, 2, 3, 4], ISR [1, 3, 4]) with 3 records every
+    follower has -- 2, the reassignment's newcomer, caught up -- once it proposed to add 2 to the
+    ISR through ``controller``."""
+    broker = Broker(broker_settings(tmp_path / "data"))
+    broker.controller = controller
+    leader = broker.partitions[("t", 0)] = broker._new_partition(("t", 0), 0)
+    leader.become_leader(7, 10, [1, 2, 3, 4], [1, 3, 4])
+    append(leader, 3)
+    for follower in (2, 3, 4):
+        leader.record_follower_fetch(follower, 3)
+    await broker._propose_isr(leader, [1, 2, 3, 4], [], [2])
+    return leader
+
+
+class ReassigningController:
+    """Stands in for the broker's controller link: accepts an ISR expansion that completes a
+    reassignment removing the proposing leader, so the answer's state has another leader in a newer
+    epoch (Kafka's NEW_LEADER_ELECTED); heartbeats bring no metadata -- it is still on its way."""
+
+    async def call(self, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        if method != "alter_partition":
+            return {"version": 0}
+        state = {"leader": 2, "leader_epoch": params["leader_epoch"] + 1, "isr": [2, 3, 4]}
+        return {"state": {**state, "partition_epoch": params["partition_epoch"] + 2, "replicas": [2, 3, 4]}}
+
+
+def test_a_leader_whose_expansion_elected_another_keeps_its_hw_over_the_larger_isr(tmp_path: Path) -> None:
+    """Seen in a nightly membership hunt (2026-12-01): the recommissioned broker 2 joined the ISR of
+    leader 1, which completed the reassignment, and the controller elected 2; leader 1, told so,
+    dropped its proposal, computed the HW over [1, 3, 4] again and acknowledged a write 2 never had
+    in the 8 ms before it learned it followed -- 2 led without it (lost-write)."""
+
+    async def scenario() -> None:
+        leader = await expanding_leader(tmp_path, ReassigningController())
+        append(leader, 2)
+        leader.record_follower_fetch(3, 5)
+        leader.record_follower_fetch(4, 5)
+        assert leader.pending_isr == [1, 2, 3, 4], "the proposal was dropped before the metadata came"
+        assert leader.high_watermark == 3, "acknowledged past the LEO of the replica the controller elected"
+
+    asyncio.run(scenario())
+
+
+class UnansweringController:
+    """Stands in for the controller link: an AlterPartition gets no answer (the connection fails
+    after the controller applied it, completing a reassignment that elected broker 2); the next
+    heartbeat brings that metadata."""
+
+    async def call(self, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        if method == "alter_partition":
+            raise ConnectionError("the answer was lost")
+        state = {
+            "leader": 2,
+            "leader_epoch": 8,
+            "partition_epoch": 12,
+            "replicas": [1, 2, 3, 4],
+            "isr": [2, 3, 4],
+        }
+        return {"metadata": {"version": 9, "brokers": {}, "topics": {"t": {"partitions": [state]}}}}
+
+
+def test_an_unanswered_proposal_is_dropped_only_after_the_metadata_was_asked_for(tmp_path: Path) -> None:
+    """The answer lost, the change may have been applied: the leader learns from a heartbeat that
+    it follows before it drops the proposal, so the HW never goes back to the old ISR meanwhile."""
+
+    async def scenario() -> None:
+        leader = await expanding_leader(tmp_path, UnansweringController())
+        assert (leader.role, leader.leader, leader.leader_epoch) == ("follower", 2, 8)
+        assert leader.high_watermark == 3
 
     asyncio.run(scenario())
