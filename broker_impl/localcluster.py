@@ -250,7 +250,15 @@ class LocalCluster:
     # ---- observation --------------------------------------------------------------------
 
     def bootstrap(self) -> str:
-        return ",".join(entry["address"] for entry in self.state["brokers"].values())
+        """The addresses of the brokers whose process runs (all of them when none does).
+
+        Why not every broker: kafka-python 3 draws a bootstrap server at random on each attempt
+        and multiplies a refused one's backoff by about four, so while one broker in two is down a
+        client's 30 s bootstrap fails whenever the draws keep landing on the dead one (CI saw
+        eight in a row) -- a test producing then would fail on its client, not on the broker."""
+        brokers = self.state["brokers"]
+        running = [node for node in brokers if self.is_alive(node)] or list(brokers)
+        return ",".join(brokers[node]["address"] for node in running)
 
     def client_address(self, node: str) -> str:
         """Where clients reach broker ``node``: its advertised (proxy) address, else its own."""
