@@ -56,7 +56,9 @@ def read_partition(
         consumer.close()
 
 
-def subscribe_knowing_the_topic(consumer: KafkaConsumer, topic: str, timeout: float = 30.0) -> None:
+def subscribe_knowing_the_topic(
+    consumer: KafkaConsumer, topic: str, timeout: float = 30.0, listener: Any = None
+) -> None:
     """Subscribe ``consumer`` to ``topic`` only once its own metadata lists the topic's partitions.
 
     kafka-python joins a group without waiting for the metadata of a plain (non-pattern)
@@ -65,12 +67,12 @@ def subscribe_knowing_the_topic(consumer: KafkaConsumer, topic: str, timeout: fl
     flight is not noticed (the race of KAFKA-3949) -- the member then sits without partitions until
     its metadata ages out (5 minutes).  Two CI runs lost 60 s waits that way under load
     (2026-12-01).  Fetching the topic's metadata first (``partitions_for_topic`` blocks on it)
-    makes the first assignment the real one."""
+    makes the first assignment the real one.  ``listener``: a ``ConsumerRebalanceListener``."""
     deadline = time.monotonic() + timeout
     while not consumer.partitions_for_topic(topic):
         assert time.monotonic() < deadline, f"the consumer's metadata never listed {topic} in {timeout} s"
         time.sleep(0.1)  # polling a condition, bounded by the deadline
-    consumer.subscribe([topic])
+    consumer.subscribe([topic], listener=listener)
 
 
 def produce_all(

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, TopicPartition
 
 from broker_impl import wire
 from broker_impl.localcluster import LocalCluster
@@ -58,7 +58,9 @@ def values(prefix: str, count: int) -> list[bytes]:
     return [f"{prefix}-{number:04d}".encode() for number in range(count)]
 
 
-def kafka_python_consumer(cluster: LocalCluster, group: str, topic: str, **config: Any) -> KafkaConsumer:
+def kafka_python_consumer(
+    cluster: LocalCluster, group: str, topic: str, listener: Any = None, **config: Any
+) -> KafkaConsumer:
     consumer = KafkaConsumer(
         bootstrap_servers=cluster.bootstrap(),
         group_id=group,
@@ -66,7 +68,7 @@ def kafka_python_consumer(cluster: LocalCluster, group: str, topic: str, **confi
         auto_offset_reset="earliest",
         **{"heartbeat_interval_ms": 500, "session_timeout_ms": 10000, "request_timeout_ms": 30000, **config},
     )
-    subscribe_knowing_the_topic(consumer, topic)
+    subscribe_knowing_the_topic(consumer, topic, listener=listener)
     return consumer
 
 
@@ -144,18 +146,43 @@ LONG_SESSION_MS = 120_000
 """A session no wait of a test outlasts: a member that has it leaves the group only by LeaveGroup."""
 
 
+class AssignmentLog(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python is untyped
+    """Every assignment a kafka-python member applied, as its rebalance listener is told of it.
+
+    The only faithful record of a short-lived assignment: a member that completes a join, then
+    learns in the same ``poll`` that the group rebalances again, rejoins before that ``poll``
+    returns, so its assignment between two polls never shows it (a CI run lost a 30 s wait that
+    way, 2026-12-01).  The eager protocol hands the listener the whole new assignment each time."""
+
+    def __init__(self) -> None:
+        self._assigned: list[frozenset[int]] = []
+        self._lock = threading.Lock()  # its own: the listener may run on the client's network thread
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        pass  # nothing to commit: the members here never do
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        with self._lock:
+            self._assigned.append(frozenset(tp.partition for tp in assigned))
+
+    def held_in_turn(self, *assignments: frozenset[int]) -> bool:
+        """Whether the member was assigned each of ``assignments`` exactly, in this order."""
+        with self._lock:
+            later = iter(self._assigned)
+            return all(wanted in later for wanted in assignments)
+
+
 class PollingMember:
     """A kafka-python consumer polling in its own thread (consumers are not thread-safe), noting
-    its assignment after every poll and everything it reads."""
+    its assignment after every poll, every assignment it applied, and everything it reads."""
 
     def __init__(self, cluster: LocalCluster, group: str, topic: str, **config: Any) -> None:
-        self.consumer = kafka_python_consumer(cluster, group, topic, **config)
+        self._lock = threading.Lock()
+        self._log = AssignmentLog()
+        self.consumer = kafka_python_consumer(cluster, group, topic, listener=self._log, **config)
         self.assignment: frozenset[int] = frozenset()
-        self.held: list[frozenset[int]] = []
-        """Every assignment it saw, in order: a short-lived one stays seen however slowly it is polled."""
         self.read: list[bytes] = []
         self.errors: list[BaseException] = []
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -168,8 +195,6 @@ class PollingMember:
                     for batch in batches.values():
                         self.read.extend(record.value for record in batch)
                     self.assignment = frozenset(tp.partition for tp in self.consumer.assignment())
-                    if not self.held or self.held[-1] != self.assignment:
-                        self.held.append(self.assignment)
         except BaseException as error:  # reported by the test, not swallowed
             self.errors.append(error)
         finally:
@@ -179,9 +204,9 @@ class PollingMember:
         with self._lock:
             return self.assignment, list(self.read)
 
-    def has_held(self, partitions: frozenset[int]) -> bool:
-        with self._lock:
-            return partitions in self.held
+    def has_held(self, *assignments: frozenset[int]) -> bool:
+        """Whether the member was assigned exactly each of ``assignments`` in turn, however briefly."""
+        return self._log.held_in_turn(*assignments)
 
     def close(self) -> None:
         self._stop.set()
@@ -431,12 +456,11 @@ def test_a_member_that_stops_heartbeating_is_expired_and_the_survivor_takes_all(
         assert len(mine) == 2
         went_silent = time.monotonic()
         # Held at some point, not necessarily now: on a loaded machine the survivor's rebalance can
-        # outlast the silent member's 6 s session, and the half is gone by the next look (seen once,
-        # 2026-12-01, beside a cargo build and another pytest worker).
-        half = frozenset({0, 1, 2, 3} - set(mine))
+        # outlast the silent member's 6 s session, and the half is gone by the next look (seen twice,
+        # 2026-12-01); its rebalance listener was told of it all the same.
+        half, every = frozenset({0, 1, 2, 3} - set(mine)), frozenset({0, 1, 2, 3})
         wait_for(lambda: survivor.has_held(half), 30, "the survivor's half")
-
-        wait_for(lambda: survivor.snapshot()[0] == {0, 1, 2, 3}, 30, "the survivor to take every partition")
+        wait_for(lambda: survivor.has_held(half, every), 30, "the survivor to take every partition")
         assert time.monotonic() - went_silent >= 5.5  # the 6 s session ran out; nothing earlier did it
         assert silent.heartbeat() == wire.UNKNOWN_MEMBER_ID
         assert not survivor.errors, survivor.errors
