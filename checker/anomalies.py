@@ -354,6 +354,20 @@ MIN_ISR_VIOLATION: Final = Anomaly(
     (EVENT_LOGS,),
     permitted_by=frozenset({MIN_ISR_OFF}),
 )
+EPOCH_REUSE: Final = Anomaly(
+    "epoch-reuse",
+    INVARIANT,
+    "the controller published a partition's leader epoch twice, or one below an epoch it had published",
+    (EVENT_LOGS,),
+    definition="checker.controller_log",
+)
+METADATA_ROLLBACK: Final = Anomaly(
+    "metadata-rollback",
+    INVARIANT,
+    "the controller started from a metadata version below one it had published before its restart",
+    (EVENT_LOGS,),
+    definition="checker.controller_log",
+)
 HANGING_TRANSACTION: Final = Anomaly(
     "hanging-transaction",
     INVARIANT,
@@ -408,41 +422,17 @@ def _txn(entries: Iterable[txn_registry.Entry], family: Family = TXN) -> tuple[A
     )
 
 
+# fmt: off
 ANOMALIES: Final[tuple[Anomaly, ...]] = (
-    LOST_WRITE,
-    REPLICA_DIVERGENCE,
-    INCONSISTENT_OFFSETS,
-    DUPLICATE,
-    ABORTED_READ,
-    G1A,
-    LOST_READ,
-    UNEXPECTED,
-    POLL_SKIP,
-    NONMONOTONIC_POLL,
-    INT_POLL_SKIP,
-    INT_NONMONOTONIC_POLL,
-    STALE_READ,
-    NONMONOTONIC_SEND,
-    REALTIME_ORDER,
-    GROUP_SKIP,
-    GROUP_REDELIVERY,
-    COMMIT_REGRESSION,
-    COMMITTED_BEYOND_READ,
-    GENERATION_REGRESSION,
-    TRUNCATED_COMMITTED,
-    INCOMPLETE_LEADER,
-    HW_REGRESSION,
-    MIN_ISR_VIOLATION,
-    ISR_DIVERGENCE,
-    HANGING_TRANSACTION,
-    UNMARKED_TRANSACTION,
-    *_txn(txn_registry.WHITE_BOX, INVARIANT),
-    *_txn(txn_registry.ERRORS),
-    STALLED,
-    UNSEEN,
-    DIVERGENT_TAIL,
-    *_txn(txn_registry.WARNINGS),
+    LOST_WRITE, REPLICA_DIVERGENCE, INCONSISTENT_OFFSETS, DUPLICATE, ABORTED_READ, G1A, LOST_READ, UNEXPECTED,
+    POLL_SKIP, NONMONOTONIC_POLL, INT_POLL_SKIP, INT_NONMONOTONIC_POLL, STALE_READ, NONMONOTONIC_SEND,
+    REALTIME_ORDER, GROUP_SKIP, GROUP_REDELIVERY, COMMIT_REGRESSION, COMMITTED_BEYOND_READ,
+    GENERATION_REGRESSION, TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION,
+    ISR_DIVERGENCE, EPOCH_REUSE, METADATA_ROLLBACK, HANGING_TRANSACTION, UNMARKED_TRANSACTION,
+    *_txn(txn_registry.WHITE_BOX, INVARIANT), *_txn(txn_registry.ERRORS),
+    STALLED, UNSEEN, DIVERGENT_TAIL, *_txn(txn_registry.WARNINGS),
 )
+# fmt: on
 """Every anomaly, in the order ``results.json``, the summary and ``--checks`` list them: the errors by family, the warnings last."""
 BY_NAME: Final[dict[str, Anomaly]] = {anomaly.name: anomaly for anomaly in ANOMALIES}
 

@@ -366,6 +366,8 @@ INCOMPLETE_LEADER: Final = registry.INCOMPLETE_LEADER.name
 HW_REGRESSION: Final = registry.HW_REGRESSION.name
 MIN_ISR_VIOLATION: Final = registry.MIN_ISR_VIOLATION.name
 ISR_DIVERGENCE: Final = registry.ISR_DIVERGENCE.name
+EPOCH_REUSE: Final = registry.EPOCH_REUSE.name
+METADATA_ROLLBACK: Final = registry.METADATA_ROLLBACK.name
 HANGING_TRANSACTION: Final = registry.HANGING_TRANSACTION.name
 UNMARKED_TRANSACTION: Final = registry.UNMARKED_TRANSACTION.name
 LSO_PAST_OPEN_TRANSACTION: Final = registry.BY_NAME["lso-past-open-transaction"].name
@@ -393,8 +395,7 @@ WARNINGS: Final[frozenset[str]] = frozenset(
     for anomaly in registry.ANOMALIES
     if anomaly.severity == registry.WARNING and not anomaly.error_when_strict
 )
-"""Anomalies that are reported but never make a run invalid (severity ``warning``): unseen and
-divergent-tail; stalled too, unless ``--liveness strict`` (:func:`severity`)."""
+"""Reported, never making a run invalid (severity ``warning``); stalled too unless ``--liveness strict``."""
 LIVENESS_CHECKS: Final[tuple[str, ...]] = registry.of_families(registry.LIVENESS)
 """Decided by the driver from the liveness figures (``Engine.liveness``)."""
 
@@ -409,8 +410,7 @@ after a heal -- a metadata refresh, a leader election, the producer's retry back
 few seconds (the KIP-101 scenarios measure 1-4 s); a broker that stops answering for longer than
 the whole recovery budget of ``request.timeout.ms`` is stuck, not recovering."""
 UNPOLLED_AGE_EDGES_S: Final[tuple[int, ...]] = (1, 10, 60)
-"""The liveness figures count the acknowledged records no poll returned by age at the end of the send period,
-in buckets split at these seconds: ``< 1``, ``1-10``, ``10-60``, ``>= 60``."""
+"""Buckets (s) of the liveness figures' count of acknowledged records no poll returned, by age at the end."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

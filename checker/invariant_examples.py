@@ -15,6 +15,11 @@ event shown whole, as its broker or controller wrote it (``ts``, ``node``, ``seq
 * hw-regression: the regressed exposure (``exposure``) and the earlier, higher one
   (``previous``), ``hw``, ``previous_hw``, ``regressed_by``;
 * min-isr-violation: the ``hw`` event, ``isr_size``, ``min_isr``, ``advanced_by``;
+* epoch-reuse: the controller event (``published``), its ``epoch``, the ``highest_before`` and the
+  first event that published that epoch (``first_published``);
+* metadata-rollback: the controller's ``start`` (``restart``), the ``loaded_version``, the
+  ``published_version`` it fell below, ``versions_lost`` and the first event of that version
+  (``published``);
 * lso-past-open-transaction: the event that recorded the LSO (``lso_event``) and the one that opened
   the transaction or handed it to the new leader (``opened``), ``lso``, ``first_offset``,
   ``passed_by``, ``outcome`` (``commit``, ``abort`` or null: never closed);
@@ -36,11 +41,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checker.definitions import (
+    EPOCH_REUSE,
     HANGING_TRANSACTION,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     ISR_DIVERGENCE,
     LSO_PAST_OPEN_TRANSACTION,
+    METADATA_ROLLBACK,
     TRUNCATED_COMMITTED,
     UNMARKED_TRANSACTION,
 )
@@ -152,6 +159,16 @@ def invariant_example(
         example.update(leo=value, exposed_hw=bound, missing=positions, election=own, exposed_by=other)
     elif kind == HW_REGRESSION:
         example.update(hw=value, previous_hw=bound, regressed_by=positions, exposure=own, previous=other)
+    elif kind == METADATA_ROLLBACK:
+        example.update(
+            loaded_version=value,
+            published_version=bound,
+            versions_lost=positions,
+            restart=own,
+            published=other,
+        )
+    elif kind == EPOCH_REUSE:
+        example.update(epoch=value, highest_before=bound, published=own, first_published=other)
     else:  # min-isr-violation
         example.update(isr_size=value, min_isr=bound, advanced_by=positions, hw=own)
     return example

@@ -14,6 +14,9 @@ and the Spark engine (:mod:`checker.spark.invariants`) computes the same rows wi
    announced before it) and established or not (its tenure's LEO at election), and compares it
    with the running maximum of the current exposures before it;
 5. min-isr-violation filters leader ``hw`` rows;
+   epoch-reuse and metadata-rollback compare each of the controller's partition states (its
+   starts) with the running maximum of the leader epochs (metadata versions) it published before,
+   and find the first event that published it (:mod:`checker.controller_log`);
 6. isr-divergence takes the controller's last published leader and ISR before the first broker
    ``shutdown`` and compares the members' dumped records below the leader's dumped HW
    (:func:`final_isr` here, the records by the engine).
@@ -34,12 +37,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from checker.controller_log import PARTITION_STATE_KINDS, VERSION_COLUMNS, reused_epochs, rollbacks
 from checker.definitions import (
+    EPOCH_REUSE,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_EXAMPLE_COLUMNS,
     INVARIANT_ORDER,
     ISR_DIVERGENCE,
+    METADATA_ROLLBACK,
     MIN_ISR_VIOLATION,
     TRUNCATED_COMMITTED,
 )
@@ -75,11 +81,10 @@ EVENT_COLUMNS = (
 OUTPUT = ["run_id", "kind", "total", *INVARIANT_EXAMPLE_COLUMNS]
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
     {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
+    | {EPOCH_REUSE, METADATA_ROLLBACK}  # the controller's log (checker.controller_log)
     | white_box.CHECKS
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags."""
-PARTITION_STATE_KINDS = ("topic-created", "election", "isr-change")
-"""The controller events that publish a partition's leader and ISR."""
 _NONE = -1
 """Stands for "no epoch" and "no HW" in running maxima (epochs and HWs are >= 0)."""
 
@@ -231,6 +236,11 @@ def min_isr_violation(shown: pd.DataFrame) -> pd.DataFrame:
     return _examples(found, MIN_ISR_VIOLATION, "size", (found["hw"] - found["old_hw"]).to_numpy())
 
 
+def epoch_reuse(rows: pd.DataFrame) -> pd.DataFrame:
+    found = reused_epochs(rows)
+    return _examples(found, EPOCH_REUSE, "epoch", np.ones(len(found), dtype=np.int64))
+
+
 def final_isr(events: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """``run_id, partition, leader, member, prev_node, prev_seq``: each member (besides the leader)
     of the controller's last published ISR before the first broker ``shutdown``, node names from
@@ -350,6 +360,8 @@ def event_anomalies(events: pd.DataFrame, topics: dict[int, str], checks: frozen
         found.append(hw_regression(shown))
     if MIN_ISR_VIOLATION in checks:
         found.append(min_isr_violation(shown))
+    if EPOCH_REUSE in checks:
+        found.append(epoch_reuse(rows))
     found = [frame for frame in found if not frame.empty]
     return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=OUTPUT)
 
@@ -389,6 +401,14 @@ def pass_anomalies(runs: Sequence[RunInput], checks: frozenset[str], limit: int)
     found = [event_anomalies(events, topics, checks)]
     if checks & white_box.CHECKS:
         found.append(white_box.pass_anomalies(runs, checks & white_box.CHECKS))
+    if METADATA_ROLLBACK in checks:
+        sources = [(run.events_path, run.events_slice) for run in runs if run.events_path is not None]
+        lost = rollbacks(to_pandas(read_runs(sources, VERSION_COLUMNS, ())))
+        found.append(
+            _examples(
+                lost, METADATA_ROLLBACK, "version", (lost["bound"] - lost["version"]).to_numpy(np.int64)
+            )
+        )
     if ISR_DIVERGENCE in checks:
         pairs = isr_pairs(runs, final_isr(events, of_topics(events, topics)))
         records = []

@@ -33,22 +33,26 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from checker.controller_log import PARTITION_STATE_KINDS, VERSION_COLUMNS
 from checker.definitions import (
+    EPOCH_REUSE,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_ORDER,
     ISR_DIVERGENCE,
+    METADATA_ROLLBACK,
     MIN_ISR_VIOLATION,
     TRUNCATED_COMMITTED,
 )
 from checker.engine import to_pandas
 from checker.evidence import RunInput
-from checker.pandas.invariants import EVENT_COLUMNS, OUTPUT, PARTITION_STATE_KINDS
+from checker.pandas.invariants import EVENT_COLUMNS, OUTPUT
 from checker.spark.inputs import arrow_frame
 from checker.txn import white_box
 
 IMPLEMENTS: Final[frozenset[str]] = frozenset(
     {TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE}
+    | {EPOCH_REUSE, METADATA_ROLLBACK}  # the controller's log (checker.controller_log)
     | white_box.CHECKS
 )
 """The registry entries (:mod:`checker.anomalies`) this module flags."""
@@ -77,6 +81,8 @@ _TYPES = {
 }
 EVENTS_DDL = ", ".join(f"`{name}` {_TYPES[name]}" for name in EVENT_COLUMNS)
 """The check columns of ``events.parquet`` (:data:`testbed.record.event_table.EVENTS_SCHEMA`)."""
+VERSIONS_DDL = ", ".join(f"`{name}` {_TYPES.get(name, 'string')}" for name in VERSION_COLUMNS)
+"""The columns :func:`metadata_rollback` reads (``line`` besides the check columns)."""
 
 
 def _small(spark: SparkSession, rows: Sequence[tuple[object, ...]], schema: pa.Schema) -> DataFrame:
@@ -245,6 +251,64 @@ def min_isr_violation(shown: DataFrame) -> DataFrame:
     return _examples(found, MIN_ISR_VIOLATION, F.size("isr"), F.col("hw") - F.col("old_hw"))
 
 
+def epoch_reuse(rows: DataFrame) -> DataFrame:
+    """The controller's reused leader epochs, as :func:`checker.controller_log.reused_epochs`."""
+    states = rows.where(
+        (F.col("process") == "controller")
+        & F.col("kind").isin(*PARTITION_STATE_KINDS)
+        & F.col("epoch").isNotNull()
+    )
+    before = (
+        Window.partitionBy("run_id", "partition").orderBy("order").rowsBetween(Window.unboundedPreceding, -1)
+    )
+    states = states.withColumn("bound", F.coalesce(F.max("epoch").over(before), F.lit(_NONE)))
+    election = F.col("kind") == "election"
+    epoch, bound = F.col("epoch"), F.col("bound")
+    found = states.where((election & (epoch <= bound)) | (~election & (epoch < bound)))
+    first = (
+        states.groupBy("run_id", "partition", "epoch")
+        .agg(F.min(F.struct("order", "node_name", "seq")).alias("x"))
+        .select(
+            "run_id",
+            "partition",
+            F.col("epoch").alias("bound"),
+            F.col("x.node_name").alias("prev_node"),
+            F.col("x.seq").alias("prev_seq"),
+        )
+    )
+    return _examples(
+        found.join(first, ["run_id", "partition", "bound"], "left"), EPOCH_REUSE, epoch, F.lit(1)
+    )
+
+
+def metadata_rollback(read: DataFrame) -> DataFrame:
+    """The controller starts below a version their log recorded, as :func:`checker.controller_log.rollbacks`."""
+    log = Window.partitionBy("run_id", "node_name").orderBy("seq")
+    controller = (
+        read.where(F.col("process") == "controller")
+        .withColumn("t", F.max("ts").over(log.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn("version", F.get_json_object("line", "$.metadata_version").cast("long"))
+        .where(F.col("version").isNotNull())
+    )
+    before = F.coalesce(F.max("version").over(log.rowsBetween(Window.unboundedPreceding, -1)), F.lit(_NONE))
+    found = controller.withColumn("bound", before).where(
+        (F.col("kind") == "start") & (F.col("version") < F.col("bound"))
+    )
+    first = controller.groupBy("run_id", "node_name", F.col("version").alias("bound")).agg(
+        F.min("seq").alias("prev_seq")
+    )
+    found = found.join(first, ["run_id", "node_name", "bound"], "left").withColumn(
+        "prev_node", F.col("node_name")
+    )
+    return _examples(
+        found,
+        METADATA_ROLLBACK,
+        F.col("version"),
+        F.col("bound") - F.col("version"),
+        partition=F.lit(None).cast("int"),
+    )
+
+
 def final_isr(events: DataFrame, rows: DataFrame) -> DataFrame:
     """``run_id, partition, leader, member, prev_node, prev_seq``, as
     :func:`checker.pandas.invariants.final_isr`."""
@@ -411,6 +475,13 @@ def pass_anomalies(
         parts.append(hw_regression(shown))
     if MIN_ISR_VIOLATION in checks:
         parts.append(min_isr_violation(shown))
+    if EPOCH_REUSE in checks:
+        parts.append(epoch_reuse(rows))
+    if METADATA_ROLLBACK in checks:
+        versions = spark.read.schema(VERSIONS_DDL).parquet(*paths)
+        if any(run.events_slice is not None for run in runs):
+            versions = versions.where(F.col("run_id").isin([run.events_run_id for run in runs]))
+        parts.append(metadata_rollback(versions))
     transactional = white_box.transactional_runs(runs)
     if checks & white_box.CHECKS and transactional:
         parts.append(transaction_invariants(spark, transactional, checks & white_box.CHECKS))

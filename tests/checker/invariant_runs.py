@@ -31,16 +31,26 @@ from typing import Any
 
 from checker.definitions import (
     DIVERGENT_TAIL,
+    EPOCH_REUSE,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     ISR_DIVERGENCE,
+    METADATA_ROLLBACK,
     MIN_ISR_VIOLATION,
     TRUNCATED_COMMITTED,
 )
 from testbed.record.rundir import BROKER_EVENTS_FILE, CONTROLLER_EVENTS_FILE
 from tests.checker.synthetic import Plan, write_run
 
-PLANTABLE = (TRUNCATED_COMMITTED, INCOMPLETE_LEADER, HW_REGRESSION, MIN_ISR_VIOLATION, ISR_DIVERGENCE)
+PLANTABLE = (
+    TRUNCATED_COMMITTED,
+    INCOMPLETE_LEADER,
+    HW_REGRESSION,
+    MIN_ISR_VIOLATION,
+    ISR_DIVERGENCE,
+    EPOCH_REUSE,
+    METADATA_ROLLBACK,
+)
 LEGIT = (
     "stale-new-leader",
     "restart-lower-checkpoint",
@@ -48,8 +58,9 @@ LEGIT = (
     "zombie-exposure",
     "uncommitted-tail-hw-mode",
 )
-COMPANIONS = {HW_REGRESSION: {INCOMPLETE_LEADER: 1}}
-"""An established HW below the old one belongs to a leader that was incomplete when elected."""
+COMPANIONS = {HW_REGRESSION: {INCOMPLETE_LEADER: 1}, EPOCH_REUSE: {METADATA_ROLLBACK: 1}}
+"""An established HW below the old one belongs to a leader that was incomplete when elected; the
+planted epoch reuse follows a controller restart that lost the first election."""
 BROKERS = (1, 2, 3)
 CONTROLLER_ID = 3000
 TOPIC = "queue"
@@ -277,6 +288,19 @@ def plant(p: Partition, kind: str, rng: random.Random, count: int = 1) -> None:
             p.truncate(2, n - 1, "high-watermark")
         else:  # a leader answered OFFSET_OUT_OF_RANGE below the committed offset
             p.truncate(3, n - 1, "out-of-range")
+    elif kind == EPOCH_REUSE:  # the controller lost its last election in a crash: its epoch again
+        p.write(n)
+        p.elect(2)  # epoch 0 -> 1 (elect leaves the partition's own epoch as it was)
+        p.world.emit(
+            "controller", "start", **FORMAT_FIELDS, role="controller", metadata_version=0, settings={}
+        )
+        p.elect(3)  # epoch 0 -> 1 once more
+    elif kind == METADATA_ROLLBACK:  # a fencing published at v7, gone when the controller restarts from v2
+        p.write(n)
+        p.world.emit("controller", "broker-fenced", metadata_version=7, broker=2, reason="session timed out")
+        p.world.emit(
+            "controller", "start", **FORMAT_FIELDS, role="controller", metadata_version=2, settings={}
+        )
     elif kind in (INCOMPLETE_LEADER, HW_REGRESSION):  # n2 lost its last record to a power loss, then leads
         p.write(n)
         p.world.emit(

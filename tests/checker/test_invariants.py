@@ -24,10 +24,12 @@ from hypothesis import strategies as st
 from checker.definitions import (
     ALL_CHECKS,
     DEFAULT_EXAMPLE_LIMIT,
+    EPOCH_REUSE,
     HW_REGRESSION,
     INCOMPLETE_LEADER,
     INVARIANT_CHECKS,
     ISR_DIVERGENCE,
+    METADATA_ROLLBACK,
     MIN_ISR_VIOLATION,
     TRUNCATED_COMMITTED,
 )
@@ -167,6 +169,17 @@ def test_examples_show_the_events_compared(tmp_path: Path) -> None:
     assert [entry["partition"] for entry in diverged["isr_from"]["partitions"]] == [diverged["partition"]]
     records = diverged["replicas"]
     assert records["n2"]["value"].startswith("diverged-") and records["n1"]["value"] != records["n2"]["value"]
+    (reused,) = found[EPOCH_REUSE]["examples"]
+    assert (reused["epoch"], reused["highest_before"]) == (1, 1)
+    assert reused["published"]["kind"] == reused["first_published"]["kind"] == "election"
+    assert reused["published"]["new_leader"] == 3 and reused["first_published"]["new_leader"] == 2
+    assert reused["first_published"]["seq"] < reused["published"]["seq"]
+    rollbacks = found[METADATA_ROLLBACK]["examples"]
+    # epoch-reuse's restart (from v0, after the topic's creation at v1) comes first, then the fencing's
+    assert sorted((r["loaded_version"], r["published_version"]) for r in rollbacks) == [(0, 1), (2, 7)]
+    assert all(r["restart"]["kind"] == "start" for r in rollbacks)
+    assert all(r["versions_lost"] == r["published_version"] - r["loaded_version"] for r in rollbacks)
+    assert {r["published"]["kind"] for r in rollbacks} == {"topic-created", "broker-fenced"}
 
 
 def test_many_violations_count_all_and_show_the_first_few(tmp_path: Path) -> None:

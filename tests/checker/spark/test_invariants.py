@@ -121,8 +121,10 @@ def test_odd_evidence_in_one_pass(tmp_path: Path, spark: Any) -> None:
         and TRUNCATED_COMMITTED not in results["missing"]["anomalies"]
     )
     assert set(results["none"]["not_applicable"]) == set(INVARIANT_CHECKS)
-    # Without partition events, only the dumps' divergence under the controller's final ISR is left.
-    assert set(results["bare"]["anomalies"]) & set(INVARIANT_CHECKS) == {"isr-divergence"}
+    # Without the brokers' partition events, only the controller's checks are left: the dumps'
+    # divergence under its final ISR, the epochs and the metadata versions it published.
+    controller_checks = {"isr-divergence", "epoch-reuse", "metadata-rollback"}
+    assert set(results["bare"]["anomalies"]) & set(INVARIANT_CHECKS) == controller_checks
 
 
 def test_the_kip101_loss_of_real_brokers_reads_the_same_in_both_engines(
