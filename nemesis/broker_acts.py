@@ -30,6 +30,8 @@ from nemesis.fault_kinds import (
     CLOCK_OFFSET_S,
     CLOCK_RATE_PCT,
     CLOCK_SKEW,
+    CONTROLLER_KILL,
+    CONTROLLER_START,
     DISK_ERROR,
     DISK_ERROR_ERRNO,
     DISK_ERROR_OP,
@@ -71,7 +73,15 @@ from nemesis.packet_loss import PacketLoss
 from nemesis.request_faults import HELD_REQUESTS, RequestFaults
 from nemesis.slow_link import SlowLink
 from testbed.cluster.fake_clock import REAL_CLOCK
-from testbed.cluster.protocol import ClockControl, Cluster, DiskFaults, NodeControl, PowerLoss
+from testbed.cluster.protocol import (
+    CONTROLLER_DAEMON,
+    ClockControl,
+    Cluster,
+    ControllerProcess,
+    DiskFaults,
+    NodeControl,
+    PowerLoss,
+)
 from testbed.nodes.remote import RemoteError
 
 BROKER_DAEMON = "broker"
@@ -100,11 +110,11 @@ class BrokerActs:
     def _run(self, node: str, script: str) -> None:
         self.cluster.remote(node).exec(script, timeout=self.remote_timeout)
 
-    def kill(self, node: str) -> None:
-        """SIGKILL the broker and wait until it is gone (not merely signalled)."""
-        self.signal(node, signal.SIGKILL)
-        if not self._gone_within(node, self.settle_timeout):
-            raise RemoteError(node, f"broker still alive {self.settle_timeout:g} s after SIGKILL")
+    def kill(self, node: str, daemon: str = BROKER_DAEMON) -> None:
+        """SIGKILL the broker (or ``daemon``) and wait until it is gone (not merely signalled)."""
+        self.signal(node, signal.SIGKILL, daemon)
+        if not self._gone_within(node, self.settle_timeout, daemon):
+            raise RemoteError(node, f"{daemon} still alive {self.settle_timeout:g} s after SIGKILL")
 
     def shutdown(self, node: str, value: Mapping[str, Any] | None = None) -> None:
         """SIGTERM the broker and wait until it has exited: a clean shutdown, whatever the broker
@@ -123,11 +133,11 @@ class BrokerActs:
             return
         raise RemoteError(node, f"broker still running {SHUTDOWN_TIMEOUT_S:g} s after SIGTERM: SIGKILLed")
 
-    def _gone_within(self, node: str, timeout: float) -> bool:
+    def _gone_within(self, node: str, timeout: float, daemon: str = BROKER_DAEMON) -> bool:
         remote = self.cluster.remote(node)
         deadline = time.monotonic() + timeout
         delay = 0.01
-        while remote.is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
+        while remote.is_alive(daemon, timeout=self.remote_timeout):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(delay)  # polling a condition, bounded by the deadline
@@ -149,6 +159,25 @@ class BrokerActs:
             raise RuntimeError("this cluster's data directories are not on the lazy filesystem")
         cluster.drop_unsynced(node)
 
+    def kill_controller(self, node: str) -> None:
+        """SIGKILL the controller process on the controller node ``node`` and wait until it is gone."""
+        self.kill(node, CONTROLLER_DAEMON)
+
+    def start_controller(self, node: str) -> None:
+        """Start the controller process where it is not running (``node`` is the controller node)."""
+        cluster = self.cluster
+        if not isinstance(cluster, ControllerProcess):  # Nemesis refuses the kind first
+            raise RuntimeError("this cluster's controller node runs no controller process of the harness'")
+        if not cluster.remote(node).is_alive(CONTROLLER_DAEMON, timeout=self.remote_timeout):
+            cluster.start_controller()
+
+    def controller_down(self, node: str | None) -> list[str]:
+        """``[node]`` when it is a controller node whose process the harness runs and that process
+        is not surely alive (it cannot be told: the start checks again), else ``[]``."""
+        if node is None or not isinstance(self.cluster, ControllerProcess):
+            return []
+        return [] if self.surely_alive(node, CONTROLLER_DAEMON) else [node]
+
     def start(self, node: str) -> None:
         """Start the broker where it is not running."""
         if not self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout):
@@ -166,14 +195,14 @@ class BrokerActs:
         """SIGCONT the broker if it runs at all (heal-all's blanket resume)."""
         self.cluster.remote(node).signal(BROKER_DAEMON, signal.SIGCONT, timeout=self.remote_timeout)
 
-    def signal(self, node: str, sig: signal.Signals) -> None:
-        if not self.cluster.remote(node).signal(BROKER_DAEMON, sig, timeout=self.remote_timeout):
-            raise Refused("broker not running")
+    def signal(self, node: str, sig: signal.Signals, daemon: str = BROKER_DAEMON) -> None:
+        if not self.cluster.remote(node).signal(daemon, sig, timeout=self.remote_timeout):
+            raise Refused(f"{daemon} not running")
 
-    def surely_alive(self, node: str) -> bool:
-        """The broker answers as alive (False also when that cannot be told)."""
+    def surely_alive(self, node: str, daemon: str = BROKER_DAEMON) -> bool:
+        """The broker (or ``daemon``) answers as alive (False also when that cannot be told)."""
         try:
-            return self.cluster.remote(node).is_alive(BROKER_DAEMON, timeout=self.remote_timeout)
+            return self.cluster.remote(node).is_alive(daemon, timeout=self.remote_timeout)
         except Exception:
             return False  # cannot tell: include it in the start, which checks again
 
@@ -342,6 +371,8 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         DISK_ERROR: BrokerActs.break_disk,
         SLOW_DISK: BrokerActs.slow_disk,
         DISK_HEAL: BrokerActs.heal_disk,
+        CONTROLLER_KILL: BrokerActs.kill_controller,
+        CONTROLLER_START: BrokerActs.start_controller,
         DECOMMISSION: BrokerActs.decommission,
         RECOMMISSION: BrokerActs.recommission,
         ELECT_PREFERRED: BrokerActs.elect_preferred,

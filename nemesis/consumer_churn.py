@@ -11,7 +11,7 @@ the count restored and there is nothing left for heal-all to undo.
 
 Three parts, each with one job:
 
-* the **plan** -- :func:`nemesis.plan.plan_churn`: pure, from the schedule's ``random.Random``;
+* the **plan** -- :func:`nemesis.churn_plan.plan_churn`: pure, from the schedule's ``random.Random``;
 * the **ability** -- :class:`ConsumerChurn`: what the nemesis needs of the workload, as a
   structural protocol, so the nemesis never imports ``workloads`` (the ``queue`` workload under
   ``--consume-via subscribe`` has it; :func:`check_churn` refuses the spec with a PlanError
@@ -39,7 +39,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from nemesis.plan import ChurnPlan, PlanError
+from nemesis.churn_plan import ChurnPlan
+from nemesis.plan import PlanError
 from nemesis.spec import CONSUMER_CHURN
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder

@@ -21,6 +21,9 @@ DISK_FAULTS_ABILITY: Final = "disk-faults"
 """The lazy filesystem under the data directories takes disk-fault rules (:class:`testbed.cluster.protocol.DiskFaults`)."""
 CONTROLLER_NODE: Final = "controller-node"
 """The cluster's metadata comes from a controller node of its own (the bundled broker's)."""
+CONTROLLER_PROCESS: Final = "controller-process"
+"""The controller node runs a controller process the nemesis may kill and start again
+(:class:`testbed.cluster.protocol.ControllerProcess`: the bundled broker's, not tansu's PostgreSQL)."""
 CONSUMER_GROUP: Final = "consumer-group"
 """The workload runs group consumers the nemesis may replace (:class:`nemesis.consumer_churn.ConsumerChurn`)."""
 REQUEST_PROXY: Final = "request-proxy"
@@ -33,6 +36,7 @@ ABILITIES: Final[frozenset[str]] = frozenset(
         POWER_LOSS_ABILITY,
         DISK_FAULTS_ABILITY,
         CONTROLLER_NODE,
+        CONTROLLER_PROCESS,
         CONSUMER_GROUP,
         REQUEST_PROXY,
         FAKE_CLOCK,
@@ -40,7 +44,7 @@ ABILITIES: Final[frozenset[str]] = frozenset(
 )
 """Every ability a fault kind may need, by the name a target (or workload) answers to."""
 
-DrawnAs = Literal["node-target", "partition-shape", "workload", "never"]
+DrawnAs = Literal["node-target", "partition-shape", "controller", "workload", "never"]
 NodeUse = Literal["required", "optional", "none"]
 """A scenario step's ``node``/``nodes``: must be given, may be omitted (every broker / none), or not taken."""
 

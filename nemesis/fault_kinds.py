@@ -8,7 +8,7 @@ reads it from here instead of keeping its own list:
 * ``heal`` -- the kind that undoes it, or an explicit :class:`NoHeal` saying why there is none
   (a heal itself; a fault whose op completes the whole change);
 * ``drawn_as`` -- how the random schedule picks what it hits (:mod:`nemesis.plan`): a node
-  target, a partition shape, the workload's consumers, or never (heals);
+  target, a partition shape, the one controller node, the workload's clients, or never (heals);
 * ``nodes`` and ``params`` -- what a scenario step of this kind takes (:mod:`nemesis.steps`);
 * ``drawn`` -- the parameters the random schedule draws, each from its choices (seeded, so a
   seed still names one run): a schedule's ``clock-skew`` jumps by a drawn ``offset_s``, where a
@@ -39,6 +39,9 @@ from typing import Final
 from nemesis.client_crash_plan import CLIENT_CRASH as CLIENT_CRASH
 from nemesis.client_crash_plan import CLIENT_CRASH_KIND, CONSUMER_CRASH_KIND
 from nemesis.client_crash_plan import CONSUMER_CRASH as CONSUMER_CRASH
+from nemesis.controller_kinds import CONTROLLER_KILL as CONTROLLER_KILL
+from nemesis.controller_kinds import CONTROLLER_KINDS
+from nemesis.controller_kinds import CONTROLLER_START as CONTROLLER_START
 from nemesis.fault_declaration import (
     ANNOUNCE,
     CONSUMER_GROUP,
@@ -434,6 +437,7 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     *REQUEST_KINDS,
     *DISK_KINDS,
     *MEMBERSHIP_KINDS,
+    *CONTROLLER_KINDS,
 )
 """Every kind, each fault followed by its heal, in the order scenario messages list them."""
 

@@ -30,6 +30,8 @@ from nemesis.fault_kinds import (
     CLOCK_SKEW,
     CONSUMER_CHURN,
     CONSUMER_CRASH,
+    CONTROLLER_KILL,
+    CONTROLLER_START,
     DISK_ERROR,
     DISK_ERROR_ERRNO,
     DISK_ERROR_OP,
@@ -186,6 +188,16 @@ def _client_crash(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, An
     return run_crash(nemesis.recorder, nemesis.config.workload, step.pick, step.fault)
 
 
+def _on_controller(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
+    """The node mechanism (or its heal's) on the one controller node, which the step does not name."""
+    controller = nemesis.layout.controller
+    if controller is None:  # the kind's needs refused it first
+        raise ValueError(f"a {step.fault} needs a controller node")
+    if REGISTRY[step.fault].heal is IS_A_HEAL:
+        return nemesis.heal_on_nodes(step.fault, (controller,), {**extra, **_unannounced(step)})
+    return nemesis.inject_on_nodes(step.fault, (controller,), {**extra, **_unannounced(step)})
+
+
 def mechanism_of(kind: FaultKind) -> Mechanism | None:
     """A kind's own mechanism, else the shared one of node-shaped kinds (those with a per-node act)."""
     own: dict[str, Mechanism] = {
@@ -207,6 +219,8 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         DISK_ERROR: _break_disks,
         SLOW_DISK: _slow_disks,
         SHUTDOWN: _shut_down,
+        CONTROLLER_KILL: _on_controller,
+        CONTROLLER_START: _on_controller,
     }
     if kind.name in own:
         return own[kind.name]

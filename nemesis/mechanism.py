@@ -38,9 +38,11 @@ from typing import Any
 
 from nemesis import iptables
 from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS, BrokerActs
+from nemesis.churn_plan import ChurnPlan
 from nemesis.client_crash import check_workload_faults, crash_ability, group_crash_ability
 from nemesis.consumer_churn import check_churn, run_churn
-from nemesis.fault_declaration import CONSUMER_GROUP, CONTROLLER_NODE, FaultKind
+from nemesis.controller_kinds import CONTROLLER_KILL, CONTROLLER_START, acted_on
+from nemesis.fault_declaration import CONSUMER_GROUP, CONTROLLER_NODE, CONTROLLER_PROCESS, FaultKind
 from nemesis.fault_kinds import (
     CONSUMER_CHURN,
     HEALS,
@@ -62,7 +64,6 @@ from nemesis.nemesis_config import NemesisConfig as NemesisConfig
 from nemesis.outcomes import complete, on_nodes
 from nemesis.packages import PackageContext
 from nemesis.plan import (
-    ChurnPlan,
     Grudge,
     Layout,
     PlanError,
@@ -106,6 +107,7 @@ class Nemesis:
         self.spec, self.cluster, self.recorder = spec, cluster, recorder
         self.config = config
         self.layout = Layout(tuple(cluster.brokers), cluster.controller, spec.partition_scope)
+        self._abilities = abilities = cluster_abilities(cluster)
         self.leader_partitions = tuple(config.leader_partitions)
         self.package_cluster = config.package_cluster
         workload = config.workload
@@ -116,6 +118,7 @@ class Nemesis:
                 replication_factor=config.replication_factor or len(self.layout.brokers),
                 power_loss=isinstance(cluster, PowerLoss),
                 metadata_delay=cluster.controller is not None,
+                controller_crash=CONTROLLER_PROCESS in abilities,
                 quiet_seconds=spec.interval_seconds,
                 markers=isinstance(workload, MarkerSender),
                 client_crash=crash_ability(workload) is not None,
@@ -128,6 +131,9 @@ class Nemesis:
             else None
         )
         check_plan(spec, self.layout, self.leader_partitions, self.packages)
+        for fault in spec.faults:  # a single fault this cluster cannot have: refused now, not mid-run
+            if fault in REGISTRY:
+                self._require(REGISTRY[fault])
         self.churn = check_workload_faults(spec.faults, workload)  # the churn ability, if needed
         self._workload = workload
         self.markers = workload if isinstance(workload, MarkerSender) else None
@@ -143,10 +149,8 @@ class Nemesis:
         self._remote_timeout = config.remote_timeout
         metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
         self._acts = BrokerActs(cluster, metadata, config.remote_timeout, config.settle_timeout)
-        self._abilities = cluster_abilities(cluster)
-        if POWER_LOSS in spec.faults and not isinstance(cluster, PowerLoss):
-            raise PlanError("power-loss needs a cluster whose data directories are on the lazy filesystem")
-        self._affected: dict[str, set[str]] = {f: set() for f in names_drawn_as("node-target") if f in HEALS}
+        tracked = (*names_drawn_as("node-target"), CONTROLLER_KILL)  # what a heal must undo, node by node
+        self._affected: dict[str, set[str]] = {f: set() for f in tracked if f in HEALS}
 
     # ----------------------------------------------------------------- schedule
 
@@ -337,7 +341,8 @@ class Nemesis:
     def heal_all(self) -> list[Op]:
         """Undo every fault on every node, blindly; stop the schedule for good. Idempotent; returns the ops recorded.
 
-        Heals (``metadata-heal``) the brokers that may carry a metadata delay, removes every nemesis
+        Heals each node fault that has a heal of its own on its nodes (``metadata-heal``; a killed
+        controller's ``controller-start`` first, so the brokers come back to it), removes every nemesis
         chain (flush, unhook, delete) and the slow-link qdisc on every node (:data:`NETWORK_RESET_SCRIPT`), SIGCONTs every broker, starts every broker
         that is not running. Waits up to ``heal_all_wait`` for a fault action in flight, then
         heals anyway. Returns ``[]`` without touching anything when no fault was injected since
@@ -400,8 +405,10 @@ class Nemesis:
             healed = [fault for fault in self._affected if HEALS[fault] == heal]
             with self._state_lock:
                 tracked = [
-                    node for node in self.layout.brokers if any(node in self._affected[f] for f in healed)
+                    node for node in self.layout.all_nodes if any(node in self._affected[f] for f in healed)
                 ]
+            if heal == CONTROLLER_START:  # also one whose kill found it dead already, or that died unasked
+                tracked = list(dict.fromkeys([*tracked, *self._acts.controller_down(self.layout.controller)]))
             if not tracked:
                 continue
             ops.append(
@@ -442,7 +449,7 @@ class Nemesis:
 
     def inject_on_nodes(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op:
         """The mechanism of a node fault: track it on ``nodes``, record it, run its per-node act."""
-        nodes = self._brokers(nodes)
+        nodes = acted_on(fault, nodes, self.layout.brokers, self.layout.controller)
         value = {"nodes": nodes, **extra}
         act = NODE_ACTS[fault]
         with self._action_lock:
@@ -463,7 +470,7 @@ class Nemesis:
     def heal_on_nodes(self, heal: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:
         """The mechanism of a node fault's heal: record it, run its per-node act, and stop tracking
         every fault it heals on the nodes it reached (a ``start`` heals a kill and a power loss alike)."""
-        nodes = self._brokers(nodes)
+        nodes = acted_on(heal, nodes, self.layout.brokers, self.layout.controller)
         value = {"nodes": nodes, **(extra or {})}
         act = NODE_ACTS[heal]
         with self._action_lock:
@@ -482,14 +489,6 @@ class Nemesis:
 
     def _exec(self, node: str, script: str) -> None:
         self.cluster.remote(node).exec(script, timeout=self._remote_timeout)
-
-    def _brokers(self, nodes: Sequence[str]) -> list[str]:
-        if not nodes:
-            raise ValueError("a node fault needs at least one node")
-        unknown = [node for node in nodes if node not in self.layout.brokers]
-        if unknown:
-            raise ValueError(f"not brokers of this cluster: {', '.join(unknown)}")
-        return [node for node in self.layout.brokers if node in nodes]
 
     # ----------------------------------------------------------------- recording
 

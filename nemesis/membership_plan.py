@@ -1,5 +1,7 @@
-"""The ``decommission-leader-crash`` fault package: a partition's leader decommissioned under load
-(its replicas reassigned away), the new leader crashed in half the draws, the broker recommissioned.
+"""The membership fault packages: ``decommission-leader-crash`` and ``lagging-preferred-election``.
+
+``decommission-leader-crash``: a partition's leader decommissioned under load (its replicas
+reassigned away), the new leader crashed in half the draws, the broker recommissioned.
 
 The choreography aims at the reassignment's two switches.  Going away, the leader is replaced by
 a broker outside the replica set where there is one (a newcomer that must catch up from nothing
@@ -11,6 +13,14 @@ it is the newcomer now, and the heal's preferred-leader election hands it the le
 it is in sync.  A controller that removes the old replicas before the new ones caught up
 (``bench/mutants/14-*``) elects an empty replica at one of the two switches.
 
+``lagging-preferred-election``: a preferred-leader election asked for while the preferred replica
+is alive -- it still heartbeats the controller -- but cut off from the leader and out of the ISR,
+the leader and the rest of the ISR acknowledging what it never fetched.  Kafka's controller
+elects a preferred replica only from the ISR (PREFERRED_LEADER_NOT_AVAILABLE otherwise), so nothing
+moves; one that looks only at liveness (``bench/mutants/18-*``) hands the leadership to a log
+short of acknowledged writes, which the old leader then truncates to.  The preferred replica is
+first made a follower (killed, restarted, caught up): leading, it would need no election.
+
 Planned like the other packages (:mod:`nemesis.packages`, which registers it); needs a controller
 node, which reassignments go through.
 """
@@ -19,8 +29,15 @@ from __future__ import annotations
 
 import random
 
-from nemesis.package_context import PackageContext, PackageError, Step, partition_of, sleep_step
-from nemesis.spec import DECOMMISSION_LEADER_CRASH
+from nemesis.package_context import (
+    PackageContext,
+    PackageError,
+    Step,
+    leaves_isr_timeout,
+    partition_of,
+    sleep_step,
+)
+from nemesis.spec import DECOMMISSION_LEADER_CRASH, LAGGING_PREFERRED_ELECTION
 
 
 def decommission_leader_crash(rng: random.Random, context: PackageContext) -> list[Step]:
@@ -48,4 +65,30 @@ def decommission_leader_crash(rng: random.Random, context: PackageContext) -> li
         *steps,
         {"fault": "recommission", "node": "L"},
         {"wait": "in-isr", "node": "L", "partition": p, "timeout": 60},
+    ]
+
+
+def lagging_preferred_election(rng: random.Random, context: PackageContext) -> list[Step]:
+    if not context.metadata_delay:  # the same fact: a controller node, which elections go through
+        raise PackageError(f"{LAGGING_PREFERRED_ELECTION} needs a controller node")
+    if context.replication_factor < 2:
+        raise PackageError(f"{LAGGING_PREFERRED_ELECTION} needs a replication factor of at least 2")
+    p = partition_of(rng, context)
+    return [
+        {"wait": "caught-up", "partition": p, "timeout": 40},
+        {"bind": {"P": f"preferred-of:{p}"}},
+        {"fault": "kill", "node": "P"},
+        {"wait": "leader-is-not", "node": "P", "partition": p, "timeout": 30},
+        {"fault": "start", "node": "P"},
+        {"wait": "in-isr", "node": "P", "partition": p, "timeout": 60},
+        {"bind": {"L": f"leader-of:{p}"}},
+        {"fault": "partition", "grudge": {"L": ["P"], "P": ["L"]}, "kind": "leader-follower"},
+        {"wait": "not-in-isr", "node": "P", "timeout": leaves_isr_timeout(context)},
+        sleep_step(rng, 1.0, 4.0, "the leader and the rest of the ISR acknowledge what P never fetched"),
+        {"fault": "elect-preferred", "node": "P"},
+        sleep_step(
+            rng, 1.0, 3.0, "an election from outside the ISR would have P lead, short of those writes"
+        ),
+        {"fault": "heal"},
+        {"wait": "in-isr", "node": "P", "partition": p, "timeout": 60, "required": False},
     ]

@@ -19,6 +19,7 @@ from typing import Final, Protocol
 from nemesis.fault_declaration import (
     CONSUMER_GROUP,
     CONTROLLER_NODE,
+    CONTROLLER_PROCESS,
     DISK_FAULTS_ABILITY,
     FAKE_CLOCK,
     NODE_CONTROL,
@@ -27,7 +28,14 @@ from nemesis.fault_declaration import (
 )
 from nemesis.plan import TopicPartition
 from nemesis.request_faults import RequestProxies
-from testbed.cluster.protocol import ClockControl, Cluster, DiskFaults, NodeControl, PowerLoss
+from testbed.cluster.protocol import (
+    ClockControl,
+    Cluster,
+    ControllerProcess,
+    DiskFaults,
+    NodeControl,
+    PowerLoss,
+)
 
 
 class ClusterHandle(NodeControl, Protocol):
@@ -83,6 +91,8 @@ ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(
         DISK_FAULTS_ABILITY: "a cluster whose data directories are on the lazy filesystem and take its"
         " disk-fault rules (the bundled broker's)",
         CONTROLLER_NODE: "a controller node (this cluster's metadata lives elsewhere)",
+        CONTROLLER_PROCESS: "a controller process on the controller node the harness can kill and start"
+        " (the bundled broker's)",
         NODE_CONTROL: "a cluster whose nodes the harness controls",
         CONSUMER_GROUP: "the workload's consumer group (--consume-via subscribe)",
         REQUEST_PROXY: "a cluster whose brokers' clients go through request proxies",
@@ -98,6 +108,7 @@ ABILITY_PROTOCOLS: Final[Mapping[str, type]] = MappingProxyType(
         POWER_LOSS_ABILITY: PowerLoss,
         DISK_FAULTS_ABILITY: DiskFaults,
         REQUEST_PROXY: RequestProxies,
+        CONTROLLER_PROCESS: ControllerProcess,
     }
 )
 """The abilities a cluster has by implementing a protocol of :mod:`testbed.cluster.protocol`, so a
@@ -115,6 +126,8 @@ def cluster_abilities(cluster: ClusterHandle) -> frozenset[str]:
         offered.add(DISK_FAULTS_ABILITY)
     if cluster.controller is not None:
         offered.add(CONTROLLER_NODE)
+        if isinstance(cluster, ControllerProcess):
+            offered.add(CONTROLLER_PROCESS)
     if isinstance(cluster, RequestProxies):
         offered.add(REQUEST_PROXY)
     if isinstance(cluster, ClockControl) and cluster.fake_clock:

@@ -36,6 +36,8 @@ class PackageContext:
     replication_factor: int
     power_loss: bool = False
     metadata_delay: bool = False
+    controller_crash: bool = False
+    """The controller node runs a controller process the nemesis may kill (``controller-kill``)."""
     quiet_seconds: float = 10.0
     markers: bool = False
     """The workload sends markers (``produce`` steps): packages that need writes to reach a new
@@ -72,6 +74,12 @@ def slow_path_step(rng: random.Random, nodes: list[str]) -> Step:
         ((REQUEST_DELAY, REQUEST_DELAY_MS_DRAWN), (REQUEST_REORDER, REQUEST_REORDER_MS_DRAWN))
     )
     return {"fault": kind, "nodes": nodes, "delay_ms": rng.choice(drawn)}
+
+
+def leaves_isr_timeout(context: PackageContext) -> int:
+    """Seconds a ``not-in-isr`` wait gives a cut-off follower to leave the ISR: the lag window where
+    known, plus 30 s for the leader's check and the controller's commit; at least 40."""
+    return max(40, round(context.isr_lag_seconds or 0) + 30)
 
 
 def partition_of(rng: random.Random, context: PackageContext) -> int:

@@ -59,7 +59,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
 * ``whole-cluster-crash`` -- every broker at once: killed (a quarter of the draws; the page caches survive)
   or powered off (their unsynced writes gone) -- up to three times in a row, or once after their disks
   failed their fsyncs for a while -- then all restarted: a durability bug needs every replica of a
-  record to lose it (:mod:`nemesis.whole_cluster_plan`; power-off draws need the lazy filesystem);
+  record to lose it; in half the draws the controller's process dies with them
+  (:mod:`nemesis.whole_cluster_plan`; power-off draws need the lazy filesystem);
 * ``lagging-follower-leader-shutdown`` -- a follower cut off from the leader past the ISR lag (both ways or
   one way), then the leader stopped cleanly: a controlled shutdown must hand the partition to a replica in
   the ISR (:mod:`nemesis.bug_packages`; needs three replicas);
@@ -68,6 +69,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   (:mod:`nemesis.client_crash_plan`; they need the workload's clients, its group members, in processes);
 * ``decommission-leader-crash`` -- a leader's replicas reassigned away under load, the new leader killed in
   half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a controller node);
+* ``lagging-preferred-election`` -- a preferred-leader election asked for while the preferred replica is
+  alive but cut off from the leader, out of the ISR (:mod:`nemesis.membership_plan`; a controller node);
 * ``clock-drift-leader-crash`` -- the leader's clock fast, a follower's behind, the leader killed
   (:mod:`nemesis.clock_plan`; needs brokers under libfaketime);
 * ``quiet`` -- nothing for a while: recovery is tested too.
@@ -87,7 +90,7 @@ from nemesis.bug_packages import (
 from nemesis.client_crash_plan import CLIENT_CRASH_PACKAGES
 from nemesis.clock_plan import clock_drift_leader_crash
 from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE
-from nemesis.membership_plan import decommission_leader_crash
+from nemesis.membership_plan import decommission_leader_crash, lagging_preferred_election
 from nemesis.package_context import PackageContext as PackageContext
 from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
@@ -99,6 +102,7 @@ from nemesis.spec import (
     FOLLOWER_RESTART_LEADER_CRASH,
     ISOLATE_FOLLOWERS_LOSE_LEADER,
     LAGGING_FOLLOWER_LEADER_SHUTDOWN,
+    LAGGING_PREFERRED_ELECTION,
     LAST_REPLICA_STANDING,
     LEADER_CRASH_STORM,
     METADATA_DELAY_LEADER_MOVES,
@@ -408,6 +412,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     **CLIENT_CRASH_PACKAGES,
     DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
     CLOCK_DRIFT_LEADER_CRASH: clock_drift_leader_crash,
+    LAGGING_PREFERRED_ELECTION: lagging_preferred_election,
     QUIET: quiet,
 }
 

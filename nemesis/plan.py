@@ -29,7 +29,8 @@ The partition universe is the brokers, plus the controller when the scope is ``a
 packet from :func:`metadata_source` -- the controller node -- in a chain of their own (see
 :mod:`nemesis.iptables`), so partitions and their heals neither undo it nor are undone by it, and
 broker<->broker replication goes on. A cluster without a controller node (an external one whose
-metadata lives elsewhere) cannot have it: :func:`check_plan` refuses the spec.
+metadata lives elsewhere) cannot have it: :func:`check_plan` refuses the spec.  Nor can such a
+cluster have ``controller-kill``, the one fault drawn without a target: it hits the controller node.
 
 **Schedule.** :func:`schedule` yields :class:`PlannedStep` s forever: quiet for about
 ``interval_seconds``, one fault for about ``fault_seconds``, its heal, quiet again... One fault at
@@ -47,12 +48,13 @@ import random
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from nemesis.churn_plan import ChurnPlan, plan_churn
 from nemesis.client_crash_plan import CRASH_ROLES
-from nemesis.fault_kinds import CHURN_STOPS as CHURN_STOPS
 from nemesis.fault_kinds import REGISTRY
 from nemesis.packages import PackageContext, PackageError, check_packages, plan_package
 from nemesis.spec import (
     CONSUMER_CHURN,
+    CONTROLLER_FAULT_KINDS,
     HEALS,
     LEADER_DEPENDENT,
     METADATA_DELAY,
@@ -307,23 +309,6 @@ def _shuffled(nodes: Sequence[str], rng: random.Random) -> list[str]:
 # --------------------------------------------------------------------------- schedule
 
 
-CHURN_PICK_RANGE = 1 << 30
-
-
-@dataclasses.dataclass(frozen=True)
-class ChurnPlan:
-    """One planned consumer churn: how the victim stops, and the draw that picks it (the running
-    consumers in start order, modulo their count -- known only when it runs)."""
-
-    stop: str
-    pick: int
-
-
-def plan_churn(rng: random.Random) -> ChurnPlan:
-    """One seeded churn: ``leave`` or ``stall`` with equal odds, and the victim's draw."""
-    return ChurnPlan(rng.choice(CHURN_STOPS), rng.randrange(CHURN_PICK_RANGE))
-
-
 @dataclasses.dataclass(frozen=True)
 class PlannedStep:
     """One fault and when it is healed.
@@ -415,6 +400,9 @@ def check_plan(
         raise PlanError("targets that follow the leader need a topic partition to ask for its leader")
     if METADATA_DELAY in spec.faults:
         metadata_source(layout)
+    controller_faults = [fault for fault in spec.faults if fault in CONTROLLER_FAULT_KINDS]
+    if controller_faults and layout.controller is None:
+        raise PlanError(f"{controller_faults[0]} needs a controller node, and this cluster has none")
 
 
 def schedule(
@@ -431,7 +419,7 @@ def schedule(
     fault package is planned whole (:func:`nemesis.packages.plan_package`, from this schedule's
     random stream) and carries its own heals: its step has ``heal_at_seconds == at_seconds``,
     and the next quiet period starts once it has run; so has a ``consumer-churn`` step
-    (:func:`nemesis.consumer_churn.plan_churn`: how the victim stops, and which) and a
+    (:func:`nemesis.churn_plan.plan_churn`: how the victim stops, and which) and a
     ``client-crash`` or ``consumer-crash`` step (its drawn ``pick``: :mod:`nemesis.client_crash`).
     """
     check_plan(spec, layout, leader_partitions, packages)
@@ -458,6 +446,10 @@ def schedule(
             continue
         # A kind without a heal (elect-preferred) does its whole change in its op: no duration drawn.
         duration = _jittered(spec.mean_fault_seconds, spec.jitter, rng) if fault in HEALS else 0.0
+        if fault in CONTROLLER_FAULT_KINDS:  # no target: the one controller node (check_plan: there is one)
+            yield PlannedStep(now, now + duration, fault, "controller", nodes=(str(layout.controller),))
+            now += duration
+            continue
         target = rng.choice(kinds if fault == PARTITION else targets)
         step = PlannedStep(now, now + duration, fault, target, params=_drawn_params(fault, rng))
         if target in LEADER_DEPENDENT:

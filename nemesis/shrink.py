@@ -41,9 +41,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from nemesis.controller_kinds import CONTROLLER_KIND_NAMES
 from nemesis.fault_kinds import HEALS, PARTITION, REGISTRY, names_drawn_as
 from nemesis.package_run import PACKAGE_OP
-from nemesis.steps import NODE_KEYS
+from nemesis.steps import CONTROLLER, NODE_KEYS
 from testbed.record.ops import NEMESIS_PROCESS, Op
 
 Step = dict[str, Any]
@@ -111,6 +112,8 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
             alias = alias_of_node[nodes[0]] = f"U{aliases}"
             steps.append({"bind": {alias: f"leader-of:{value['leader_of']['partition']}"}})
             steps.append({"fault": op.f, "node": alias, **_recorded_params(op.f, value)})
+        elif op.f in CONTROLLER_KIND_NAMES:  # the one controller node, which its steps do not name
+            steps.append({"fault": op.f})
         elif nodes:
             names = [alias_of_node.pop(node, node) if op.f in HEAL_STEPS else node for node in nodes]
             named: Step = {"node": names[0]} if len(names) == 1 else {"nodes": names}
@@ -190,6 +193,8 @@ def _nodes_of(step: Step) -> list[str]:
         return [PARTITION]
     if step.get("fault") == PARTITION_HEAL:
         return [PARTITION]
+    if step.get("fault") in CONTROLLER_KIND_NAMES:
+        return [CONTROLLER]  # the one controller node: its kill and its start are one unit
     return [str(n) for n in step.get("nodes") or ([step["node"]] if "node" in step else [])]
 
 

@@ -13,7 +13,9 @@ Fields:
   the un-fsynced writes, restart when it ends), ``metadata-delay`` (the broker drops every packet
   from the controller, so leadership and ISR changes reach it late -- when the fault ends -- while
   the rest of the cluster moves on: KIP-320's zombie replica; needs a controller node),
-  ``partition`` (iptables DROP between nodes, flushed when it ends); or a fault package
+  ``partition`` (iptables DROP between nodes, flushed when it ends), ``controller-kill``
+  (:data:`CONTROLLER_FAULT_KINDS`: SIGKILL the controller process, start it when the fault ends;
+  no target, the controller is one); or a fault package
   (:data:`PACKAGE_KINDS`, planned by :mod:`nemesis.packages`: a choreography of several faults that
   heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
   :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs
@@ -77,7 +79,14 @@ from nemesis.membership_kinds import DECOMMISSION, ELECT_PREFERRED
 
 NODE_FAULT_KINDS: tuple[str, ...] = names_drawn_as("node-target")
 """Faults that act on a set of brokers chosen by a target (:mod:`nemesis.fault_kinds` declares them)."""
-FAULT_KINDS: tuple[str, ...] = (*NODE_FAULT_KINDS, *names_drawn_as("partition-shape"))
+CONTROLLER_FAULT_KINDS: tuple[str, ...] = names_drawn_as("controller")
+"""Faults of the one controller node (:mod:`nemesis.controller_kinds`): no target to draw."""
+FAULT_KINDS: tuple[str, ...] = (
+    *NODE_FAULT_KINDS,
+    *names_drawn_as("partition-shape"),
+    *CONTROLLER_FAULT_KINDS,
+)
+"""Every single fault the schedule draws on the cluster's nodes (not the workload's)."""
 WORKLOAD_FAULT_KINDS: tuple[str, ...] = names_drawn_as("workload")
 """Faults of the workload's clients, not of the nodes (:mod:`nemesis.consumer_churn`,
 :mod:`nemesis.client_crash`): each op
@@ -100,6 +109,7 @@ WHOLE_CLUSTER_CRASH = "whole-cluster-crash"
 LAGGING_FOLLOWER_LEADER_SHUTDOWN = "lagging-follower-leader-shutdown"
 DECOMMISSION_LEADER_CRASH = "decommission-leader-crash"
 CLOCK_DRIFT_LEADER_CRASH = "clock-drift-leader-crash"
+LAGGING_PREFERRED_ELECTION = "lagging-preferred-election"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -121,6 +131,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     CONSUMER_CRASH_COORDINATOR_CRASH,
     DECOMMISSION_LEADER_CRASH,
     CLOCK_DRIFT_LEADER_CRASH,
+    LAGGING_PREFERRED_ELECTION,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -149,6 +160,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         CONSUMER_CRASH_COORDINATOR_CRASH: frozenset({CONSUMER_CRASH, KILL}),
         DECOMMISSION_LEADER_CRASH: frozenset({DECOMMISSION, KILL}),
         CLOCK_DRIFT_LEADER_CRASH: frozenset({CLOCK_DRIFT, CLOCK_SKEW, KILL}),
+        LAGGING_PREFERRED_ELECTION: frozenset({KILL, PARTITION, ELECT_PREFERRED}),
         QUIET: frozenset(),
     }
 )

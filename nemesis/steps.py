@@ -33,7 +33,9 @@ from testbed.cluster.fake_clock import checked_offset
 from testbed.cluster.fake_clock import checked_rate as checked_clock_rate
 from testbed.cluster.kafka_admin import PartitionInfo
 
-ROLES = ("leader-of", "follower-of")
+ROLES = ("leader-of", "follower-of", "preferred-of")
+"""``preferred-of:P``: the partition's first assigned replica, whom a preferred-leader election
+makes leader -- leading or not."""
 OFFSETS_PARTITION = "offsets"
 """The partition name, in roles and waits, of the ``__consumer_offsets`` partition that holds the
 workload's consumer group -- the partition its coordinator leads."""
@@ -75,7 +77,8 @@ class ScenarioFailed(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Role:
-    """A node named by what it is for a partition: ``leader-of:P``, ``follower-of:P[#N]``."""
+    """A node named by what it is for a partition: ``leader-of:P``, ``follower-of:P[#N]``,
+    ``preferred-of:P``."""
 
     name: str
     """As written in the scenario (for messages)."""
@@ -105,7 +108,7 @@ def parse_role(name: str) -> Role:
     if not hash_sign:
         return Role(name, kind, partition)
     if kind != "follower-of":
-        raise ValueError(f"role {name!r}: only follower-of takes #N (a partition has one leader)")
+        raise ValueError(f"role {name!r}: only follower-of takes #N ({kind} names the one node it is)")
     if not _whole_number(index_text) or int(index_text) < 1:
         raise ValueError(f"role {name!r}: N in #N must be a whole number >= 1 (1: the first follower)")
     return Role(name, kind, partition, int(index_text))
@@ -116,6 +119,8 @@ def role_node(role: Role, info: PartitionInfo, node_of: Callable[[int], str | No
     name = role.name
     if role.kind == "leader-of":
         broker_id = info.leader
+    elif role.kind == "preferred-of":
+        broker_id = info.replicas[0]
     else:
         followers = [replica for replica in info.replicas if replica != info.leader]
         if role.index > len(followers):

@@ -24,6 +24,14 @@ in six, and one outage exposes that mutant only about one time in two (only the 
 appended before the outage is at risk).  The failing-disk form is the only one that reaches an
 ignored fsync error (``11-fsync-error-ignored``, found in about a minute at any share measured).
 
+Where the controller node runs a controller process the nemesis may kill (the bundled broker's),
+:data:`CONTROLLER_SHARE` of the draws kill the controller *with* the brokers at every outage: the
+cluster comes back from metadata read off the controller's disk, with no broker alive to tell it
+otherwise, and its start is drawn before or after the brokers' (brokers that come back to no
+controller serve on with what they last learnt; a controller that comes back to no brokers must
+not elect from stale liveness).  Its metadata is not on the lazy filesystem: inside a power-off it
+is killed, not powered off (:mod:`nemesis.controller_kinds`).
+
 Without the lazy filesystem every draw is a kill.  Planned like the other packages
 (:mod:`nemesis.packages`, which registers it).
 """
@@ -42,37 +50,50 @@ lowered so that the plain power-off is drawn as often).  Mutant 11 was found in 
 either share: what it lacked on 2026-11-30 was the package's weight in the nightly mix."""
 MAX_OUTAGES = 3
 """The most outages of one plain power-off draw (drawn evenly from 1 up to it)."""
+CONTROLLER_SHARE = 0.5
+"""The share of draws, where the controller's process can be killed, that kill it with the brokers
+(at each of the draw's outages): half, so that the brokers' own recovery is still drawn as often
+against a controller that watched them go -- the form that found every durability mutant so far."""
 
 
 def whole_cluster_crash(rng: random.Random, context: PackageContext) -> list[Step]:
     brokers = list(context.brokers)
     power_off = context.power_loss and rng.random() < POWER_OFF_SHARE
     disks_fail = power_off and rng.random() < DISK_FAILURE_SHARE
+    controller = context.controller_crash and rng.random() < CONTROLLER_SHARE
     if disks_fail:
         return [
             {"fault": "disk-error", "nodes": brokers},
             sleep_step(rng, 1.0, 4.0, "writes meet failing fsyncs: a broker must halt, not acknowledge them"),
-            *_outage(rng, brokers, "power-loss", heal_disks=True),
+            *_outage(rng, brokers, "power-loss", heal_disks=True, controller=controller),
         ]
     if not power_off:
-        return _outage(rng, brokers, "kill", heal_disks=False)
+        return _outage(rng, brokers, "kill", heal_disks=False, controller=controller)
     steps: list[Step] = []
     for number in range(rng.randint(1, MAX_OUTAGES)):
         if number:
             steps.append(
                 sleep_step(rng, 1.0, 4.0, "writes resume on the recovered cluster, then the power goes again")
             )
-        steps += _outage(rng, brokers, "power-loss", heal_disks=False)
+        steps += _outage(rng, brokers, "power-loss", heal_disks=False, controller=controller)
     return steps
 
 
-def _outage(rng: random.Random, brokers: list[str], down: str, heal_disks: bool) -> list[Step]:
-    """Every broker down by ``down`` (kill or power-loss), a pause, (new disks,) every broker started."""
+def _outage(
+    rng: random.Random, brokers: list[str], down: str, heal_disks: bool, controller: bool
+) -> list[Step]:
+    """Every broker down by ``down`` (kill or power-loss) -- and, with ``controller``, the controller
+    killed after them --, a pause, (new disks,) every broker started, the controller before or after
+    them (drawn), then a wait for every broker."""
+    starts: list[Step] = [{"fault": "start", "nodes": brokers}]
+    if controller:
+        starts.insert(rng.randrange(2), {"fault": "controller-start"})
     return [
         {"fault": down, "nodes": brokers},
+        *([{"fault": "controller-kill"}] if controller else []),
         sleep_step(rng, 0.5, 3.0, "the whole cluster is down"),
         *([{"fault": "disk-heal", "nodes": brokers}] if heal_disks else []),  # new disks: the rules cleared
-        {"fault": "start", "nodes": brokers},
+        *starts,
         # Each broker, not the first alone: the next outage of a flapping supply must find the
         # cluster back (else it only repeats the last one), and the next package a whole cluster.
         *({"wait": "answers", "node": node, "timeout": 30} for node in brokers),

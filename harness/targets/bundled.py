@@ -2,7 +2,7 @@
 plus one controller node, every data directory optionally on the lazy filesystem.
 
 It offers every ability of :mod:`testbed.cluster.protocol` but :class:`ReplicaNodes` (its replicas
-are its brokers): the nemesis acts on its nodes, every replica is dumped after the run (so the
+are its brokers): the nemesis acts on its nodes (its controller's process too), every replica is dumped after the run (so the
 checker compares replicas), a running replica can be read where it lies, node logs and event logs
 are collected, and power loss drops un-fsynced writes.  Its settings are the broker's and the
 controller's (:func:`testbed.cluster.bundled.effective_settings`).
@@ -27,6 +27,7 @@ from nemesis.packages import PackageContext
 from testbed.cluster import bundled
 from testbed.cluster.protocol import (
     Cluster,
+    ControllerProcess,
     DiskFaults,
     LiveReplicas,
     LogFiles,
@@ -50,7 +51,9 @@ class BundledTarget(ContainerTarget):
     """The bundled broker: the one target that knows its nodes before it starts."""
 
     name = DEFAULT_TARGET
-    abilities = frozenset({NodeControl, ReplicaDumps, LiveReplicas, LogFiles, PowerLoss, DiskFaults})
+    abilities = frozenset(
+        {NodeControl, ReplicaDumps, LiveReplicas, LogFiles, PowerLoss, DiskFaults, ControllerProcess}
+    )
     event_logs = True
 
     def effective_settings(self, settings: Mapping[str, str]) -> dict[str, str]:

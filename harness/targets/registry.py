@@ -76,12 +76,34 @@ def binary_targets() -> list[str]:
 
 def check_spec(spec: TargetSpec) -> None:
     """Refuse (:class:`SpecRefused`, one line) what ``spec``'s target cannot run, before anything
-    starts: the target's own checks, then the named fault packages that cannot apply to its
-    cluster (refused inside the run otherwise, with a traceback, once per run of a hunt).  Pure:
-    reads the spec (and an inventory file it names), not the machine -- a campaign plans with it."""
+    starts: the target's own checks, then the named single faults and fault packages that cannot
+    apply to its cluster (refused inside the run otherwise, with a traceback, once per run of a
+    hunt).  Pure: reads the spec (and an inventory file it names), not the machine -- a campaign
+    plans with it."""
     target = target_of(spec)
     target.check(spec)
+    check_fault_abilities(spec, target)
     check_nemesis_packages(spec, target)
+
+
+def check_fault_abilities(spec: TargetSpec, target: Target) -> None:
+    """Refuse a named single fault that needs an ability (:data:`nemesis.fault_declaration.ABILITIES`
+    with a protocol: :data:`nemesis.nemesis_config.ABILITY_PROTOCOLS`) the target's clusters never
+    offer -- ``--nemesis controller-kill`` on tansu, whose metadata is in PostgreSQL.  The kinds'
+    ``needs`` say it once; the nemesis checks the same against the running cluster.  Not the
+    request proxy: a container target puts one before each broker when a fault wants it
+    (:func:`harness.targets.base.wants_request_proxies`), so no target offers it standing."""
+    from nemesis.fault_declaration import REQUEST_PROXY
+    from nemesis.fault_kinds import REGISTRY
+    from nemesis.nemesis_config import ABILITY_MISSING, ABILITY_PROTOCOLS
+
+    for fault in spec.nemesis.faults:
+        needs = REGISTRY[fault].needs if fault in REGISTRY else frozenset()
+        for ability in sorted(needs & set(ABILITY_PROTOCOLS) - {REQUEST_PROXY}):
+            if not target.offers(ABILITY_PROTOCOLS[ability]):
+                raise SpecRefused(
+                    f"--nemesis {fault} needs {ABILITY_MISSING[ability]}: the {target.name} target has none"
+                )
 
 
 def check_ready(spec: TargetSpec) -> None:

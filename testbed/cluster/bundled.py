@@ -40,6 +40,7 @@ from testbed.cluster.kafka_admin import (
     wait_until,
 )
 from testbed.cluster.lazyfs_mount import LazyMount, not_mounted
+from testbed.cluster.protocol import CONTROLLER_DAEMON
 from testbed.cluster.request_proxy.control import ProxyControl
 from testbed.nodes.remote import CommandFailed, Remote, RemoteError
 
@@ -249,6 +250,19 @@ class BundledCluster:
             env=FAKE_CLOCK_ENV if self.fake_clock else None,
         )
 
+    def start_controller(self) -> None:
+        """Start the controller where it is not running: it loads its metadata (``metadata.json``,
+        fsynced at every change) and the brokers' heartbeats find it again."""
+        assert self.controller is not None
+        controller = self._remotes[self.controller]
+        if controller.is_alive(CONTROLLER_DAEMON):
+            return
+        controller.start_daemon(
+            CONTROLLER_DAEMON,
+            [PYTHON, "-m", "broker_impl.controller", "--config", f"{CONFIG_DIR}/controller.properties"],
+            log_path=f"{LOG_DIR}/controller.log",
+        )
+
     def clock(self, node: str) -> NodeClock:
         """:class:`~testbed.cluster.protocol.ClockControl`: ``node``'s wall clock as last set."""
         return self._clocks.get(node, REAL_CLOCK)
@@ -312,13 +326,8 @@ class BundledCluster:
 
     def start(self, ready_timeout: float = 30.0) -> None:
         assert self.controller is not None
-        controller = self._remotes[self.controller]
-        controller.exec(["mkdir", "-p", LOG_DIR, METADATA_DIR], timeout=10)
-        controller.start_daemon(
-            "controller",
-            [PYTHON, "-m", "broker_impl.controller", "--config", f"{CONFIG_DIR}/controller.properties"],
-            log_path=f"{LOG_DIR}/controller.log",
-        )
+        self._remotes[self.controller].exec(["mkdir", "-p", LOG_DIR, METADATA_DIR], timeout=10)
+        self.start_controller()
         for name in self.brokers:
             self.start_broker(name)
         wait_until(lambda: self._all_brokers_listed(), ready_timeout, "every broker to register and answer")

@@ -16,7 +16,9 @@ broker nodes.  What else it can do is an *ability*, a separate protocol checked 
 * :class:`PowerLoss` -- the data directories sit on the lazy filesystem, so un-fsynced
   writes can be dropped;
 * :class:`ClockControl` -- the brokers' wall clocks can be moved (libfaketime,
-  :mod:`testbed.cluster.fake_clock`), when ``fake_clock`` says the brokers run under it.
+  :mod:`testbed.cluster.fake_clock`), when ``fake_clock`` says the brokers run under it;
+* :class:`ControllerProcess` -- the controller node runs a controller process the nemesis can
+  kill and start again (the bundled broker's, as :data:`CONTROLLER_DAEMON`).
 
 A missing ability is not an error: the runner skips what the target cannot do and the
 checker names the checks that therefore do not apply (no dumps, or one replica: divergence),
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from testbed.cluster.fake_clock import NodeClock
 from testbed.nodes.remote import Remote
@@ -185,6 +187,21 @@ class ClockControl(Protocol):
 
     def set_clock(self, node: str, clock: NodeClock) -> None:
         """``node``'s broker's wall clock follows ``clock`` from now on, across broker restarts."""
+        ...
+
+
+CONTROLLER_DAEMON: Final = "controller"
+"""The Remote daemon name of the controller process on a :class:`ControllerProcess` cluster's controller node."""
+
+
+@runtime_checkable
+class ControllerProcess(Protocol):
+    """Ability: the controller node (``controller``) runs the cluster's controller as the daemon
+    :data:`CONTROLLER_DAEMON`, which the nemesis may signal through its remote and start again.
+    Not every controller node is one: tansu's is its PostgreSQL, whose loss is another fault."""
+
+    def start_controller(self) -> None:
+        """Start the controller daemon where it is not running (its metadata is read back from its disk)."""
         ...
 
 

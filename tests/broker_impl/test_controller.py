@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +260,31 @@ def test_metadata_written_before_the_elr_loads_with_an_empty_elr(tmp_path: Path)
     direct.controller = reloaded
     direct.alter_isr([0])
     assert leader_isr_elr(direct) == (0, [0], [1, 2])
+
+
+def test_every_version_the_controller_publishes_is_on_its_disk_first(tmp_path: Path) -> None:
+    """Write, then expose: a controller that died right after any change must load that change
+    back -- else its elections are forgotten and their leader epochs handed out again, and the
+    brokers (which take only versions above the last they saw) follow a history it lost (mutant
+    17: metadata written behind, every fourth version)."""
+    direct = DirectController(tmp_path, {"min.insync.replicas": 2})
+    path = Path(direct.settings["metadata.log.dir"]) / "metadata.json"
+
+    def changes() -> Iterator[None]:
+        for isr in ([0, 1], [0], [0, 1], [0, 1, 2]):
+            direct.alter_isr(isr)
+            yield
+        direct.expire(0)  # fenced: an election
+        yield
+        direct.heartbeat(0)
+        yield
+
+    for _ in changes():
+        published = direct.controller.metadata
+        assert json.loads(path.read_text()) == published, f"v{published['version']} published, not on disk"
+        reloaded = Controller(direct.settings)  # the next process, after a SIGKILL
+        assert reloaded.metadata == published
+    assert direct.controller.metadata["version"] >= 9, "enough versions for any batching to show"
 
 
 # ---- liveness and elections ------------------------------------------------------------------

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from nemesis.churn_plan import ChurnPlan, plan_churn
 from nemesis.consumer_churn import ConsumerChurn, check_churn, run_churn
 from nemesis.mechanism import Nemesis, NemesisConfig
-from nemesis.plan import ChurnPlan, Layout, PlanError, plan_churn, schedule
+from nemesis.plan import Layout, PlanError, schedule
 from nemesis.spec import CONSUMER_CHURN, NEMESIS_CHOICES, NemesisSpec, parse_name_list
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder

@@ -119,7 +119,11 @@ def test_the_report_colours_come_from_the_registry() -> None:
 
 
 def test_the_spec_scenarios_and_shrink_read_the_registry() -> None:
-    assert (*names_drawn_as("node-target"), *names_drawn_as("partition-shape")) == spec.FAULT_KINDS
+    assert (
+        *names_drawn_as("node-target"),
+        *names_drawn_as("partition-shape"),
+        *names_drawn_as("controller"),
+    ) == spec.FAULT_KINDS
     assert names_drawn_as("workload") == spec.WORKLOAD_FAULT_KINDS
     assert spec.HEALS is HEALS
     assert tuple(REGISTRY) == FAULTS

@@ -61,7 +61,7 @@ class FakeRemote:
         return ExecResult(0, b"", b"")
 
     def signal(self, name: str, sig: signal.Signals, *, timeout: float = 30) -> bool:
-        assert name == "broker"
+        assert name == ("controller" if self._node == "c" else "broker")
         self._maybe_fail("signal")
         self.signals.append(sig.name)
         if self.state == "dead":
@@ -113,6 +113,11 @@ class FakeCluster:
     def start_broker(self, node: str) -> None:
         self.starts.append(node)
         self.remotes[node].state = "running"
+
+    def start_controller(self) -> None:
+        assert self.controller is not None
+        self.starts.append(self.controller)
+        self.remotes[self.controller].state = "running"
 
     def leader_of(self, topic: str, partition: int) -> str | None:
         if self.leader_error is not None:
@@ -336,6 +341,97 @@ def test_heal_all_undoes_everything_blindly_once(recorded: tuple[Recorder, list[
     assert [op.type for op in ops] == ["invoke", "ok"] * 3
     calls = cluster.calls()
     assert nemesis.heal_all() == [] and cluster.calls() == calls, "idempotent: a second call does nothing"
+
+
+def test_the_controller_is_killed_and_started_as_its_own_node_and_heal_all_starts_it_first(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, ops = make(recorded)
+    nemesis.kill(["n1", "n2", "n3"])
+    kill = nemesis.apply(FaultStep("controller-kill", ()))
+    assert (kill.f, kill.type, kill.value) == ("controller-kill", "ok", {"nodes": ["c"]})
+    assert cluster.remotes["c"].signals == ["SIGKILL"] and cluster.remotes["c"].state == "dead"
+    assert nemesis.active_faults() == ["kill n1,n2,n3", "controller-kill c"]
+    again = nemesis.apply(FaultStep("controller-kill", ()))
+    assert again.type == "fail" and "controller not running" in str(again.value), "definite: nothing happened"
+    healed = nemesis.heal_all()
+    assert [(op.f, op.value["nodes"]) for op in healed] == [
+        ("controller-start", ["c"]),
+        ("heal", ["n1", "n2", "n3", "c"]),
+        ("resume", ["n1", "n2", "n3"]),
+        ("start", ["n1", "n2", "n3"]),
+    ]
+    assert cluster.starts == ["c", "n1", "n2", "n3"] and nemesis.active_faults() == []
+    windows = fault_windows(
+        nemesis_events(NemesisRow(i, i, op.type, op.f, op.value, None) for i, op in enumerate(ops))
+    )
+    assert ("controller-kill", ("c",), "controller-start") in {
+        (w.kind, w.nodes, w.healed_by) for w in windows
+    }
+    assert all(window.end_ns is not None for window in windows), "every window closed by its heal"
+
+
+def test_the_controller_kinds_act_on_the_controller_only_and_need_its_process(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, _ = make(recorded)
+    with pytest.raises(ValueError, match="not the controller node of this cluster: n1"):
+        nemesis.inject_on_nodes("controller-kill", ["n1"], {})
+    with pytest.raises(ValueError, match="not brokers of this cluster: c"):
+        nemesis.kill(["c"])
+    started = nemesis.apply(FaultStep("controller-start", ()))
+    assert (started.type, cluster.starts) == ("ok", []), "running already: nothing started"
+
+    class NoControllerProcess(FakeCluster):
+        start_controller = None  # type: ignore[assignment]  # tansu's "controller" is its PostgreSQL
+
+    nemesis, cluster, _ = make(recorded, cluster=NoControllerProcess())
+    with pytest.raises(PlanError, match="controller-kill needs a controller process"):
+        nemesis.apply(FaultStep("controller-kill", ()))
+    assert cluster.calls() == 0
+
+
+def test_a_scheduled_controller_kill_kills_the_controller_and_its_heal_starts_it(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    nemesis, cluster, ops = make(recorded, spec=NemesisSpec(faults=("controller-kill",), seed=5))
+    step = next(nemesis.plan())
+    killed, resolved = nemesis.execute_step(step, from_schedule=True)
+    assert killed is not None and (killed.f, killed.type, killed.value) == (
+        "controller-kill",
+        "ok",
+        {"nodes": ["c"]},
+    )
+    assert cluster.remotes["c"].state == "dead" and all(
+        cluster.remotes[node].signals == [] for node in ("n1", "n2", "n3")
+    ), "the brokers are not touched"
+    healed = nemesis.heal_step(resolved, from_schedule=True)
+    assert healed is not None and (healed.f, healed.type, healed.value) == (
+        "controller-start",
+        "ok",
+        {"nodes": ["c"]},
+    )
+    assert cluster.starts == ["c"] and nemesis.active_faults() == []
+    assert [op.f for op in ops] == ["controller-kill"] * 2 + ["controller-start"] * 2
+
+
+@pytest.mark.parametrize(
+    ("controller", "refusal"),
+    [
+        (None, "controller-kill needs a controller node, and this cluster has none"),
+        ("c", "needs a controller process"),
+    ],
+)
+def test_a_controller_kill_in_the_mix_is_refused_before_anything_is_recorded_where_it_cannot_act(
+    recorded: tuple[Recorder, list[Op]], controller: str | None, refusal: str
+) -> None:
+    class NoControllerProcess(FakeCluster):
+        start_controller = None  # type: ignore[assignment]  # tansu's "controller" is its PostgreSQL
+
+    cluster = NoControllerProcess(controller=controller)
+    with pytest.raises(PlanError, match=refusal):
+        make(recorded, spec=NemesisSpec(faults=("kill", "controller-kill")), cluster=cluster)
+    assert cluster.calls() == 0 and recorded[1] == []
 
 
 def test_heal_all_that_did_not_fully_succeed_stays_due(recorded: tuple[Recorder, list[Op]]) -> None:

@@ -131,10 +131,33 @@ def test_the_package_decommissions_the_leader_crashes_the_new_one_in_half_the_dr
     assert 0 < sum(crashed) < len(plans)
 
 
-def test_the_package_needs_a_controller_node() -> None:
+@pytest.mark.parametrize("name", ["decommission-leader-crash", "lagging-preferred-election"])
+def test_the_package_needs_a_controller_node(name: str) -> None:
     context = PackageContext(("n1", "n2", "n3"), 1, 3, metadata_delay=False)
     with pytest.raises(PackageError, match="needs a controller node"):
-        plan_package("decommission-leader-crash", random.Random(1), context)
+        plan_package(name, random.Random(1), context)
+
+
+def test_the_preferred_replica_is_made_a_follower_then_cut_out_of_the_isr_before_its_election() -> None:
+    """The election must find the preferred replica alive and lagging: a follower (a leader needs
+    no election), cut off from the leader only (it heartbeats the controller), out of the ISR."""
+    context = PackageContext(("n1", "n2", "n3"), 2, 3, metadata_delay=True, isr_lag_seconds=3.0)
+    for seed in range(20):
+        steps = plan_package("lagging-preferred-election", random.Random(seed), context)
+        actions = [step.get("fault") or step.get("wait") or next(iter(step)) for step in steps]
+        assert actions == [
+            "caught-up", "bind", "kill", "leader-is-not", "start", "in-isr", "bind", "partition",
+            "not-in-isr", "sleep", "elect-preferred", "sleep", "heal", "in-isr",
+        ]  # fmt: skip
+        p = steps[0]["partition"]
+        assert steps[1] == {"bind": {"P": f"preferred-of:{p}"}} and steps[6] == {
+            "bind": {"L": f"leader-of:{p}"}
+        }
+        assert steps[7]["grudge"] == {"L": ["P"], "P": ["L"]} and steps[10] == {
+            "fault": "elect-preferred",
+            "node": "P",
+        }
+        assert steps[8] == {"wait": "not-in-isr", "node": "P", "timeout": 40, "partition": p}
 
 
 def test_elect_preferred_asks_for_the_partitions_whose_first_replica_is_the_node_and_moves_nothing(

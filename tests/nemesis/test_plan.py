@@ -397,3 +397,18 @@ def test_a_fault_without_a_heal_is_scheduled_with_no_duration() -> None:
     assert all(step.heal_at_seconds > step.at_seconds for step in kills)
     with pytest.raises(ValueError, match="no heal op"):
         _ = elections[0].heal_f
+
+
+def test_a_controller_kill_is_drawn_on_the_controller_node_without_a_target_and_healed_by_its_start() -> None:
+    steps = first(NemesisSpec(faults=("kill", "controller-kill"), seed=11), count=200)
+    controller_kills = [step for step in steps if step.fault == "controller-kill"]
+    assert 70 <= len(controller_kills) <= 130, "drawn like any other name of the mix"
+    assert all(
+        (step.target, step.nodes, step.leader_of, step.heal_f)
+        == ("controller", ("c",), None, "controller-start")
+        for step in controller_kills
+    )
+    assert all(step.heal_at_seconds > step.at_seconds for step in controller_kills), "a fault with a duration"
+    assert all(set(step.nodes) <= {"n1", "n2", "n3"} for step in steps if step.fault == "kill" and step.nodes)
+    with pytest.raises(PlanError, match="controller-kill needs a controller node, and this cluster has none"):
+        next(schedule(NemesisSpec(faults=("kill", "controller-kill")), Layout(("n1", "n2", "n3")), TOPIC))

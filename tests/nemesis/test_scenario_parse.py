@@ -119,6 +119,7 @@ def test_leader_is_not_is_a_wait_that_needs_a_node() -> None:
         ("follower-of:3", Role("follower-of:3", "follower-of", 3, 1)),
         ("follower-of:0#1", Role("follower-of:0#1", "follower-of", 0, 1)),
         ("follower-of:12#2", Role("follower-of:12#2", "follower-of", 12, 2)),
+        ("preferred-of:1", Role("preferred-of:1", "preferred-of", 1, 1)),
     ],
 )
 def test_roles_parse(name: str, role: Role) -> None:
@@ -133,7 +134,8 @@ def test_roles_parse(name: str, role: Role) -> None:
         ("follower-of:0#two", "N in #N must be a whole number >= 1"),
         ("follower-of:0#-1", "N in #N must be a whole number >= 1"),
         ("leader-of:0#1", "only follower-of takes #N"),
-        ("follower:0", "'follower' is not one of leader-of, follower-of"),
+        ("preferred-of:0#1", "only follower-of takes #N (preferred-of names the one node it is)"),
+        ("follower:0", "'follower' is not one of leader-of, follower-of, preferred-of"),
         ("leader-of:x", "the partition must be a whole number, 'offsets' or 'transactions', not 'x'"),
         ("leader-of:", "the partition must be a whole number, 'offsets' or 'transactions', not ''"),
     ],
@@ -161,6 +163,9 @@ def test_followers_are_counted_in_replica_order_without_the_leader() -> None:
     assert role_node(parse_role("follower-of:0"), INFO, NODE_OF) == "n3"
     assert role_node(parse_role("follower-of:0#1"), INFO, NODE_OF) == "n3"
     assert role_node(parse_role("follower-of:0#2"), INFO, NODE_OF) == "n1"
+    assert (
+        role_node(parse_role("preferred-of:0"), INFO, NODE_OF) == "n3"
+    )  # the first assigned, leading or not
     with pytest.raises(ScenarioFailed, match=r"role 'follower-of:0#3': partition 0 has 2 follower\(s\)"):
         role_node(parse_role("follower-of:0#3"), INFO, NODE_OF)
     single = PartitionInfo(0, 1, 0, (1,), (1,))
@@ -241,6 +246,9 @@ def test_a_controller_that_is_not_there_and_a_bad_n_fail_the_step(monkeypatch: p
         ScenarioFailed, match="'controller' names the controller node, and this cluster has none"
     ):
         run_steps([{"fault": "partition", "grudge": {"controller": ["n1"]}}], monkeypatch, FakeCluster(None))
+    assert (
+        role_node(parse_role("preferred-of:0"), INFO, NODE_OF) == "n3"
+    )  # the first assigned, leading or not
     with pytest.raises(ScenarioFailed, match=r"role 'follower-of:0#3': partition 0 has 2 follower\(s\)"):
         run_steps([{"bind": {"F": "follower-of:0#3"}}], monkeypatch)
 

@@ -286,3 +286,40 @@ def test_a_fault_without_a_heal_keeps_its_node_and_is_a_unit_of_its_own() -> Non
     assert elect is not None and labels.count(elect) == 1
     assert fault_count(steps) == 3
     assert {"fault": "elect-preferred", "nodes": ["n1", "n3"]} not in without_units(steps, {elect})
+
+
+def test_the_controller_s_kill_and_start_are_one_unit_and_its_steps_name_no_node() -> None:
+    """A package's planned steps and heal-all's recorded ops alike: a shrink drops the controller's
+    crash whole (its start with it) or keeps it, and the replay's steps parse."""
+    planned = [
+        {"fault": "power-loss", "nodes": ["n1", "n2"]},
+        {"fault": "controller-kill"},
+        {"sleep": 1.0, "why": "down"},
+        {"fault": "controller-start"},
+        {"fault": "start", "nodes": ["n1", "n2"]},
+    ]
+    history = History()
+    history.ops.append(
+        Op(0, 5 * SECOND, NEMESIS_PROCESS, "invoke", "package", {"package": "w", "steps": planned})
+    )
+    history.ops.append(Op(1, 9 * SECOND, NEMESIS_PROCESS, "ok", "package", {"package": "w"}))
+    history.pair(12.0, "controller-kill", {"nodes": ["controller"]})
+    history.pair(14.0, "controller-start", {"nodes": ["controller"]})
+    steps = timeline_steps(history.ops)
+    parse_scenario({"name": "c", "step": steps}, "shrunk.toml")
+    assert [step for step in steps if str(step.get("fault", "")).startswith("controller-")] == [
+        {"fault": "controller-kill"},
+        {"fault": "controller-start"},
+    ] * 2
+    labels = units_of(steps)
+    kills = [labels[i] for i, step in enumerate(steps) if step.get("fault") == "controller-kill"]
+    starts = [labels[i] for i, step in enumerate(steps) if step.get("fault") == "controller-start"]
+    assert kills == starts and None not in kills and kills[0] != kills[1]
+    assert fault_count(steps) == 3
+    kept = without_units(steps, {kills[0]})
+    assert [step.get("fault") for step in kept if "fault" in step] == [
+        "power-loss",
+        "start",
+        "controller-kill",
+        "controller-start",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import random
 
 from nemesis.packages import PackageContext, plan_package
@@ -58,3 +59,34 @@ def test_without_the_lazy_filesystem_every_draw_is_one_kill_of_every_broker() ->
     for seed in range(20):
         steps = plan_package("whole-cluster-crash", random.Random(seed), NO_POWER_LOSS)
         assert [step["fault"] for step in steps if "fault" in step] == ["kill", "start"]
+
+
+def test_the_controller_dies_with_the_brokers_in_about_half_the_draws_and_comes_back_before_or_after_them() -> (
+    None
+):
+    context = dataclasses.replace(POWER, controller_crash=True)
+    with_controller = 0
+    orders: collections.Counter[str] = collections.Counter()
+    for seed in range(400):
+        steps = plan_package("whole-cluster-crash", random.Random(seed), context)
+        faults = [step.get("fault") for step in steps]
+        downs = [i for i, fault in enumerate(faults) if fault in ("kill", "power-loss")]
+        if "controller-kill" not in faults:
+            assert "controller-start" not in faults, steps
+            continue
+        with_controller += 1
+        for number, down in enumerate(downs):
+            outage = faults[down : downs[number + 1] if number + 1 < len(downs) else len(faults)]
+            assert outage[1] == "controller-kill", "killed with the brokers, at every outage of the draw"
+            starts = [fault for fault in outage if fault in ("start", "controller-start")]
+            assert sorted(starts) == ["controller-start", "start"], outage
+            orders[starts[0]] += 1
+        assert all("nodes" not in step for step in steps if step.get("fault", "").startswith("controller-"))
+    assert 150 < with_controller < 250, with_controller
+    assert orders["controller-start"] > 50 and orders["start"] > 50, orders
+
+
+def test_no_controller_step_where_the_controller_process_cannot_be_killed() -> None:
+    for seed in range(100):
+        steps = plan_package("whole-cluster-crash", random.Random(seed), POWER)
+        assert not any(str(step.get("fault", "")).startswith("controller-") for step in steps), steps

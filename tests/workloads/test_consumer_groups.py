@@ -46,8 +46,8 @@ from checker.definitions import ALL_CHECKS
 from checker.evidence import load_run
 from harness.run.runner import write_spec
 from harness.run.spec import TestSpec
+from nemesis.churn_plan import ChurnPlan
 from nemesis.consumer_churn import run_churn
-from nemesis.plan import ChurnPlan
 from nemesis.spec import NemesisSpec
 from testbed.record.ops import Op
 from testbed.record.recorder import Recorder

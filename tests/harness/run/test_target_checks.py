@@ -78,6 +78,31 @@ CASES = [
         id="nisshi-sqlite-brokers",
     ),
     pytest.param(
+        [*TANSU, "--nemesis", "kill,controller-kill"],
+        {**TANSU_CAMPAIGN, "matrix": {"nemesis": ["kill,controller-kill"]}},
+        "--nemesis controller-kill needs a controller process on the controller node the harness can kill"
+        " and start (the bundled broker's): the tansu target has none",
+        id="tansu-controller-kill",
+    ),
+    pytest.param(
+        [*TANSU, "--nemesis", "disk-error"],
+        {**TANSU_CAMPAIGN, "matrix": {"nemesis": ["disk-error"]}},
+        "--nemesis disk-error needs a cluster whose data directories are on the lazy filesystem and take"
+        " its disk-fault rules (the bundled broker's): the tansu target has none",
+        id="tansu-disk-faults",
+    ),
+    pytest.param(
+        [*NISSHI, *SQLITE, "--nodes", "1", "--nemesis", "controller-kill"],
+        {
+            **NISSHI_CAMPAIGN,
+            "nodes": 1,
+            "settings": {"nisshi.storage": "sqlite"},
+            "matrix": {"nemesis": ["controller-kill"]},
+        },
+        "--nemesis controller-kill needs a controller process",
+        id="nisshi-controller-kill",
+    ),
+    pytest.param(
         ["--nodes", "1", "--replication-factor", "1", "--nemesis", "overlapping-faults"],
         {**ONE_BROKER, "matrix": {"nemesis": ["overlapping-faults"]}},
         "--nemesis: overlapping-faults needs two brokers",

@@ -28,6 +28,7 @@ ABILITIES = (
     protocol.LogFiles,
     protocol.PowerLoss,
     protocol.DiskFaults,
+    protocol.ControllerProcess,
 )
 CLUSTER_CLASSES: dict[str, tuple[type, ...]] = {
     "bundled": (BundledCluster,),
@@ -78,6 +79,7 @@ def test_abilities_are_answered_without_a_cluster() -> None:
     assert not external.offers(protocol.PowerLoss) and not external.offers(protocol.ReplicaDumps)
     assert tansu.offers(protocol.ReplicaNodes) and not bundled.offers(protocol.ReplicaNodes)
     assert bundled.offers(protocol.LiveReplicas) and not tansu.offers(protocol.LiveReplicas)
+    assert bundled.offers(protocol.ControllerProcess) and not tansu.offers(protocol.ControllerProcess)
     assert [target.name for target in REGISTRY if target.event_logs] == ["bundled"]
 
 
