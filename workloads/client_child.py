@@ -42,13 +42,14 @@ from typing import IO, Any, Final
 from .clients import DefiniteFailure, IndefiniteFailure, Received, make_consumer, make_producer
 from .group_events import GroupEvent, step_to_wire
 from .group_fleet import make_group_consumer
-from .txn_clients import TxnAbortable, TxnFatal, make_txn_producer
+from .txn_clients import TxnAbortable, TxnFatal, TxnSendUnresolved, make_txn_producer
 
 PR_SET_PDEATHSIG: Final = 1
 KNOWN_ERRORS: Final[tuple[type[Exception], ...]] = (
     DefiniteFailure,
     IndefiniteFailure,
     TxnAbortable,
+    TxnSendUnresolved,
     TxnFatal,
 )
 """Exceptions an answer names so that the parent raises the same class."""

@@ -41,6 +41,11 @@ class IndefiniteFailure(Exception):
     """The message may or may not have been appended."""
 
 
+class NoDeliveryReport(IndefiniteFailure):
+    """The client still holds the message: it reported no outcome within the wait, and may yet
+    retry it, time it out, or have it acknowledged (:mod:`workloads.txn_clients` cares why)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Received:
     partition: int
@@ -233,21 +238,22 @@ class ConfluentProducer:
         """``extra``: more librdkafka settings (the transactional producer's, ``workloads.txn_clients``)."""
         from confluent_kafka import Producer
 
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": acks,
-                "enable.idempotence": idempotent and acks == "all",
-                "request.timeout.ms": int(request_timeout * 1000),
-                "message.timeout.ms": int(request_timeout * 2000),
-                "linger.ms": 0,
-                "reconnect.backoff.max.ms": 500,
-                "retry.backoff.ms": 100,
-                "socket.connection.setup.timeout.ms": int(request_timeout * 1000),
-                "log_level": 0,
-                **extra,
-            }
-        )
+        config = {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "enable.idempotence": idempotent and acks == "all",
+            "request.timeout.ms": int(request_timeout * 1000),
+            "message.timeout.ms": int(request_timeout * 2000),
+            "linger.ms": 0,
+            "reconnect.backoff.max.ms": 500,
+            "retry.backoff.ms": 100,
+            "socket.connection.setup.timeout.ms": int(request_timeout * 1000),
+            "log_level": 0,
+            **extra,
+        }
+        self.message_timeout: float = int(config["message.timeout.ms"]) / 1000
+        """Seconds after which librdkafka reports a message it could not deliver (``_MSG_TIMED_OUT``)."""
+        self._producer = Producer(config)
         self._lock = threading.Lock()
 
     def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
@@ -273,7 +279,7 @@ class ConfluentProducer:
             if done.is_set():
                 break
         if not done.is_set():
-            raise IndefiniteFailure(f"no delivery report within {timeout:g} s")
+            raise NoDeliveryReport(f"no delivery report within {timeout:g} s")
         if outcome["error"] is not None:
             raise IndefiniteFailure(str(outcome["error"]))
         return int(outcome["offset"])

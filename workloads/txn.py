@@ -35,6 +35,12 @@ abandoned transaction would hold the last stable offset -- and so every ``read_c
 reader, the final drain included -- until ``transaction.timeout.ms``.  For the same reason a
 thread that ends with its producer dropped makes one more, to settle the id before the drain.
 
+A transaction aborted after one of its sends went unresolved (the client reported no outcome:
+:class:`~workloads.txn_clients.TxnSendUnresolved`) ends its producer too when the client is one of
+:data:`~workloads.txn_clients.REUSES_SEQUENCES` (librdkafka): such a producer may number its next
+message as the unresolved one, which the broker then answers as that message's retry -- an
+acknowledgement of nothing.  A send the client failed itself leaves the producer usable.
+
 Before the final drain reads ``read_committed`` it waits until no transaction is open
 (:func:`workloads.txn_drain.open_transactions`).
 
@@ -64,7 +70,14 @@ from testbed.record.txn_rows import SEND_OFFSETS
 
 from .client_host import ClientHost
 from .clients import Received
-from .txn_clients import TxnAbortable, TxnFatal, TxnProducerClient, make_txn_producer
+from .txn_clients import (
+    REUSES_SEQUENCES,
+    TxnAbortable,
+    TxnFatal,
+    TxnProducerClient,
+    TxnSendUnresolved,
+    make_txn_producer,
+)
 from .txn_input import GroupInput, ReaderInput, owned_partitions
 from .txn_subscribed import SubscribedInput
 
@@ -250,6 +263,8 @@ class TxnProducerLoop:
         """The type of the last transaction's completion (``ok``: committed)."""
         self._unsettled = False
         """A producer was dropped and no producer of the same id has fenced it since."""
+        self._send_unresolved = False
+        """A send of the current transaction ended without an outcome from the client."""
 
     def run(self, stop: threading.Event, pacer: Pacer) -> None:
         try:
@@ -357,11 +372,14 @@ class TxnProducerLoop:
             self._complete(invocation, "fail", not_run(micro_ops), error=str(failure))
             self._drop_producer()
             return
+        self._send_unresolved = False
         completed, why = self._run_micro_ops(producer, micro_ops, stop)
         if why is None and self._rng.random() >= self.settings.abort_p:
             self._commit(producer, invocation, completed)
-        else:
-            self._abort(producer, invocation, completed, why or "abort", committing=False)
+            return
+        self._abort(producer, invocation, completed, why or "abort", committing=False)
+        if self._send_unresolved and self._producer is producer and self.settings.client in REUSES_SEQUENCES:
+            self._drop_producer()  # its next message could be acknowledged unwritten (REUSES_SEQUENCES)
 
     def _run_micro_ops(
         self, producer: TxnProducerClient, micro_ops: list[dict[str, Any]], stop: threading.Event
@@ -390,6 +408,7 @@ class TxnProducerLoop:
                     self.settings.request_timeout,
                 )
             except (TxnAbortable, TxnFatal) as error:
+                self._send_unresolved = isinstance(error, TxnSendUnresolved)
                 return completed + not_run(micro_ops[position:]), str(error)
             completed.append({**micro_op, "offset": offset})
         return completed, None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Final, Protocol
 
-from .clients import CLIENTS, ConfluentProducer, KafkaPythonProducer
+from .clients import CLIENTS, ConfluentProducer, KafkaPythonProducer, NoDeliveryReport
 from .txn_kip890 import enable_kip890
 
 SEND_OFFSETS_GRACE: Final = 5.0
@@ -38,8 +38,27 @@ KIP890_CLIENT = "kafka-python-kip890"
 """kafka-python with :mod:`workloads.txn_kip890`: EndTxn v5 (KIP-890 part 2) and EndTxn retries."""
 
 
+REUSES_SEQUENCES: Final = frozenset({"confluent-kafka"})
+"""Clients whose producer, after aborting a transaction while one of its sends was unresolved --
+possibly written, still held by the client for a retry -- may number a later message of the same
+epoch with that send's sequence; the broker, as Kafka's would, answers it as a retry of the batch
+it holds, at that batch's offset: an acknowledgement of nothing.  librdkafka 2.16 does (its abort
+purges the queued retry and skips its sequence without an epoch bump:
+``tests/testbed/cluster/test_librdkafka_sequence_reuse.py``); kafka-python numbers a batch when it
+sends it.  Two defences, both pinned by that test: :class:`ConfluentTxnProducer` waits for a
+send's delivery report until librdkafka times the message out itself (a possibly written message
+that times out bumps the epoch), and when even that wait ends without a report
+(:class:`TxnSendUnresolved`), :mod:`workloads.txn` replaces the producer after the abort: a new
+one's ``init_transactions`` bumps the epoch, and sequences start again at 0."""
+
+
 class TxnAbortable(Exception):
     """The transaction cannot commit; abort it (the producer is still usable)."""
+
+
+class TxnSendUnresolved(TxnAbortable):
+    """A send the client reported no outcome for within the wait: it still holds the message.
+    Abort; a producer of :data:`REUSES_SEQUENCES` is then replaced."""
 
 
 class TxnFatal(Exception):
@@ -204,6 +223,19 @@ class ConfluentTxnProducer(_Transactional):
 
     def _init(self, timeout: float) -> None:
         self._producer.init_transactions(timeout)
+
+    def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+        """Waits for the delivery report at least until librdkafka's own ``message.timeout.ms``:
+        a message it times out is reported (``_MSG_TIMED_OUT``) and, if possibly written, bumps
+        the epoch, where one still held at the abort may have its sequence reused
+        (:data:`REUSES_SEQUENCES`).  No report even then: :class:`TxnSendUnresolved`."""
+        assert isinstance(self._client, ConfluentProducer)
+        try:
+            return self._client.send(topic, partition, key, value, max(timeout, self._client.message_timeout))
+        except NoDeliveryReport as error:
+            raise TxnSendUnresolved(_text(error)) from None
+        except Exception as error:
+            raise self._classify(error) from None
 
     def send_offsets(self, topic: str, offsets: dict[int, int], group_metadata: Any, timeout: float) -> None:
         """``send_offsets_to_transaction``, on a helper thread: librdkafka's call ignores its

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from workloads.txn_clients import ConfluentTxnProducer, KafkaPythonTxnProducer, TxnAbortable, TxnFatal
+from workloads.clients import ConfluentProducer, NoDeliveryReport
+from workloads.txn_clients import (
+    ConfluentTxnProducer,
+    KafkaPythonTxnProducer,
+    TxnAbortable,
+    TxnFatal,
+    TxnSendUnresolved,
+)
 
 
 class _KafkaError:
@@ -51,6 +58,38 @@ def test_a_librdkafka_commit_error_is_abortable_only_when_it_says_so(error: Exce
         confluent(error).commit(1.0)
     with pytest.raises(TxnFatal):  # an abort that failed leaves nothing to try
         confluent(error).abort(1.0)
+
+
+def confluent_sending(client: ConfluentProducer) -> ConfluentTxnProducer:
+    producer = object.__new__(ConfluentTxnProducer)
+    vars(producer)["_client"] = client
+    return producer
+
+
+def test_a_librdkafka_send_waits_until_the_client_times_the_message_out_itself() -> None:
+    """Asked to wait 0.1 s, the send waits for librdkafka's own verdict (``message.timeout.ms``
+    3 s here, past the 2.1 s the send would wait otherwise; nothing listens on the port): a
+    timed-out message, abortable -- not unresolved, so the producer goes on (a possibly written
+    message's timeout bumps the epoch)."""
+    client = ConfluentProducer("127.0.0.1:9", "all", False, 1.0, **{"message.timeout.ms": 3000})
+    try:
+        with pytest.raises(TxnAbortable, match="_MSG_TIMED_OUT") as raised:
+            confluent_sending(client).send("t", 0, "k", "v", 0.1)
+        assert not isinstance(raised.value, TxnSendUnresolved)
+    finally:
+        client.close()
+
+
+def test_a_librdkafka_send_without_a_delivery_report_is_unresolved() -> None:
+    class NoReport(ConfluentProducer):
+        def __init__(self) -> None:
+            self.message_timeout = 0.0
+
+        def send(self, topic: str, partition: int, key: str, value: str, timeout: float) -> int:
+            raise NoDeliveryReport(f"no delivery report within {timeout:g} s")
+
+    with pytest.raises(TxnSendUnresolved, match="no delivery report"):
+        confluent_sending(NoReport()).send("t", 0, "k", "v", 0.1)
 
 
 class _Result:

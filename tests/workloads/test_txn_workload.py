@@ -28,7 +28,7 @@ from workloads import txn_input as txn_input_module
 from workloads.clients import Received
 from workloads.queue import QueueSpec, QueueWorkload
 from workloads.txn import SEND_P, TxnProducerLoop, TxnSettings, draw_micro_ops
-from workloads.txn_clients import TxnAbortable, TxnFatal
+from workloads.txn_clients import TxnAbortable, TxnFatal, TxnSendUnresolved
 
 # ---- the spec and the CLI ------------------------------------------------------------------
 
@@ -159,7 +159,13 @@ class FakeConsumer:
 class Harness:
     """A :class:`TxnProducerLoop` on fakes; ``fail`` scripts the next producer made."""
 
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, abort_p: float = 0.0) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        abort_p: float = 0.0,
+        client: str = "kafka-python",
+    ) -> None:
         self.history = tmp_path / "history.jsonl"
         self.recorder = Recorder(self.history)
         self.producers: list[FakeProducer] = []
@@ -172,7 +178,7 @@ class Harness:
 
         monkeypatch.setattr(txn_module, "make_txn_producer", make_producer)
         monkeypatch.setattr(txn_input_module, "make_consumer", lambda *_: FakeConsumer(self.batches))
-        settings = TxnSettings("kafka-python", "b:1", "t", 2, "read_committed", 1.0, abort_p, 4)
+        settings = TxnSettings(client, "b:1", "t", 2, "read_committed", 1.0, abort_p, 4)
         self.loop = TxnProducerLoop(
             settings, self.recorder, 3, itertools.count(100).__next__, itertools.count(1).__next__
         )
@@ -213,26 +219,53 @@ def test_a_committed_transaction_records_offsets_reads_and_the_commit_time(
     assert harness.producers[0].calls == ["begin", "send", "send", "commit"]
 
 
-def test_a_chosen_abort_is_fail_abort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    harness = Harness(tmp_path, monkeypatch, abort_p=1.0)
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def test_a_chosen_abort_is_fail_abort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str) -> None:
+    harness = Harness(tmp_path, monkeypatch, abort_p=1.0, client=client)
     harness.run(SEND0)
-    [(_, fail)] = harness.ops()
+    harness.run(SEND1)  # the same producer and process go on: every send was acknowledged
+    [(_, fail), (again, _)] = harness.ops()
     assert (fail.type, fail.error, fail.value[-1]["f"]) == ("fail", "abort", "abort")
-    assert harness.producers[0].calls == ["begin", "send", "abort"]
+    assert harness.producers[0].calls == ["begin", "send", "abort"] * 2 and again.process == 3
 
 
+UNRESOLVED = TxnSendUnresolved("NoDeliveryReport: no delivery report within 2 s")
+TIMED_OUT = TxnAbortable(
+    'IndefiniteFailure: KafkaError{code=_MSG_TIMED_OUT,val=-192,str="Local: Message timed out"}'
+)
+
+
+@pytest.mark.parametrize(
+    ("client", "failure", "process", "producers"),
+    [
+        ("kafka-python", UNRESOLVED, 3, 1),
+        ("confluent-kafka", TIMED_OUT, 3, 1),
+        ("confluent-kafka", UNRESOLVED, 100, 2),
+    ],
+    ids=["kafka-python-unresolved", "confluent-kafka-timed-out", "confluent-kafka-unresolved"],
+)
 def test_a_failed_send_aborts_and_the_rest_never_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    client: str,
+    failure: TxnAbortable,
+    process: int,
+    producers: int,
 ) -> None:
-    harness = Harness(tmp_path, monkeypatch)
-    harness.fail["send"] = TxnAbortable("KafkaTimeoutError: no ack")
+    """After the abort the producer goes on -- unless it is librdkafka's and the send went
+    unresolved (its next message could take that send's sequence:
+    ``workloads.txn_clients.REUSES_SEQUENCES``): then it is replaced and the thread goes on as a
+    fresh process.  A send librdkafka timed out itself leaves it usable (the timeout bumped its epoch)."""
+    harness = Harness(tmp_path, monkeypatch, client=client)
+    harness.fail["send"] = failure
     harness.run(SEND0, POLL, SEND1)
-    harness.run(SEND1)  # the same producer and process go on
+    harness.run(SEND1)
     [(_, fail), (again, ok)] = harness.ops()
-    assert fail.type == "fail" and fail.error == "KafkaTimeoutError: no ack"
+    assert fail.type == "fail" and fail.error == str(failure)
     assert fail.value[:3] == [SEND0, {"f": "poll", "records": []}, SEND1]
     assert fail.value[3]["f"] == "abort"
-    assert (again.process, ok.type, len(harness.producers)) == (3, "ok", 1)
+    assert (again.process, ok.type, len(harness.producers)) == (process, "ok", producers)
+    assert harness.producers[0].calls[-2:] == (["abort", "close"] if producers == 2 else ["send", "commit"])
 
 
 def test_a_commit_with_a_fatal_error_is_info_and_the_thread_goes_on_as_a_fresh_process(
