@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -31,6 +32,12 @@ from testbed.cluster.image import ensure_image
 from testbed.cluster.nisshi_image import NISSHI_IMAGE
 from testbed.cluster.tansu_image import TANSU_IMAGE, TANSU_PIN, cached_binary
 from testbed.nodes.docker_remote import DockerUnavailable, connect_docker
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C semantics for the session and its children, however it was started (module docstring)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

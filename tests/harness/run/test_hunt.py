@@ -12,6 +12,7 @@ import _thread
 import io
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -131,26 +132,40 @@ def test_a_run_that_hangs_is_stopped_with_its_process_group(tmp_path: Path) -> N
 
 def test_ctrl_c_of_the_hunt_stops_the_run_in_flight_with_its_process_group(tmp_path: Path) -> None:
     """The run is in a session of its own, so a Ctrl-C reaches only the hunt: the hunt must stop
-    it (its cluster tears down on SIGTERM) rather than leave it running."""
+    it (its cluster tears down on SIGTERM) rather than leave it running.
+
+    The Ctrl-C is ``_thread.interrupt_main``, which does nothing while the process' Python-level
+    SIGINT handler is SIG_IGN or SIG_DFL and whatever that handler does otherwise: Python's own
+    handler is installed for the test, so that what an earlier test in the same worker left
+    behind cannot swallow it (a CI run once waited out the whole 120 s here)."""
     script = tmp_path / "long.py"
     pid_file = tmp_path / "run.pid"
     script.write_text(
         f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
     )
+    interrupted = threading.Event()
 
     def interrupt_once_running() -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not pid_file.exists() or not pid_file.read_text():
             if time.monotonic() > deadline:
                 return
             time.sleep(0.05)  # polling a condition with a deadline
+        interrupted.set()
         _thread.interrupt_main()
 
-    threading.Thread(target=interrupt_once_running, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        launch_isolated(
-            SPEC, tmp_path / "run", 120.0, tmp_path / "run.log", worker=(sys.executable, str(script))
-        )
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_running, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            launch_isolated(
+                SPEC, tmp_path / "run", 120.0, tmp_path / "run.log", worker=(sys.executable, str(script))
+            )
+    except pytest.fail.Exception:
+        assert interrupted.is_set(), "the run wrote no pid file within 60 s: nothing was interrupted"
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
     run = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(run, 0)  # stopped and reaped before the interrupt went on
