@@ -2,7 +2,8 @@
 
 Each is the random counterpart of a scripted scenario of ``nemesis/scenarios/``: KAFKA-7128's
 stale leader and lagging joiner, KIP-966's last replica standing, KIP-320's zombie fetching
-across epochs, and a leader's controlled shutdown while a follower lags.  Their waits are the
+across epochs, a leader's controlled shutdown while a follower lags, and the unclean election's
+out-of-sync survivor.  Their waits are the
 scenario's conditions and their sleeps are drawn; the reasons for each step are in the comments,
 measured where a hunt showed a step mattered.
 Registered with the other packages in :data:`nemesis.packages.PLANNERS`.
@@ -23,6 +24,7 @@ from nemesis.package_context import (
 )
 from nemesis.spec import (
     LAGGING_FOLLOWER_LEADER_SHUTDOWN,
+    LAGGING_FOLLOWER_OUTLIVES_THE_ISR,
     LAST_REPLICA_STANDING,
     STALE_LEADER_LAGGING_JOINER,
     ZOMBIE_FETCH_ACROSS_EPOCHS,
@@ -232,4 +234,40 @@ def lagging_follower_leader_shutdown(rng: random.Random, context: PackageContext
         sleep_step(rng, 1.0, 3.0, "the successor serves: a lagging one would have the others truncate to it"),
         heal,
         {"fault": "start", "node": "L"},
+    ]
+
+
+def lagging_follower_outlives_the_isr(rng: random.Random, context: PackageContext) -> list[Step]:
+    """The scripted ``unclean-election-loss`` at three replicas, drawn: follower F1 is cut off
+    from the leader L past the ISR lag while L and F2 acknowledge what F1 never fetched; F2
+    crashes and leaves the ISR (under ``min.insync.replicas=2`` it joins the ELR), then L crashes
+    -- every ISR and ELR member is down while F1, out of sync, is alive and hears the controller
+    again.  With ``unclean.leader.election.enable=false`` the controller must leave the partition
+    offline until L or F2 returns; electing F1 loses every write acknowledged since the cut, and
+    the others truncate to it when they return (mutant 10).
+
+    F2 leaves the ISR before L dies so that the ISR is L alone when it does: killed together, the
+    order of their fencings would decide whether the ISR empties.  The cut heals only after L is
+    dead (before, F1 would catch up from L and rejoin the ISR).  The two come back in a drawn
+    order: F2 first (back from a crash it leaves the ELR: still nobody to elect) or L first."""
+    need_three_replicas(LAGGING_FOLLOWER_OUTLIVES_THE_ISR, context)
+    p = partition_of(rng, context)
+    restarts: list[Step] = [{"fault": "start", "node": "F2"}, {"fault": "start", "node": "L"}]
+    rng.shuffle(restarts)
+    return [
+        {"wait": "caught-up", "partition": p, "timeout": 40},
+        {"bind": {"L": f"leader-of:{p}", "F1": f"follower-of:{p}#1", "F2": f"follower-of:{p}#2"}},
+        {"fault": "partition", "grudge": {"L": ["F1"], "F1": ["L"]}, "kind": "leader-follower"},
+        {"wait": "not-in-isr", "node": "F1", "timeout": leaves_isr_timeout(context)},
+        sleep_step(rng, 1.0, 4.0, "the leader and F2 acknowledge what F1 never fetched"),
+        {"fault": "kill", "node": "F2"},
+        {"wait": "not-in-isr", "node": "F2", "timeout": leaves_isr_timeout(context)},
+        {"fault": "kill", "node": "L"},
+        {"fault": "heal"},
+        # The controller fences L (its session runs out) and must elect nobody: F1 is out of sync.
+        {"wait": "deposed", "node": "L", "timeout": 40},
+        sleep_step(rng, 2.0, 6.0, "an out-of-sync F1, had it been elected, takes writes alone"),
+        restarts[0],
+        sleep_step(rng, 0.0, 3.0, "the first one back alone"),
+        restarts[1],
     ]

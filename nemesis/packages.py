@@ -71,6 +71,8 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a controller node);
 * ``lagging-preferred-election`` -- a preferred-leader election asked for while the preferred replica is
   alive but cut off from the leader, out of the ISR (:mod:`nemesis.membership_plan`; a controller node);
+* ``lagging-follower-outlives-the-isr`` -- a follower cut off past the ISR lag, then the other follower and
+  the leader crash: the live replica is out of sync and must not be elected (:mod:`nemesis.bug_packages`);
 * ``clock-drift-leader-crash`` -- the leader's clock fast, a follower's behind, the leader killed
   (:mod:`nemesis.clock_plan`; needs brokers under libfaketime);
 * ``quiet`` -- nothing for a while: recovery is tested too.
@@ -83,6 +85,7 @@ from collections.abc import Callable
 
 from nemesis.bug_packages import (
     lagging_follower_leader_shutdown,
+    lagging_follower_outlives_the_isr,
     last_replica_standing,
     stale_leader_lagging_joiner,
     zombie_fetch_across_epochs,
@@ -102,6 +105,7 @@ from nemesis.spec import (
     FOLLOWER_RESTART_LEADER_CRASH,
     ISOLATE_FOLLOWERS_LOSE_LEADER,
     LAGGING_FOLLOWER_LEADER_SHUTDOWN,
+    LAGGING_FOLLOWER_OUTLIVES_THE_ISR,
     LAGGING_PREFERRED_ELECTION,
     LAST_REPLICA_STANDING,
     LEADER_CRASH_STORM,
@@ -413,6 +417,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
     CLOCK_DRIFT_LEADER_CRASH: clock_drift_leader_crash,
     LAGGING_PREFERRED_ELECTION: lagging_preferred_election,
+    LAGGING_FOLLOWER_OUTLIVES_THE_ISR: lagging_follower_outlives_the_isr,
     QUIET: quiet,
 }
 

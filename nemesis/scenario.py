@@ -42,9 +42,10 @@ consuming in the background.  Each step has exactly one verb:
   replaces one of the workload's group consumers and heals itself (:mod:`nemesis.consumer_churn`).
   ``heal`` ends a partition only and leaves a metadata delay in place; ``metadata-heal``
   without nodes heals every broker;
-* ``wait = "leader-is" | "leader-is-not" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
+* ``wait = "leader-is" | "leader-is-not" | "deposed" | "caught-up" | "in-isr" | "not-in-isr" | "answers"``
   with ``node``, ``partition`` (default 0; ``offsets`` and ``transactions`` as in roles) and ``timeout`` seconds (default 30) -- a
-  condition polled until true (``leader-is-not``: the partition has a leader, another node);
+  condition polled until true (``leader-is-not``: the partition has a leader, another node;
+  ``deposed``: the node no longer leads it -- another does, or none: the controller took it offline);
   ``caught-up``: the ISR is every replica and, on a cluster whose replicas can be read while it
   runs, every replica holds the partition (metadata lists a new partition's followers in the
   ISR before they have heard of it); a timeout fails the run loudly, except with ``required =

@@ -42,6 +42,7 @@ from testbed.cluster.kafka_admin import (
     PartitionInfo,
     freshest_leader,
     freshest_partition_info,
+    freshest_view,
     group_offsets_partition,
     transaction_state_partition,
     wait_until,
@@ -257,6 +258,9 @@ class ScenarioRun:
         node_id = cluster.node_ids[node]
 
         def holds() -> bool:
+            if condition == "deposed":  # another leader, or none: offline counts here
+                view = freshest_view(cluster.bootstrap, topic, partition)
+                return view is not None and view[0].leader != node_id
             info = _partition_info(cluster.bootstrap, topic, partition)
             if info is None:
                 return False

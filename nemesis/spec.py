@@ -110,6 +110,7 @@ LAGGING_FOLLOWER_LEADER_SHUTDOWN = "lagging-follower-leader-shutdown"
 DECOMMISSION_LEADER_CRASH = "decommission-leader-crash"
 CLOCK_DRIFT_LEADER_CRASH = "clock-drift-leader-crash"
 LAGGING_PREFERRED_ELECTION = "lagging-preferred-election"
+LAGGING_FOLLOWER_OUTLIVES_THE_ISR = "lagging-follower-outlives-the-isr"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
     FOLLOWER_RESTART_LEADER_CRASH,
@@ -132,6 +133,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     DECOMMISSION_LEADER_CRASH,
     CLOCK_DRIFT_LEADER_CRASH,
     LAGGING_PREFERRED_ELECTION,
+    LAGGING_FOLLOWER_OUTLIVES_THE_ISR,
     QUIET,
 )
 """Fault packages (:mod:`nemesis.packages`): choreographies of several faults, drawn like a fault."""
@@ -161,6 +163,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         DECOMMISSION_LEADER_CRASH: frozenset({DECOMMISSION, KILL}),
         CLOCK_DRIFT_LEADER_CRASH: frozenset({CLOCK_DRIFT, CLOCK_SKEW, KILL}),
         LAGGING_PREFERRED_ELECTION: frozenset({KILL, PARTITION, ELECT_PREFERRED}),
+        LAGGING_FOLLOWER_OUTLIVES_THE_ISR: frozenset({PARTITION, KILL}),
         QUIET: frozenset(),
     }
 )

@@ -50,6 +50,7 @@ CONTROLLER = "controller"
 WAITS = (
     "leader-is",
     "leader-is-not",
+    "deposed",
     "caught-up",
     "in-isr",
     "not-in-isr",

@@ -295,6 +295,17 @@ def freshest_leader(bootstrap: str, topic: str, partition: int) -> tuple[Partiti
 
     A client that must reach the leader *now* bootstraps at that address alone: bootstrapped at
     every broker, its first Metadata may come from a zombie, whose stale leader may be dead."""
+    found = freshest_view(bootstrap, topic, partition)
+    if found is None or found[0].leader < 0:
+        return None
+    return found
+
+
+def freshest_view(bootstrap: str, topic: str, partition: int) -> tuple[PartitionInfo, str | None] | None:
+    """The winning view of :func:`freshest_leader` even when it has no leader (``leader`` -1: the
+    controller took the partition offline in that epoch), with the leader's address where named;
+    ``None`` only when no broker answers.  What a wait for a leader to be *deposed* reads: offline
+    counts, where a wait for another leader must not."""
     addresses = [entry.strip() for entry in bootstrap.split(",") if entry.strip()]
     if not addresses:
         return None
@@ -318,7 +329,5 @@ def freshest_leader(bootstrap: str, topic: str, partition: int) -> tuple[Partiti
         if info.leader_epoch == newest:
             votes[info] = votes.get(info, 0) + 1
     winner = max(votes, key=lambda info: votes[info])
-    if winner.leader < 0:
-        return None
     named = (known.get(winner.leader) for info, known in answers if info == winner)
     return winner, next((address for address in named if address is not None), None)

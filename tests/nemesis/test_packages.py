@@ -219,6 +219,35 @@ def test_lagging_follower_leader_shutdown_stops_the_leader_cleanly_only_once_its
     assert plan_package("lagging-follower-leader-shutdown", random.Random(0), slow)[3]["timeout"] == 60
 
 
+def test_lagging_follower_outlives_the_isr_kills_f2_once_f1_left_the_isr_and_l_once_f2_did() -> None:
+    """Every ISR member down while the out-of-sync F1 lives: F2 and L die in that order, each only
+    once the ISR shows what the last step did, and the cut heals only after L's death (before,
+    F1 would catch up from L)."""
+    firsts = set()
+    for seed in range(40):
+        steps = plan_package("lagging-follower-outlives-the-isr", random.Random(seed), CONTEXTS[0])
+        p = steps[0]["partition"]
+        kinds = [step.get("fault") or step.get("wait") or next(iter(step)) for step in steps]
+        assert kinds == [
+            "caught-up", "bind", "partition", "not-in-isr", "sleep", "kill", "not-in-isr", "kill", "heal",
+            "deposed", "sleep", "start", "sleep", "start",
+        ]  # fmt: skip
+        assert steps[1]["bind"] == {
+            "L": f"leader-of:{p}",
+            "F1": f"follower-of:{p}#1",
+            "F2": f"follower-of:{p}#2",
+        }
+        assert steps[2]["grudge"] == {"L": ["F1"], "F1": ["L"]}
+        nodes = [steps[i]["node"] for i in (3, 5, 6, 7, 9)]
+        assert nodes == ["F1", "F2", "F2", "L", "L"]
+        assert all(steps[i]["partition"] == p for i in (3, 6, 9))
+        assert {steps[11]["node"], steps[13]["node"]} == {"F2", "L"}
+        firsts.add(steps[11]["node"])
+    assert firsts == {"F2", "L"}
+    with pytest.raises(PackageError, match="replication factor of at least 3"):
+        plan_package("lagging-follower-outlives-the-isr", random.Random(0), CONTEXTS[1])
+
+
 def test_zombie_fetch_keeps_the_zombie_deaf_over_two_leadership_moves() -> None:
     for seed in range(30):
         steps = plan_package("zombie-fetch-across-epochs", random.Random(seed), CONTEXTS[0])
@@ -515,6 +544,31 @@ def test_a_package_that_fails_half_way_is_healed_and_recorded_info(
     assert package[0].type == "info" and "timed out" in str(package[0].error)
     completed = [(op.f, op.type, op.value) for op in ops if op.type != "invoke"]
     assert completed[-1] == ("start", "ok", {"nodes": ["n2"]})  # healed after the package gave up
+    assert nemesis.active_faults() == []
+
+
+@pytest.mark.parametrize(("condition", "outcome"), [("deposed", "ok"), ("leader-is-not", "info")])
+def test_an_offline_partition_has_deposed_its_leader_but_has_no_other(
+    recorded: tuple[Recorder, list[Op]], monkeypatch: pytest.MonkeyPatch, condition: str, outcome: str
+) -> None:
+    """After its leader's kill the controller took the partition offline (the newest view has no
+    leader): ``deposed`` holds, ``leader-is-not`` -- another leader -- does not."""
+    recorder, ops = recorded
+    led_by_n2 = PartitionInfo(0, 2, 1, (1, 2, 3), (1, 2, 3))
+    offline = PartitionInfo(0, -1, 2, (1, 2, 3), (2,))
+
+    def killed() -> bool:
+        return any(op.f == "kill" and op.type == "ok" for op in ops)
+
+    monkeypatch.setattr(scenario_run_module, "_partition_info", lambda *_: None if killed() else led_by_n2)
+    monkeypatch.setattr(
+        scenario_run_module, "freshest_view", lambda *_: (offline if killed() else led_by_n2, None)
+    )
+    monkeypatch.setattr(scenario_run_module, "_leader_address", lambda *_: "n2:9092")
+    nemesis, cluster = package_nemesis(recorder, NemesisSpec(faults=("leader-crash-storm",)))
+    run_around_the_leaders_kill(nemesis, cluster, {"wait": condition, "node": "K1", "timeout": 0.5})
+    package = [op for op in ops if op.f == "package" and op.type != "invoke"]
+    assert package[0].type == outcome, package[0].error
     assert nemesis.active_faults() == []
 
 

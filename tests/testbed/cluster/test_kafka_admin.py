@@ -68,6 +68,20 @@ def test_silent_brokers_are_skipped_and_an_offline_partition_has_no_leader(
     assert kafka_admin.freshest_partition_info("a:1,b:1", "t", 0) == FRESH
 
 
+def test_the_freshest_view_keeps_an_offline_partition_s_leaderless_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a ``deposed`` wait reads: the newest epoch's view, leaderless or not; None only when
+    nobody answers."""
+    leaderless = PartitionInfo(0, leader=-1, leader_epoch=9, replicas=(1, 2, 3), isr=(2,))
+    plant(monkeypatch, {"a:1": None, "b:1": leaderless, "c:1": FRESH})
+    assert kafka_admin.freshest_view("a:1,b:1,c:1", "t", 0) == (leaderless, None)
+    plant(monkeypatch, {"a:1": None, "b:1": FRESH})
+    assert kafka_admin.freshest_view("a:1,b:1", "t", 0) == (FRESH, "b:1")
+    plant(monkeypatch, {"a:1": None, "b:1": None})
+    assert kafka_admin.freshest_view("a:1,b:1", "t", 0) is None
+
+
 def test_the_freshest_leader_comes_with_its_address_as_the_winning_answers_name_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
