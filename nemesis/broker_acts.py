@@ -31,6 +31,7 @@ from nemesis.fault_kinds import (
     CLOCK_RATE_PCT,
     CLOCK_SKEW,
     CONTROLLER_KILL,
+    CONTROLLER_POWER_LOSS,
     CONTROLLER_START,
     DISK_ERROR,
     DISK_ERROR_ERRNO,
@@ -162,6 +163,16 @@ class BrokerActs:
     def kill_controller(self, node: str) -> None:
         """SIGKILL the controller process on the controller node ``node`` and wait until it is gone."""
         self.kill(node, CONTROLLER_DAEMON)
+
+    def power_off_controller(self, node: str) -> None:
+        """Kill the controller process on the controller node ``node`` (if it runs), then drop every
+        write to its metadata directory it had not fsynced -- as :meth:`power_loss` does a broker's."""
+        with contextlib.suppress(Refused):  # not running: the machine's cache is still there to lose
+            self.kill(node, CONTROLLER_DAEMON)
+        cluster = self.cluster
+        if not isinstance(cluster, PowerLoss):  # Nemesis refuses the fault first; the kill did happen
+            raise RuntimeError("this cluster's controller metadata is not on the lazy filesystem")
+        cluster.drop_unsynced(node)
 
     def start_controller(self, node: str) -> None:
         """Start the controller process where it is not running (``node`` is the controller node)."""
@@ -372,6 +383,7 @@ NODE_ACTS: Final[Mapping[str, Callable[[BrokerActs, str], None]]] = MappingProxy
         SLOW_DISK: BrokerActs.slow_disk,
         DISK_HEAL: BrokerActs.heal_disk,
         CONTROLLER_KILL: BrokerActs.kill_controller,
+        CONTROLLER_POWER_LOSS: BrokerActs.power_off_controller,
         CONTROLLER_START: BrokerActs.start_controller,
         DECOMMISSION: BrokerActs.decommission,
         RECOMMISSION: BrokerActs.recommission,

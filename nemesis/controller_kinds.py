@@ -12,10 +12,15 @@ cluster without one, :func:`harness.targets.registry.check_spec` on a target who
 no process the harness controls); the nightly hunt's ``whole-cluster-crash`` kills it *with*
 every broker (:mod:`nemesis.whole_cluster_plan`), the datacenter-wide outage of issue 35.
 
-Both take no node in a scenario: they act on the one controller node.  The controller's metadata
-is not on the lazy filesystem, so its crash is a kill even inside a power loss (a controller that
-did not fsync its metadata is a mutant this fault cannot find; its recovery from an unclean stop
-it can).
+``controller-power-loss`` is the controller node's power loss: the controller SIGKILLed, then every
+write to its metadata directory (on the lazy filesystem when the run mounts it, as it does for any
+power loss) that it had not fsynced dropped; ``controller-start`` heals it too.  A controller that
+publishes a version before it is durable -- a missing fsync of the file or of the directory it was
+renamed in -- comes back with an older one (``metadata-rollback``, the controller log's check), which
+a plain kill cannot show: the page cache survives a kill.  ``whole-cluster-crash`` powers the
+controller off with the brokers in its power-off draws that take the controller along.
+
+All three take no node in a scenario: they act on the one controller node.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from nemesis.fault_declaration import (
     NODE_CONTROL,
     NODES_VALUE,
     OTHER_COLOUR,
+    POWER_LOSS_ABILITY,
     FaultKind,
 )
 
 CONTROLLER_KILL: Final = "controller-kill"
+CONTROLLER_POWER_LOSS: Final = "controller-power-loss"
 CONTROLLER_START: Final = "controller-start"
 CONTROLLER_NEEDS: Final = frozenset({NODE_CONTROL, CONTROLLER_PROCESS})
 
@@ -49,9 +56,20 @@ CONTROLLER_KINDS: Final[tuple[FaultKind, ...]] = (
         needs=CONTROLLER_NEEDS,
     ),
     FaultKind(
+        CONTROLLER_POWER_LOSS,
+        "SIGKILL the controller process, then drop every write to its metadata directory it had not"
+        " fsynced (the lazy filesystem); ok once both are done: it comes back with what its disk holds",
+        heal=CONTROLLER_START,
+        drawn_as="controller",
+        nodes="none",
+        op_value=NODES_VALUE,
+        colour="#6a040f",
+        needs=CONTROLLER_NEEDS | {POWER_LOSS_ABILITY},
+    ),
+    FaultKind(
         CONTROLLER_START,
         "start the controller process where it is not running; it reads its metadata back from its"
-        " disk (heal of controller-kill)",
+        " disk (heal of controller-kill and controller-power-loss)",
         heal=IS_A_HEAL,
         drawn_as="never",
         nodes="none",
@@ -60,7 +78,7 @@ CONTROLLER_KINDS: Final[tuple[FaultKind, ...]] = (
         needs=CONTROLLER_NEEDS,
     ),
 )
-"""The controller's kinds, the fault followed by its heal."""
+"""The controller's kinds, the faults followed by their heal."""
 CONTROLLER_KIND_NAMES: Final[frozenset[str]] = frozenset(kind.name for kind in CONTROLLER_KINDS)
 """The kinds that act on the controller node, not on brokers."""
 

@@ -41,6 +41,7 @@ from nemesis.client_crash_plan import CLIENT_CRASH_KIND, CONSUMER_CRASH_KIND
 from nemesis.client_crash_plan import CONSUMER_CRASH as CONSUMER_CRASH
 from nemesis.controller_kinds import CONTROLLER_KILL as CONTROLLER_KILL
 from nemesis.controller_kinds import CONTROLLER_KINDS
+from nemesis.controller_kinds import CONTROLLER_POWER_LOSS as CONTROLLER_POWER_LOSS
 from nemesis.controller_kinds import CONTROLLER_START as CONTROLLER_START
 from nemesis.fault_declaration import (
     ANNOUNCE,

@@ -31,6 +31,7 @@ from nemesis.fault_kinds import (
     CONSUMER_CHURN,
     CONSUMER_CRASH,
     CONTROLLER_KILL,
+    CONTROLLER_POWER_LOSS,
     CONTROLLER_START,
     DISK_ERROR,
     DISK_ERROR_ERRNO,
@@ -220,6 +221,7 @@ def mechanism_of(kind: FaultKind) -> Mechanism | None:
         SLOW_DISK: _slow_disks,
         SHUTDOWN: _shut_down,
         CONTROLLER_KILL: _on_controller,
+        CONTROLLER_POWER_LOSS: _on_controller,
         CONTROLLER_START: _on_controller,
     }
     if kind.name in own:

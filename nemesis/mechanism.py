@@ -41,7 +41,7 @@ from nemesis.broker_acts import NODE_ACTS, VALUE_ACTS, BrokerActs
 from nemesis.churn_plan import ChurnPlan
 from nemesis.client_crash import check_workload_faults, crash_ability, group_crash_ability
 from nemesis.consumer_churn import check_churn, run_churn
-from nemesis.controller_kinds import CONTROLLER_KILL, CONTROLLER_START, acted_on
+from nemesis.controller_kinds import CONTROLLER_START, acted_on
 from nemesis.fault_declaration import CONSUMER_GROUP, CONTROLLER_NODE, CONTROLLER_PROCESS, FaultKind
 from nemesis.fault_kinds import (
     CONSUMER_CHURN,
@@ -149,7 +149,10 @@ class Nemesis:
         self._remote_timeout = config.remote_timeout
         metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
         self._acts = BrokerActs(cluster, metadata, config.remote_timeout, config.settle_timeout)
-        tracked = (*names_drawn_as("node-target"), CONTROLLER_KILL)  # what a heal must undo, node by node
+        tracked = (
+            *names_drawn_as("node-target"),
+            *names_drawn_as("controller"),
+        )  # what a heal must undo, node by node
         self._affected: dict[str, set[str]] = {f: set() for f in tracked if f in HEALS}
 
     # ----------------------------------------------------------------- schedule

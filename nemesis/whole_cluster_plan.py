@@ -29,8 +29,10 @@ Where the controller node runs a controller process the nemesis may kill (the bu
 cluster comes back from metadata read off the controller's disk, with no broker alive to tell it
 otherwise, and its start is drawn before or after the brokers' (brokers that come back to no
 controller serve on with what they last learnt; a controller that comes back to no brokers must
-not elect from stale liveness).  Its metadata is not on the lazy filesystem: inside a power-off it
-is killed, not powered off (:mod:`nemesis.controller_kinds`).
+not elect from stale liveness).  Inside a power-off it is powered off too (``controller-power-loss``:
+its metadata directory is on the lazy filesystem, so a version it published before fsyncing file
+and directory is gone -- mutant ``20-controller-skips-the-directory-fsync``); inside a kill it is
+killed (:mod:`nemesis.controller_kinds`).
 
 Without the lazy filesystem every draw is a kill.  Planned like the other packages
 (:mod:`nemesis.packages`, which registers it).
@@ -83,14 +85,15 @@ def _outage(
     rng: random.Random, brokers: list[str], down: str, heal_disks: bool, controller: bool
 ) -> list[Step]:
     """Every broker down by ``down`` (kill or power-loss) -- and, with ``controller``, the controller
-    killed after them --, a pause, (new disks,) every broker started, the controller before or after
-    them (drawn), then a wait for every broker."""
+    after them, the same way --, a pause, (new disks,) every broker started, the controller before
+    or after them (drawn), then a wait for every broker."""
     starts: list[Step] = [{"fault": "start", "nodes": brokers}]
     if controller:
         starts.insert(rng.randrange(2), {"fault": "controller-start"})
+    controller_down = "controller-power-loss" if down == "power-loss" else "controller-kill"
     return [
         {"fault": down, "nodes": brokers},
-        *([{"fault": "controller-kill"}] if controller else []),
+        *([{"fault": controller_down}] if controller else []),
         sleep_step(rng, 0.5, 3.0, "the whole cluster is down"),
         *([{"fault": "disk-heal", "nodes": brokers}] if heal_disks else []),  # new disks: the rules cleared
         *starts,

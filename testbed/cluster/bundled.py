@@ -52,6 +52,8 @@ DATA_DIR = "/var/lib/tidemark/data"
 BACKING_DIR = "/var/lib/tidemark/backing"
 """With the lazy filesystem, DATA_DIR is its mount and this is where durable bytes live."""
 METADATA_DIR = "/var/lib/tidemark/metadata"
+METADATA_BACKING_DIR = "/var/lib/tidemark/metadata-backing"
+"""With the lazy filesystem, METADATA_DIR (the controller's) is its mount and this holds its durable bytes."""
 LOG_DIR = "/var/log/tidemark"
 """Process logs and event logs; :meth:`BundledCluster.collect_logs` fetches all of it."""
 KAFKA_PORT = 9092
@@ -144,11 +146,12 @@ def split_settings(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     return controller, brokers
 
 
-def data_dir_mount(remote: Remote, data_dir: str = DATA_DIR) -> LazyMount:
+def data_dir_mount(remote: Remote, data_dir: str = DATA_DIR, backing: str = BACKING_DIR) -> LazyMount:
     """The lazy filesystem over a broker node's data directory; the durable bytes live in
-    BACKING_DIR.  Every target whose broker keeps its files on its node mounts it this way."""
+    ``backing``.  Every target whose broker keeps its files on its node mounts it this way (one
+    mount per node: the controller node's is its metadata directory)."""
     return LazyMount(
-        remote, python=PYTHON, backing=BACKING_DIR, mountpoint=data_dir, log_path=f"{LOG_DIR}/lazyfs.log"
+        remote, python=PYTHON, backing=backing, mountpoint=data_dir, log_path=f"{LOG_DIR}/lazyfs.log"
     )
 
 
@@ -257,6 +260,8 @@ class BundledCluster:
         controller = self._remotes[self.controller]
         if controller.is_alive(CONTROLLER_DAEMON):
             return
+        if self.power_loss_filesystem:
+            self._lazy_mount(self.controller).ensure()
         controller.start_daemon(
             CONTROLLER_DAEMON,
             [PYTHON, "-m", "broker_impl.controller", "--config", f"{CONFIG_DIR}/controller.properties"],
@@ -279,10 +284,15 @@ class BundledCluster:
     # ---- the lazy filesystem (power loss) ------------------------------------------------
 
     def _lazy_mount(self, node: str) -> LazyMount:
+        """The lazy filesystem of ``node``: a broker's data directory, or the controller node's
+        metadata directory (``controller-power-loss``: the controller must fsync what it publishes)."""
+        if node == self.controller and node not in self.brokers:
+            return data_dir_mount(self._remotes[node], METADATA_DIR, backing=METADATA_BACKING_DIR)
         return data_dir_mount(self._remotes[node], self.data_dir)
 
     def drop_unsynced(self, node: str) -> None:
-        """Power loss of ``node``'s data directory (the broker must already be dead)."""
+        """Power loss of ``node``'s data directory -- of its metadata directory on the controller
+        node (the broker, or the controller, must already be dead)."""
         if not self.power_loss_filesystem:
             raise not_mounted(node)
         self._lazy_mount(node).drop()

@@ -10,7 +10,7 @@ the fault/heal pairs, and ``tests/nemesis/test_fault_kinds.py`` fails when the t
 
 **Pairing.**  Each nemesis fault is paired with the heal that undid it: ``kill`` and
 ``power-loss`` end at the ``start`` of the same node, ``pause`` at its ``resume``,
-``metadata-delay`` at its ``metadata-heal``, ``packet-loss`` at its ``packet-loss-heal``, ``slow-link`` at its ``slow-link-heal``, ``clock-skew`` at its ``clock-heal``, ``client-cut`` at its ``client-heal``, ``request-hold``, ``request-delay``, ``request-reorder``, ``request-duplicate`` and ``request-reset`` at the ``request-release`` of the same node, ``disk-error`` and ``slow-disk`` at the ``disk-heal`` of the same node, ``decommission`` at the ``recommission`` of the same node, ``controller-kill`` at the ``controller-start`` of the controller node, ``partition`` at the next ``heal`` (which ends every
+``metadata-delay`` at its ``metadata-heal``, ``packet-loss`` at its ``packet-loss-heal``, ``slow-link`` at its ``slow-link-heal``, ``clock-skew`` at its ``clock-heal``, ``client-cut`` at its ``client-heal``, ``request-hold``, ``request-delay``, ``request-reorder``, ``request-duplicate`` and ``request-reset`` at the ``request-release`` of the same node, ``disk-error`` and ``slow-disk`` at the ``disk-heal`` of the same node, ``decommission`` at the ``recommission`` of the same node, ``controller-kill`` and ``controller-power-loss`` at the ``controller-start`` of the controller node, ``partition`` at the next ``heal`` (which ends every
 partition; one naming nodes ends those touching them).  A window opens at the fault's invoke (it
 may act from then on) and closes at the heal's completion (it acts until then).  A fault whose
 completion is ``fail`` certainly did not happen: no window.  A fault never healed stays open to
@@ -53,6 +53,7 @@ SLOW_DISK: Final = "slow-disk"
 ONE_WAY: Final = "one-way"
 DECOMMISSION: Final = "decommission"
 CONTROLLER_KILL: Final = "controller-kill"
+CONTROLLER_POWER_LOSS: Final = "controller-power-loss"
 ELECT_PREFERRED: Final = "elect-preferred"
 MOMENTARY_KINDS: Final[frozenset[str]] = frozenset({ELECT_PREFERRED})
 """Node faults without a heal (the op does the whole change): each one's window is its op, from
@@ -80,6 +81,7 @@ HEALS: Mapping[str, str] = MappingProxyType(
         ONE_WAY: "one-way-heal",
         DECOMMISSION: "recommission",
         CONTROLLER_KILL: "controller-start",
+        CONTROLLER_POWER_LOSS: "controller-start",
         PARTITION: "heal",
     }
 )

@@ -1,14 +1,17 @@
-"""``controller-kill`` with every broker powered off (Docker): the whole cluster and its controller
-down at once, twice, as the nightly hunt's ``whole-cluster-crash`` draws it -- the brokers started
-first to no controller, then the controller first to no brokers.
+"""``controller-power-loss`` with every broker powered off (Docker): the whole cluster and its
+controller down at once, their unsynced writes dropped, twice, as the nightly hunt's
+``whole-cluster-crash`` draws it -- the brokers started first to no controller, then the controller
+first to no brokers.
 
 A scenario in the node image with ``flush.messages=1`` (so a power loss is safe by Kafka's rules).
 Read off the run directory: the verdict is valid (nothing acknowledged lost, replicas identical),
 the history holds the controller's kills and starts on the controller node, and the controller's
-event log shows three process ``start``s and every election's leader epoch above every epoch it
-had published for the partition before -- at topic creation or by an earlier process --, with
-elections after a restart: its metadata came back from its disk, so no epoch is reused (a reused
-epoch lets a stale leader's fetchers and clients be believed).
+event log shows three process ``start``s, each restart loading the last version the process before
+published, and every election's leader epoch above every epoch it had published for the partition
+before -- at topic creation or by an earlier process --, with elections after a restart: its
+metadata came back from its disk, so no epoch is reused (a reused epoch lets a stale leader's
+fetchers and clients be believed).  Planted: with ``20-controller-skips-the-directory-fsync``
+applied, each restart loads the version before the last (a plain kill could not show it).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ BROKERS = ["n1", "n2", "n3"]
 
 
 def outage(controller_first: bool) -> list[dict[str, Any]]:
-    """Every broker powered off and the controller killed, then all started -- the controller
-    before the brokers or after them -- and every replica back in partition 0's ISR."""
+    """Every broker and the controller powered off, then all started -- the controller before the
+    brokers or after them -- and every replica back in partition 0's ISR."""
     starts: list[dict[str, Any]] = [
         {"fault": "start", "nodes": BROKERS},
         {"sleep": 2.0, "why": "the first to come back finds the others down"},
@@ -38,7 +41,7 @@ def outage(controller_first: bool) -> list[dict[str, Any]]:
     starts.insert(0 if controller_first else len(starts), {"fault": "controller-start"})
     return [
         {"fault": "power-loss", "nodes": BROKERS},
-        {"fault": "controller-kill"},
+        {"fault": "controller-power-loss"},
         {"sleep": 1.0, "why": "the whole cluster is down"},
         *starts,
         *({"wait": "answers", "node": node, "timeout": 30} for node in BROKERS),
@@ -76,8 +79,8 @@ def test_the_cluster_comes_back_from_its_controller_s_disk_with_every_acknowledg
     assert (
         controller_ops
         == [
-            ("controller-kill", "invoke", {"nodes": ["controller"]}),
-            ("controller-kill", "ok", {"nodes": ["controller"]}),
+            ("controller-power-loss", "invoke", {"nodes": ["controller"]}),
+            ("controller-power-loss", "ok", {"nodes": ["controller"]}),
             ("controller-start", "invoke", {"nodes": ["controller"]}),
             ("controller-start", "ok", {"nodes": ["controller"]}),
         ]
@@ -89,9 +92,13 @@ def test_the_cluster_comes_back_from_its_controller_s_disk_with_every_acknowledg
     published: dict[tuple[str, int], int] = {}
     elected_after_a_restart = 0
     restarts = 0
+    last_version = 0
     for event in found:
         if event["kind"] == "start":
             restarts += 1
+            # What the process before published came back from the disk (a rollback is what
+            # mutant 20's missing directory fsync leaves after a power loss).
+            assert event["metadata_version"] >= last_version, f"{event}: v{last_version} was published"
         elif event["kind"] == "topic-created":
             for state in event["partitions"]:
                 published[(event["topic"], state["partition"])] = state["epoch"]
@@ -104,4 +111,5 @@ def test_the_cluster_comes_back_from_its_controller_s_disk_with_every_acknowledg
             )
             published[key] = event["new_epoch"]
             elected_after_a_restart += restarts > 1  # the first process: restarts == 1
+        last_version = max(last_version, event.get("metadata_version", 0))
     assert elected_after_a_restart, "the restarted controller elected no leader: the check checked nothing"
