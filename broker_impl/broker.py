@@ -6,7 +6,7 @@ Start-up: open (recover) every partition directory under ``log.dirs``, load HWs 
 HW checkpoint, take the clean-shutdown marker (below), register with the controller under
 a fresh incarnation id, then follow the controller's metadata: become leader or follower
 of each assigned partition whenever its leader epoch moves.  Background duties, each as
-in Kafka: heartbeats, ISR shrink/expand proposals to the controller, the HW checkpoint
+in Kafka: heartbeats, ISR shrink/expand proposals to the controller (:mod:`broker_impl.isr_proposals`), the HW checkpoint
 every ``replica.high.watermark.checkpoint.interval.ms``, and ``flush.ms`` flushes.
 
 SIGTERM is a controlled shutdown (:mod:`broker_impl.controlled_shutdown`: the controller moves this
@@ -49,6 +49,7 @@ from .group_coordinator import GroupCoordinator
 from .group_handlers import GroupHandlers
 from .group_records import OFFSETS_TOPIC
 from .handlers import Handlers
+from .isr_proposals import IsrProposals
 from .listener import Connections
 from .log import FlushPolicy
 from .log_dir_failure import install as install_log_dir_failure
@@ -67,7 +68,6 @@ logger = logging.getLogger("broker_impl.broker")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 """The clean-shutdown marker in ``log.dirs``: present only between a clean shutdown and
 the next start-up (Kafka's name)."""
-MAINTENANCE_SECONDS = 0.05
 RECORDED_SETTINGS = (
     "truncation.mode",
     "leader.epoch.lookup",
@@ -102,7 +102,13 @@ class Broker:
         self.controller = RpcClient(controller_host, controller_port, timeout=5.0)
         self.connections = Connections()  # the open client connections, closed at shutdown
         self._producer_ids: list[int] = []
-        self._isr_checks_due: set[tuple[str, int]] = set()
+        self.isr_proposals = IsrProposals(
+            self.node_id,
+            self.partitions,
+            lambda: self.controller,
+            self.heartbeat_once,
+            settings["replica.lag.time.max.ms"] / 1000,
+        )
         self.coordinator = GroupCoordinator(self)
         self.txn_coordinator = TransactionCoordinator(self, self.node_id)
         self.events = open_event_log(settings, str(self.log_dir), BROKER_EVENTS_FILE, self.node_id)
@@ -243,8 +249,7 @@ class Broker:
             task.cancel()
 
     def note_follower_fetch(self, partition: Partition) -> None:
-        if partition.isr_expansion_candidates():
-            self._isr_checks_due.add((partition.topic, partition.index))
+        self.isr_proposals.fetched(partition)
 
     # ---- controller link ----------------------------------------------------------------
 
@@ -341,58 +346,6 @@ class Broker:
 
     # ---- background duties ----------------------------------------------------------------
 
-    async def maintain_isr_forever(self) -> None:
-        lag = self.settings["replica.lag.time.max.ms"] / 1000
-        while True:
-            await asyncio.sleep(MAINTENANCE_SECONDS)
-            due, self._isr_checks_due = self._isr_checks_due, set()
-            for key, partition in list(self.partitions.items()):
-                if partition.role != "leader":
-                    continue
-                shrink = partition.isr_shrink_candidates(lag)
-                # Expansion follows a follower's fetch (as Kafka's does), never a timer alone.
-                grow = partition.isr_expansion_candidates(fetched_within=lag) if key in due else []
-                if shrink or grow:
-                    new_isr = sorted((set(partition.isr) - set(shrink)) | set(grow))
-                    await self._propose_isr(partition, new_isr, shrink, grow)
-
-    async def _propose_isr(
-        self, partition: Partition, new_isr: list[int], shrink: list[int], grow: list[int]
-    ) -> None:
-        """AlterPartition to ``new_isr`` (``shrink`` lagging, ``grow`` caught up).  The HW is
-        computed over the larger ISR until the controller answers (KIP-497)."""
-        logger.info("%s: proposing ISR %s (was %s)", partition.name, new_isr, partition.isr)
-        partition.propose_isr(new_isr, shrink, grow)
-        try:
-            reply = await self.controller.call(
-                "alter_partition",
-                {
-                    "topic": partition.topic,
-                    "partition": partition.index,
-                    "leader": self.node_id,
-                    "leader_epoch": partition.leader_epoch,
-                    "partition_epoch": partition.partition_epoch,
-                    "isr": new_isr,
-                },
-            )
-        except (ConnectionError, RpcError) as error:
-            logger.info("%s: ISR change failed: %s", partition.name, error)
-            partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
-            await asyncio.sleep(0.5)  # keep pending_isr meanwhile: HW uses the larger ISR
-            await self.heartbeat_once()  # an applied change that elected another leader shows here
-            partition.drop_isr_proposal()
-            return
-        state = reply["state"]
-        if "error" in reply:
-            partition.record_isr_proposal_failed(new_isr, str(reply["error"]))
-        if (state["leader"], state["leader_epoch"]) == (self.node_id, partition.leader_epoch):
-            # The controller's ISR before pending_isr goes: the isr-change event knows if it was ours.
-            partition.update_isr(state["partition_epoch"], state["isr"])
-            partition.drop_isr_proposal()
-        # Else another leader was elected -- by this change, if it completed a reassignment (Kafka's
-        # NEW_LEADER_ELECTED): the HW stays over the larger ISR, the new leader's, until we follow.
-        await self.heartbeat_once()
-
     async def checkpoint_high_watermarks_forever(self) -> None:
         interval = self.settings["replica.high.watermark.checkpoint.interval.ms"] / 1000
         while True:
@@ -470,7 +423,7 @@ async def run(settings: dict[str, Any]) -> None:
         asyncio.create_task(coroutine)
         for coroutine in (
             broker.heartbeat_forever(),
-            broker.maintain_isr_forever(),
+            broker.isr_proposals.maintain_forever(),
             broker.checkpoint_high_watermarks_forever(),
             broker.flush_forever(),
             broker.coordinator.tick_forever(),

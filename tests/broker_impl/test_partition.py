@@ -5,17 +5,20 @@ larger of the committed and the proposed ISR.  A shrink nobody has accepted must
 the HW, nor acknowledge the acks=all writes that wait for the followers it would drop -- those
 followers may still be the ones elected.  Only the commit may (``update_isr``), and then at once.
 Nor may an answer that elected another leader, or none at all, end the proposal before the metadata
-says this replica follows (the broker's ``_propose_isr``, driven with controller stand-ins).
+says this replica follows; an unanswered one is sent again until it is answered
+(:mod:`broker_impl.isr_proposals`, driven with controller stand-ins).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 from broker_impl.broker import Broker
 from broker_impl.events import EventLog
+from broker_impl.isr_proposals import RETRY_SECONDS
 from broker_impl.log import FlushPolicy
 from broker_impl.partition import Partition
 from broker_impl.records import iterate_batches
@@ -86,10 +89,10 @@ def test_a_refused_proposal_leaves_the_hw_to_the_committed_isr(tmp_path: Path) -
     asyncio.run(scenario())
 
 
-async def expanding_leader(tmp_path: Path, controller: Any) -> Partition:
+async def expanding_broker(tmp_path: Path, controller: Any) -> tuple[Broker, Partition]:
     """Broker 1 leading t-0 in epoch 7 (replicas [1, 2, 3, 4], ISR [1, 3, 4]) with 3 records every
     follower has -- 2, the reassignment's newcomer, caught up -- once it proposed to add 2 to the
-    ISR through ``controller``."""
+    ISR through ``controller``: the broker and its leader replica."""
     broker = Broker(broker_settings(tmp_path / "data"))
     broker.controller = controller
     leader = broker.partitions[("t", 0)] = broker._new_partition(("t", 0), 0)
@@ -97,8 +100,13 @@ async def expanding_leader(tmp_path: Path, controller: Any) -> Partition:
     append(leader, 3)
     for follower in (2, 3, 4):
         leader.record_follower_fetch(follower, 3)
-    await broker._propose_isr(leader, [1, 2, 3, 4], [], [2])
-    return leader
+    await broker.isr_proposals.propose(leader, [1, 2, 3, 4], [], [2])
+    return broker, leader
+
+
+async def expanding_leader(tmp_path: Path, controller: Any) -> Partition:
+    """The leader replica of :func:`expanding_broker`."""
+    return (await expanding_broker(tmp_path, controller))[1]
 
 
 class ReassigningController:
@@ -156,5 +164,56 @@ def test_an_unanswered_proposal_is_dropped_only_after_the_metadata_was_asked_for
         leader = await expanding_leader(tmp_path, UnansweringController())
         assert (leader.role, leader.leader, leader.leader_epoch) == ("follower", 2, 8)
         assert leader.high_watermark == 3
+
+    asyncio.run(scenario())
+
+
+class UnreachableController:
+    """Stands in for the controller link: unreachable (every call fails to connect) for its first
+    ``unanswered`` AlterPartitions and the heartbeats among them, then it answers the next one
+    as applied -- ISR [1, 2, 3, 4] in partition epoch 11 -- and heartbeats bring no metadata."""
+
+    def __init__(self, unanswered: int) -> None:
+        self.unanswered = unanswered
+        self.proposals: list[list[int]] = []
+
+    async def call(self, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        if method == "alter_partition":
+            self.proposals.append(params["isr"])
+        if len(self.proposals) <= self.unanswered:
+            raise ConnectionError("the controller is unreachable")
+        if method != "alter_partition":
+            return {"version": 0}
+        state = {"leader": 1, "leader_epoch": 7, "partition_epoch": 11, "isr": params["isr"]}
+        return {"state": {**state, "replicas": [1, 2, 3, 4]}}
+
+
+def test_an_unanswered_proposal_stays_in_force_and_is_sent_again_until_answered(tmp_path: Path) -> None:
+    """Kafka's AlterPartitionManager retries an unanswered AlterPartition: the controller may have
+    applied it, and the replica it added may be elected.  Until 2026-12-02 the bundled leader dropped
+    it after half a second and a failed heartbeat, and computed the HW over [1, 3, 4] again --
+    acknowledging writes 2 lacked, which 2, in the controller's ISR, could lead without."""
+
+    async def scenario() -> None:
+        controller = UnreachableController(unanswered=2)
+        broker, leader = await expanding_broker(tmp_path, controller)
+        proposals = broker.isr_proposals
+        append(leader, 2)  # offsets 3 and 4, which 3 and 4 fetch and 2 does not
+        leader.record_follower_fetch(3, 5)
+        leader.record_follower_fetch(4, 5)
+        start = time.monotonic()
+        await proposals.maintain_once(start)
+        assert controller.proposals == [[1, 2, 3, 4]], "sent again before its back-off"
+        for attempt in (1, 2):
+            assert leader.pending_isr == [1, 2, 3, 4], (
+                f"the unanswered proposal was dropped (attempt {attempt})"
+            )
+            assert leader.high_watermark == 3, "acknowledged past what 2, maybe in the controller's ISR, has"
+            await proposals.maintain_once(start + attempt * (RETRY_SECONDS + 0.1))
+        assert controller.proposals == [[1, 2, 3, 4]] * 3, "the same proposal, sent again as it stands"
+        assert leader.pending_isr is None and (leader.isr, leader.partition_epoch) == ([1, 2, 3, 4], 11)
+        assert leader.high_watermark == 3
+        leader.record_follower_fetch(2, 5)
+        assert leader.high_watermark == 5
 
     asyncio.run(scenario())
