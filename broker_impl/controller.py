@@ -435,6 +435,11 @@ class Controller:
     async def allocate_producer_ids(self, params: dict[str, Any]) -> dict[str, Any]:
         first = int(self.metadata["next_producer_id"])
         self.metadata["next_producer_id"] = first + PRODUCER_ID_BLOCK
+        # Recorded so that a restart that lost this version shows (metadata-rollback): its block
+        # would be handed out again, two producers sharing an id and their sequence numbers.
+        self.events.queue(
+            "producer-ids-allocated", broker=params.get("node_id"), first=first, count=PRODUCER_ID_BLOCK
+        )
         self._commit(
             f"producer ids {first}..{first + PRODUCER_ID_BLOCK - 1} to broker {params.get('node_id')}",
             "producer-ids",

@@ -13,8 +13,9 @@ at each commit, compares it with what is being committed:
 So the events describe published states only: an intermediate state inside one commit (a
 deposed leader re-elected in the same handler) is never seen by a broker and is not recorded,
 and ``how`` is judged from what was published, the view a checker can verify from the previous
-events.  Broker lifecycle events (``broker-registered``, ``broker-fenced``, ``broker-unfenced``)
-and ``topic-created`` are queued where they happen and written with the same commit.  Every
+events.  Broker lifecycle events (``broker-registered``, ``broker-fenced``, ``broker-unfenced``),
+``topic-created`` and ``producer-ids-allocated`` are queued where they happen and written with the
+same commit -- so that every version carries an event, and a restart that lost one shows.  Every
 event is written *after* the commit's fsync and carries its ``metadata_version``: an event names
 a decision that is durable and about to be published (a crash between the two loses the event,
 never the reverse).

@@ -13,9 +13,10 @@ Fields:
   the un-fsynced writes, restart when it ends), ``metadata-delay`` (the broker drops every packet
   from the controller, so leadership and ISR changes reach it late -- when the fault ends -- while
   the rest of the cluster moves on: KIP-320's zombie replica; needs a controller node),
-  ``partition`` (iptables DROP between nodes, flushed when it ends), ``controller-kill``
-  (:data:`CONTROLLER_FAULT_KINDS`: SIGKILL the controller process, start it when the fault ends;
-  no target, the controller is one); or a fault package
+  ``partition`` (iptables DROP between nodes, flushed when it ends), ``controller-kill`` and
+  ``controller-power-loss`` (:data:`CONTROLLER_FAULT_KINDS`: SIGKILL the controller process -- and
+  drop its unsynced metadata writes --, start it when the fault ends; no target, the controller is
+  one); or a fault package
   (:data:`PACKAGE_KINDS`, planned by :mod:`nemesis.packages`: a choreography of several faults that
   heals itself, drawn like a single fault); or ``consumer-churn`` (:data:`WORKLOAD_FAULT_KINDS`,
   :mod:`nemesis.consumer_churn`: one of the workload's group consumers is replaced; needs

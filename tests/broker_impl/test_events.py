@@ -342,6 +342,23 @@ def test_controller_records_isr_changes_and_elections_after_each_commit(tmp_path
     assert (election["new_elr"], election["partition_epoch"]) == (state["elr"], state["partition_epoch"])
 
 
+def test_every_metadata_version_carries_an_event_producer_id_blocks_too(tmp_path: Path) -> None:
+    """A restart that loaded a lower version than the log recorded is metadata-rollback; a version
+    without an event could be lost unseen -- a producer-id block, handed out twice after it."""
+    cluster = DirectController(tmp_path, {"min.insync.replicas": 2})
+    first = cluster.call("allocate_producer_ids", {"node_id": 2})
+    second = cluster.call("allocate_producer_ids", {"node_id": 1})
+    found = read_events(tmp_path / "controller-events.jsonl")
+    allocated = [event for event in found if event["kind"] == "producer-ids-allocated"]
+    assert [picked(event, "broker first count") for event in allocated] == [
+        (2, first["first"], first["count"]),
+        (1, second["first"], second["count"]),
+    ]
+    assert second["first"] == first["first"] + first["count"], "blocks overlap"
+    versions = {event["metadata_version"] for event in found if event["kind"] != "start"}
+    assert versions == set(range(1, cluster.controller.metadata["version"] + 1)), "a version without an event"
+
+
 # ---- a local cluster: kill a leader -------------------------------------------------------------
 
 TOPIC = "evidence"
