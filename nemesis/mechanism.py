@@ -149,10 +149,8 @@ class Nemesis:
         self._remote_timeout = config.remote_timeout
         metadata = MetadataDelay(self.layout, cluster.ip, self._exec)
         self._acts = BrokerActs(cluster, metadata, config.remote_timeout, config.settle_timeout)
-        tracked = (
-            *names_drawn_as("node-target"),
-            *names_drawn_as("controller"),
-        )  # what a heal must undo, node by node
+        # What a heal must undo, node by node: the brokers' faults and the controller's.
+        tracked = (*names_drawn_as("node-target"), *names_drawn_as("controller"))
         self._affected: dict[str, set[str]] = {f: set() for f in tracked if f in HEALS}
 
     # ----------------------------------------------------------------- schedule

@@ -157,10 +157,12 @@ class LogFiles(Protocol):
 
 @runtime_checkable
 class PowerLoss(Protocol):
-    """Ability: broker data directories are on the lazy filesystem."""
+    """Ability: broker data directories are on the lazy filesystem -- and, on a cluster whose
+    controller node runs a :class:`ControllerProcess`, the controller's metadata directory too."""
 
     def drop_unsynced(self, node: str) -> None:
-        """Discard every write to ``node``'s data directory that was not fsynced (broker is dead)."""
+        """Discard every write to ``node``'s data directory (the controller node's: its metadata
+        directory) that was not fsynced; the process writing there must be dead."""
         ...
 
 
