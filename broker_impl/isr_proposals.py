@@ -15,6 +15,8 @@ this module keeps in one place for the bundled broker:
   its epoch (a refusal carries the current state too).  An answer that names another leader --
   the change completed a reassignment and elected one (Kafka's ``NEW_LEADER_ELECTED``) -- leaves
   the proposal in force until the metadata says this replica follows.
+* **A refusal without a state** (an unknown partition, an ISR outside the replicas: the request
+  itself was wrong) drops the proposal; the next look proposes again from the metadata.
 * **No answer** (the connection failed, the controller died): the controller may have applied
   the change.  The proposal stays in force and is sent again every :data:`RETRY_SECONDS` until an
   answer or the metadata settles it, as Kafka's ``AlterPartitionManager`` retries -- dropping it
@@ -131,11 +133,18 @@ class IsrProposals:
                     "isr": new_isr,
                 },
             )
-        except (ConnectionError, RpcError) as error:
+        except ConnectionError as error:
             logger.info("%s: ISR change unanswered, kept and sent again: %s", partition.name, error)
             partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
             self._unanswered[key] = (list(new_isr), time.monotonic() + RETRY_SECONDS)
             await self.heartbeat()  # an applied change that moved the partition shows here
+            return
+        except RpcError as error:  # an answer: the controller refused the request as malformed
+            logger.info("%s: ISR change refused: %s", partition.name, error)
+            partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
+            self._unanswered.pop(key, None)
+            partition.drop_isr_proposal()
+            await self.heartbeat()
             return
         self._unanswered.pop(key, None)
         state = reply["state"]

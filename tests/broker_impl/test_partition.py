@@ -22,6 +22,7 @@ from broker_impl.isr_proposals import RETRY_SECONDS
 from broker_impl.log import FlushPolicy
 from broker_impl.partition import Partition
 from broker_impl.records import iterate_batches
+from broker_impl.rpc import RpcError
 from broker_impl.rules import ReplicationRules
 
 from .batch_builder import make_batch
@@ -215,5 +216,33 @@ def test_an_unanswered_proposal_stays_in_force_and_is_sent_again_until_answered(
         assert leader.high_watermark == 3
         leader.record_follower_fetch(2, 5)
         assert leader.high_watermark == 5
+
+    asyncio.run(scenario())
+
+
+class RefusingController:
+    """Stands in for the controller link: it answers every AlterPartition with an error and no state
+    (the request was malformed: an ISR outside the replicas its metadata holds)."""
+
+    def __init__(self) -> None:
+        self.proposals = 0
+
+    async def call(self, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        if method != "alter_partition":
+            return {"version": 0}
+        self.proposals += 1
+        raise RpcError(f"invalid ISR {params['isr']}")
+
+
+def test_a_refused_proposal_is_dropped_not_sent_again(tmp_path: Path) -> None:
+    """A refusal is an answer: nothing was applied, so the HW goes back to the committed ISR and
+    the proposal is not resent as one the controller may have taken."""
+
+    async def scenario() -> None:
+        controller = RefusingController()
+        broker, leader = await expanding_broker(tmp_path, controller)
+        assert leader.pending_isr is None and leader.isr == [1, 3, 4]
+        await broker.isr_proposals.maintain_once(time.monotonic() + 10 * RETRY_SECONDS)
+        assert controller.proposals == 1, "a refused proposal was sent again"
 
     asyncio.run(scenario())
