@@ -73,8 +73,9 @@ class IsrProposals:
         self.heartbeat = heartbeat
         self.lag_seconds = lag_seconds
         self._expansion_due: set[Key] = set()
-        self._unanswered: dict[Key, tuple[list[int], float]] = {}
-        """Proposals sent without an answer: the proposed ISR, and when to send it again."""
+        self._resend_at: dict[Key, float] = {}
+        """When to send again the pending proposal of each partition whose last one went unanswered
+        (an entry lives only while that proposal is pending: any other outcome removes it)."""
 
     def fetched(self, partition: Partition) -> None:
         """A follower fetched from ``partition``'s leader: an expansion may be due."""
@@ -91,14 +92,13 @@ class IsrProposals:
         due, self._expansion_due = self._expansion_due, set()
         for key, partition in list(self.partitions.items()):
             if partition.role != "leader":
-                self._unanswered.pop(key, None)
+                self._resend_at.pop(key, None)
                 continue
             if partition.pending_isr is not None:
-                unanswered = self._unanswered.get(key)
-                if unanswered is not None and unanswered[0] == partition.pending_isr and now >= unanswered[1]:
+                if now >= self._resend_at.get(key, float("inf")):
                     await self.resend(partition)
                 continue
-            self._unanswered.pop(key, None)  # settled by the metadata
+            self._resend_at.pop(key, None)  # settled by the metadata
             shrink = partition.isr_shrink_candidates(self.lag_seconds)
             grow = partition.isr_expansion_candidates(fetched_within=self.lag_seconds) if key in due else []
             if shrink or grow:
@@ -136,17 +136,17 @@ class IsrProposals:
         except ConnectionError as error:
             logger.info("%s: ISR change unanswered, kept and sent again: %s", partition.name, error)
             partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
-            self._unanswered[key] = (list(new_isr), time.monotonic() + RETRY_SECONDS)
+            self._resend_at[key] = time.monotonic() + RETRY_SECONDS
             await self.heartbeat()  # an applied change that moved the partition shows here
             return
         except RpcError as error:  # an answer: the controller refused the request as malformed
             logger.info("%s: ISR change refused: %s", partition.name, error)
             partition.record_isr_proposal_failed(new_isr, f"{type(error).__name__}: {error}")
-            self._unanswered.pop(key, None)
+            self._resend_at.pop(key, None)
             partition.drop_isr_proposal()
             await self.heartbeat()
             return
-        self._unanswered.pop(key, None)
+        self._resend_at.pop(key, None)
         state = reply["state"]
         if "error" in reply:
             partition.record_isr_proposal_failed(new_isr, str(reply["error"]))

@@ -145,8 +145,9 @@ class BrokerActs:
             delay = min(delay * 2, 0.2)
         return True
 
-    def power_loss(self, node: str) -> None:
-        """Kill the broker, then drop every write its data directory had not fsynced.
+    def power_loss(self, node: str, daemon: str = BROKER_DAEMON) -> None:
+        """Kill the broker (or ``daemon``: the controller on its node), then drop every write its
+        data directory (the controller's: its metadata directory) had not fsynced.
 
         A broker that is not running (it halted on a disk error, it crashed, an earlier fault
         killed it) still loses the machine's page cache: its writes that never reached the disk
@@ -154,7 +155,7 @@ class BrokerActs:
         exactly what a disk-error fault leaves behind -- immune to power loss.
         """
         with contextlib.suppress(Refused):  # not running: nothing to kill, the cache is still there to lose
-            self.kill(node)  # the process must be gone before the cache is: no write may land after
+            self.kill(node, daemon)  # the process must be gone before the cache is: no write may land after
         cluster = self.cluster
         if not isinstance(cluster, PowerLoss):  # Nemesis refuses the fault first; the kill did happen
             raise RuntimeError("this cluster's data directories are not on the lazy filesystem")
@@ -165,14 +166,8 @@ class BrokerActs:
         self.kill(node, CONTROLLER_DAEMON)
 
     def power_off_controller(self, node: str) -> None:
-        """Kill the controller process on the controller node ``node`` (if it runs), then drop every
-        write to its metadata directory it had not fsynced -- as :meth:`power_loss` does a broker's."""
-        with contextlib.suppress(Refused):  # not running: the machine's cache is still there to lose
-            self.kill(node, CONTROLLER_DAEMON)
-        cluster = self.cluster
-        if not isinstance(cluster, PowerLoss):  # Nemesis refuses the fault first; the kill did happen
-            raise RuntimeError("this cluster's controller metadata is not on the lazy filesystem")
-        cluster.drop_unsynced(node)
+        """:meth:`power_loss` of the controller process on the controller node ``node``."""
+        self.power_loss(node, CONTROLLER_DAEMON)
 
     def start_controller(self, node: str) -> None:
         """Start the controller process where it is not running (``node`` is the controller node)."""
