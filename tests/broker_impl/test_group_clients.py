@@ -188,12 +188,10 @@ class AssignmentLog(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-p
         with self._lock:
             self._assigned.append(frozenset(tp.partition for tp in assigned))
 
-    def held_in_turn(self, *assignments: frozenset[int], since: int = 0) -> bool:
-        """Whether the member was assigned each of ``assignments`` exactly, in this order, in
-        assignments it applied after its first ``since``."""
+    def held(self, assignment: frozenset[int], since: int = 0) -> bool:
+        """Whether the member was assigned exactly ``assignment`` after its first ``since`` assignments."""
         with self._lock:
-            later = iter(self._assigned[since:])
-            return all(wanted in later for wanted in assignments)
+            return assignment in self._assigned[since:]
 
     def count(self) -> int:
         """How many assignments the member has applied so far."""
@@ -233,10 +231,10 @@ class PollingMember:
         with self._lock:
             return self.assignment, list(self.read)
 
-    def has_held(self, *assignments: frozenset[int], since: int = 0) -> bool:
-        """Whether the member was assigned exactly each of ``assignments`` in turn, however
-        briefly, after the first ``since`` assignments it applied (:meth:`assignments_applied`)."""
-        return self._log.held_in_turn(*assignments, since=since)
+    def has_held(self, assignment: frozenset[int], since: int = 0) -> bool:
+        """Whether the member was assigned exactly ``assignment``, however briefly, after the first
+        ``since`` assignments it applied (:meth:`assignments_applied`)."""
+        return self._log.held(assignment, since)
 
     def assignments_applied(self) -> int:
         return self._log.count()
