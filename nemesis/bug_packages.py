@@ -32,9 +32,9 @@ from nemesis.spec import (
 
 
 def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> list[Step]:
-    """KAFKA-7128's choreography; which of its waits hold depends on the broker, so the catch-up
-    before the double failure is sometimes awaited (the joiner is in the ISR) and sometimes only
-    given time (the failure lands mid catch-up)."""
+    """KAFKA-7128's choreography.  Its last two waits -- the joiner in the ISR, then elected --
+    are the broker's decisions under test, so neither is required: a timeout is recorded as the
+    package's ``unmet`` and the choreography goes on to its heal."""
     need_three_replicas(STALE_LEADER_LAGGING_JOINER, context)
     p = partition_of(rng, context)
     steps: list[Step] = [
@@ -55,9 +55,8 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         {"wait": "leader-is", "node": "B", "timeout": 20},
     ]
     # Half the draws slow B's links before C starts, as the scripted scenario does: C's catch-up
-    # then takes seconds, not a third of one, and the double failure lands inside it whether the
-    # join is awaited or not (unthrottled, an idle machine's C beat the scenario's kill about one
-    # run in two, 2026-11-29).
+    # then takes seconds, not a third of one, and the double failure lands inside it (unthrottled,
+    # an idle machine's C beat the scenario's kill about one run in two, 2026-11-29).
     slowed = rng.random() < 0.5
     if slowed:
         steps.append({"fault": "slow-link", "node": "B", "rate_kbit": rng.choice((64, 128, 256))})
@@ -65,11 +64,14 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
     # The double failure must land while C is still behind: measured in the hunt's event logs, a
     # C given 0.5-2 s after its start had caught up completely (its LEO the old leader's) when it
     # was elected, so nothing was lost, while the scripted scenario's C, killed at once after
-    # joining, led with 273 of 923 records.
-    if rng.random() < 0.5:
-        steps.append({"wait": "in-isr", "node": "C", "timeout": 40})
-    else:
-        steps.append(sleep_step(rng, 0.0, 0.3, "the double failure lands while the joiner catches up"))
+    # joining, led with 273 of 923 records.  So A and B die as soon as C is in the ISR -- and
+    # only then: the draws that gave C 0-0.3 s instead killed A and B before C had restarted,
+    # C was never eligible, and none of them found anything (5 of 5 elections refused, while
+    # all 5 awaited joins were elected and 4 lost writes; 2026-12-02, the package alone in
+    # ``bench/hunt.py --only kafka7128-isr-join``).  Not required: when C joins is the rule under
+    # test (with the fix only once it reached B's epoch start), and a system whose joiner never
+    # joins in time is answered by the double failure all the same.
+    steps.append({"wait": "in-isr", "node": "C", "timeout": 40, "required": False})
     steps += [
         {"fault": "kill", "nodes": ["A", "B"]},
         # Awaited, not slept: the controller elects C only once it has seen A and B go (their
