@@ -7,8 +7,8 @@ catalogue, and the same nemesis with every switch safe as the baseline.
 The catalogue is the scenario library: every scenario that names a ``switch`` (the setting
 that turns its bug on) gives one *mode*.  Per mode it runs ``--hunts`` hunts
 (:func:`harness.run.hunt.hunt`, each run fresh-seeded, the default mix
-:data:`nemesis.spec.HUNT_MIX` -- plus :data:`nemesis.spec.POWER_LOSS_MIX` where the scenario's
-bug involves power loss -- no scripted steps; a power-loss mode's node faults never strike a majority at once,
+:data:`nemesis.spec.HUNT_MIX` drawn with :data:`nemesis.spec.HUNT_WEIGHTS` -- plus
+:data:`nemesis.spec.POWER_LOSS_MIX` where the scenario's bug involves power loss -- no scripted steps; a power-loss mode's node faults never strike a majority at once,
 :data:`MINORITY_TARGETS`) under the scenario's own set-up -- its
 cluster size, workload and settings (the era the bug lived in: e.g. no ELR for KIP-101) -- with
 the switch on.  A hunt stops at the first run that reports the scenario's anomaly (its buggy
@@ -28,7 +28,7 @@ from permitted loss only by the buggy hunts finding it far more often than the s
 (issue 16): median time to first anomaly <= 10 min over >= 3 hunts per mode, 0 unexpected
 anomalies in the baseline.
 
-``--mix`` hunts with a candidate mix instead of :data:`nemesis.spec.HUNT_MIX` (names as
+``--mix`` hunts with a candidate mix instead of :data:`nemesis.spec.HUNT_MIX` and its weights (names as
 ``--nemesis`` takes them, ``name*N`` a draw weight), so that a new default is chosen by measuring
 it against today's figures before it replaces the constant; a power-loss mode still adds
 :data:`nemesis.spec.POWER_LOSS_MIX`, and every mode drops the packages its cluster cannot take.  Every run directory stays under ``--store`` (default a directory
@@ -54,12 +54,15 @@ from harness.run.spec import TestSpec
 from nemesis.scenario import Scenario, library, load_scenario
 from nemesis.spec import (
     HUNT_MIX,
+    HUNT_WEIGHTS,
     NEMESIS_CHOICES,
     POWER_LOSS,
     POWER_LOSS_MIX,
     NemesisSpec,
     NemesisSpecError,
     parse_weighted_list,
+    weights_within,
+    written_mix,
 )
 from workloads.queue import QueueSpec
 
@@ -140,7 +143,7 @@ def spec_for(
     time_limit: float,
     interval: float,
     mix: tuple[str, ...] = HUNT_MIX,
-    weights: Weights = (),
+    weights: Weights = HUNT_WEIGHTS,
 ) -> TestSpec:
     """A mode's hunt: the scenario's set-up with ``settings`` over it, the nemesis drawing ``mix``
     (with ``weights``) as :func:`mix_for` extends it and its cluster lets it."""
@@ -159,7 +162,7 @@ def spec_for(
     )
     # Only the packages that fit the scenario's cluster: KIP-279's topic has two replicas.
     fitting = default_mix(spec, faults)
-    kept = tuple((name, weight) for name, weight in weights if name in fitting)
+    kept = weights_within(weights, fitting)
     return dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=fitting, weights=kept))
 
 
@@ -240,12 +243,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     budget = parse_duration(args.budget)
-    mix, weights = parse_mix(args.mix) if args.mix else (HUNT_MIX, ())
+    mix, weights = parse_mix(args.mix) if args.mix else (HUNT_MIX, HUNT_WEIGHTS)
     store = args.store or Path(tempfile.mkdtemp(prefix="tidemark-bench-hunt-"))
-    weight = dict(weights)
-    written = ",".join(f"{name}*{weight[name]}" if name in weight else name for name in mix)
     print(
-        f"store: {store}; mix: {written} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
+        f"store: {store}; mix: {written_mix(mix, weights)} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
         flush=True,
     )
     scenarios = catalogue()
@@ -278,7 +279,7 @@ def main() -> None:
             {
                 "scenario": scenario.name,
                 "switch": switch,
-                "mix": written,
+                "mix": written_mix(mix, weights),
                 "targets": sorted(targets),
                 "found": len(found),
                 "hunts": len(times),

@@ -102,3 +102,22 @@ def test_a_bad_candidate_mix_is_one_line_naming_the_flag(
     with pytest.raises(SystemExit, match=message) as raised:
         bench_hunt.parse_mix(text)
     assert "\n" not in str(raised.value)
+
+
+def test_without_a_candidate_every_mode_draws_the_default_mix_with_its_weights(
+    bench_hunt: ModuleType,
+) -> None:
+    catalogue = bench_hunt.catalogue()
+    kafka7128 = catalogue["isr.join.offset=high-watermark"]
+    spec = bench_hunt.spec_for(kafka7128, {"isr.join.offset": "high-watermark"}, 30.0, 5.0)
+    assert spec.nemesis.faults == bench_hunt.HUNT_MIX
+    assert dict(spec.nemesis.weights) == {
+        "follower-restart-leader-crash": 2,
+        "leader-crash-storm": 2,
+        "isolate-followers-lose-leader": 2,
+        "stale-leader-lagging-joiner": 2,
+        "zombie-fetch-across-epochs": 2,
+    }
+    kip966 = catalogue["eligible.leader.replicas.enable=false"]
+    spec = bench_hunt.spec_for(kip966, {"eligible.leader.replicas.enable": "false"}, 30.0, 5.0)
+    assert dict(spec.nemesis.weights)["last-replica-standing"] == 2  # where power loss is hunted

@@ -28,10 +28,10 @@ from harness.cli.errors import UsageError
 from harness.run.campaign import DOCKER_TARGETS
 from harness.run.check_server import checking_remote
 from harness.run.exit_codes import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.run.hunt import default_mix, hunt
+from harness.run.hunt import default_nemesis, hunt
 from harness.run.hunt import parse_duration as run_duration
 from harness.targets.base import docker_unreachable
-from nemesis.spec import NemesisSpecError, parse_name_list
+from nemesis.spec import NemesisSpecError, parse_name_list, written_mix
 
 
 def parse_duration(text: str, flag: str) -> float:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.name is None:
         spec = dataclasses.replace(spec, name="hunt")
     if not spec.nemesis.faults:  # no --nemesis: the measured default mix, what of it applies
-        spec = dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis, faults=default_mix(spec)))
+        spec = dataclasses.replace(spec, nemesis=default_nemesis(spec))
     run_cli.check_spec(spec)
     if spec.target_object().name in DOCKER_TARGETS:  # one line now, not three runs that die at start
         reason = docker_unreachable()
@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
     stop_on = parse_anomaly_names(args.stop_on) if args.stop_on else frozenset()
     engine = engine_of(args, remote)
     seeds = random.Random(base_seed) if base_seed is not None else random.SystemRandom()
-    print(f"hunting for {budget / 60:g} min: {', '.join(spec.nemesis.faults)}", file=sys.stderr)
+    print(
+        f"hunting for {budget / 60:g} min: {written_mix(spec.nemesis.faults, spec.nemesis.weights)}",
+        file=sys.stderr,
+    )
     say = functools.partial(print, file=sys.stderr)
     with checking_remote(engine, remote, start=not args.no_spark_server, say=say) as through:
         result = hunt(

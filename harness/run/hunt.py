@@ -40,7 +40,14 @@ from typing import Any, TextIO
 
 from harness.run.spec import TestSpec
 from nemesis.packages import applicable_packages
-from nemesis.spec import HUNT_MIX, PACKAGE_GRACE_SECONDS, TXN_HUNT_MIX
+from nemesis.spec import (
+    HUNT_MIX,
+    HUNT_WEIGHTS,
+    PACKAGE_GRACE_SECONDS,
+    TXN_HUNT_MIX,
+    NemesisSpec,
+    weights_within,
+)
 from testbed.record import store
 from testbed.record.rundir import RunDir
 
@@ -77,6 +84,15 @@ def default_mix(spec: TestSpec, mix: tuple[str, ...] | None = None) -> tuple[str
         mix = TXN_HUNT_MIX if spec.workload.txn else HUNT_MIX
     context = spec.package_context()
     return mix if context is None else applicable_packages(mix, context)
+
+
+def default_nemesis(spec: TestSpec) -> NemesisSpec:
+    """``spec``'s nemesis drawing the default mix (:func:`default_mix`) with its measured draw
+    weights (:data:`nemesis.spec.HUNT_WEIGHTS`, those of the names the cluster kept; none for
+    the transactional mix) -- what a hunt draws when ``--nemesis`` is not given."""
+    faults = default_mix(spec)
+    weights = () if spec.workload.txn else weights_within(HUNT_WEIGHTS, faults)
+    return dataclasses.replace(spec.nemesis, faults=faults, weights=weights)
 
 
 def default_run_timeout(spec: TestSpec) -> float:

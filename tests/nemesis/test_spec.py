@@ -18,6 +18,8 @@ from nemesis.spec import (
     NemesisSpecError,
     parse_name_list,
     parse_weighted_list,
+    weights_within,
+    written_mix,
 )
 
 
@@ -132,6 +134,14 @@ def test_weighted_cli_lists_and_their_round_trip() -> None:
     assert spec.fault_weights() == [1, 4]
     assert NemesisSpec.from_dict(spec.to_dict()) == spec
     assert NemesisSpec.from_dict({"faults": ["kill"]}).weights == (), "a test.json from before weights reads"
+    assert written_mix(names, weights) == "kill,whole-cluster-crash*4"
+    assert parse_weighted_list(written_mix(names, weights), NEMESIS_CHOICES, "--nemesis") == (names, weights)
+
+
+def test_a_mix_cut_to_its_cluster_keeps_the_weights_of_the_names_left() -> None:
+    weights = (("stale-leader-lagging-joiner", 3), ("kill", 2))
+    assert weights_within(weights, ("kill", "partition")) == (("kill", 2),)
+    assert weights_within(weights, ("partition",)) == ()
 
 
 @pytest.mark.parametrize(

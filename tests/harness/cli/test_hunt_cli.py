@@ -11,7 +11,7 @@ import pytest
 from harness.cli import hunt as hunt_cli
 from harness.cli.main import main
 from harness.run.hunt import HuntResult
-from nemesis.spec import HUNT_MIX, TXN_HUNT_MIX
+from nemesis.spec import HUNT_MIX, HUNT_WEIGHTS, TXN_HUNT_MIX
 
 
 @pytest.fixture
@@ -30,6 +30,11 @@ def calls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any
 def test_without_nemesis_a_hunt_draws_the_default_mix(calls: list[dict[str, Any]], tmp_path: Path) -> None:
     main(["hunt", "--budget", "2m", "--store", str(tmp_path)])
     assert calls[0]["spec"].nemesis.faults == HUNT_MIX
+    # drawn with the measured weights of the names it has (last-replica-standing needs power loss)
+    assert calls[0]["spec"].nemesis.weights == tuple(
+        (name, weight) for name, weight in HUNT_WEIGHTS if name != "last-replica-standing"
+    )
+    assert {name: weight for name, weight in HUNT_WEIGHTS}["stale-leader-lagging-joiner"] == 2
     assert calls[0]["budget"] == 120.0 and calls[0]["stop_on"] == frozenset()
 
 
@@ -38,6 +43,7 @@ def test_without_nemesis_a_transactional_hunt_draws_the_transactional_mix(
 ) -> None:
     main(["hunt", "--budget", "2m", "--txn", "--store", str(tmp_path)])
     assert calls[0]["spec"].nemesis.faults == TXN_HUNT_MIX == ("request-hold",)
+    assert calls[0]["spec"].nemesis.weights == ()
 
 
 def test_stop_on_and_an_explicit_mix_are_passed_on(calls: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -58,10 +64,17 @@ def test_the_default_mix_leaves_out_the_packages_a_two_replica_topic_cannot_take
     calls: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     main(["hunt", "--budget", "1m", "--replication-factor", "2", "--store", str(tmp_path)])
-    faults = calls[0]["spec"].nemesis.faults
-    left_out = {"stale-leader-lagging-joiner", "zombie-fetch-across-epochs"}
-    assert left_out <= set(HUNT_MIX) and not left_out & set(faults)
-    assert faults == tuple(name for name in HUNT_MIX if name not in left_out)
+    nemesis = calls[0]["spec"].nemesis
+    left_out = {
+        "stale-leader-lagging-joiner",
+        "zombie-fetch-across-epochs",
+        "lagging-follower-leader-shutdown",
+        "lagging-follower-outlives-the-isr",
+    }
+    assert left_out <= set(HUNT_MIX) and not left_out & set(nemesis.faults)
+    assert nemesis.faults == tuple(name for name in HUNT_MIX if name not in left_out)
+    assert not {name for name, _ in nemesis.weights} & left_out  # the packages went with their weights
+    assert ("leader-crash-storm", 2) in nemesis.weights
 
 
 def test_a_named_package_the_cluster_cannot_take_is_refused_in_one_line_before_any_run(
