@@ -532,3 +532,25 @@ def test_acks_all_times_out_while_a_follower_is_frozen(start_cluster: Callable[.
         20,
         "the timed-out write to be committed",
     )
+
+
+def test_a_stalled_controller_does_not_hold_its_own_stall_against_the_brokers(tmp_path: Path) -> None:
+    """The event loop really blocked past the session timeout (a stalled machine: CI saw every
+    process stop for 3.9 s, 2026-12-02): no broker heartbeated meanwhile, because the controller
+    read nothing, so none is fenced; one that stays silent after the stall still is."""
+    direct = DirectController(tmp_path, {"broker.session.timeout.ms": 1000})
+    controller = direct.controller
+
+    async def stall_then_watch() -> list[bool]:
+        ticking = asyncio.create_task(controller.tick_forever())
+        await asyncio.sleep(0.2)
+        for node in (0, 1, 2):
+            controller.last_heartbeat[node] = time.monotonic()
+        time.sleep(controller.session_timeout + 0.5)  # the stall: nothing runs, not even the tick
+        await asyncio.sleep(0.2)  # the first ticks after it
+        after_stall = [controller.metadata["brokers"][str(node)]["fenced"] for node in (0, 1, 2)]
+        await asyncio.sleep(controller.session_timeout + 0.5)  # silent from now on: fenced
+        ticking.cancel()
+        return [*after_stall, controller.metadata["brokers"]["0"]["fenced"]]
+
+    assert asyncio.run(stall_then_watch()) == [False, False, False, True]
