@@ -245,8 +245,9 @@ def main() -> None:
     budget = parse_duration(args.budget)
     mix, weights = parse_mix(args.mix) if args.mix else (HUNT_MIX, HUNT_WEIGHTS)
     store = args.store or Path(tempfile.mkdtemp(prefix="tidemark-bench-hunt-"))
+    written = written_mix(mix, weights)
     print(
-        f"store: {store}; mix: {written_mix(mix, weights)} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
+        f"store: {store}; mix: {written} (+{','.join(POWER_LOSS_MIX)} for power-loss bugs)",
         flush=True,
     )
     scenarios = catalogue()
@@ -279,7 +280,7 @@ def main() -> None:
             {
                 "scenario": scenario.name,
                 "switch": switch,
-                "mix": written_mix(mix, weights),
+                "mix": written,
                 "targets": sorted(targets),
                 "found": len(found),
                 "hunts": len(times),
