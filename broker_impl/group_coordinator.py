@@ -48,6 +48,7 @@ from .group_records import (
 )
 from .group_state import Group, GroupSettings
 from .leader_append import append_and_wait
+from .stall import StallWatch
 
 if TYPE_CHECKING:
     from .log import IndexedBatch, PartitionLog
@@ -359,10 +360,23 @@ class GroupCoordinator:
                     except Exception:
                         logger.exception("%s: group clock failed", group.group_id)
 
+    def forgive(self, seconds: float) -> None:
+        """This coordinator did not run for ``seconds`` (see :mod:`broker_impl.stall`): move every
+        loaded group's deadlines on by that much, so the members' unread heartbeats are not
+        taken for silence."""
+        for state in self.partitions.values():
+            if state.loaded:
+                for group in state.groups.values():
+                    group.forgive(seconds)
+
     async def tick_forever(self) -> None:
+        watch = StallWatch(TICK_SECONDS, time.monotonic())
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            self.tick(time.monotonic())
+            now = time.monotonic()
+            if stalled := watch.stalled(now):
+                self.forgive(stalled)
+            self.tick(now)
 
     # ---- offsets --------------------------------------------------------------------------------
 

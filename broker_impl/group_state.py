@@ -450,6 +450,17 @@ class Group:
         else:
             self._maybe_complete_join(now)
 
+    def forgive(self, seconds: float) -> None:
+        """Move every deadline on by ``seconds``: the coordinator was stalled for that long and
+        read no request meanwhile, so that time counts against no member (see
+        :mod:`broker_impl.stall`)."""
+        for member in self.members.values():
+            member.session_deadline += seconds
+        self.pending_members = {member_id: at + seconds for member_id, at in self.pending_members.items()}
+        self.join_deadline += seconds
+        if self._initial_join_limit is not None:
+            self._initial_join_limit += seconds
+
     def shut_down(self, error: int) -> None:
         """The coordinator gives the group up (it lost the partition): answer every waiting
         request with ``error``; the group is Dead to whoever still holds it."""

@@ -11,6 +11,7 @@ requests and later ones with NOT_COORDINATOR; a broker that leads nothing says N
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,12 @@ INDEX = 2
 class StandInBroker:
     """What :class:`GroupCoordinator` uses of a broker, and nothing else."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, extra_properties: str = "") -> None:
         self.directory = directory
         self.settings = config.parse_properties(
-            "group.initial.rebalance.delay.ms=0\noffsets.commit.timeout.ms=500\n", "test", config.BROKER_KEYS
+            "group.initial.rebalance.delay.ms=0\noffsets.commit.timeout.ms=500\n" + extra_properties,
+            "test",
+            config.BROKER_KEYS,
         )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.topics: dict[str, Any] = {
@@ -84,13 +87,15 @@ async def loaded(coordinator: GroupCoordinator) -> None:
     raise AssertionError("the load never finished")
 
 
-async def join(coordinator: GroupCoordinator, member_id: str = "") -> JoinOutcome:
+async def join(
+    coordinator: GroupCoordinator, member_id: str = "", session_timeout_ms: int = 10000
+) -> JoinOutcome:
     return await coordinator.join(
         GROUP,
         member_id=member_id,
         client_id="c",
         client_host="/127.0.0.1",
-        session_timeout_ms=10000,
+        session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=30000,
         protocol_type="consumer",
         protocols=[("range", b"subscription")],
@@ -250,3 +255,41 @@ def test_a_marker_written_while_the_partition_loads_completes_the_transaction(tm
         assert coordinator.fetch_offsets(GROUP, [("t", 0)]) == (wire.NONE, {("t", 0): pending})
 
     run(scenario)
+
+
+def test_a_stalled_coordinator_does_not_hold_its_own_stall_against_the_members(tmp_path: Path) -> None:
+    """The event loop really blocked past a member's session (a stalled machine: CI saw every
+    process stop for 3.9 s, 2026-12-02): the member's heartbeats sat unread, so it is not expired
+    at the first tick after the stall; silent from then on, it still is (broker_impl.stall)."""
+
+    async def scenario() -> tuple[bool, bool]:
+        broker = StandInBroker(tmp_path, "group.min.session.timeout.ms=500\n")
+        coordinator = GroupCoordinator(broker)  # type: ignore[arg-type]
+        lead(broker, coordinator, epoch=0)
+        await loaded(coordinator)
+        joined = await join(coordinator, session_timeout_ms=1000)
+        assert joined.error == wire.NONE
+        assignments = {joined.member_id: b"all"}
+        synced = await coordinator.sync(
+            GROUP,
+            member_id=joined.member_id,
+            generation_id=joined.generation_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=assignments,
+        )
+        assert synced.error == wire.NONE
+        ticking = asyncio.create_task(coordinator.tick_forever())
+        await asyncio.sleep(0.2)
+        assert coordinator.heartbeat(GROUP, joined.member_id, joined.generation_id) == wire.NONE
+        time.sleep(1.5)  # the stall: nothing runs, not even the tick
+        await asyncio.sleep(0.2)  # the first ticks after it
+        group = coordinator.describe(GROUP)[1]
+        kept = group is not None and joined.member_id in group.members
+        await asyncio.sleep(1.5)  # silent from now on: expired
+        group = coordinator.describe(GROUP)[1]
+        expired = group is not None and joined.member_id not in group.members
+        ticking.cancel()
+        return kept, expired
+
+    assert asyncio.run(scenario()) == (True, True)
