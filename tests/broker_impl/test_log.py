@@ -486,6 +486,41 @@ def test_flush_ms_fsyncs_once_the_oldest_unflushed_data_is_old_enough(
         log.close()
 
 
+def test_a_follower_fsyncs_a_fetched_record_set_once_as_one_append(
+    tmp_path: Path, log_directory: Path, segment_fsyncs: list[str]
+) -> None:
+    """Kafka checks flush.messages once per append, and a follower's append is a whole fetch: a
+    follower catching up on one-record batches must not fsync once per batch (a recommissioned
+    broker sat 7.5 s in fsyncs and was fenced)."""
+    data, end = leader_bytes(tmp_path)
+    segment_fsyncs.clear()  # the leader's own
+    log = open_log(log_directory, segment_bytes=1 << 30, policy=FlushPolicy(messages=1, milliseconds=NEVER))
+    try:
+        assert log.append_as_follower(data) == 5
+        assert segment_fsyncs == [segment_name(0)]
+        assert log.unflushed_messages == 0 and log.log_end_offset == end  # all of it durable
+    finally:
+        log.close()
+
+
+def test_a_follower_fsyncs_what_it_appended_before_a_bad_batch(
+    tmp_path: Path, log_directory: Path, segment_fsyncs: list[str]
+) -> None:
+    data, _ = leader_bytes(tmp_path)
+    first = records.validate(data)
+    second = records.validate(data[first.size :])
+    gapped = data[: first.size] + data[first.size + second.size :]  # batch 0, then batch 2
+    segment_fsyncs.clear()  # the leader's own
+    log = open_log(log_directory, segment_bytes=1 << 30, policy=FlushPolicy(messages=1, milliseconds=NEVER))
+    try:
+        with pytest.raises(CorruptBatch, match="does not start at log end 2"):
+            log.append_as_follower(gapped)
+        assert log.log_end_offset == 2
+        assert segment_fsyncs == [segment_name(0)] and log.unflushed_messages == 0
+    finally:
+        log.close()
+
+
 def test_rolling_a_segment_fsyncs_the_one_it_closes(log: PartitionLog, segment_fsyncs: list[str]) -> None:
     fill(log, 10)
     rolled = segment_files(log.directory)[:-1]
