@@ -228,8 +228,10 @@ class BrokerActs:
         self.slow_link.inject(node)
 
     def slow_links_at(self, node: str, value: Mapping[str, Any]) -> None:
-        """``slow-link`` at the rate its op names (a scenario step's ``rate_kbit``)."""
-        self.slow_link.inject(node, int(value.get("rate_kbit") or SLOW_LINK_RATE_KBIT))
+        """``slow-link`` at the rate its op names (a scenario step's ``rate_kbit``), towards the
+        peers it names (a step's ``peers``; none: every other node)."""
+        peers = [str(peer) for peer in value.get("peers") or ()]
+        self.slow_link.inject(node, int(value.get("rate_kbit") or SLOW_LINK_RATE_KBIT), peers)
 
     def heal_slow_link(self, node: str) -> None:
         self.slow_link.heal(node)

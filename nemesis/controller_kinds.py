@@ -83,14 +83,19 @@ CONTROLLER_KIND_NAMES: Final[frozenset[str]] = frozenset(kind.name for kind in C
 """The kinds that act on the controller node, not on brokers."""
 
 
-def acted_on(kind: str, nodes: Sequence[str], brokers: Sequence[str], controller: str | None) -> list[str]:
+def acted_on(
+    kind: FaultKind, nodes: Sequence[str], brokers: Sequence[str], controller: str | None
+) -> list[str]:
     """The nodes a node-shaped op of ``kind`` acts on, in the cluster's order: ``nodes``, each of
-    them a broker -- or, for the controller's kinds, the controller node.  ValueError naming any
-    other node (a step's own check said so first; this guards the mechanism's callers)."""
+    them a broker -- or, for the controller's kinds, the controller node; for a kind that may act
+    on the controller too (``on_controller``), either.  ValueError naming any other node (a step's
+    own check said so first; this guards the mechanism's callers)."""
     if not nodes:
         raise ValueError("a node fault needs at least one node")
-    if kind in CONTROLLER_KIND_NAMES:
+    if kind.name in CONTROLLER_KIND_NAMES:
         known, what = ([controller] if controller is not None else []), "the controller node"
+    elif kind.on_controller and controller is not None:
+        known, what = [*brokers, controller], "brokers or the controller node"
     else:
         known, what = list(brokers), "brokers"
     unknown = [node for node in nodes if node not in known]

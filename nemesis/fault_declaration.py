@@ -81,6 +81,9 @@ class FaultKind:
     needs: frozenset[str] = frozenset()
     drawn: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """Per drawn parameter (one of ``params``), its choices."""
+    on_controller: bool = False
+    """A scenario step may name the controller node as well as brokers (a slow link of the
+    controller's own egress: the metadata it sends arrives late); drawn, the kind stays on brokers."""
 
     @property
     def heal_name(self) -> str | None:

@@ -32,6 +32,7 @@ Adding a fault kind: one entry here, its mechanism (a per-node act in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
@@ -336,11 +337,12 @@ KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(
         SLOW_LINK,
         f"the nodes send to their peers at {SLOW_LINK_RATE_KBIT} kbit/s at most (tc htb on their"
-        " egress; nothing lost): a slow link, not a cut",
+        " egress; nothing lost): a slow link, not a cut; a step may name the controller node",
         heal=SLOW_LINK_HEAL,
         drawn_as="node-target",
         nodes="required",
-        op_value=NODE_FAULT_VALUE + f' (+ "rate_kbit": {SLOW_LINK_RATE_KBIT})',
+        op_value=NODE_FAULT_VALUE
+        + f' (+ "rate_kbit": {SLOW_LINK_RATE_KBIT}, "peers" when a step named them)',
         colour="#e76f51",
         params=(
             Param(
@@ -348,13 +350,18 @@ KINDS: Final[tuple[FaultKind, ...]] = (
                 False,
                 f"the rate in kilobits per second, >= {MIN_RATE_KBIT} (default {SLOW_LINK_RATE_KBIT})",
             ),
+            Param("peers", False, "the peers whose links slow down (default: every other node)"),
         ),
         needs=frozenset({NODE_CONTROL}),
         drawn=(("rate_kbit", SLOW_LINK_RATES_DRAWN),),
+        on_controller=True,
     ),
-    every_broker_heal(
-        SLOW_LINK_HEAL,
-        "delete the nemesis' root qdisc on the nodes (heal of slow-link; no node: every broker)",
+    dataclasses.replace(
+        every_broker_heal(
+            SLOW_LINK_HEAL,
+            "delete the nemesis' root qdisc on the nodes (heal of slow-link; no node: every broker)",
+        ),
+        on_controller=True,
     ),
     FaultKind(
         CLIENT_CUT,

@@ -105,8 +105,10 @@ def _lose_packets(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, An
 
 
 def _slow_links(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:
-    """The node mechanism, the op saying the rate (its act shapes the links to it)."""
-    return _on_nodes(nemesis, step, {**extra, "rate_kbit": step.rate_kbit or SLOW_LINK_RATE_KBIT})
+    """The node mechanism, the op saying the rate and the peers a step named (its act shapes the
+    links to those peers, or to every other node, to the rate)."""
+    peers = {"peers": list(step.peers)} if step.peers else {}
+    return _on_nodes(nemesis, step, {**extra, "rate_kbit": step.rate_kbit or SLOW_LINK_RATE_KBIT, **peers})
 
 
 def _skew_clocks(nemesis: FaultActions, step: FaultStep, extra: Mapping[str, Any]) -> Op:

@@ -450,7 +450,7 @@ class Nemesis:
 
     def inject_on_nodes(self, fault: str, nodes: Sequence[str], extra: Mapping[str, Any]) -> Op:
         """The mechanism of a node fault: track it on ``nodes``, record it, run its per-node act."""
-        nodes = acted_on(fault, nodes, self.layout.brokers, self.layout.controller)
+        nodes = acted_on(REGISTRY[fault], nodes, self.layout.brokers, self.layout.controller)
         value = {"nodes": nodes, **extra}
         act = NODE_ACTS[fault]
         with self._action_lock:
@@ -471,7 +471,7 @@ class Nemesis:
     def heal_on_nodes(self, heal: str, nodes: Sequence[str], extra: Mapping[str, Any] | None = None) -> Op:
         """The mechanism of a node fault's heal: record it, run its per-node act, and stop tracking
         every fault it heals on the nodes it reached (a ``start`` heals a kill and a power loss alike)."""
-        nodes = acted_on(heal, nodes, self.layout.brokers, self.layout.controller)
+        nodes = acted_on(REGISTRY[heal], nodes, self.layout.brokers, self.layout.controller)
         value = {"nodes": nodes, **(extra or {})}
         act = NODE_ACTS[heal]
         with self._action_lock:

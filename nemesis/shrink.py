@@ -59,7 +59,7 @@ SELF_HEALING = WORKLOAD_FAULTS | {name for name in names_drawn_as("node-target")
 """Faults of the workload's clients (``consumer-churn``, ``client-crash``) and node faults without a
 heal (``elect-preferred``): one step each, a unit of its own with no heal (the op did the whole change)."""
 MIN_SLEEP_SECONDS = 0.25
-RENAMED_KEYS = (*NODE_KEYS, "nodes")
+RENAMED_KEYS = (*NODE_KEYS, "nodes", "peers")
 """The step keys whose values name nodes (besides ``bind`` and ``grudge``): a package's aliases in
 them are renamed apart."""
 ELECTION_WAITS = ("leader-is", "leader-is-not")
@@ -125,6 +125,7 @@ def timeline_steps(ops: Iterable[Op]) -> list[Step]:
 
 RECORDED_PARAMS = (
     "rate_kbit",
+    "peers",
     "requests",
     "offset_s",
     "rate_pct",

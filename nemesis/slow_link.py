@@ -30,7 +30,7 @@ makes the new followers lag for seconds -- the window where ISR-join and truncat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Final
 
 from nemesis import iptables
@@ -107,17 +107,23 @@ class SlowLink:
         self.ip_of = ip_of
         self.run = run
 
-    def script(self, node: str, rate_kbit: int = SLOW_LINK_RATE_KBIT) -> str:
-        """The program that slows ``node``'s links to its peers; PlanError when an address or the rate is unusable."""
-        peers = [peer for peer in self.layout.all_nodes if peer != node]
+    def script(self, node: str, rate_kbit: int = SLOW_LINK_RATE_KBIT, peers: Sequence[str] = ()) -> str:
+        """The program that slows ``node``'s links to ``peers`` (none: every other node of the
+        cluster); PlanError when a peer is no other node of it, or an address or the rate is unusable."""
+        others = [peer for peer in self.layout.all_nodes if peer != node]
+        strangers = sorted(set(peers) - set(others))
+        if strangers:
+            raise PlanError(f"slow-link: {', '.join(strangers)} is no peer of {node} in this cluster")
         try:
-            return slow_link_script([iptables.node_ipv4(peer, self.ip_of) for peer in peers], rate_kbit)
+            chosen = [peer for peer in others if peer in peers] if peers else others
+            return slow_link_script([iptables.node_ipv4(peer, self.ip_of) for peer in chosen], rate_kbit)
         except ValueError as error:
             raise PlanError(f"slow-link: {error}") from None
 
-    def inject(self, node: str, rate_kbit: int = SLOW_LINK_RATE_KBIT) -> None:
-        """Slow ``node``'s links to its peers to ``rate_kbit`` (replacing an earlier slow link)."""
-        self.run(node, self.script(node, rate_kbit))
+    def inject(self, node: str, rate_kbit: int = SLOW_LINK_RATE_KBIT, peers: Sequence[str] = ()) -> None:
+        """Slow ``node``'s links to ``peers`` (none: every other node) to ``rate_kbit``, replacing
+        an earlier slow link of the node's."""
+        self.run(node, self.script(node, rate_kbit, peers))
 
     def heal(self, node: str) -> None:
         """Give ``node`` its full links back; idempotent; iptables faults stay."""

@@ -172,6 +172,8 @@ class FaultStep:
     """``request-hold``, ``-duplicate``, ``-reset``: the requests acted on (empty: the kind's default, every one it knows)."""
     rate_kbit: int | None = None
     """``slow-link``: the rate of the node's links to its peers (None: the kind's default)."""
+    peers: tuple[str, ...] = ()
+    """``slow-link``: the peers whose links slow down, names as ``nodes`` (empty: every other node)."""
     offset_s: int | None = None
     """``clock-skew``: how far the wall clock jumps, in seconds (None: the kind's default)."""
     rate_pct: int | None = None
@@ -204,7 +206,12 @@ class FaultStep:
                 for node, others in self.grudge.items()
             }
         )
-        return dataclasses.replace(self, nodes=tuple(resolve(name) for name in self.nodes), grudge=grudge)
+        return dataclasses.replace(
+            self,
+            nodes=tuple(resolve(name) for name in self.nodes),
+            grudge=grudge,
+            peers=tuple(resolve(name) for name in self.peers),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,6 +283,7 @@ def _fault_step(table: Mapping[str, Any]) -> FaultStep:
         pick=int(table.get("pick", 0)),
         requests=tuple(str(name) for name in table.get("requests", ())),
         rate_kbit=table.get("rate_kbit"),
+        peers=tuple(str(name) for name in table.get("peers", ())),
         offset_s=table.get("offset_s"),
         rate_pct=table.get("rate_pct"),
         op=table.get("op"),
@@ -334,6 +342,13 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
             check(step[param])
         except ValueError as error:
             raise ScenarioError(f"{where}: {error}") from None
+    if "peers" in step:
+        if not kind.takes("peers"):
+            peer_takers = ", ".join(name for name, declared in REGISTRY.items() if declared.takes("peers"))
+            raise ScenarioError(f"{where}: peers = [...] is for {peer_takers} only, not {kind.name}")
+        peers = step["peers"]
+        if not isinstance(peers, list) or not peers or not all(isinstance(peer, str) for peer in peers):
+            raise ScenarioError(f"{where}: peers must be a non-empty list of node names, not {peers!r}")
     _check_disk_rule(kind.name, step, where)
     if kind.nodes == "required" and "node" not in step and "nodes" not in step:
         raise ScenarioError(f"{where}: {kind.name} needs node or nodes")
@@ -428,10 +443,11 @@ name nodes too)."""
 
 
 def _names(step: Mapping[str, Any]) -> list[str]:
-    """Every node name a step gives (``node``, ``than``, ``nodes``, ``bind`` values, ``grudge`` keys and values)."""
+    """Every node name a step gives (``node``, ``than``, ``nodes``, ``peers``, ``bind`` values, ``grudge`` keys and values)."""
     names: list[Any] = [step[key] for key in NODE_KEYS if key in step]
-    if isinstance(step.get("nodes"), list):
-        names += step["nodes"]
+    for key in ("nodes", "peers"):
+        if isinstance(step.get(key), list):
+            names += step[key]
     if isinstance(step.get("bind"), dict):
         names += step["bind"].values()
     if isinstance(step.get("grudge"), dict):

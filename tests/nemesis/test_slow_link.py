@@ -18,7 +18,7 @@ from nemesis.scenario import parse_scenario
 from nemesis.shrink import timeline_steps
 from nemesis.slow_link import HANDLE, SlowLink, slow_link_heal_script, slow_link_script
 from nemesis.spec import NEMESIS_CHOICES, NemesisSpec
-from nemesis.steps import FaultStep, ScenarioError
+from nemesis.steps import FaultStep, ScenarioError, parse_step
 from testbed.record import faults as record
 from testbed.record.ops import NEMESIS_PROCESS, Op
 from testbed.record.recorder import Recorder
@@ -148,4 +148,61 @@ def test_shrink_replays_a_slow_link_at_the_rate_it_had() -> None:
         {"fault": "slow-link", "node": "n1", "rate_kbit": 64},
         {"fault": "slow-link-heal", "node": "n1"},
     ]
+    parse_scenario({"name": "x", "step": steps}, "shrunk")
+
+
+def test_a_slow_link_towards_named_peers_shapes_only_those_and_refuses_strangers() -> None:
+    cluster = FakeCluster()
+    link = SlowLink(Layout(tuple(cluster.brokers), "c"), cluster.ip, lambda node, script: None)
+    assert link.script("c", 32, ["n3", "n1"]) == slow_link_script(["10.9.0.1", "10.9.0.3"], 32)
+    with pytest.raises(PlanError, match="slow-link: n4 is no peer of c in this cluster"):
+        link.script("c", 32, ["n1", "n4"])
+    with pytest.raises(PlanError, match="slow-link: c is no peer of c"):
+        link.script("c", 32, ["c"])
+
+
+def test_the_controller_slows_its_metadata_to_some_brokers_and_the_heal_takes_it_off(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    """The controller node's own egress, towards the brokers a step names: the metadata reaches
+    them late, and the others on time (the recommission-late-metadata package's tool)."""
+    _, ops = recorded
+    nemesis = nemesis_on(recorded)
+    cluster = nemesis.cluster
+    assert isinstance(cluster, FakeCluster)
+    assert nemesis.apply(FaultStep("slow-link", ("c",), rate_kbit=32, peers=("n2", "n3"))).type == "ok"
+    assert cluster.remotes["c"].scripts == [slow_link_script(["10.9.0.2", "10.9.0.3"], 32)]
+    assert ops[-1].value == {"nodes": ["c"], "rate_kbit": 32, "peers": ["n2", "n3"]}
+    assert nemesis.active_faults() == ["slow-link c"]
+    assert nemesis.apply(FaultStep("slow-link-heal", ("c",))).type == "ok"
+    assert cluster.remotes["c"].scripts[-1] == slow_link_heal_script()
+    assert nemesis.active_faults() == []
+    with pytest.raises(ValueError, match="not brokers of this cluster: c"):
+        nemesis.apply(FaultStep("kill", ("c",)))  # only the kinds that say so act on the controller
+
+
+def test_a_scenario_step_names_its_peers_by_role_and_only_slow_link_takes_them() -> None:
+    table = {"fault": "slow-link", "node": "controller", "peers": ["n2", "L"]}
+    parse_scenario({"name": "x", "step": [table]}, "x.toml")
+    step = parse_step(table, "x.toml: step 1")
+    assert isinstance(step, FaultStep) and step.peers == ("n2", "L")
+    assert step.resolved({"controller": "c", "L": "n1", "n2": "n2"}.__getitem__).peers == ("n2", "n1")
+    with pytest.raises(
+        ScenarioError, match=r"x\.toml.*step 1.*peers = \[\.\.\.\] is for slow-link only, not kill"
+    ):
+        parse_scenario({"name": "x", "step": [{"fault": "kill", "node": "n1", "peers": ["n2"]}]}, "x.toml")
+    with pytest.raises(ScenarioError, match="peers must be a non-empty list of node names, not 'n2'"):
+        scenario_with({"peers": "n2"})
+
+
+def test_shrink_replays_a_slow_link_towards_the_peers_it_had() -> None:
+    value = {"nodes": ["c"], "rate_kbit": 32, "peers": ["n2", "n3"]}
+    ops = [
+        op(0, 10.0, "invoke", "slow-link", value),
+        op(1, 10.1, "ok", "slow-link", value),
+        op(2, 15.0, "invoke", "slow-link-heal", {"nodes": ["c"]}),
+        op(3, 15.1, "ok", "slow-link-heal", {"nodes": ["c"]}),
+    ]
+    steps = [step for step in timeline_steps(ops) if "fault" in step]
+    assert steps[0] == {"fault": "slow-link", "node": "c", "rate_kbit": 32, "peers": ["n2", "n3"]}
     parse_scenario({"name": "x", "step": steps}, "shrunk")

@@ -86,3 +86,38 @@ def test_real_slow_link_holds_back_a_peer_s_packets_and_heals_leave_nothing(
     assert "qdisc tbf" in sh(netns, "n3", f"tc qdisc show dev {n3_device}"), "someone else's qdisc stays"
     sh(netns, "n3", f"tc qdisc del dev {n3_device} root")
     assert {node: sh(netns, node, "tc qdisc show") for node in everyone} == before, "heal-all left no qdisc"
+
+
+def test_real_slow_link_of_the_controller_holds_back_only_the_peers_it_names(
+    netns: NetnsCluster, recorded: tuple[Recorder, list[Op]]
+) -> None:
+    """The controller node's egress towards n1 only: its packets to n1 wait for the shaper's
+    tokens, its packets to n2 pass through the unlimited class (recommission-late-metadata)."""
+    recorder, _ = recorded
+    nemesis = Nemesis(
+        NemesisSpec(faults=("slow-link",)), netns, recorder, NemesisConfig(leader_partitions=[("q", 0)])
+    )
+    assert netns.controller is not None
+    controller = netns.controller
+    netns.wait_for(
+        lambda: netns.reachable(controller, "n1") and netns.reachable(controller, "n2"), "echo servers up"
+    )
+    before = sh(netns, controller, "tc qdisc show")
+    device = device_towards(netns, controller, "n1")
+    assert device == device_towards(netns, controller, "n2"), "one device: only the filter tells them apart"
+
+    step = FaultStep("slow-link", (controller,), rate_kbit=64, peers=("n1",))
+    assert nemesis.apply(step).type == "ok"
+    send = f"{sys.executable} -c '{SEND}' {{peer}} {DATAGRAMS} {DATAGRAM_BYTES}"
+    sh(netns, controller, send.format(peer=netns.ip("n2")))
+    to_n2 = class_counters(netns, controller, device, f"{HANDLE}:2")
+    assert to_n2["packets"] == 0 and class_counters(netns, controller, device, f"{HANDLE}:1")["bytes"] >= (
+        DATAGRAMS * DATAGRAM_BYTES
+    ), "n2 is not a named peer: unlimited"
+    sh(netns, controller, send.format(peer=netns.ip("n1")))
+    to_n1 = class_counters(netns, controller, device, f"{HANDLE}:2")
+    assert to_n1["overlimits"] > 0 and to_n1["packets"] >= 1, f"the shaper held nothing back: {to_n1}"
+    assert netns.reachable(controller, "n1", timeout=10), "slow, not cut"
+
+    assert nemesis.apply(FaultStep("slow-link-heal", (controller,))).type == "ok"
+    assert sh(netns, controller, "tc qdisc show") == before, "the heal took the qdisc away"
