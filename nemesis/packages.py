@@ -71,6 +71,9 @@ Packages (:data:`nemesis.spec.PACKAGE_KINDS`):
   half the draws, the broker moved back (:mod:`nemesis.membership_plan`; needs a controller node);
 * ``lagging-preferred-election`` -- a preferred-leader election asked for while the preferred replica is
   alive but cut off from the leader, out of the ISR (:mod:`nemesis.membership_plan`; a controller node);
+* ``recommission-late-metadata`` -- a decommissioned leader comes back while the controller's links to every
+  other replica are slow: the deposed newcomer learns late that it follows (:mod:`nemesis.membership_plan`;
+  a controller node and a broker outside the replica set);
 * ``lagging-follower-outlives-the-isr`` -- a follower cut off past the ISR lag, then the other follower and
   the leader crash: the live replica is out of sync and must not be elected (:mod:`nemesis.bug_packages`);
 * ``clock-drift-leader-crash`` -- the leader's clock fast, a follower's behind, the leader killed
@@ -93,7 +96,11 @@ from nemesis.bug_packages import (
 from nemesis.client_crash_plan import CLIENT_CRASH_PACKAGES
 from nemesis.clock_plan import clock_drift_leader_crash
 from nemesis.fault_kinds import HEALS, KILL, METADATA_DELAY, PAUSE
-from nemesis.membership_plan import decommission_leader_crash, lagging_preferred_election
+from nemesis.membership_plan import (
+    decommission_leader_crash,
+    lagging_preferred_election,
+    recommission_late_metadata,
+)
 from nemesis.package_context import PackageContext as PackageContext
 from nemesis.package_context import PackageError as PackageError
 from nemesis.package_context import Step as Step
@@ -114,6 +121,7 @@ from nemesis.spec import (
     OVERLAPPING_FAULTS,
     POWER_LOSS_FOLLOWER_LEADER_CRASH,
     QUIET,
+    RECOMMISSION_LATE_METADATA,
     RETRIED_PRODUCE_LEADER_CRASH,
     ROLLING_RESTART,
     STALE_LEADER_LAGGING_JOINER,
@@ -417,6 +425,7 @@ PLANNERS: dict[str, Callable[[random.Random, PackageContext], list[Step]]] = {
     DECOMMISSION_LEADER_CRASH: decommission_leader_crash,
     CLOCK_DRIFT_LEADER_CRASH: clock_drift_leader_crash,
     LAGGING_PREFERRED_ELECTION: lagging_preferred_election,
+    RECOMMISSION_LATE_METADATA: recommission_late_metadata,
     LAGGING_FOLLOWER_OUTLIVES_THE_ISR: lagging_follower_outlives_the_isr,
     QUIET: quiet,
 }

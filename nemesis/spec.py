@@ -111,6 +111,7 @@ LAGGING_FOLLOWER_LEADER_SHUTDOWN = "lagging-follower-leader-shutdown"
 DECOMMISSION_LEADER_CRASH = "decommission-leader-crash"
 CLOCK_DRIFT_LEADER_CRASH = "clock-drift-leader-crash"
 LAGGING_PREFERRED_ELECTION = "lagging-preferred-election"
+RECOMMISSION_LATE_METADATA = "recommission-late-metadata"
 LAGGING_FOLLOWER_OUTLIVES_THE_ISR = "lagging-follower-outlives-the-isr"
 QUIET = "quiet"
 PACKAGE_KINDS: tuple[str, ...] = (
@@ -134,6 +135,7 @@ PACKAGE_KINDS: tuple[str, ...] = (
     DECOMMISSION_LEADER_CRASH,
     CLOCK_DRIFT_LEADER_CRASH,
     LAGGING_PREFERRED_ELECTION,
+    RECOMMISSION_LATE_METADATA,
     LAGGING_FOLLOWER_OUTLIVES_THE_ISR,
     QUIET,
 )
@@ -164,6 +166,7 @@ PACKAGE_FAULTS: Mapping[str, frozenset[str]] = MappingProxyType(
         DECOMMISSION_LEADER_CRASH: frozenset({DECOMMISSION, KILL}),
         CLOCK_DRIFT_LEADER_CRASH: frozenset({CLOCK_DRIFT, CLOCK_SKEW, KILL}),
         LAGGING_PREFERRED_ELECTION: frozenset({KILL, PARTITION, ELECT_PREFERRED}),
+        RECOMMISSION_LATE_METADATA: frozenset({DECOMMISSION, ELECT_PREFERRED, SLOW_LINK}),
         LAGGING_FOLLOWER_OUTLIVES_THE_ISR: frozenset({PARTITION, KILL}),
         QUIET: frozenset(),
     }

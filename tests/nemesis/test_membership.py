@@ -131,11 +131,54 @@ def test_the_package_decommissions_the_leader_crashes_the_new_one_in_half_the_dr
     assert 0 < sum(crashed) < len(plans)
 
 
-@pytest.mark.parametrize("name", ["decommission-leader-crash", "lagging-preferred-election"])
+@pytest.mark.parametrize(
+    "name", ["decommission-leader-crash", "lagging-preferred-election", "recommission-late-metadata"]
+)
 def test_the_package_needs_a_controller_node(name: str) -> None:
     context = PackageContext(("n1", "n2", "n3"), 1, 3, metadata_delay=False)
     with pytest.raises(PackageError, match="needs a controller node"):
         plan_package(name, random.Random(1), context)
+
+
+def test_each_return_comes_with_the_newcomer_leading_and_the_metadata_late_for_all_but_the_returner() -> None:
+    """L goes, the newcomer X is elected in its place; L comes back while the controller's links
+    to the replica set it rejoins -- leader M and followers F1, F2 -- are slow, not to L itself."""
+    context = PackageContext(("n1", "n2", "n3", "n4"), 2, 3, metadata_delay=True)
+    cycles = set()
+    for seed in range(20):
+        steps = plan_package("recommission-late-metadata", random.Random(seed), context)
+        actions = [step.get("fault") or step.get("wait") or next(iter(step)) for step in steps]
+        cycle = [
+            "bind", "decommission", "leader-is-not", "bind", "elect-preferred", "leader-is", "sleep",
+            "bind", "slow-link", "recommission", "in-isr", "slow-link-heal",
+        ]  # fmt: skip
+        assert actions[0] == "caught-up" and (len(actions) - 1) % len(cycle) == 0
+        cycles.add((len(actions) - 1) // len(cycle))
+        assert actions[1:] == cycle * ((len(actions) - 1) // len(cycle))
+        p = steps[0]["partition"]
+        assert steps[8] == {
+            "bind": {"M": f"leader-of:{p}", "F1": f"follower-of:{p}#1", "F2": f"follower-of:{p}#2"}
+        }
+        assert steps[9] == {
+            "fault": "slow-link",
+            "node": "controller",
+            "peers": ["M", "F1", "F2"],
+            "rate_kbit": 32,
+        }
+        assert steps[10] == {"fault": "recommission", "node": "L"} and steps[12]["node"] == "controller"
+    assert cycles == {2, 3}
+    shrunk = plan_package(
+        "recommission-late-metadata",
+        random.Random(1),
+        PackageContext(("n1", "n2", "n3"), 1, 3, metadata_delay=True),
+    )
+    assert shrunk[9]["peers"] == ["M", "F1"], "no newcomer: L's departure leaves two replicas"
+    with pytest.raises(PackageError, match="needs a replication factor of at least 2"):
+        plan_package(
+            "recommission-late-metadata",
+            random.Random(1),
+            PackageContext(("n1", "n2"), 1, 1, metadata_delay=True),
+        )
 
 
 def test_the_preferred_replica_is_made_a_follower_then_cut_out_of_the_isr_before_its_election() -> None:
