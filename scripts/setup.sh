@@ -23,8 +23,8 @@ log() { printf '\033[1m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 # The third-party targets -- tansu and nisshi (`tidemark run --target tansu|nisshi`), brokers Tidemark
 # did not write, built from crates.io -- are set up only when asked: in `test` mode (CI runs their
 # tests) or with TIDEMARK_THIRD_PARTY=1; TIDEMARK_THIRD_PARTY=0 skips them (their tests then skip,
-# or fail under CI=true). They need cargo (one-time builds of the pinned crates, tansu 10-25 min and
-# nisshi 15-35 min on its nightly toolchain, then cached) and the host's PostgreSQL 15 for the tests
+# or fail under CI=true). They need cargo (one-time builds of the pinned crates, tansu 4-10 min and
+# nisshi 5-15 min on its nightly toolchain, then cached) and the host's PostgreSQL 15 for the tests
 # that run them and PostgreSQL as local processes. In `test` mode uncached builds run in the
 # background (niced) while the tests that need neither Docker nor them run: scripts/run-tests.sh
 # waits for them, and fails when one failed (see there).

@@ -72,12 +72,12 @@ def unavailable(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="session")
 def tansu_binary() -> Path:
-    """The cached tansu binary of ``TANSU_PIN`` (never built here: that takes 10-25 minutes)."""
+    """The cached tansu binary of ``TANSU_PIN`` (never built here: that takes 4-10 minutes)."""
     binary = cached_binary()
     if binary is None:
         unavailable(
             f"no tansu binary for {TANSU_PIN.key}: build it once with "
-            "`.venv/bin/tidemark image build --target tansu --binary-only` (cargo, 10-25 min)"
+            "`.venv/bin/tidemark image build --target tansu --binary-only` (cargo, 4-10 min)"
         )
     return binary
 
@@ -111,7 +111,7 @@ def tansu_image(docker_client: docker.DockerClient, tansu_binary: Path) -> str:
 
 @pytest.fixture(scope="session")
 def nisshi_binary() -> Path:
-    """The cached nisshi binary of ``NISSHI_PIN`` (never built here: that takes 15-35 minutes)."""
+    """The cached nisshi binary of ``NISSHI_PIN`` (never built here: that takes 5-15 minutes)."""
     binary = NISSHI_IMAGE.cached_binary()
     if binary is None:
         unavailable(

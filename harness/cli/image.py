@@ -1,6 +1,6 @@
 """``tidemark image build``: build or reuse the node image; prints its tag on stdout.
 ``tidemark image build --target tansu``: the tansu target's image (building the pinned tansu binary
-with cargo once, 15-25 min, cached; see ``testbed.cluster.tansu_image``); ``--binary-only`` builds
+with cargo once, 4-10 min, cached; see ``testbed.cluster.tansu_image``); ``--binary-only`` builds
 just the binary (no Docker needed).
 ``tidemark image prune``: remove the images of earlier code versions that no container uses.
 
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=TARGETS,
         default=DEFAULT_TARGET,
         help="the image of which target: the bundled broker's (default), or tansu's (its binary built "
-        "once with cargo, 15-25 min, then cached; plus Debian's PostgreSQL)",
+        "once with cargo, 4-10 min, then cached; plus Debian's PostgreSQL)",
     )
     build.add_argument(
         "--binary-only",

@@ -200,7 +200,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         choices=TARGETS,
         help="what to start in Docker: the bundled broker, or tansu brokers sharing one PostgreSQL node "
-        "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 15-25 min); default: "
+        "'pg' (needs `tidemark image build --target tansu` once: a cargo build, 4-10 min); default: "
         f"the scenario's target, else {DEFAULT_TARGET}; refused when it differs from the scenario's",
     )
 

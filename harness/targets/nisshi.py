@@ -7,7 +7,7 @@ Refused before anything starts: an external cluster, metadata delay (no controll
 partitions that leave PostgreSQL out, transactions (nisshi 0.8.1 refuses every transactional
 InitProducerId, whatever its configuration), disk faults on PostgreSQL (its node has no
 lazy-filesystem rules), more than one broker on SQLite, a setting of another system -- and a
-machine where the pinned nisshi binary is not built yet (a 15-35 minute cargo build that a run
+machine where the pinned nisshi binary is not built yet (a 5-15 minute cargo build that a run
 must not start unasked).
 """
 

@@ -7,7 +7,7 @@ Brokers ``n1``..``nN`` keep nothing on disk; the one replica is PostgreSQL's tab
 settings are PostgreSQL's (``postgresql.*``, :mod:`testbed.cluster.postgres`).  What it cannot do
 is refused before anything starts: an external cluster, metadata delay (there is no controller
 node), partitions that leave PostgreSQL out, a setting of another system -- and a machine where
-the pinned tansu binary is not built yet (a 15-25 minute cargo build that a run must not start
+the pinned tansu binary is not built yet (a 4-10 minute cargo build that a run must not start
 unasked).
 """
 
