@@ -15,10 +15,11 @@
 #      machine's rather than the test's.
 #   3. pytest -m "third_party", after the third-party builds, when scripts/setup.sh left them
 #      running in the background (a fresh machine's `setup.sh test`: TIDEMARK_THIRD_PARTY_BUILD
-#      names the build's directory; tansu, then nisshi): they overlap phases 1 and 2 -- niced, so
-#      rustc takes only the CPU the tests leave idle (a fresh machine's CI measured 2026-11-29:
-#      waiting for the build before any Docker test made the critical path setup + build + every
-#      Docker test) --, and a failed build fails the run here, with the tail of cargo's log.
+#      names the build's directory; tansu, then nisshi, then their images): they overlap phases 1
+#      and 2 -- niced, so rustc takes only the CPU the tests leave idle (a fresh machine's CI
+#      measured 2026-11-29: waiting for the build before any Docker test made the critical path
+#      setup + build + every Docker test) --, and a failed build fails the run here, with the
+#      tail of its log.
 # The three marker expressions split the suite exactly (every test is in one of them).  With
 # arguments (a selection of the caller's), pytest runs once, in this process, as the caller asked.
 set -euo pipefail
@@ -42,12 +43,14 @@ build_status() {
 fail_build() {
     echo "---- tail of $build/log"
     tail -n 40 "$build/log" || true
-    echo "setup: building the third-party binaries failed ($1; log above); fix it or set TIDEMARK_THIRD_PARTY=0 to skip those targets" >&2
+    echo "setup: building the third-party binaries or images failed ($1; log above); fix it or set TIDEMARK_THIRD_PARTY=0 to skip those targets" >&2
     exit 1
 }
 
-# Waits for the background build, then builds the tansu and nisshi images on it (as setup.sh does
-# when it builds them in the foreground); nothing to do when no build was left in the background.
+# Waits for the background build (binaries, then images), then asks for the tansu and nisshi images
+# as setup.sh does when it builds them in the foreground -- the background built them, so each
+# answers in a second with its tag, unless no Docker engine answered then; nothing to do when no
+# build was left in the background.
 finish_build() {
     [ -n "$build" ] || return 0
     say "waiting for the third-party builds (log: $build/log)"
@@ -59,6 +62,7 @@ finish_build() {
     done
     [ "$status" = 0 ] || fail_build "exit $status"
     say "binaries: $(tr '\n' ' ' <"$build/binary")"
+    say "built in the background: $(tr '\n' ' ' <"$build/images" 2>/dev/null)"
     rm -rf "$build"  # its log told nothing a failure would need
     if docker info >/dev/null 2>&1; then
         local image target

@@ -72,9 +72,13 @@ else
     log "Python environment up to date"
 fi
 
-# --- the third-party binaries in the background (test mode, not cached yet) -------------------------
+# --- the third-party binaries and images in the background (test mode, not cached yet) ------------
 # Started as soon as the virtualenv exists, so the Spark archive, the container image, lint, mypy
-# and the first phase of pytest all overlap the build.
+# and the first phase of pytest all overlap the build.  Once the binaries are built and this script
+# has its node image (below), the background goes on to the third-party images: their PostgreSQL
+# base (mmdebstrap) and node image on it.  Built after pytest's second phase instead, they were
+# 115 s on a fresh machine's critical path (CI measured 2026-12-03: 3636 s in all); the cargo
+# builds end before that phase is half over, so the images fit in what it leaves idle.
 
 # One build at a time per cache (a second setup waits for the first, then finds the binaries cached).
 build_lock() {
@@ -88,25 +92,44 @@ binaries_cached() {
 }
 # Builds every third-party binary in turn (a cached one answers in a second), printing their paths.
 build_binaries=(sh -c 'for target in "$@"; do .venv/bin/tidemark image build --target "$target" --binary-only || exit; done' build-binaries "${third_party_targets[@]}")
+setup_pid=$$  # this script's, and the scripts/run-tests.sh it execs into
+# Waits until this script built its node image (the marker node-image in the build's directory,
+# naming it, or empty when no Docker engine answers), then builds the third-party images, printing
+# their tags; fails when this script ended without the marker (its image build failed).  The
+# images share the wheelhouse cache with the node image: hence after it, never beside it.
+build_images_after_node_image() {
+    local marker=$TIDEMARK_THIRD_PARTY_BUILD/node-image target
+    until [ -f "$marker" ]; do
+        kill -0 "$setup_pid" 2>/dev/null || { echo "setup ended before its node image was built" >&2; return 1; }
+        sleep 2
+    done
+    [ -n "$(cat "$marker")" ] || return 0
+    for target in "${third_party_targets[@]}"; do
+        "${background[@]}" .venv/bin/tidemark image build --target "$target" || return
+    done
+}
 in_background=0
 unset TIDEMARK_THIRD_PARTY_BUILD  # only this script sets it, for scripts/run-tests.sh
 if [ "$third_party" = 1 ] && [ "$mode" = test ] && ! binaries_cached; then
-    # The build's directory: its log, the binaries' paths (stdout), its pid and, once it ended,
-    # its exit status (written whole by a rename, so a reader never sees half of it).
+    # The build's directory: its log, the binaries' paths and the images' tags (stdout), its pid
+    # and, once it ended, its exit status (written whole by a rename, so a reader never sees half
+    # of it).
     TIDEMARK_THIRD_PARTY_BUILD=$(mktemp -d "${TMPDIR:-/tmp}/tidemark-third-party-build.XXXXXX")
     export TIDEMARK_THIRD_PARTY_BUILD
     # Niced, and in the idle I/O class where the scheduler has one: the Docker tests run beside it.
     background=(nice -n 19)
     ! command -v ionice >/dev/null || background+=(ionice -c 3)
     (
-        build_lock "${background[@]}" "${build_binaries[@]}" \
-            >"$TIDEMARK_THIRD_PARTY_BUILD/binary" 2>"$TIDEMARK_THIRD_PARTY_BUILD/log" && status=0 || status=$?
+        {
+            build_lock "${background[@]}" "${build_binaries[@]}" >"$TIDEMARK_THIRD_PARTY_BUILD/binary" \
+                && build_images_after_node_image >"$TIDEMARK_THIRD_PARTY_BUILD/images"
+        } 2>"$TIDEMARK_THIRD_PARTY_BUILD/log" && status=0 || status=$?
         echo "$status" >"$TIDEMARK_THIRD_PARTY_BUILD/status.new"
         mv "$TIDEMARK_THIRD_PARTY_BUILD/status.new" "$TIDEMARK_THIRD_PARTY_BUILD/status"
     ) </dev/null >/dev/null 2>&1 &  # holds none of our output pipes: a caller reading to EOF never waits on cargo
     echo $! >"$TIDEMARK_THIRD_PARTY_BUILD/pid"
     in_background=1
-    log "building ${third_party_targets[*]} in the background (niced; log: $TIDEMARK_THIRD_PARTY_BUILD/log); every test that does not need them runs meanwhile"
+    log "building ${third_party_targets[*]} and their images in the background (niced; log: $TIDEMARK_THIRD_PARTY_BUILD/log); every test that does not need them runs meanwhile"
 fi
 
 # --- Spark class archive (checker.spark.classes) -----------------------------------------
@@ -137,6 +160,11 @@ if docker info >/dev/null 2>&1; then
     fi
 else
     log "no Docker engine answers: skipping the image (container runs and tests need it)"
+fi
+# The background build's cue (see build_images_after_node_image): the node image, or empty.
+if [ "$in_background" = 1 ]; then
+    echo "${image:-}" >"$TIDEMARK_THIRD_PARTY_BUILD/node-image.new"
+    mv "$TIDEMARK_THIRD_PARTY_BUILD/node-image.new" "$TIDEMARK_THIRD_PARTY_BUILD/node-image"
 fi
 
 # --- the third-party targets in the foreground (only when asked, see above; test mode's build is in the background) --
