@@ -64,6 +64,7 @@ from nemesis.fault_declaration import (
 )
 from nemesis.membership_kinds import MEMBERSHIP_KINDS
 from nemesis.request_kinds import HELD_REQUESTS as HELD_REQUESTS
+from nemesis.request_kinds import NAMED_REQUESTS as NAMED_REQUESTS
 from nemesis.request_kinds import REQUEST_DELAY as REQUEST_DELAY
 from nemesis.request_kinds import REQUEST_DELAY_MS as REQUEST_DELAY_MS
 from nemesis.request_kinds import REQUEST_DELAY_MS_DRAWN as REQUEST_DELAY_MS_DRAWN

@@ -16,7 +16,9 @@ idempotent Produce tests the broker's duplicate detection.
 **Why these two requests, one each.**  They are the two whose late arrival the historical bugs
 need, and the only client requests that change a log or a transaction by themselves (a late
 Fetch or Metadata is harmless).  One of each, not all: holding every Produce is a partition of
-that broker for producers, which ``partition`` already is; one request is a late message.
+that broker for producers, which ``partition`` already is; one request is a late message.  A
+scenario step may name fewer, or an EndTxn by its ending (:data:`NAMED_REQUESTS`: ``requests =
+["EndTxn(commit)"]`` holds the next commit and lets aborts pass, read from the request's body).
 
 **The other four** act on the same path, each a client-path fault the kernel here cannot make
 (no netem) and a real network does: ``request-delay`` makes every request the broker receives
@@ -49,6 +51,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from nemesis.fault_kinds import HELD_REQUESTS as HELD_REQUESTS
+from nemesis.fault_kinds import NAMED_REQUESTS
 from nemesis.outcomes import Refused
 from testbed.cluster.request_proxy.control import ProxyControl, ProxyRefused
 from testbed.cluster.request_proxy.rules import EVERY_REQUEST
@@ -64,6 +67,15 @@ class RequestProxies(Protocol):
     def request_proxy(self, node: str) -> ProxyControl:
         """The control channel of the proxy in front of broker ``node``."""
         ...
+
+
+def _named(requests: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Each of ``requests`` as the proxy's request name and ending; Refused (nothing done yet)
+    naming the first unknown one (an op written by hand, or by another version)."""
+    unknown = [name for name in requests if name not in NAMED_REQUESTS]
+    if unknown:
+        raise Refused(f"request {unknown[0]!r}: expected one of {', '.join(NAMED_REQUESTS)}")
+    return [NAMED_REQUESTS[name] for name in requests]
 
 
 class RequestFaults:
@@ -84,11 +96,12 @@ class RequestFaults:
             raise Refused(str(error)) from None
 
     def hold(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
-        """Make ``node``'s proxy hold the next request of each of ``requests`` (some of
-        :data:`HELD_REQUESTS`); the rules.  Refused when its control channel refuses or cannot be
-        reached (no rule was added)."""
+        """Make ``node``'s proxy hold the next request of each of ``requests`` (names of
+        :data:`NAMED_REQUESTS`); the rules.  Refused when its control channel refuses or cannot be
+        reached, or a name is unknown (no rule was added)."""
         proxy = self._proxy(node)
-        return self._rules(node, "holds", [functools.partial(proxy.hold, name, count=1) for name in requests])
+        holds = [functools.partial(proxy.hold, name, count=1, ends=ends) for name, ends in _named(requests)]
+        return self._rules(node, "holds", holds)
 
     def delay(self, node: str, delay_ms: int) -> list[dict[str, Any]]:
         """Make ``node``'s proxy delay every request by ``delay_ms`` until the release; the rule."""
@@ -106,17 +119,17 @@ class RequestFaults:
     def duplicate(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
         """Make ``node``'s proxy send every one of ``requests`` twice until the release; the rules."""
         proxy = self._proxy(node)
-        return self._rules(
-            node, "duplications", [functools.partial(proxy.duplicate, name) for name in requests]
-        )
+        duplications = [
+            functools.partial(proxy.duplicate, name, ends=ends) for name, ends in _named(requests)
+        ]
+        return self._rules(node, "duplications", duplications)
 
     def reset(self, node: str, requests: Sequence[str] = HELD_REQUESTS) -> list[dict[str, Any]]:
         """Make ``node``'s proxy reset the client's connection after the next one of each of
         ``requests``; the rules."""
         proxy = self._proxy(node)
-        return self._rules(
-            node, "resets", [functools.partial(proxy.reset, name, count=1) for name in requests]
-        )
+        resets = [functools.partial(proxy.reset, name, count=1, ends=ends) for name, ends in _named(requests)]
+        return self._rules(node, "resets", resets)
 
     @staticmethod
     def _rules(node: str, what: str, adds: Sequence[Callable[[], dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -8,6 +8,8 @@ healed by ``request-release``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from nemesis.fault_declaration import (
@@ -29,6 +31,18 @@ REQUEST_REORDER: Final = "request-reorder"
 HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 """The requests ``request-hold`` holds, one of each per node (:mod:`nemesis.request_faults` says why
 these); ``request-duplicate`` and ``request-reset`` take the same two."""
+NAMED_REQUESTS: Final[Mapping[str, tuple[str, str | None]]] = MappingProxyType(
+    {
+        "Produce": ("Produce", None),
+        "EndTxn": ("EndTxn", None),
+        "EndTxn(commit)": ("EndTxn", "commit"),
+        "EndTxn(abort)": ("EndTxn", "abort"),
+    }
+)
+"""What a step's ``requests`` may name, each as the proxy's request name and ending: one of
+:data:`HELD_REQUESTS`, or an EndTxn by how it ends its transaction (the proxy reads the body's
+Committed flag).  KAFKA-17754's scenario holds commits only: a late abort that lands in the next
+transaction shows nothing, the client then ending it as it meant to."""
 REQUEST_DELAY_MS: Final = 200
 """How long each client request waits in the proxy under ``request-delay`` unless a step says
 otherwise: a slow path, not a dead one (a producer's request timeout is seconds)."""
@@ -44,7 +58,10 @@ REQUEST_REORDER_MS_DRAWN: Final[tuple[int, ...]] = (40, 400, 2000)
 :data:`REQUEST_DELAY_MS_DRAWN`, so the mean wait is the delay's and only the order differs."""
 
 REQUESTS_PARAM = Param(
-    "requests", False, 'which requests it acts on: a list of "Produce" and "EndTxn" (default both)'
+    "requests",
+    False,
+    'which requests it acts on: a list of "Produce", "EndTxn", "EndTxn(commit)" and "EndTxn(abort)"'
+    ' (default "Produce" and "EndTxn")',
 )
 REQUEST_KINDS: Final[tuple[FaultKind, ...]] = (
     FaultKind(

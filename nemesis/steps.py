@@ -23,7 +23,7 @@ from typing import Any
 from nemesis.disk_faults import checked_delay, disk_error_command, slow_disk_command
 from nemesis.fault_kinds import (
     CHURN_STOPS,
-    HELD_REQUESTS,
+    NAMED_REQUESTS,
     PARTITION,
     REGISTRY,
     SLOW_DISK,
@@ -328,9 +328,9 @@ def _check_fault(step: Mapping[str, Any], where: str) -> None:
         if not kind.takes("requests"):
             kinds = ", ".join(name for name, declared in REGISTRY.items() if declared.takes("requests"))
             raise ScenarioError(f"{where}: requests = [...] is for {kinds} only, not {kind.name}")
-        if not isinstance(requests, list) or not requests or not set(requests) <= set(HELD_REQUESTS):
+        if not isinstance(requests, list) or not requests or not set(requests) <= set(NAMED_REQUESTS):
             raise ScenarioError(
-                f"{where}: requests must be a non-empty list of {', '.join(map(repr, HELD_REQUESTS))}, not {requests!r}"
+                f"{where}: requests must be a non-empty list of {', '.join(map(repr, NAMED_REQUESTS))}, not {requests!r}"
             )
     for param, check in NUMBER_PARAMS.items():
         if param not in step:

@@ -151,19 +151,29 @@ def test_delay_duplicate_and_reset_set_their_rules_and_release_removes_them(prox
     acts = RequestFaults(ProxiedNodes(proxy))
     rules = [*acts.delay("n1", 20), *acts.duplicate("n1"), *acts.reset("n1", ["EndTxn"])]
     rules += [*acts.reorder("n1", 400), *acts.reorder("n1", 41)]
+    rules += [*acts.duplicate("n1", ["EndTxn(abort)"]), *acts.reset("n1", ["EndTxn(commit)"])]
     described = [
-        (rule["op"], rule["api_keys"], rule["remaining"], rule.get("ms"), rule.get("jitter"))
+        (
+            rule["op"],
+            rule["api_keys"],
+            rule["remaining"],
+            rule.get("ms"),
+            rule.get("jitter"),
+            rule.get("ends"),
+        )
         for rule in rules
     ]
     assert described == [
-        ("delay", "*", None, 20, None),  # every request, for the whole window
-        ("duplicate", [0], None, None, None),
-        ("duplicate", [26], None, None, None),
-        ("reset", [26], 1, None, None),  # the next one only: a reset is an event, not a state
-        ("delay", "*", None, 200, 200),  # each request its own wait in 0..400
-        ("delay", "*", None, 21, 20),  # 1..41: an odd longest wait never draws a negative one
+        ("delay", "*", None, 20, None, None),  # every request, for the whole window
+        ("duplicate", [0], None, None, None, None),
+        ("duplicate", [26], None, None, None, None),
+        ("reset", [26], 1, None, None, None),  # the next one only: a reset is an event, not a state
+        ("delay", "*", None, 200, 200, None),  # each request its own wait in 0..400
+        ("delay", "*", None, 21, 20, None),  # 1..41: an odd longest wait never draws a negative one
+        ("duplicate", [26], None, None, None, "abort"),  # an EndTxn by its ending
+        ("reset", [26], 1, None, None, "commit"),
     ]
-    assert acts.release("n1")["rules_removed"] == 6
+    assert acts.release("n1")["rules_removed"] == 8
     assert proxy.control.status()["rules"] == []
 
 
@@ -178,6 +188,10 @@ def test_acts_that_certainly_did_nothing_are_refused(proxy: ProxyProcess) -> Non
     for act in (acts.hold, acts.release):  # a node without a proxy (tansu's PostgreSQL node)
         with pytest.raises(Refused, match="pg runs PostgreSQL"):
             act("pg")
+    # A request the proxy cannot name (an op from elsewhere): refused before any rule is set.
+    with pytest.raises(Refused, match=r"request 'Fetch': expected one of Produce, EndTxn, EndTxn\(commit\)"):
+        acts.hold("n1", ["EndTxn", "Fetch"])
+    assert proxy.control.status()["rules"] == []
 
 
 class ProxiedFakeCluster(FakeCluster):
@@ -211,9 +225,10 @@ def test_the_nemesis_holds_on_the_named_broker_and_heal_all_releases(tmp_path: P
         assert (held.type, held.value) == ("ok", {"nodes": ["n2"], "requests": ["Produce", "EndTxn"]})
         assert [len(proxy.control.status()["rules"]) for proxy in proxies.values()] == [0, 2, 0]
         # A scenario step may name the requests: only those are held.
-        named = nemesis.apply(FaultStep(REQUEST_HOLD, ("n3",), requests=("EndTxn",)))
-        assert (named.type, named.value) == ("ok", {"nodes": ["n3"], "requests": ["EndTxn"]})
+        named = nemesis.apply(FaultStep(REQUEST_HOLD, ("n3",), requests=("EndTxn(commit)",)))
+        assert (named.type, named.value) == ("ok", {"nodes": ["n3"], "requests": ["EndTxn(commit)"]})
         assert [len(proxy.control.status()["rules"]) for proxy in proxies.values()] == [0, 2, 1]
+        assert [rule["ends"] for rule in proxies["n3"].control.status()["rules"]] == ["commit"]
         healed = nemesis.heal_all()
         assert (healed[0].f, healed[0].type, healed[0].value) == (
             REQUEST_RELEASE,
@@ -251,7 +266,12 @@ def test_a_cluster_without_proxies_cannot_take_the_fault(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ('requests = ["Fetch"]', "requests must be a non-empty list of 'Produce', 'EndTxn', not ['Fetch']"),
+        (
+            'requests = ["Fetch"]',
+            "requests must be a non-empty list of 'Produce', 'EndTxn', 'EndTxn(commit)', 'EndTxn(abort)',"
+            " not ['Fetch']",
+        ),
+        ('requests = ["EndTxn(maybe)"]', "not ['EndTxn(maybe)']"),
         ("requests = []", "requests must be a non-empty list"),
         ('requests = "EndTxn"', "requests must be a non-empty list"),
     ],

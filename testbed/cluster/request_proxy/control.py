@@ -86,7 +86,9 @@ class ProxyControl:
         client: str | None = None,
         count: int | None = None,
         disconnect: bool = False,
+        ends: str | None = None,
     ) -> dict[str, Any]:
+        """Hold the matching requests until released (``ends``: only EndTxns that commit, or abort)."""
         return self.send(
             {
                 "op": "hold",
@@ -94,6 +96,7 @@ class ProxyControl:
                 "client": client,
                 "count": count,
                 "disconnect": disconnect,
+                "ends": ends,
             }
         )
 
@@ -114,13 +117,17 @@ class ProxyControl:
         return self.send({**command, **({"jitter": jitter} if jitter else {})})
 
     def duplicate(
-        self, api_key: ApiKeys, client: str | None = None, count: int | None = None
+        self, api_key: ApiKeys, client: str | None = None, count: int | None = None, ends: str | None = None
     ) -> dict[str, Any]:
-        return self.send({"op": "duplicate", "api_key": _keys(api_key), "client": client, "count": count})
+        command = {"op": "duplicate", "api_key": _keys(api_key), "client": client, "count": count}
+        return self.send({**command, "ends": ends})
 
-    def reset(self, api_key: ApiKeys, client: str | None = None, count: int | None = None) -> dict[str, Any]:
+    def reset(
+        self, api_key: ApiKeys, client: str | None = None, count: int | None = None, ends: str | None = None
+    ) -> dict[str, Any]:
         """Forward the matching requests, then reset the client's connection before each answer."""
-        return self.send({"op": "reset", "api_key": _keys(api_key), "client": client, "count": count})
+        command = {"op": "reset", "api_key": _keys(api_key), "client": client, "count": count}
+        return self.send({**command, "ends": ends})
 
     def observe(
         self, api_key: ApiKeys, client: str | None = None, count: int | None = None

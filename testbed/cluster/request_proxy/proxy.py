@@ -187,6 +187,7 @@ class RequestProxy:
             api_version=header.api_version,
             correlation_id=header.correlation_id,
             client_id=header.client_id,
+            **({"ends": header.ending} if header.ending else {}),
             **extra,
         )
 
@@ -390,6 +391,7 @@ class RequestProxy:
                 command.delay_ms,
                 command.disconnect,
                 command.jitter_ms,
+                command.ends,
             )
             self.log("rule-added", **rule.describe())
             return rule.describe()

@@ -5,7 +5,10 @@ A Kafka request frame is a 4-byte big-endian size, then the request header: ``ap
 the same in every header version (v2 only adds tagged fields *after* the client id), so the proxy
 reads these four fields of any request of any version without knowing its body.  A response
 frame starts with the size and the correlation id; the proxy passes responses back untouched and
-reads only that id (to swallow the answer of a duplicate).
+reads only that id (to swallow the answer of a duplicate).  Of one request it reads the body too:
+an ``EndTxn``'s ``Committed`` flag (:attr:`RequestHeader.ending`), so that a rule may act on a
+commit and let an abort pass -- KAFKA-17754 needs a late *commit*: a late abort that ends the next
+transaction shows nothing, since the client then ends it as it meant to anyway.
 
 A :class:`Rule` says what the proxy does to matching requests: ``hold`` (keep them until
 released), ``drop`` (close the client's connection instead of forwarding), ``delay`` (forward
@@ -13,8 +16,9 @@ after ``ms``), ``duplicate`` (forward twice, swallow the second answer), ``reset
 reset the client's connection before the answer: the broker acts, the client never learns) or
 ``observe`` (forward, and log it: which requests of which versions a client sends, for the run's
 events).  It matches by API key (a set, by number or name, :data:`API_NAMES`; or ``"*"``, every
-request), optionally by a substring of the client id, and
-acts on at most ``count`` requests (None: every one) -- after that it is spent and removed.
+request), optionally by a substring of the client id and, for ``EndTxn`` alone, by its ending
+(``"ends": "commit"`` or ``"abort"``), and acts on at most ``count`` requests (None: every one) --
+after that it is spent and removed.
 :class:`RuleBook` keeps the rules in the order they were added: the first live match wins --
 except that a ``delay`` is the path's latency, not a verdict on the request: every matching
 delay adds its milliseconds (:meth:`RuleBook.latency`) and the request then meets the other
@@ -30,7 +34,9 @@ anyway, since when each request arrives is not.
 Control lines (:func:`parse_command`) are JSON objects, one per line, e.g.
 ``{"op": "hold", "api_key": "Produce", "client": "txn-1", "count": 1}``,
 ``{"op": "hold", "api_key": "Produce", "disconnect": true}`` (hold it and close the client's
-connection, so the client retries on a new one at once), ``{"op": "release", "mode": "new-connection"}``, ``{"op": "clear"}``, ``{"op": "status"}``.
+connection, so the client retries on a new one at once), ``{"op": "hold", "api_key": "EndTxn",
+"ends": "commit", "count": 1}`` (the next commit; aborts pass), ``{"op": "release", "mode":
+"new-connection"}``, ``{"op": "clear"}``, ``{"op": "status"}``.
 A bad line raises :class:`ControlError` with a one-line message naming the field.
 
 This module and the proxy use the standard library only, so that they run on a node next to a
@@ -71,6 +77,13 @@ API_NAMES: Final[Mapping[str, int]] = MappingProxyType(
 )
 """The request names a rule may use instead of the API key number (Kafka's spelling)."""
 
+END_TXN: Final = API_NAMES["EndTxn"]
+_END_TXN_FIRST_FLEXIBLE: Final = 3
+"""EndTxn v3 and later are flexible versions: request header v2 (tagged fields after the client
+id) and a compact transactional id (unsigned varint length + 1)."""
+Ending = Literal["commit", "abort"]
+ENDINGS: Final[tuple[Ending, ...]] = ("commit", "abort")
+
 Action = Literal["hold", "drop", "delay", "duplicate", "reset", "observe"]
 ACTIONS: Final[tuple[Action, ...]] = ("hold", "drop", "delay", "duplicate", "reset", "observe")
 EVERY_REQUEST: Final = "*"
@@ -95,12 +108,15 @@ class ControlError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class RequestHeader:
-    """The four header fields every request version starts with."""
+    """The four header fields every request version starts with, and an EndTxn's ending."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
+    ending: Ending | None = None
+    """An EndTxn's ``Committed`` field as ``"commit"`` or ``"abort"``; None for every other
+    request, and for an EndTxn whose body is too short to say (the broker refuses that itself)."""
 
 
 def frame_size(prefix: bytes, limit: int = 100 * 1024 * 1024) -> int:
@@ -118,13 +134,48 @@ def parse_request_header(payload: bytes) -> RequestHeader:
     if len(payload) < _HEADER.size:
         raise FrameError(f"request of {len(payload)} bytes is shorter than a header ({_HEADER.size})")
     api_key, api_version, correlation_id, length = _HEADER.unpack_from(payload, 0)
-    if length < 0:
-        return RequestHeader(api_key, api_version, correlation_id, None)
-    end = _HEADER.size + length
-    if len(payload) < end:
-        raise FrameError(f"client id of {length} bytes runs past the {len(payload)}-byte request")
-    client_id = payload[_HEADER.size : end].decode("utf-8", errors="replace")
-    return RequestHeader(api_key, api_version, correlation_id, client_id)
+    client_id = None
+    end = _HEADER.size + max(length, 0)
+    if length >= 0:
+        if len(payload) < end:
+            raise FrameError(f"client id of {length} bytes runs past the {len(payload)}-byte request")
+        client_id = payload[_HEADER.size : end].decode("utf-8", errors="replace")
+    ending = _end_txn_ending(payload, end, api_version) if api_key == END_TXN else None
+    return RequestHeader(api_key, api_version, correlation_id, client_id, ending)
+
+
+def _unsigned_varint(payload: bytes, at: int) -> tuple[int, int]:
+    """The unsigned varint at ``at`` and the offset after it; IndexError when the bytes run out."""
+    value = shift = 0
+    while shift <= 28:
+        byte = payload[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    raise IndexError("unsigned varint longer than 5 bytes")
+
+
+def _end_txn_ending(payload: bytes, at: int, version: int) -> Ending | None:
+    """The ``Committed`` field of the EndTxn body after the client id at ``at`` (its transactional
+    id, producer id int64 and epoch int16 come first); None when the bytes run short."""
+    try:
+        if version >= _END_TXN_FIRST_FLEXIBLE:
+            tags, at = _unsigned_varint(payload, at)  # the header's tagged fields
+            for _ in range(tags):
+                _, at = _unsigned_varint(payload, at)
+                size, at = _unsigned_varint(payload, at)
+                at += size
+            length_plus_one, at = _unsigned_varint(payload, at)
+            at += max(length_plus_one - 1, 0)
+        else:
+            (length,) = struct.unpack_from(">h", payload, at)
+            at += 2 + max(length, 0)
+        committed = payload[at + 8 + 2]
+    except (IndexError, struct.error):
+        return None
+    return "commit" if committed else "abort"
 
 
 def response_correlation_id(payload: bytes) -> int:
@@ -165,9 +216,13 @@ class Rule:
     """hold only: close the client's connection too, so it retries elsewhere at once."""
     jitter_ms: int = 0
     """delay only: each request waits ``delay_ms`` give or take up to this (uniformly drawn)."""
+    ends: Ending | None = None
+    """A rule on EndTxn alone: only the requests that end their transaction so."""
 
     def matches(self, header: RequestHeader) -> bool:
         if (self.api_keys is not None and header.api_key not in self.api_keys) or self.remaining == 0:
+            return False
+        if self.ends is not None and header.ending != self.ends:
             return False
         return self.client is None or (header.client_id is not None and self.client in header.client_id)
 
@@ -182,6 +237,7 @@ class Rule:
             **({"ms": self.delay_ms} if self.action == "delay" else {}),
             **({"jitter": self.jitter_ms} if self.jitter_ms else {}),
             **({"disconnect": True} if self.disconnect else {}),
+            **({"ends": self.ends} if self.ends else {}),
         }
 
 
@@ -202,8 +258,9 @@ class RuleBook:
         delay_ms: int,
         disconnect: bool = False,
         jitter_ms: int = 0,
+        ends: Ending | None = None,
     ) -> Rule:
-        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms, disconnect, jitter_ms)
+        rule = Rule(self._next_id, action, api_keys, client, count, delay_ms, disconnect, jitter_ms, ends)
         self._next_id += 1
         self.rules.append(rule)
         return rule
@@ -254,6 +311,7 @@ class Command:
     mode: ReleaseMode = "new-connection"
     jitter_ms: int = 0
     rule_id: int | None = None
+    ends: Ending | None = None
 
 
 def _optional_int(fields: Mapping[str, Any], name: str, minimum: int) -> int | None:
@@ -290,8 +348,11 @@ def _rule_command(op: Action, fields: Mapping[str, Any]) -> Command:
         raise ControlError(
             f"jitter {jitter_ms}: only for delay, and at most its ms ({delay_ms or 0}): no wait is negative"
         )
+    ends = fields.get("ends")
+    if ends is not None and (ends not in ENDINGS or api_keys != frozenset({END_TXN})):
+        raise ControlError(f"ends {ends!r}: 'commit' or 'abort', and only with api_key EndTxn alone")
     count = _optional_int(fields, "count", 1)
-    return Command(op, api_keys, client, count, delay_ms or 0, disconnect, jitter_ms=jitter_ms)
+    return Command(op, api_keys, client, count, delay_ms or 0, disconnect, jitter_ms=jitter_ms, ends=ends)
 
 
 def parse_command(line: str) -> Command:
@@ -303,7 +364,7 @@ def parse_command(line: str) -> Command:
     if not isinstance(fields, dict):
         raise ControlError(f"expected a JSON object, got {type(fields).__name__}")
     op = fields.get("op")
-    known = {"op", "api_key", "client", "count", "ms", "jitter", "disconnect", "mode", "rule"}
+    known = {"op", "api_key", "client", "count", "ms", "jitter", "disconnect", "mode", "rule", "ends"}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ControlError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})")

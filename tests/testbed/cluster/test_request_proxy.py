@@ -22,7 +22,7 @@ import pytest
 from testbed.cluster.request_proxy.control import ProxyControl, ProxyControlError, read_actions, spawn_proxy
 from testbed.cluster.request_proxy.proxy import RequestProxy, read_frame
 from testbed.cluster.request_proxy.rules import RuleBook, parse_command
-from tests.testbed.cluster.test_request_rules import request_payload
+from tests.testbed.cluster.test_request_rules import end_txn_body, request_payload
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -321,6 +321,31 @@ def test_a_held_request_released_on_its_own_connection_is_answered_in_order(tmp_
         writer.close()
 
     assert [line["action"] for line in run(scenario, tmp_path)] == ["rule-added", "hold", "release-original"]
+
+
+def test_a_hold_on_commits_lets_aborts_pass_and_holds_the_next_commit(tmp_path: Path) -> None:
+    def end_txn(correlation_id: int, committed: bool) -> bytes:
+        payload = request_payload(26, 5, correlation_id, "txn-producer", end_txn_body(5, committed))
+        return struct.pack(">i", len(payload)) + payload
+
+    async def scenario(proxy: RequestProxy, broker: FakeBroker, listen: str) -> None:
+        await command(proxy, '{"op": "hold", "api_key": "EndTxn", "ends": "commit", "count": 1}')
+        reader, writer = await connect(listen)
+        writer.write(end_txn(1, False))
+        assert await answer(reader) == (1, 1)  # an abort passes
+        writer.write(end_txn(2, True) + end_txn(3, True))
+        await until(lambda: len(proxy.held) == 1)
+        assert broker.seen == [(1, 26, 1)]  # the commit is held, the one behind it waits
+        await command(proxy, '{"op": "release", "mode": "original"}')
+        assert [await answer(reader), await answer(reader)] == [(2, 1), (3, 1)]  # the rule was spent
+        writer.close()
+
+    actions = run(scenario, tmp_path)
+    assert [(line["action"], line.get("ends")) for line in actions] == [
+        ("rule-added", "commit"),
+        ("hold", "commit"),
+        ("release-original", "commit"),
+    ]
 
 
 def test_clear_removes_the_rules_and_releases_what_is_held(tmp_path: Path) -> None:

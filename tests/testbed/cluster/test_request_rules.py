@@ -30,6 +30,51 @@ def request_payload(
     return struct.pack(">hhih", api_key, version, correlation_id, len(encoded)) + encoded + body
 
 
+def end_txn_body(
+    version: int, committed: bool, transactional_id: str = "txn-1", tags: bytes = b"\x00"
+) -> bytes:
+    """An EndTxn body after the client id: in flexible versions (3+) the header's tagged fields,
+    then a compact transactional id; before them an int16-length one."""
+    encoded = transactional_id.encode()
+    if version >= 3:
+        head = tags + bytes([len(encoded) + 1]) + encoded
+    else:
+        head = struct.pack(">h", len(encoded)) + encoded
+    tail = b"\x00" if version >= 3 else b""  # the body's own tagged fields
+    return head + struct.pack(">qh?", 4711, 3, committed) + tail
+
+
+@pytest.mark.parametrize("version", [0, 2, 3, 4, 5])
+def test_an_end_txn_says_whether_it_commits_or_aborts(version: int) -> None:
+    for committed, ending in ((True, "commit"), (False, "abort")):
+        payload = request_payload(26, version, 9, "txn-producer", end_txn_body(version, committed))
+        assert parse_request_header(payload) == RequestHeader(26, version, 9, "txn-producer", ending)
+    # a null client id, and header tags before the body (a tag of 2 bytes, then none more)
+    tagged = end_txn_body(version, True, tags=b"\x01\x00\x02ab")
+    if version >= 3:
+        assert parse_request_header(request_payload(26, version, 1, None, tagged)).ending == "commit"
+    # a body cut short says nothing (the broker refuses it); no other request reads its body
+    for cut in range(len(end_txn_body(version, True)) - (2 if version >= 3 else 1)):
+        short = request_payload(26, version, 1, "c", end_txn_body(version, True)[:cut])
+        assert parse_request_header(short).ending is None
+    assert (
+        parse_request_header(request_payload(0, version, 1, "c", end_txn_body(version, True))).ending is None
+    )
+
+
+def test_a_rule_on_an_ending_matches_only_end_txns_that_end_so() -> None:
+    book = RuleBook()
+    commits = book.add("hold", frozenset({26}), None, 1, 0, ends="commit")
+    assert commits.describe()["ends"] == "commit"
+    assert book.take(RequestHeader(26, 5, 1, "p", "abort")) is None
+    assert book.take(RequestHeader(26, 5, 2, "p", None)) is None  # unreadable: not known to commit
+    assert book.take(RequestHeader(26, 5, 3, "p", "commit")) is commits
+    assert book.rules == []  # spent
+    every = book.add("hold", frozenset({26}), None, None, 0)
+    assert "ends" not in every.describe()
+    assert book.take(RequestHeader(26, 5, 4, "p", "abort")) is every
+
+
 def test_header_of_a_request_with_and_without_client_id() -> None:
     assert parse_request_header(request_payload(0, 9, 7, "txn-producer", b"\x00body")) == RequestHeader(
         0, 9, 7, "txn-producer"
@@ -140,6 +185,9 @@ def test_control_lines() -> None:
     assert not parse_command('{"op": "hold", "api_key": 0}').disconnect
     assert parse_command('{"op": "clear"}').op == "clear"
     assert parse_command('{"op": "status"}').op == "status"
+    ending = parse_command('{"op": "hold", "api_key": "EndTxn", "ends": "commit", "count": 1}')
+    assert (ending.api_keys, ending.ends, ending.count) == (frozenset({26}), "commit", 1)
+    assert parse_command('{"op": "reset", "api_key": 26, "ends": null}').ends is None
 
 
 @pytest.mark.parametrize(
@@ -162,6 +210,9 @@ def test_control_lines() -> None:
         ('{"op": "delay", "api_key": 0, "ms": 100, "jitter": 101}', r"jitter 101: .* at most its ms \(100\)"),
         ('{"op": "hold", "api_key": 0, "jitter": 10}', "jitter 10: only for delay"),
         ('{"op": "delay", "api_key": 0, "ms": 100, "jitter": -1}', "jitter -1"),
+        ('{"op": "hold", "api_key": "EndTxn", "ends": "later"}', "ends 'later': 'commit' or 'abort'"),
+        ('{"op": "hold", "api_key": ["EndTxn", 0], "ends": "commit"}', "only with api_key EndTxn alone"),
+        ('{"op": "hold", "api_key": "*", "ends": "abort"}', "only with api_key EndTxn alone"),
     ],
 )
 def test_bad_control_lines_name_what_is_wrong_in_one_line(line: str, message: str) -> None:
