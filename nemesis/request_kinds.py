@@ -21,6 +21,7 @@ from nemesis.fault_declaration import (
     FaultKind,
     Param,
 )
+from testbed.cluster.request_proxy.rules import ENDINGS
 
 REQUEST_HOLD: Final = "request-hold"
 REQUEST_RELEASE: Final = "request-release"
@@ -33,10 +34,8 @@ HELD_REQUESTS: Final[tuple[str, ...]] = ("Produce", "EndTxn")
 these); ``request-duplicate`` and ``request-reset`` take the same two."""
 NAMED_REQUESTS: Final[Mapping[str, tuple[str, str | None]]] = MappingProxyType(
     {
-        "Produce": ("Produce", None),
-        "EndTxn": ("EndTxn", None),
-        "EndTxn(commit)": ("EndTxn", "commit"),
-        "EndTxn(abort)": ("EndTxn", "abort"),
+        **{name: (name, None) for name in HELD_REQUESTS},
+        **{f"EndTxn({ending})": ("EndTxn", ending) for ending in ENDINGS},
     }
 )
 """What a step's ``requests`` may name, each as the proxy's request name and ending: one of
