@@ -116,8 +116,8 @@ def test_without_a_candidate_every_mode_draws_the_default_mix_with_its_weights(
         "leader-crash-storm": 2,
         "isolate-followers-lose-leader": 2,
         "stale-leader-lagging-joiner": 2,
-        "zombie-fetch-across-epochs": 2,
+        "zombie-fetch-across-epochs": 4,
     }
     kip966 = catalogue["eligible.leader.replicas.enable=false"]
     spec = bench_hunt.spec_for(kip966, {"eligible.leader.replicas.enable": "false"}, 30.0, 5.0)
-    assert dict(spec.nemesis.weights)["last-replica-standing"] == 2  # where power loss is hunted
+    assert dict(spec.nemesis.weights)["last-replica-standing"] == 4  # where power loss is hunted
