@@ -214,17 +214,13 @@ HUNT_WEIGHTS: tuple[tuple[str, int], ...] = (
 )
 """The default mix's draw weights: each package that alone reaches a catalogued bug (KIP-101,
 KIP-279, Jepsen 2013, KAFKA-7128, KIP-320, KIP-966) is drawn twice as often as the rest, so that
-adding the four packages of the wider fault surface did not thin it out -- one draw in ten, as one
-in eleven before them.  Measured (``docs/bugs.md``): drawn alike, the fifteen names found
-KAFKA-7128 in 1 of 3 five-minute hunts (its package drawn once in 15 runs), and KIP-320 and
-KIP-966 later than the eleven.  The two packages that alone reach a bug no other package reaches
--- ``zombie-fetch-across-epochs`` (KIP-320) and ``last-replica-standing`` (KIP-966) -- are drawn
-four times as often (2026-12-04): every run that drew them found their bug, but at weight 2
-``zombie-fetch-across-epochs`` came up in 4 of 53 package draws and 3 of 6 five-minute hunts
-missed KIP-320 (none of the three drew it), and ``last-replica-standing`` in 1 of 27 draws (KIP-966
-found in 1 of 2 hunts); at 4, KIP-320 was found in 6 hunts of 6 and KIP-966 in 4 of 4.
-``last-replica-standing`` is weighed where power loss is hunted (:data:`POWER_LOSS_MIX`); a mix
-keeps the weights of the names it has (:func:`weights_within`)."""
+adding the four packages of the wider fault surface did not thin it out; the two that are the
+*only* way to their bug -- ``zombie-fetch-across-epochs`` (KIP-320) and ``last-replica-standing``
+(KIP-966) -- four times as often, because a hunt that never draws them cannot find it (every run
+that drew them did; at weight 2 half the five-minute KIP-320 hunts drew it in none of their runs).
+The measurements behind each weight are in ``docs/bugs.md``.  ``last-replica-standing`` is weighed
+where power loss is hunted (:data:`POWER_LOSS_MIX`); a mix keeps the weights of the names it has
+(:func:`weights_within`)."""
 TXN_HUNT_MIX: tuple[str, ...] = (REQUEST_HOLD,)
 """The fault mix ``tidemark hunt --txn`` draws from when ``--nemesis`` is not given: a Produce and
 an EndTxn held past the client's timeout and released late on a new connection (what KAFKA-17754

@@ -34,8 +34,8 @@ def test_without_nemesis_a_hunt_draws_the_default_mix(calls: list[dict[str, Any]
     assert calls[0]["spec"].nemesis.weights == tuple(
         (name, weight) for name, weight in HUNT_WEIGHTS if name != "last-replica-standing"
     )
-    assert {name: weight for name, weight in HUNT_WEIGHTS}["stale-leader-lagging-joiner"] == 2
-    assert {name: weight for name, weight in HUNT_WEIGHTS}["zombie-fetch-across-epochs"] == 4
+    assert dict(HUNT_WEIGHTS)["stale-leader-lagging-joiner"] == 2
+    assert dict(HUNT_WEIGHTS)["zombie-fetch-across-epochs"] == 4
     assert calls[0]["budget"] == 120.0 and calls[0]["stop_on"] == frozenset()
 
 
