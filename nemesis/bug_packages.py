@@ -99,7 +99,7 @@ def bounce_stop(rng: random.Random, context: PackageContext) -> Step:
     profile the crash made the package end at ``leader-is B`` in all 8 draws of 16 runs (issue 35).
     Where a crash keeps them, B is killed: its HW checkpoint is then older, the bug's own shape.
     Unknown (another system): either, drawn."""
-    keeps = context.unclean_restart_keeps_isr
+    keeps = context.rules.unclean_restart_keeps_isr
     if keeps is None:
         keeps = rng.random() < 0.5
     if keeps:
@@ -145,6 +145,13 @@ def last_replica_standing(rng: random.Random, context: PackageContext) -> list[S
     return steps
 
 
+ZOMBIE_CUT_SECONDS = 20
+"""How long ``zombie-fetch-across-epochs`` may keep F cut off from L before L dies, with margin:
+8 and 9 s in the two draws of 2026-12-04 (the marker's fetch by G, then up to 2 s).  A shorter ISR
+lag takes F out of the ISR first, and where that leaves F unelectable
+(:meth:`~nemesis.package_context.ReplicationRules.cut_follower_electable`) the package is not planned."""
+
+
 def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> list[Step]:
     """KIP-320: the zombie follower G holds records of epoch e that the next leader never got,
     and keeps fetching from the old leader after it leads again in a later epoch.
@@ -154,11 +161,21 @@ def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> l
     log past F's before the leader dies (else there is no stale suffix to diverge), and -- where
     the workload sends markers -- a marker right after the cut (the record that puts G past F)
     and one in each new epoch (two in the last), since the workload's producers mostly cannot
-    find the new leader while the zombie answers Metadata with the old one.
+    find the new leader while the zombie answers Metadata with the old one.  Not planned where the
+    cut would take F out of the ISR for good (:data:`ZOMBIE_CUT_SECONDS`): F's election, which
+    the package awaits, cannot happen there.
     """
     if not context.metadata_delay:
         raise PackageError(f"{ZOMBIE_FETCH_ACROSS_EPOCHS} needs a controller node")
     need_three_replicas(ZOMBIE_FETCH_ACROSS_EPOCHS, context)
+    lag = context.rules.isr_lag_seconds
+    if lag is not None and lag < ZOMBIE_CUT_SECONDS and context.rules.cut_follower_electable() is False:
+        raise PackageError(
+            f"{ZOMBIE_FETCH_ACROSS_EPOCHS} needs the follower it cuts off to be electable when the"
+            f" leader dies: the cut (up to {ZOMBIE_CUT_SECONDS} s) outlasts replica.lag.time.max.ms"
+            f" ({lag:g} s), and then neither unclean elections nor eligible leader replicas with"
+            " min.insync.replicas >= 2 keep it so"
+        )
     p = partition_of(rng, context)
     zombie = rng.randint(1, 2)
     marker: list[Step] = [{"produce": "marker", "partition": p}] if context.markers else []

@@ -123,9 +123,7 @@ class Nemesis:
                 markers=isinstance(workload, MarkerSender),
                 client_crash=crash_ability(workload) is not None,
                 consumer_crash=group_crash_ability(workload),
-                isr_lag_seconds=config.isr_lag_seconds,
-                unclean_restart_keeps_isr=config.unclean_restart_keeps_isr,
-                unclean_election=config.unclean_election,
+                rules=config.rules,
             )
             if config.package_cluster is not None and self.leader_partitions
             else None

@@ -26,6 +26,7 @@ from nemesis.fault_declaration import (
     POWER_LOSS_ABILITY,
     REQUEST_PROXY,
 )
+from nemesis.package_context import ReplicationRules
 from nemesis.plan import TopicPartition
 from nemesis.request_faults import RequestProxies
 from testbed.cluster.protocol import (
@@ -59,8 +60,8 @@ class NemesisConfig:
     ``leader_partitions`` are the topic partitions whose leader the ``leader``/``followers``/
     ``isolate-leader`` targets follow (one is drawn per step).  ``package_cluster`` (the cluster
     as a Kafka :class:`~testbed.cluster.protocol.Cluster`) and ``leader_partitions`` together let
-    the schedule draw fault packages, with ``replication_factor`` (default: every broker) and
-    ``isr_lag_seconds`` (``replica.lag.time.max.ms``, where known: a package outlasts it), and
+    the schedule draw fault packages, with ``replication_factor`` (default: every broker),
+    ``rules`` (the ISR lag, unclean elections, ELR and min ISR in force, where known) and
     ``group``, the workload's consumer group (a package's roles on its ``offsets`` partition).
     ``workload`` is asked for the optional abilities some faults need (``consumer-churn``:
     :mod:`nemesis.consumer_churn`; marker sends for packages' ``produce`` steps:
@@ -76,12 +77,7 @@ class NemesisConfig:
     package_cluster: Cluster | None = None
     replication_factor: int | None = None
     workload: object | None = None
-    isr_lag_seconds: float | None = None
-    unclean_restart_keeps_isr: bool | None = None
-    """Whether a broker back from a crash keeps its ISR memberships, where known
-    (:attr:`nemesis.package_context.PackageContext.unclean_restart_keeps_isr`)."""
-    unclean_election: bool | None = None
-    """``unclean.leader.election.enable``, where known (:attr:`nemesis.package_context.PackageContext.unclean_election`)."""
+    rules: ReplicationRules = dataclasses.field(default_factory=ReplicationRules)
     group: str | None = None
 
 

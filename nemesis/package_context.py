@@ -27,6 +27,52 @@ class PackageError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplicationRules:
+    """The broker settings in force that decide what a package's cuts and crashes do to an ISR,
+    each where known (None: another system, or an external cluster the run did not ``--set`` it
+    for).  One value from the test spec (:meth:`harness.run.spec.TestSpec.replication_rules`)
+    through the nemesis's config to every package's context: a new rule is added here alone."""
+
+    isr_lag_seconds: float | None = None
+    """How long a follower may lag before its leader drops it from the ISR
+    (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
+    unclean_restart_keeps_isr: bool | None = None
+    """Whether a broker back from a crash keeps its ISR memberships, where known: true for the
+    bundled broker with ``eligible.leader.replicas.enable=false`` (Kafka before KIP-966), false
+    with it on (a crashed broker may have lost what it acknowledged, so it leaves every ISR).  A
+    package that needs a bounced replica to stay in the ISR stops it cleanly where a crash would
+    take it out."""
+    unclean_election: bool | None = None
+    """Whether an out-of-ISR replica may be elected (``unclean.leader.election.enable``), where
+    known: a package whose elections are all unclean plans them only where they may happen."""
+    min_insync_replicas: int | None = None
+    """``min.insync.replicas`` in force, where known: with Eligible Leader Replicas a follower that
+    leaves an ISR of that size stays electable (:meth:`cut_follower_electable`)."""
+
+    def cut_follower_electable(self) -> bool | None:
+        """Whether a follower cut off from its leader until it left the ISR (``{L, F}`` shrunk to
+        ``{L}``) may still be elected once the leader dies; None where the settings are not known.
+
+        Yes with unclean elections, and with Eligible Leader Replicas (KIP-966; the bundled broker's
+        ``eligible.leader.replicas.enable``, :attr:`unclean_restart_keeps_isr` false)
+        where ``min.insync.replicas`` is at least 2: the shrink takes the ISR below it, so F joins the
+        ELR.  Otherwise a correct controller elects nobody: a package that awaits F as leader after
+        such a cut stalls at that wait (every ``zombie-fetch-across-epochs`` draw did, 2026-12-04:
+        7 of 7 in KIP-966's hunt mode, ELR off and a 3-second lag; 3 of 3 with the bundled broker's
+        defaults, ELR on, min ISR 1 and a 5-second lag).
+        """
+        if self.unclean_election:
+            return True
+        elr = None if self.unclean_restart_keeps_isr is None else not self.unclean_restart_keeps_isr
+        min_isr = self.min_insync_replicas
+        if elr and min_isr is not None and min_isr >= 2:
+            return True
+        if self.unclean_election is False and (elr is False or (min_isr is not None and min_isr < 2)):
+            return False
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
 class PackageContext:
     """What a package may use: the brokers, the workload's partitions and replication factor,
     and whether power loss (the lazy filesystem) and metadata delay (a controller node) exist."""
@@ -42,18 +88,8 @@ class PackageContext:
     markers: bool = False
     """The workload sends markers (``produce`` steps): packages that need writes to reach a new
     leader at once plan them only then."""
-    isr_lag_seconds: float | None = None
-    """How long a follower may lag before its leader drops it from the ISR
-    (``replica.lag.time.max.ms``), where known: a package that needs the ISR to shrink outlasts it."""
-    unclean_restart_keeps_isr: bool | None = None
-    """Whether a broker back from a crash keeps its ISR memberships, where known: true for the
-    bundled broker with ``eligible.leader.replicas.enable=false`` (Kafka before KIP-966), false
-    with it on (a crashed broker may have lost what it acknowledged, so it leaves every ISR).  A
-    package that needs a bounced replica to stay in the ISR stops it cleanly where a crash would
-    take it out."""
-    unclean_election: bool | None = None
-    """Whether an out-of-ISR replica may be elected (``unclean.leader.election.enable``), where
-    known: a package whose elections are all unclean plans them only where they may happen."""
+    rules: ReplicationRules = dataclasses.field(default_factory=ReplicationRules)
+    """The broker settings that decide what the package's cuts and crashes do to an ISR."""
     client_crash: bool = False
     """The workload's producers run in processes the nemesis may kill (``client-crash`` steps,
     :mod:`nemesis.client_crash`)."""
@@ -79,7 +115,7 @@ def slow_path_step(rng: random.Random, nodes: list[str]) -> Step:
 def leaves_isr_timeout(context: PackageContext) -> int:
     """Seconds a ``not-in-isr`` wait gives a cut-off follower to leave the ISR: the lag window where
     known, plus 30 s for the leader's check and the controller's commit; at least 40."""
-    return max(40, round(context.isr_lag_seconds or 0) + 30)
+    return max(40, round(context.rules.isr_lag_seconds or 0) + 30)
 
 
 def partition_of(rng: random.Random, context: PackageContext) -> int:

@@ -163,7 +163,7 @@ def leader_crash_storm(rng: random.Random, context: PackageContext) -> list[Step
     # A full ISR first: after an earlier fault the leader may be the ISR's only member, whose crash
     # moves nothing (nightly profile: 5 of 27 draws ended at the first leader-is-not, 2026-11-30).
     opening: list[Step] = [{"wait": "caught-up", "partition": p, "timeout": 40}]
-    if rng.random() < 0.5 and context.unclean_election is not False:  # its elections are all unclean
+    if rng.random() < 0.5 and context.rules.unclean_election is not False:  # its elections are all unclean
         return opening + _ping_pong(rng, context, p)
     crashes = rng.randint(2, min(4, max(2, context.replication_factor)))
     steps: list[Step] = opening
@@ -225,7 +225,7 @@ def isolate_followers_lose_leader(rng: random.Random, context: PackageContext) -
         raise PackageError("isolate-followers-lose-leader needs a replication factor of at least 2")
     binding = {"L": f"leader-of:{p}", **{name: f"follower-of:{p}#{n}" for n, name in enumerate(followers, 1)}}
     grudge: dict[str, list[str]] = {"L": followers, **{name: ["L"] for name in followers}}
-    lag = context.isr_lag_seconds
+    lag = context.rules.isr_lag_seconds
     if lag is not None and context.metadata_delay and rng.random() < 0.5:
         # The leader loses the controller too, for longer than the ISR lag: the shrink it then
         # proposes is never answered (KIP-497's in-flight window stays open), the controller
@@ -361,7 +361,7 @@ def one_way_leader_crash(rng: random.Random, context: PackageContext) -> list[St
         deaf, why = ["L"], "the leader hears no Fetch (the controller it still hears): the ISR shrinks to it"
     else:
         deaf, why = followers, "the followers' Fetches arrive, the answers do not: they ask and never advance"
-    lag = context.isr_lag_seconds
+    lag = context.rules.isr_lag_seconds
     low, high = (lag + 1.0, lag + 4.0) if lag is not None else (2.0, 8.0)
     return [
         {"bind": binding},

@@ -191,9 +191,7 @@ def _nemesis_for(
                 package_cluster=cluster,
                 replication_factor=spec.workload.replication_factor,
                 workload=workload,
-                isr_lag_seconds=spec.isr_lag_seconds(),
-                unclean_restart_keeps_isr=spec.unclean_restart_keeps_isr(),
-                unclean_election=spec.unclean_election(),
+                rules=spec.replication_rules(),
                 group=spec.workload.group,
             ),
         )

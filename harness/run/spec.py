@@ -25,6 +25,7 @@ from harness.targets.registry import asked_target, find_target, target_of
 from nemesis.client_crash_plan import CRASH_ROLES
 from nemesis.fault_declaration import POWER_LOSS_ABILITY
 from nemesis.fault_kinds import REGISTRY
+from nemesis.package_context import ReplicationRules
 from nemesis.packages import PackageContext
 from nemesis.scenario import Scenario, ScenarioError, parse_scenario
 from nemesis.spec import CONSUMER_CHURN, NemesisSpec
@@ -225,27 +226,29 @@ class TestSpec:
         cluster knows its nodes: an external cluster, tansu)."""
         return self.target_object().package_context(self)
 
-    def isr_lag_seconds(self) -> float | None:
-        """``replica.lag.time.max.ms`` in force, in seconds; None where it is not known (tansu, or
-        an external cluster the run did not ``--set`` it for)."""
-        value = self.effective_settings().get("replica.lag.time.max.ms")
-        return int(value) / 1000 if value is not None and value.isdigit() else None
+    def replication_rules(self) -> ReplicationRules:
+        """The ISR rules in force, each None where it is not known (tansu, or an external cluster
+        the run did not ``--set`` it for): ``replica.lag.time.max.ms`` in seconds, the bundled
+        broker's ``eligible.leader.replicas.enable`` negated (a broker back from a crash keeps its
+        ISR memberships without ELR), ``unclean.leader.election.enable`` and
+        ``min.insync.replicas``."""
+        settings = self.effective_settings()
 
-    def unclean_restart_keeps_isr(self) -> bool | None:
-        """Whether a broker back from a crash keeps its ISR memberships: the bundled broker's
-        ``eligible.leader.replicas.enable`` in force, negated; None where it is not known."""
-        elr = self._switch("eligible.leader.replicas.enable")
-        return None if elr is None else not elr
+        def number(key: str) -> int | None:
+            value = settings.get(key)
+            return int(value) if value is not None and value.isdigit() else None
 
-    def unclean_election(self) -> bool | None:
-        """``unclean.leader.election.enable`` in force; None where it is not known."""
-        return self._switch("unclean.leader.election.enable")
+        def switch(key: str) -> bool | None:
+            value = settings.get(key)
+            return None if value is None else value == "true"
 
-    def _switch(self, key: str) -> bool | None:
-        """A true/false setting in force; None where the target does not say (tansu, or an
-        external cluster the run did not ``--set`` it for)."""
-        value = self.effective_settings().get(key)
-        return None if value is None else value == "true"
+        lag_ms, elr = number("replica.lag.time.max.ms"), switch("eligible.leader.replicas.enable")
+        return ReplicationRules(
+            isr_lag_seconds=None if lag_ms is None else lag_ms / 1000,
+            unclean_restart_keeps_isr=None if elr is None else not elr,
+            unclean_election=switch("unclean.leader.election.enable"),
+            min_insync_replicas=number("min.insync.replicas"),
+        )
 
     def scenario_problems(self, results: Mapping[str, Any]) -> list[str] | None:
         """For a scenario run, what in ``results`` contradicts the scenario's expected verdict

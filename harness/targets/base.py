@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from nemesis.fault_declaration import REQUEST_PROXY
 from nemesis.fault_kinds import REGISTRY, kind_of
+from nemesis.package_context import ReplicationRules
 from nemesis.packages import PackageContext
 from nemesis.spec import NemesisSpec
 from testbed.cluster.protocol import Cluster, LogFiles
@@ -84,11 +85,7 @@ class TargetSpec(Protocol):
 
     def scenario_faults(self) -> set[str]: ...
 
-    def isr_lag_seconds(self) -> float | None: ...
-
-    def unclean_restart_keeps_isr(self) -> bool | None: ...
-
-    def unclean_election(self) -> bool | None: ...
+    def replication_rules(self) -> ReplicationRules: ...
 
 
 @runtime_checkable

@@ -92,9 +92,7 @@ class BundledTarget(ContainerTarget):
             metadata_delay=True,
             quiet_seconds=spec.nemesis.interval_seconds,
             markers=True,
-            isr_lag_seconds=spec.isr_lag_seconds(),
-            unclean_restart_keeps_isr=spec.unclean_restart_keeps_isr(),
-            unclean_election=spec.unclean_election(),
+            rules=spec.replication_rules(),
             client_crash=spec.workload.client_processes and spec.workload.producers > 0,
             consumer_crash=spec.workload.client_processes
             and spec.workload.consumers > 0

@@ -17,6 +17,7 @@ import pytest
 from kafka import TopicPartition
 
 from nemesis.membership import Membership, moved_away, preferred_of
+from nemesis.package_context import ReplicationRules
 from nemesis.packages import PackageContext, PackageError, plan_package
 
 
@@ -184,7 +185,9 @@ def test_each_return_comes_with_the_newcomer_leading_and_the_metadata_late_for_a
 def test_the_preferred_replica_is_made_a_follower_then_cut_out_of_the_isr_before_its_election() -> None:
     """The election must find the preferred replica alive and lagging: a follower (a leader needs
     no election), cut off from the leader only (it heartbeats the controller), out of the ISR."""
-    context = PackageContext(("n1", "n2", "n3"), 2, 3, metadata_delay=True, isr_lag_seconds=3.0)
+    context = PackageContext(
+        ("n1", "n2", "n3"), 2, 3, metadata_delay=True, rules=ReplicationRules(isr_lag_seconds=3.0)
+    )
     for seed in range(20):
         steps = plan_package("lagging-preferred-election", random.Random(seed), context)
         actions = [step.get("fault") or step.get("wait") or next(iter(step)) for step in steps]

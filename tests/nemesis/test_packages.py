@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 import nemesis.scenario_run as scenario_run_module
+from nemesis.bug_packages import ZOMBIE_CUT_SECONDS
 from nemesis.fault_kinds import names_drawn_as
 from nemesis.mechanism import Nemesis, NemesisConfig
+from nemesis.package_context import ReplicationRules
 from nemesis.package_run import run_package
 from nemesis.packages import (
     PARTITION_WAITS,
@@ -45,7 +47,7 @@ CONTEXTS = [
         3,
         power_loss=True,
         metadata_delay=True,
-        isr_lag_seconds=5.0,
+        rules=ReplicationRules(isr_lag_seconds=5.0),
         client_crash=True,
         consumer_crash=True,
     ),
@@ -174,7 +176,7 @@ def test_isolating_the_leader_outlasts_the_isr_lag_when_it_also_loses_the_contro
         assert [step.get("fault") for step in steps[3:]] == ["kill", None, "heal", "start"]
     assert kinds == {"isolate-leader", "isolate-leader-from-followers"}
     # Without the lag, or without a controller to cut, only the followers are cut.
-    for context in (dataclasses.replace(CONTEXTS[0], isr_lag_seconds=None), CONTEXTS[2]):
+    for context in (dataclasses.replace(CONTEXTS[0], rules=ReplicationRules()), CONTEXTS[2]):
         for seed in range(20):
             steps = plan_package("isolate-followers-lose-leader", random.Random(seed), context)
             assert steps[1]["kind"] == "isolate-leader-from-followers"
@@ -215,7 +217,7 @@ def test_lagging_follower_leader_shutdown_stops_the_leader_cleanly_only_once_its
         cuts.add(cut["fault"])
     assert cuts == {"partition", "one-way"}
     # A long ISR lag is outlasted by the wait for F1 to leave the ISR.
-    slow = dataclasses.replace(CONTEXTS[0], isr_lag_seconds=30.0)
+    slow = dataclasses.replace(CONTEXTS[0], rules=ReplicationRules(isr_lag_seconds=30.0))
     assert plan_package("lagging-follower-leader-shutdown", random.Random(0), slow)[3]["timeout"] == 60
 
 
@@ -265,6 +267,56 @@ def test_zombie_fetch_keeps_the_zombie_deaf_over_two_leadership_moves() -> None:
         assert not any("produce" in step for step in steps), "no markers where the workload sends none"
 
 
+@pytest.mark.parametrize(
+    ("unclean", "elr", "min_isr", "electable"),
+    [
+        (True, False, 1, True),  # an unclean election may pick it
+        (False, True, 2, True),  # {L, F} shrunk to {L}, below min ISR: F joins the ELR
+        (False, True, 3, True),
+        (False, True, 1, False),  # {L} is at min ISR: F leaves the ISR and is eligible for nothing
+        (False, False, 2, False),  # no ELR (KIP-966's mode)
+        (False, None, 2, None),
+        (None, False, 2, None),
+        (False, True, None, None),
+    ],
+)
+def test_a_follower_cut_off_past_the_isr_lag_is_electable_by_unclean_election_or_elr_below_min_isr(
+    unclean: bool | None, elr: bool | None, min_isr: int | None, electable: bool | None
+) -> None:
+    rules = ReplicationRules(
+        unclean_election=unclean,
+        unclean_restart_keeps_isr=None if elr is None else not elr,
+        min_insync_replicas=min_isr,
+    )
+    assert rules.cut_follower_electable() is electable
+
+
+def test_zombie_fetch_is_not_planned_where_its_cut_would_leave_the_next_leader_unelectable() -> None:
+    # The default settings (lag 5 s, ELR on, min ISR 1) and KIP-966's mode (lag 3 s, ELR off, min ISR
+    # 2): every draw of 2026-12-04 stalled at "leader-is F" for 20 s (3 of 3 and 7 of 7).
+    for lag, elr, min_isr in ((5.0, True, 1), (3.0, False, 2)):
+        rules = ReplicationRules(
+            isr_lag_seconds=lag,
+            unclean_election=False,
+            unclean_restart_keeps_isr=not elr,
+            min_insync_replicas=min_isr,
+        )
+        stalls = dataclasses.replace(CONTEXTS[0], rules=rules)
+        with pytest.raises(PackageError, match=r"replica.lag.time.max.ms \(\d s\)"):
+            plan_package("zombie-fetch-across-epochs", random.Random(0), stalls)
+        assert applicable_packages(("kill", "zombie-fetch-across-epochs"), stalls) == ("kill",)
+        # A lag the cut does not outlast (KIP-320's mode: 30 s), or F kept electable: planned.
+        for fits in (
+            dataclasses.replace(rules, isr_lag_seconds=float(ZOMBIE_CUT_SECONDS)),
+            dataclasses.replace(rules, unclean_election=True),
+            dataclasses.replace(rules, unclean_restart_keeps_isr=False, min_insync_replicas=2),
+            dataclasses.replace(rules, isr_lag_seconds=None),
+        ):
+            assert plan_package(
+                "zombie-fetch-across-epochs", random.Random(0), dataclasses.replace(stalls, rules=fits)
+            )
+
+
 def test_zombie_fetch_sends_a_marker_in_each_new_epoch_where_the_workload_can() -> None:
     context = dataclasses.replace(CONTEXTS[0], markers=True)
     for seed in range(10):
@@ -309,7 +361,9 @@ def test_every_partition_wait_of_a_package_is_on_the_partition_its_roles_are_bou
 
 def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:
     slowed = set()
-    without_elr = dataclasses.replace(CONTEXTS[0], unclean_restart_keeps_isr=True)
+    without_elr = dataclasses.replace(
+        CONTEXTS[0], rules=ReplicationRules(5.0, unclean_restart_keeps_isr=True)
+    )
     for seed in range(30):
         steps = plan_package("stale-leader-lagging-joiner", random.Random(seed), without_elr)
         faults = [
@@ -352,7 +406,7 @@ def test_the_lagging_joiner_s_b_is_bounced_by_a_stop_that_keeps_it_in_the_isr(
 ) -> None:
     # Where a crash takes a restarted broker out of every ISR (ELR on), B must stop cleanly and
     # uncontrolled, or A's death finds no B to elect (issue 35: 8 of 8 nightly draws ended there).
-    context = dataclasses.replace(CONTEXTS[0], unclean_restart_keeps_isr=keeps)
+    context = dataclasses.replace(CONTEXTS[0], rules=ReplicationRules(5.0, unclean_restart_keeps_isr=keeps))
     seen = set()
     for seed in range(20):
         steps = plan_package("stale-leader-lagging-joiner", random.Random(seed), context)
@@ -663,7 +717,7 @@ def test_leader_crash_storm_also_sends_the_leadership_back_and_forth_between_two
     # Every election of the exchange is unclean: where they cannot happen it is not planned (in the
     # nightly profile 5 of 9 draws ended at "leader-is" that way), where they may it is.
     for unclean, expected in ((False, {False}), (True, {True, False})):
-        allowed = dataclasses.replace(context, unclean_election=unclean)
+        allowed = dataclasses.replace(context, rules=ReplicationRules(5.0, unclean_election=unclean))
         plans = [plan_package("leader-crash-storm", random.Random(seed), allowed) for seed in range(40)]
         assert {"A" in steps[1]["bind"] for steps in plans} == expected
 
