@@ -146,10 +146,14 @@ def last_replica_standing(rng: random.Random, context: PackageContext) -> list[S
 
 
 ZOMBIE_CUT_SECONDS = 20
-"""How long ``zombie-fetch-across-epochs`` may keep F cut off from L before L dies, with margin:
-8 and 9 s in the two draws of 2026-12-04 (the marker's fetch by G, then up to 2 s).  A shorter ISR
-lag takes F out of the ISR first, and where that leaves F unelectable
-(:meth:`~nemesis.package_context.ReplicationRules.cut_follower_electable`) the package is not planned."""
+"""How long ``zombie-fetch-across-epochs`` may keep F cut off from L before L dies, with margin.
+The marker sent right after the cut goes with the workload's acks (``all``): L answers it only
+once F left the ISR, or the producer gives up (its request timeout, 5 s by default).  Then two
+replica reads a poll for ``log-end-past`` and a sleep of up to 2 s: 6.0-9.4 s in five draws of
+2026-12-04.  An ISR lag shorter than that takes F out of the ISR first -- always, where the lag is
+the one the marker waits for -- and where that leaves F unelectable
+(:meth:`~nemesis.package_context.ReplicationRules.cut_follower_electable`) the package is not
+planned."""
 
 
 def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> list[Step]:
