@@ -148,9 +148,9 @@ def last_replica_standing(rng: random.Random, context: PackageContext) -> list[S
 ZOMBIE_CUT_SECONDS = 20
 """How long ``zombie-fetch-across-epochs`` may keep F cut off from L before L dies, with margin.
 The marker sent right after the cut goes with the workload's acks (``all``): L answers it only
-once F left the ISR, or the producer gives up (its request timeout, 5 s by default).  Then two
-replica reads a poll for ``log-end-past`` and a sleep of up to 2 s: 6.0-9.4 s in five draws of
-2026-12-04.  An ISR lag shorter than that takes F out of the ISR first -- always, where the lag is
+once F left the ISR, or the producer gives up (its request timeout, 5 s by default).  Then the
+``log-end-past`` wait (two replica reads a poll) and a sleep of up to 2 s: 6.0-9.4 s in five draws
+of 2026-12-04.  An ISR lag shorter than that takes F out of the ISR first -- always, where the lag is
 the one the marker waits for -- and where that leaves F unelectable
 (:meth:`~nemesis.package_context.ReplicationRules.cut_follower_electable`) the package is not
 planned."""
@@ -166,8 +166,8 @@ def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> l
     the workload sends markers -- a marker right after the cut (the record that puts G past F)
     and one in each new epoch (two in the last), since the workload's producers mostly cannot
     find the new leader while the zombie answers Metadata with the old one.  Not planned where the
-    cut would take F out of the ISR for good (:data:`ZOMBIE_CUT_SECONDS`): F's election, which
-    the package awaits, cannot happen there.
+    cut outlasts the ISR lag and leaves F unelectable (:data:`ZOMBIE_CUT_SECONDS`): F's election,
+    which the package awaits, cannot happen there.
     """
     if not context.metadata_delay:
         raise PackageError(f"{ZOMBIE_FETCH_ACROSS_EPOCHS} needs a controller node")
@@ -176,7 +176,7 @@ def zombie_fetch_across_epochs(rng: random.Random, context: PackageContext) -> l
     if lag is not None and lag < ZOMBIE_CUT_SECONDS and context.rules.cut_follower_electable() is False:
         raise PackageError(
             f"{ZOMBIE_FETCH_ACROSS_EPOCHS} needs the follower it cuts off to be electable when the"
-            f" leader dies: the cut (up to {ZOMBIE_CUT_SECONDS} s) outlasts replica.lag.time.max.ms"
+            f" leader dies: its cut (6-9 s measured, {ZOMBIE_CUT_SECONDS} s allowed) outlasts replica.lag.time.max.ms"
             f" ({lag:g} s), and then neither unclean elections nor eligible leader replicas with"
             " min.insync.replicas >= 2 keep it so"
         )

@@ -45,26 +45,30 @@ class ReplicationRules:
     unclean_election: bool | None = None
     """Whether an out-of-ISR replica may be elected (``unclean.leader.election.enable``), where
     known: a package whose elections are all unclean plans them only where they may happen."""
+    eligible_leader_replicas: bool | None = None
+    """Whether Eligible Leader Replicas (KIP-966) are on, where known: a replica that leaves an ISR
+    already at ``min.insync.replicas`` stays electable (:meth:`cut_follower_electable`).  Its own
+    fact, though the bundled broker's one switch also decides :attr:`unclean_restart_keeps_isr`:
+    another system may take a crashed broker out of every ISR without an ELR."""
     min_insync_replicas: int | None = None
-    """``min.insync.replicas`` in force, where known: with Eligible Leader Replicas a follower that
-    leaves an ISR of that size stays electable (:meth:`cut_follower_electable`)."""
+    """``min.insync.replicas`` in force, where known."""
 
     def cut_follower_electable(self) -> bool | None:
         """Whether a follower cut off from its leader until it left the ISR (``{L, F}`` shrunk to
         ``{L}``) may still be elected once the leader dies; None where the settings are not known.
 
-        Yes with unclean elections, and with Eligible Leader Replicas (KIP-966; the bundled broker's
-        ``eligible.leader.replicas.enable``, :attr:`unclean_restart_keeps_isr` false)
-        where ``min.insync.replicas`` is at least 2: the shrink takes the ISR below it, so F joins the
-        ELR.  Otherwise a correct controller elects nobody: a package that awaits F as leader after
-        such a cut stalls at that wait (every ``zombie-fetch-across-epochs`` draw did, 2026-12-04:
-        7 of 7 in KIP-966's hunt mode, ELR off and a 3-second lag; 3 of 3 with the bundled broker's
-        defaults, ELR on, min ISR 1 and a 5-second lag).
+        Yes with unclean elections, and with Eligible Leader Replicas where ``min.insync.replicas``
+        is at least 2: the shrink takes the ISR below it, so F joins the ELR.  (The zombie
+        package's third replica, out of the ISR too, is fenced the whole time, and a controller
+        elects no fenced replica: F is the one elected.)  Otherwise a correct controller elects
+        nobody: a package that awaits F as leader after such a cut stalls at that wait (every
+        ``zombie-fetch-across-epochs`` draw did, 2026-12-04: 7 of 7 in KIP-966's hunt mode, ELR
+        off and a 3-second lag; 3 of 3 with the bundled broker's defaults, ELR on, min ISR 1 and a
+        5-second lag).
         """
         if self.unclean_election:
             return True
-        elr = None if self.unclean_restart_keeps_isr is None else not self.unclean_restart_keeps_isr
-        min_isr = self.min_insync_replicas
+        elr, min_isr = self.eligible_leader_replicas, self.min_insync_replicas
         if elr and min_isr is not None and min_isr >= 2:
             return True
         if self.unclean_election is False and (elr is False or (min_isr is not None and min_isr < 2)):

@@ -229,8 +229,8 @@ class TestSpec:
     def replication_rules(self) -> ReplicationRules:
         """The ISR rules in force, each None where it is not known (tansu, or an external cluster
         the run did not ``--set`` it for): ``replica.lag.time.max.ms`` in seconds, the bundled
-        broker's ``eligible.leader.replicas.enable`` negated (a broker back from a crash keeps its
-        ISR memberships without ELR), ``unclean.leader.election.enable`` and
+        broker's ``eligible.leader.replicas.enable`` (and, negated, whether a broker back from a
+        crash keeps its ISR memberships), ``unclean.leader.election.enable`` and
         ``min.insync.replicas``."""
         settings = self.effective_settings()
 
@@ -246,6 +246,7 @@ class TestSpec:
         return ReplicationRules(
             isr_lag_seconds=None if lag_ms is None else lag_ms / 1000,
             unclean_restart_keeps_isr=None if elr is None else not elr,
+            eligible_leader_replicas=elr,
             unclean_election=switch("unclean.leader.election.enable"),
             min_insync_replicas=number("min.insync.replicas"),
         )

@@ -278,6 +278,8 @@ def test_zombie_fetch_keeps_the_zombie_deaf_over_two_leadership_moves() -> None:
         (False, None, 2, None),
         (None, False, 2, None),
         (False, True, None, None),
+        (None, True, 2, True),
+        (False, None, 1, False),  # with or without ELR: {L} is at min ISR
     ],
 )
 def test_a_follower_cut_off_past_the_isr_lag_is_electable_by_unclean_election_or_elr_below_min_isr(
@@ -285,7 +287,7 @@ def test_a_follower_cut_off_past_the_isr_lag_is_electable_by_unclean_election_or
 ) -> None:
     rules = ReplicationRules(
         unclean_election=unclean,
-        unclean_restart_keeps_isr=None if elr is None else not elr,
+        eligible_leader_replicas=elr,
         min_insync_replicas=min_isr,
     )
     assert rules.cut_follower_electable() is electable
@@ -298,7 +300,7 @@ def test_zombie_fetch_is_not_planned_where_its_cut_would_leave_the_next_leader_u
         rules = ReplicationRules(
             isr_lag_seconds=lag,
             unclean_election=False,
-            unclean_restart_keeps_isr=not elr,
+            eligible_leader_replicas=elr,
             min_insync_replicas=min_isr,
         )
         stalls = dataclasses.replace(CONTEXTS[0], rules=rules)
@@ -309,7 +311,7 @@ def test_zombie_fetch_is_not_planned_where_its_cut_would_leave_the_next_leader_u
         for fits in (
             dataclasses.replace(rules, isr_lag_seconds=float(ZOMBIE_CUT_SECONDS)),
             dataclasses.replace(rules, unclean_election=True),
-            dataclasses.replace(rules, unclean_restart_keeps_isr=False, min_insync_replicas=2),
+            dataclasses.replace(rules, eligible_leader_replicas=True, min_insync_replicas=2),
             dataclasses.replace(rules, isr_lag_seconds=None),
         ):
             assert plan_package(
@@ -766,3 +768,24 @@ def test_a_package_of_the_random_nemesis_finds_the_group_coordinator_by_the_run_
     assert [op.type for op in packages] == ["info", "ok"]
     assert "has no group" in str(packages[0].error) and located == ["tidemark-group"]
     assert [op.value["nodes"] for op in ops if op.f == "kill" and op.type == "ok"] == [["n2"]]
+
+
+def test_a_nemesis_plans_its_packages_with_the_rules_of_its_config(
+    recorded: tuple[Recorder, list[Op]],
+) -> None:
+    # The rules reach the packages only through NemesisConfig: without them a named zombie package
+    # would be planned in KIP-966's mode, and stall there.
+    recorder, _ = recorded
+    rules = ReplicationRules(3.0, False, False, False, 2)  # KIP-966's mode: lag 3 s, ELR off, min ISR 2
+    cluster = PackageCluster()
+
+    def nemesis(faults: tuple[str, ...]) -> Nemesis:
+        config = NemesisConfig(
+            leader_partitions=[("queue", 0)], package_cluster=cluster, replication_factor=3, rules=rules
+        )
+        return Nemesis(NemesisSpec(faults=faults), cluster, recorder, config)
+
+    context = nemesis(("quiet",)).packages
+    assert context is not None and context.rules == rules
+    with pytest.raises((PlanError, PackageError), match=r"replica.lag.time.max.ms \(3 s\)"):
+        nemesis(("zombie-fetch-across-epochs",))

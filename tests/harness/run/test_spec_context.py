@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.run.spec import TestSpec
 from nemesis.package_context import ReplicationRules
 
@@ -48,3 +50,15 @@ def test_min_isr_is_the_setting_in_force() -> None:
     assert two.replication_rules().min_insync_replicas == 2
     context = two.package_context()
     assert context is not None and context.rules.min_insync_replicas == 2
+
+
+def test_a_run_hands_its_rules_to_its_nemesis(tmp_path: Path) -> None:
+    from harness.run.runner import _nemesis_for
+    from testbed.record.recorder import Recorder
+    from tests.nemesis.test_packages import PackageCluster
+
+    spec = TestSpec(name="q", settings={"min.insync.replicas": "2"})
+    nemesis = _nemesis_for(spec, None, PackageCluster(), Recorder(tmp_path / "history.jsonl"), None)  # type: ignore[arg-type]
+    assert nemesis is not None and nemesis.packages is not None
+    assert nemesis.packages.rules == spec.replication_rules()
+    assert nemesis.packages.rules.min_insync_replicas == 2
