@@ -26,12 +26,13 @@ class PackageError(ValueError):
     """A package that cannot be planned for this cluster; the message says why."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ReplicationRules:
     """The broker settings in force that decide what a package's cuts and crashes do to an ISR,
     each where known (None: another system, or an external cluster the run did not ``--set`` it
     for).  One value from the test spec (:meth:`harness.run.spec.TestSpec.replication_rules`)
-    through the nemesis's config to every package's context: a new rule is added here alone."""
+    through the nemesis's config to every package's context: a new rule is added here alone.
+    Keyword-only: five optional fields of three types read wrongly by position."""
 
     isr_lag_seconds: float | None = None
     """How long a follower may lag before its leader drops it from the ISR

@@ -364,7 +364,7 @@ def test_every_partition_wait_of_a_package_is_on_the_partition_its_roles_are_bou
 def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:
     slowed = set()
     without_elr = dataclasses.replace(
-        CONTEXTS[0], rules=ReplicationRules(5.0, unclean_restart_keeps_isr=True)
+        CONTEXTS[0], rules=ReplicationRules(isr_lag_seconds=5.0, unclean_restart_keeps_isr=True)
     )
     for seed in range(30):
         steps = plan_package("stale-leader-lagging-joiner", random.Random(seed), without_elr)
@@ -408,7 +408,9 @@ def test_the_lagging_joiner_s_b_is_bounced_by_a_stop_that_keeps_it_in_the_isr(
 ) -> None:
     # Where a crash takes a restarted broker out of every ISR (ELR on), B must stop cleanly and
     # uncontrolled, or A's death finds no B to elect (issue 35: 8 of 8 nightly draws ended there).
-    context = dataclasses.replace(CONTEXTS[0], rules=ReplicationRules(5.0, unclean_restart_keeps_isr=keeps))
+    context = dataclasses.replace(
+        CONTEXTS[0], rules=ReplicationRules(isr_lag_seconds=5.0, unclean_restart_keeps_isr=keeps)
+    )
     seen = set()
     for seed in range(20):
         steps = plan_package("stale-leader-lagging-joiner", random.Random(seed), context)
@@ -719,7 +721,9 @@ def test_leader_crash_storm_also_sends_the_leadership_back_and_forth_between_two
     # Every election of the exchange is unclean: where they cannot happen it is not planned (in the
     # nightly profile 5 of 9 draws ended at "leader-is" that way), where they may it is.
     for unclean, expected in ((False, {False}), (True, {True, False})):
-        allowed = dataclasses.replace(context, rules=ReplicationRules(5.0, unclean_election=unclean))
+        allowed = dataclasses.replace(
+            context, rules=ReplicationRules(isr_lag_seconds=5.0, unclean_election=unclean)
+        )
         plans = [plan_package("leader-crash-storm", random.Random(seed), allowed) for seed in range(40)]
         assert {"A" in steps[1]["bind"] for steps in plans} == expected
 
@@ -776,7 +780,13 @@ def test_a_nemesis_plans_its_packages_with_the_rules_of_its_config(
     # The rules reach the packages only through NemesisConfig: without them a named zombie package
     # would be planned in KIP-966's mode, and stall there.
     recorder, _ = recorded
-    rules = ReplicationRules(3.0, False, False, False, 2)  # KIP-966's mode: lag 3 s, ELR off, min ISR 2
+    rules = ReplicationRules(  # KIP-966's mode
+        isr_lag_seconds=3.0,
+        unclean_restart_keeps_isr=True,
+        unclean_election=False,
+        eligible_leader_replicas=False,
+        min_insync_replicas=2,
+    )
     cluster = PackageCluster()
 
     def nemesis(faults: tuple[str, ...]) -> Nemesis:
