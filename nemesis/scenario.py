@@ -65,6 +65,12 @@ consuming in the background.  Each step has exactly one verb:
   lies between the last checkpoint and a crash: this wait, then a ``sleep`` shorter than the
   checkpoint interval, makes that window the sleep's length instead of a draw from zero to the
   interval;
+* ``wait = "request-held"`` with ``timeout`` and, optionally, ``node`` -- the node's request
+  proxy (without ``node``: any broker's) holds a request, which a ``request-hold`` before it
+  caught (:class:`~nemesis.request_faults.RequestProxies`; a cluster without that ability fails
+  the step).  The held request comes whenever the client next sends one of its kind, and what
+  follows -- the client timing it out, the release -- must be timed from that moment, not from
+  the hold's rule;
 * ``produce = "marker"`` -- one acknowledged-or-not marker send, recorded like any send, from a
   fresh producer bootstrapped at the partition's leader in the freshest view (a zombie's stale
   metadata cannot send it to a dead leader);

@@ -4,7 +4,8 @@
 ``controller``) at the moment a step needs them, calls the nemesis for faults -- so every fault
 is an op in the history -- and polls the cluster for waits.  It knows the cluster only through
 :class:`~testbed.cluster.protocol.Cluster` (and :class:`~testbed.cluster.protocol.LiveReplicas`
-for ``log-end-past`` and ``hw-checkpoint``) and asks partition state of the freshest broker
+for ``log-end-past`` and ``hw-checkpoint``, :class:`~nemesis.request_faults.RequestProxies` for
+``request-held``) and asks partition state of the freshest broker
 view, so a zombie's stale belief never satisfies a wait.  Partitions are the workload topic's, or ``offsets``: the
 ``__consumer_offsets`` partition of the workload's consumer group, found by Kafka's own rule
 (:func:`testbed.cluster.kafka_admin.group_offsets_partition`) once that topic exists.
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from nemesis.request_faults import RequestProxies
 from nemesis.scenario import Scenario
 from nemesis.steps import (
     CONTROLLER,
@@ -48,6 +50,7 @@ from testbed.cluster.kafka_admin import (
     wait_until,
 )
 from testbed.cluster.protocol import Cluster, LiveReplicas
+from testbed.cluster.request_proxy.control import ProxyControlError
 
 
 class ScenarioNemesis(Protocol):
@@ -247,6 +250,9 @@ class ScenarioRun:
         if condition == "hw-checkpoint":
             self._wait_hw_checkpoint(self._node(step), topic, partition, timeout)
             return
+        if condition == "request-held":
+            self._wait_request_held(None if step.node is None else self._node(step), timeout)
+            return
         if condition == "caught-up":
             wait_until(
                 lambda: self._fully_replicated(topic, partition),
@@ -317,6 +323,36 @@ class ScenarioRun:
         except TimeoutError as error:
             raise TimeoutError(f"{error} (last seen: log ends {seen[0] if seen else 'none'})") from None
         self.context.log(f"  log ends {node}: {seen[0][0]}, {than}: {seen[0][1]}")
+
+    def _wait_request_held(self, node: str | None, timeout: float) -> None:
+        """Until ``node``'s request proxy (without a node: any broker's) holds a request -- the
+        moment a ``request-hold`` caught one.  A scenario times what follows from here, not from
+        the hold's rule: the held request comes whenever the client next sends one (a commit after
+        a run of aborts comes a second or more later), and a release timed from the rule could
+        reach the broker before the client had even timed its request out.  A proxy that does not
+        answer (its broker restarting) holds nothing yet."""
+        cluster = self.context.cluster
+        if not isinstance(cluster, RequestProxies):
+            raise ScenarioFailed(
+                "wait request-held: this cluster has no request proxies in front of its brokers"
+            )
+        nodes = [node] if node is not None else list(cluster.node_ids)
+        held: list[str] = []
+
+        def holding(name: str) -> bool:
+            try:
+                return bool(cluster.request_proxy(name).status()["held"])
+            except ValueError:  # not a broker (a shared store's database node): no proxy
+                return False
+            except ProxyControlError:
+                return False
+
+        def any_held() -> bool:
+            held[:] = [name for name in nodes if holding(name)]
+            return bool(held)
+
+        wait_until(any_held, timeout, f"a request held by the proxy of {' or '.join(nodes)}")
+        self.context.log(f"  held by {', '.join(held)}")
 
     def _wait_hw_checkpoint(self, node: str, topic: str, partition: int, timeout: float) -> None:
         """Until ``node``'s HW checkpoint of the partition holds another value than it did at the

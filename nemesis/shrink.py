@@ -237,6 +237,10 @@ def units_of(steps: Sequence[Step]) -> list[int | None]:
             for other in closed[1:]:
                 parent[find(other)] = root
             labels.append(root)
+        elif step.get("wait") == "request-held":
+            # It awaits what the latest fault (its ``request-hold``) caught: without that fault it
+            # would time out, so it goes with it, node or none.
+            labels.append(next_unit - 1 if next_unit else None)
         elif "wait" in step and "node" in step:
             # A wait goes with its node's own latest fault -- except when it awaits another
             # fault's consequence: ``leader-is B`` after ``kill A`` (whatever B's own faults), or

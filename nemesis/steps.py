@@ -57,12 +57,15 @@ WAITS = (
     "answers",
     "log-end-past",
     "hw-checkpoint",
+    "request-held",
 )
-PARTITION_WAITS = frozenset(WAITS) - {"answers"}
+PARTITION_WAITS = frozenset(WAITS) - {"answers", "request-held"}
 """The waits whose condition is about one partition (a step without ``partition`` means
 partition 0)."""
 NODELESS_WAITS = ("caught-up",)
 """Waits that name no node."""
+NODE_OPTIONAL_WAITS = ("request-held",)
+"""Waits that may name a node or not: ``request-held`` without one waits on every broker's proxy."""
 VERBS = ("bind", "fault", "wait", "produce", "sleep")
 FAULTS = tuple(REGISTRY)
 """Every fault kind a ``fault`` step may name (:data:`nemesis.fault_kinds.REGISTRY`)."""
@@ -407,7 +410,7 @@ def _check_step(step: Any, where: str) -> None:
     if verb == "wait":
         if step["wait"] not in WAITS:
             raise ScenarioError(f"{where}: wait {step['wait']!r} is not one of {', '.join(WAITS)}")
-        if step["wait"] not in ("caught-up",) and "node" not in step:
+        if step["wait"] not in NODELESS_WAITS + NODE_OPTIONAL_WAITS and "node" not in step:
             raise ScenarioError(f"{where}: wait {step['wait']} needs node")
         if step["wait"] == "log-end-past" and not isinstance(step.get("than"), str):
             raise ScenarioError(f"{where}: wait log-end-past needs than = NODE (the replica to end past)")

@@ -269,6 +269,22 @@ def test_a_wait_on_a_partitions_victim_goes_with_the_partition() -> None:
     assert [step for step in without_units(steps, {labels[1]})] == [steps[0]]
 
 
+def test_a_request_held_wait_goes_with_the_hold_it_awaits_node_or_none() -> None:
+    """Without its ``request-hold`` nothing is ever held: the wait would time out."""
+    steps: list[Step] = [
+        {"fault": "kill", "node": "n1"},
+        {"fault": "request-hold", "nodes": ["n2", "n3"], "requests": ["EndTxn(commit)"]},
+        {"wait": "request-held", "timeout": 20},
+        {"fault": "start", "node": "n1"},
+        {"wait": "request-held", "node": "n2", "timeout": 20},
+        {"fault": "request-release"},
+    ]
+    labels = units_of(steps)
+    assert labels[2] == labels[1] == labels[4] != labels[0]
+    assert labels[5] is None  # a release of every node's proxy, like heal-all: kept
+    assert without_units(steps, {labels[1]}) == [steps[0], steps[3], steps[5]]
+
+
 def test_a_fault_without_a_heal_keeps_its_node_and_is_a_unit_of_its_own() -> None:
     # elect-preferred does its whole change in its op: nothing heals it, and a shrink may drop it.
     history = History()
