@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+from nemesis.fault_kinds import MIN_RATE_KBIT
 from nemesis.package_context import (
     PackageContext,
     PackageError,
@@ -57,9 +58,10 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
     # Half the draws slow B's links before C starts, as the scripted scenario does: C's catch-up
     # then takes seconds, not a third of one, and the double failure lands inside it (unthrottled,
     # an idle machine's C beat the scenario's kill about one run in two, 2026-11-29).
-    slowed = rng.random() < 0.5
+    rate_kbit = joiner_link_kbit(rng, context)
+    slowed = rate_kbit is not None and rng.random() < 0.5
     if slowed:
-        steps.append({"fault": "slow-link", "node": "B", "rate_kbit": rng.choice((64, 128, 256))})
+        steps.append({"fault": "slow-link", "node": "B", "rate_kbit": rate_kbit})
     steps.append({"fault": "start", "node": "C"})
     # The double failure must land while C is still behind: measured in the hunt's event logs, a
     # C given 0.5-2 s after its start had caught up completely (its LEO the old leader's) when it
@@ -89,6 +91,26 @@ def stale_leader_lagging_joiner(rng: random.Random, context: PackageContext) -> 
         {"fault": "start", "nodes": ["A", "B"]},
     ]
     return steps
+
+
+RECORD_WIRE_KBIT = 0.8
+"""Kilobits one record of the workload costs on a follower's fetch (about 100 bytes with its share
+of the batch header): the replication stream is ``send_rate`` times this."""
+JOINER_LINK_STREAMS = (3, 5, 8)
+"""How many replication streams KAFKA-7128's slowed link carries.  C's backlog is what B took while
+C was stopped (15-25 s of writes), and C drains it at the link's rate less the stream that keeps
+coming: at 3, 5 and 8 streams, about 10, 5 and 3 s.  A fixed 64-256 kbit/s, at the default 200
+sends/s (a stream of about 160 kbit/s), left C's join at 34 s or past its 40-s wait in 5 of 6
+slowed draws (issue 35)."""
+
+
+def joiner_link_kbit(rng: random.Random, context: PackageContext) -> int | None:
+    """The rate of B's slowed link, sized from the workload's send rate; None when the spec does not
+    fix one (the package then never slows: a guess would stall C or not slow it)."""
+    if context.send_rate is None:
+        return None
+    streams = rng.choice(JOINER_LINK_STREAMS)
+    return max(MIN_RATE_KBIT, round(context.send_rate * RECORD_WIRE_KBIT * streams))
 
 
 def bounce_stop(rng: random.Random, context: PackageContext) -> Step:

@@ -124,6 +124,7 @@ class Nemesis:
                 client_crash=crash_ability(workload) is not None,
                 consumer_crash=group_crash_ability(workload),
                 rules=config.rules,
+                send_rate=config.send_rate,
             )
             if config.package_cluster is not None and self.leader_partitions
             else None

@@ -62,7 +62,8 @@ class NemesisConfig:
     as a Kafka :class:`~testbed.cluster.protocol.Cluster`) and ``leader_partitions`` together let
     the schedule draw fault packages, with ``replication_factor`` (default: every broker),
     ``rules`` (the ISR lag, unclean elections, ELR and min ISR in force, where known) and
-    ``group``, the workload's consumer group (a package's roles on its ``offsets`` partition).
+    ``group``, the workload's consumer group (a package's roles on its ``offsets`` partition), and
+    ``send_rate``, the workload's records per second where its spec fixes them (a slowed link's size).
     ``workload`` is asked for the optional abilities some faults need (``consumer-churn``:
     :mod:`nemesis.consumer_churn`; marker sends for packages' ``produce`` steps:
     :class:`nemesis.scenario_run.MarkerSender`).  ``remote_timeout`` bounds every remote call;
@@ -79,6 +80,7 @@ class NemesisConfig:
     workload: object | None = None
     rules: ReplicationRules = dataclasses.field(default_factory=ReplicationRules)
     group: str | None = None
+    send_rate: float | None = None
 
 
 ABILITY_MISSING: Final[Mapping[str, str]] = MappingProxyType(

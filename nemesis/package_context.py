@@ -101,6 +101,11 @@ class PackageContext:
     consumer_crash: bool = False
     """The workload's consumer group has members in processes the nemesis may kill
     (``consumer-crash`` steps whose victim was a member of the group, ``leader-of:offsets``)."""
+    send_rate: float | None = None
+    """Records per second the workload's producers send, where the spec fixes it; None where it
+    does not (as fast as acknowledgements allow, or transactions of a drawn number of sends).  A
+    package that slows a link sizes it from this: a fixed rate is a trickle beside one workload's
+    replication stream and a flood beside another's."""
 
 
 def sleep_step(rng: random.Random, low: float, high: float, why: str) -> Step:

@@ -171,6 +171,13 @@ class QueueSpec:
             return [f"group must be a non-empty string, not {self.group!r}"]
         return []
 
+    @property
+    def send_rate(self) -> float | None:
+        """Records per second the producers send, where the spec fixes it: None as fast as
+        acknowledgements allow (``rate`` 0), and with ``txn`` (``rate`` counts transactions, each of
+        a drawn number of sends).  What a fault package sizes a slowed link from."""
+        return self.rate if self.rate > 0 and not self.txn else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": "queue", **dataclasses.asdict(self)}
 

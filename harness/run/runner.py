@@ -193,6 +193,7 @@ def _nemesis_for(
                 workload=workload,
                 rules=spec.replication_rules(),
                 group=spec.workload.group,
+                send_rate=spec.workload.send_rate,
             ),
         )
         if isinstance(cluster, ControlledCluster) and cluster.brokers

@@ -82,8 +82,8 @@ class BundledTarget(ContainerTarget):
 
     def package_context(self, spec: TargetSpec) -> PackageContext | None:
         """Its brokers, the workload's partitions and replication factor, the lazy filesystem, the
-        controller node (metadata delay), the queue workload's marker sends and its client processes
-        (client and consumer crashes)."""
+        controller node (metadata delay), the queue workload's marker sends, its client processes
+        (client and consumer crashes) and its send rate."""
         return PackageContext(
             brokers=tuple(self.broker_names(spec)),
             partitions=spec.workload.partitions,
@@ -97,6 +97,7 @@ class BundledTarget(ContainerTarget):
             consumer_crash=spec.workload.client_processes
             and spec.workload.consumers > 0
             and spec.workload.consume_via == "subscribe",
+            send_rate=spec.workload.send_rate,
         )
 
     @contextmanager

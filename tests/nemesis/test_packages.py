@@ -363,8 +363,11 @@ def test_every_partition_wait_of_a_package_is_on_the_partition_its_roles_are_bou
 
 def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns() -> None:
     slowed = set()
+    rates = set()
     without_elr = dataclasses.replace(
-        CONTEXTS[0], rules=ReplicationRules(isr_lag_seconds=5.0, unclean_restart_keeps_isr=True)
+        CONTEXTS[0],
+        rules=ReplicationRules(isr_lag_seconds=5.0, unclean_restart_keeps_isr=True),
+        send_rate=200.0,
     )
     for seed in range(30):
         steps = plan_package("stale-leader-lagging-joiner", random.Random(seed), without_elr)
@@ -385,6 +388,7 @@ def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns(
         slowed.add(("slow-link", ("B",)) in faults)
         if ("slow-link", ("B",)) in faults:  # B's links slow down before C starts, healed after
             assert faults.index(("slow-link", ("B",))) < faults.index(("start", ("C",)))
+            rates.add(next(step["rate_kbit"] for step in steps if step.get("fault") == "slow-link"))
             assert faults.index(("slow-link-heal", ("B",))) > faults.index(("kill", ("A", "B")))
         after_double_failure = steps[[step.get("nodes") for step in steps].index(["A", "B"]) + 1]
         p = int(steps[1]["bind"]["A"].split(":")[1])
@@ -398,6 +402,23 @@ def test_stale_leader_lagging_joiner_kills_both_others_after_the_joiner_returns(
         bounce = steps[[step.get("fault") for step in steps].index("partition") + 1]
         assert bounce == {"fault": "kill", "node": "B"}, "without ELR a crashed B keeps its ISR membership"
     assert slowed == {True, False}
+    # 3, 5 and 8 replication streams of 200 sends/s at 0.8 kbit a record: C's backlog drains in seconds.
+    assert rates == {480, 800, 1280}
+
+
+def test_the_lagging_joiner_s_link_is_slowed_only_where_the_send_rate_is_known() -> None:
+    def rates(send_rate: float | None) -> set[int | None]:
+        context = dataclasses.replace(CONTEXTS[0], send_rate=send_rate)
+        plans = [
+            plan_package("stale-leader-lagging-joiner", random.Random(seed), context) for seed in range(30)
+        ]
+        return {
+            next((s["rate_kbit"] for s in steps if s.get("fault") == "slow-link"), None) for steps in plans
+        }
+
+    assert rates(None) == {None}, "unthrottled or transactional: no stream to size the link from"
+    assert rates(20.0) == {None, 48, 80, 128}
+    assert rates(1.0) == {None, 8}, "never below the fault's least rate"
 
 
 @pytest.mark.parametrize(

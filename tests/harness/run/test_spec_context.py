@@ -1,4 +1,5 @@
-"""What a test spec tells the fault packages before the cluster starts: the ISR rules in force."""
+"""What a test spec tells the fault packages before the cluster starts: the ISR rules in force,
+and the workload's send rate."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 from harness.run.spec import TestSpec
 from nemesis.package_context import ReplicationRules
+from workloads.queue import QueueSpec
 
 
 def test_the_isr_lag_is_the_one_in_force_on_the_bundled_broker() -> None:
@@ -15,6 +17,21 @@ def test_the_isr_lag_is_the_one_in_force_on_the_bundled_broker() -> None:
     assert longer.replication_rules().isr_lag_seconds == 12.0
     context = TestSpec(name="q").package_context()
     assert context is not None and context.rules.isr_lag_seconds == 5.0
+
+
+def test_the_send_rate_is_the_workload_s_where_it_fixes_one() -> None:
+    # A slowed link is sized from it (nemesis.bug_packages.joiner_link_kbit); as fast as
+    # acknowledgements allow, or transactions of a drawn number of sends, fix none.
+    def send_rate(**workload: object) -> float | None:
+        spec = TestSpec(name="q", workload=QueueSpec(**workload))  # type: ignore[arg-type]
+        context = spec.package_context()
+        assert context is not None and context.send_rate == spec.workload.send_rate
+        return context.send_rate
+
+    assert send_rate() == 200.0
+    assert send_rate(rate=50.0) == 50.0
+    assert send_rate(rate=0.0) is None
+    assert send_rate(txn=True, rate=10.0) is None
 
 
 def test_the_rules_of_a_system_whose_settings_are_not_known_are_unknown() -> None:
@@ -52,13 +69,14 @@ def test_min_isr_is_the_setting_in_force() -> None:
     assert context is not None and context.rules.min_insync_replicas == 2
 
 
-def test_a_run_hands_its_rules_to_its_nemesis(tmp_path: Path) -> None:
+def test_a_run_hands_its_rules_and_send_rate_to_its_nemesis(tmp_path: Path) -> None:
     from harness.run.runner import _nemesis_for
     from testbed.record.recorder import Recorder
     from tests.nemesis.test_packages import PackageCluster
 
-    spec = TestSpec(name="q", settings={"min.insync.replicas": "2"})
+    spec = TestSpec(name="q", settings={"min.insync.replicas": "2"}, workload=QueueSpec(rate=50.0))
     nemesis = _nemesis_for(spec, None, PackageCluster(), Recorder(tmp_path / "history.jsonl"), None)  # type: ignore[arg-type]
     assert nemesis is not None and nemesis.packages is not None
     assert nemesis.packages.rules == spec.replication_rules()
     assert nemesis.packages.rules.min_insync_replicas == 2
+    assert nemesis.packages.send_rate == 50.0  # a hunt's packages size slowed links from it
