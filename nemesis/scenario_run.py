@@ -342,9 +342,7 @@ class ScenarioRun:
         def holding(name: str) -> bool:
             try:
                 return bool(cluster.request_proxy(name).status()["held"])
-            except ValueError:  # not a broker (a shared store's database node): no proxy
-                return False
-            except ProxyControlError:
+            except (ValueError, ProxyControlError):  # not a broker (no proxy), or its proxy not up
                 return False
 
         def any_held() -> bool:
